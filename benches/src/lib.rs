@@ -1,0 +1,1 @@
+//! Criterion benchmarks of the kameleon hot paths live in `benches/benches/`.

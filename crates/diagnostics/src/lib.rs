@@ -1,0 +1,1 @@
+//! MCMC diagnostics: effective sample size, split R-hat, autocorrelation, MMD, quantile coverage and KL divergence. Under construction.

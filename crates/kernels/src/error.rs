@@ -1,0 +1,37 @@
+//! The error type of the kernels crate.
+
+/// What can go wrong when building or evaluating a kernel.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    /// A parameter was non-finite or outside its domain.
+    #[error("invalid kernel parameter `{name}` = {value}: {reason}")]
+    InvalidParameter {
+        /// The parameter's name.
+        name: &'static str,
+        /// The value that was given.
+        value: f64,
+        /// What the parameter must satisfy.
+        reason: &'static str,
+    },
+    /// Points of different dimensions were combined.
+    #[error("dimension mismatch: expected {expected}, got {got}")]
+    DimensionMismatch {
+        /// The dimension that was expected.
+        expected: usize,
+        /// The dimension that was given.
+        got: usize,
+    },
+}
+
+/// Checks that a parameter is finite and strictly positive.
+pub(crate) fn positive(name: &'static str, value: f64) -> Result<f64, KernelError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(KernelError::InvalidParameter {
+            name,
+            value,
+            reason: "must be finite and > 0",
+        })
+    }
+}
