@@ -17,6 +17,7 @@
 
 mod banana;
 mod error;
+mod flower;
 mod function;
 mod quantile;
 #[cfg(test)]
@@ -25,6 +26,7 @@ mod util;
 
 pub use banana::Banana;
 pub use error::TargetError;
+pub use flower::Flower;
 pub use function::FnTarget;
 pub use quantile::QuantileRegions;
 
