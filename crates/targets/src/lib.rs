@@ -15,11 +15,18 @@
 //! assert_eq!(normal.log_density(&[0.0, 0.0], &mut rng), 0.0);
 //! ```
 
+mod banana;
 mod error;
 mod function;
+mod quantile;
+#[cfg(test)]
+mod testing;
+mod util;
 
+pub use banana::Banana;
 pub use error::TargetError;
 pub use function::FnTarget;
+pub use quantile::QuantileRegions;
 
 use rand::Rng;
 
