@@ -28,9 +28,12 @@
 //! [`FeatureError`].
 
 mod error;
+mod fastfood;
+mod fwht;
 mod rff;
 
 pub use error::FeatureError;
+pub use fastfood::{Fastfood, FastfoodScratch, RadialSpectralDensity};
 pub use rff::{Embedding, RandomFourierFeatures};
 
 use faer::{MatMut, MatRef};
