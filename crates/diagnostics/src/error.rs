@@ -55,7 +55,7 @@ pub(crate) fn rows(samples: &[f64], d: usize, what: &'static str) -> Result<usiz
     if samples.is_empty() {
         return Err(DiagnosticsError::Empty(what));
     }
-    if samples.len() % d != 0 {
+    if !samples.len().is_multiple_of(d) {
         return Err(DiagnosticsError::DimensionMismatch(format!(
             "{what}: length {} is not a multiple of d = {d}",
             samples.len()

@@ -150,8 +150,8 @@ pub fn split_chains(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
 /// Rank-normalises pooled draws: each value is replaced by Φ⁻¹((r − 3/8)/(S + 1/4)) where r is
 /// its 1-based rank among all S draws of all chains (ties get their average rank, Blom's offset).
 /// The chain structure is preserved.
-pub fn rank_normalize(chains: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
-    let pooled: Vec<f64> = chains.iter().flatten().copied().collect();
+pub fn rank_normalize(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+    let pooled: Vec<f64> = chains.iter().flat_map(|c| c.iter().copied()).collect();
     if pooled.is_empty() {
         return Err(DiagnosticsError::Empty("rank_normalize"));
     }
@@ -190,7 +190,7 @@ fn as_slices(chains: &[Vec<f64>]) -> Vec<&[f64]> {
 /// Bulk ESS of Vehtari et al. (2021): [`ess_multi_chain`] of the rank-normalised split chains.
 /// One chain is allowed (it is split into two).
 pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
-    let z = rank_normalize(&split_chains(chains)?)?;
+    let z = rank_normalize(&as_slices(&split_chains(chains)?))?;
     ess_multi_chain(&as_slices(&z))
 }
 
@@ -252,7 +252,7 @@ pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
 /// |x − median| (scale). Values above 1.01 indicate non-convergence.
 pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
     let split = split_chains(chains)?;
-    let bulk = rhat_of(&as_slices(&rank_normalize(&split)?))?;
+    let bulk = rhat_of(&as_slices(&rank_normalize(&as_slices(&split))?))?;
     let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
     pooled.sort_by(f64::total_cmp);
     let median = quantile_sorted(&pooled, 0.5);
@@ -260,7 +260,7 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
         .collect();
-    let tail = rhat_of(&as_slices(&rank_normalize(&folded)?))?;
+    let tail = rhat_of(&as_slices(&rank_normalize(&as_slices(&folded))?))?;
     Ok(bulk.max(tail))
 }
 

@@ -39,15 +39,17 @@ fn ess_batch_means(x: &[f64], a: usize) -> f64 {
     (a * b) as f64 * var(&x[..a * b]) / (b as f64 * var(&means))
 }
 
-/// Tolerances: the relative sd of a lag-window/initial-sequence estimate of τ is about
-/// √(2(2M+1)/n) with M the truncation lag (Priestley 1981 §6.2; M ≈ where ρ^M reaches the noise
-/// level 1/√n). n = 10⁵: ρ = 0.9 → M ≈ 55, sd ≈ 4.7 %; ρ = 0.5 → M ≈ 8, sd ≈ 1.8 %; ρ = 0 or
-/// −0.5 → M ≲ 4, sd ≲ 1.4 %. Averaging 4 seeds halves these, and 3 sd of the mean gives the
-/// tolerances below (rounded up): 8 %, 4 %, 4 %, 4 %.
+/// Tolerances. τ̂ = −1 + 2Σ_{m≤M} Γ̂_m/γ̂₀ sums 2M+2 autocorrelations, each with sd ≈ 1/√n
+/// (Bartlett) and correlated as the chain is, so its relative sd is about
+/// √(2(2M+1)/n)·(1 + noise from the random truncation point M) (Priestley 1981 §6.2 for the
+/// fixed-window part). n = 10⁵: ρ = 0.9 → M ≈ 55 (where ρ^{2M} reaches 1/√n), sd ≈ 4.7 %;
+/// ρ ∈ {0.5, 0, −0.5} → M ≲ 8, fixed-window sd ≲ 1.8 %, but the random truncation (pairs of pure
+/// noise kept until the first negative one) roughly doubles it: ≈ 3 % per chain. Averaging 4
+/// seeds halves these, and 3 sd of the mean gives the tolerances 8 % and 5 %.
 #[test]
 fn geyer_ess_of_ar1_matches_closed_form() {
     let n = 100_000;
-    for (rho, tol) in [(0.9, 0.08), (0.5, 0.04), (0.0, 0.04), (-0.5, 0.04)] {
+    for (rho, tol) in [(0.9, 0.08), (0.5, 0.05), (0.0, 0.05), (-0.5, 0.05)] {
         let expected = (1.0 - rho) / (1.0 + rho);
         let mean: f64 = (0..4)
             .map(|seed| ess_geyer(&ar1(rho, n, 100 + seed)).unwrap() / n as f64)
@@ -169,7 +171,7 @@ fn split_and_rank_normalize_by_hand() {
     let split = split_chains(&[&chain]).unwrap();
     assert_eq!(split, vec![vec![5.0, 1.0], vec![2.0, 4.0]]);
     // Values {5, 1} ∪ {2, 2}: ranks 4, 1, 2.5, 2.5 of S = 4 → z = Φ⁻¹((r − 3/8)/4.25).
-    let z = rank_normalize(&[vec![5.0, 1.0], vec![2.0, 2.0]]).unwrap();
+    let z = rank_normalize(&[&[5.0, 1.0], &[2.0, 2.0]]).unwrap();
     let phi_inv = |p: f64| kameleon_diagnostics::normal_quantile(p).unwrap();
     let expect = |r: f64| phi_inv((r - 0.375) / 4.25);
     assert!((z[0][0] - expect(4.0)).abs() < 1e-15);
