@@ -21,16 +21,22 @@ fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool) {
             im.swap(i, j);
         }
     }
+    // Twiddles w_k = exp(∓2πik/n) for k < n/2, from sin/cos directly (no recurrence, so
+    // rounding does not accumulate); stage `len` uses every (n/len)-th of them.
     let sign = if inverse { 1.0 } else { -1.0 };
+    let twiddles: Vec<(f64, f64)> = (0..n / 2)
+        .map(|k| {
+            let (s, c) = (sign * 2.0 * std::f64::consts::PI * k as f64 / n as f64).sin_cos();
+            (c, s)
+        })
+        .collect();
     let mut len = 2;
     while len <= n {
         let half = len / 2;
-        let step = sign * 2.0 * std::f64::consts::PI / len as f64;
-        for k in 0..half {
-            // Twiddles from sin/cos directly (no recurrence), so rounding does not accumulate.
-            let (s, c) = (step * k as f64).sin_cos();
-            let mut start = 0;
-            while start < n {
+        let stride = n / len;
+        for start in (0..n).step_by(len) {
+            for k in 0..half {
+                let (c, s) = twiddles[k * stride];
                 let (a, b) = (start + k, start + k + half);
                 let tr = re[b] * c - im[b] * s;
                 let ti = re[b] * s + im[b] * c;
@@ -38,7 +44,6 @@ fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool) {
                 im[b] = im[a] - ti;
                 re[a] += tr;
                 im[a] += ti;
-                start += len;
             }
         }
         len *= 2;
