@@ -54,5 +54,5 @@ pub use ess::{
     split_chains,
 };
 pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, ReferenceHistogram};
-pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2};
+pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2, mmd2_polynomial};
 pub use normal::{normal_cdf, normal_quantile};

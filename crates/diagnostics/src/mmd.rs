@@ -123,6 +123,7 @@ fn kernel_sum<K: MmdKernel + ?Sized>(
 /// Unbiased: the within-sample sums skip i = j and are divided by n(n−1) and m(m−1) (needs
 /// n, m ≥ 2). Cost O((n + m)²·d); sums are compensated against cancellation. This is the squared
 /// MMD (as both anchors report), not its square root.
+/// For the polynomial kernel on large samples prefer [`mmd2_polynomial`] (same value, linear cost).
 pub fn mmd2<K: MmdKernel + ?Sized>(
     x: &[f64],
     y: &[f64],
@@ -151,6 +152,115 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
             Ok(kernel_sum(kernel, x, x, d, true) / (nf * (nf - 1.0))
                 + kernel_sum(kernel, y, y, d, true) / (mf * (mf - 1.0))
                 - 2.0 * cross)
+        }
+    }
+}
+
+/// Explicit feature map of (c + ⟨a, b⟩)^p = ⟨φ(a), φ(b)⟩ by the multinomial theorem: one
+/// entry per multi-index (k₀, k₁, …, k_d) with Σk = p, equal to
+/// √(p!/(k₀!⋯k_d!)·c^{k₀}) · Π_{i≥1} a_i^{k_i}. There are C(d + p, p) entries (220 for d = 9, p = 3).
+struct PolynomialFeatures {
+    /// Per multi-index: the coefficient √(p!/Πk!·c^{k₀}) and the exponents k₁…k_d.
+    terms: Vec<(f64, Vec<i32>)>,
+}
+
+impl PolynomialFeatures {
+    fn new(kernel: &PolynomialKernel, d: usize) -> Self {
+        let p = kernel.degree;
+        let factorial = |k: i32| (1..=k).map(f64::from).product::<f64>();
+        let mut terms = Vec::new();
+        let mut exps = vec![0i32; d];
+        // Enumerate (k₁…k_d) with Σ ≤ p; k₀ = p − Σ.
+        fn visit(i: usize, left: i32, exps: &mut [i32], out: &mut dyn FnMut(&[i32], i32)) {
+            if i == exps.len() {
+                out(exps, left);
+                return;
+            }
+            for k in 0..=left {
+                exps[i] = k;
+                visit(i + 1, left - k, exps, out);
+            }
+            exps[i] = 0;
+        }
+        visit(0, p, &mut exps, &mut |e: &[i32], k0: i32| {
+            let denom: f64 = e.iter().map(|&k| factorial(k)).product::<f64>() * factorial(k0);
+            let coef = (factorial(p) / denom * kernel.offset.powi(k0)).sqrt();
+            terms.push((coef, e.to_vec()));
+        });
+        Self { terms }
+    }
+
+    /// Adds φ(row) to `acc` (compensated) and returns ‖φ(row)‖².
+    fn accumulate(&self, row: &[f64], acc: &mut [CompensatedSum]) -> f64 {
+        let mut norm2 = 0.0;
+        for ((coef, exps), a) in self.terms.iter().zip(acc.iter_mut()) {
+            let v = coef
+                * row
+                    .iter()
+                    .zip(exps)
+                    .map(|(x, &k)| x.powi(k))
+                    .product::<f64>();
+            a.add(v);
+            norm2 += v * v;
+        }
+        norm2
+    }
+
+    /// Feature sums S = Σ_i φ(x_i) and Σ_i ‖φ(x_i)‖² over the rows of `x`.
+    fn sums(&self, x: &[f64], d: usize) -> (Vec<f64>, f64) {
+        let mut acc: Vec<CompensatedSum> = (0..self.terms.len())
+            .map(|_| CompensatedSum::default())
+            .collect();
+        let mut diag = CompensatedSum::default();
+        for row in x.chunks_exact(d) {
+            diag.add(self.accumulate(row, &mut acc));
+        }
+        (
+            acc.iter().map(CompensatedSum::value).collect(),
+            diag.value(),
+        )
+    }
+}
+
+/// Same value as [`mmd2`] with a [`PolynomialKernel`], computed exactly in O((n + m)·F·d) through
+/// the explicit feature map (F = C(d + p, p) features) instead of O((n + m)²·d) kernel sums, so
+/// a 10⁴-row benchmark costs milliseconds. The biased estimator is ‖φ̄_X − φ̄_Y‖² (no
+/// cancellation, never negative); the unbiased one is
+/// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
+pub fn mmd2_polynomial(
+    x: &[f64],
+    y: &[f64],
+    d: usize,
+    kernel: &PolynomialKernel,
+    estimator: MmdEstimator,
+) -> Result<f64> {
+    let n = rows(x, d, "mmd2_polynomial x")?;
+    let m = rows(y, d, "mmd2_polynomial y")?;
+    check_finite(x, "mmd2_polynomial x")?;
+    check_finite(y, "mmd2_polynomial y")?;
+    let features = PolynomialFeatures::new(kernel, d);
+    let (sx, dx) = features.sums(x, d);
+    let (sy, dy) = features.sums(y, d);
+    let (nf, mf) = (n as f64, m as f64);
+    match estimator {
+        MmdEstimator::Biased => Ok(sx
+            .iter()
+            .zip(&sy)
+            .map(|(a, b)| (a / nf - b / mf).powi(2))
+            .sum()),
+        MmdEstimator::Unbiased => {
+            if n < 2 || m < 2 {
+                return Err(DiagnosticsError::TooFewDraws {
+                    what: "unbiased mmd2_polynomial",
+                    needed: 2,
+                    got: n.min(m),
+                });
+            }
+            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
+            Ok(
+                (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
+                    - 2.0 * dot(&sx, &sy) / (nf * mf),
+            )
         }
     }
 }
@@ -231,6 +341,37 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(99);
         let x = normals(&mut rng, 100, 0.0);
         assert!(mmd2(&x, &x, 2, &k, MmdEstimator::Biased).unwrap().abs() < 1e-10);
+    }
+
+    #[test]
+    fn feature_map_path_matches_kernel_sums() {
+        // Independent computations of the same quantity: O(n²) kernel sums vs the explicit
+        // multinomial feature map; they agree to rounding (1e-9 relative to the kernel scale).
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
+        for (d, kernel) in [
+            (1, PolynomialKernel::paper()),
+            (3, PolynomialKernel::code()),
+            (4, PolynomialKernel::new(0.7, 2).unwrap()),
+        ] {
+            let x = normals(&mut rng, 40 * d, 0.3);
+            let y = normals(&mut rng, 25 * d, 0.0);
+            for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+                let direct = mmd2(&x, &y, d, &kernel, est).unwrap();
+                let fast = mmd2_polynomial(&x, &y, d, &kernel, est).unwrap();
+                let scale = kernel.eval(&x[..d], &x[..d]).abs().max(1.0);
+                assert!(
+                    (direct - fast).abs() < 1e-9 * scale,
+                    "d {d} {est:?}: {direct} vs {fast}"
+                );
+            }
+        }
+        // Feature count C(d + p, p): 220 for d = 9, p = 3.
+        assert_eq!(
+            PolynomialFeatures::new(&PolynomialKernel::paper(), 9)
+                .terms
+                .len(),
+            220
+        );
     }
 
     #[test]
