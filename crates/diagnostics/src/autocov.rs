@@ -169,6 +169,28 @@ mod tests {
     }
 
     #[test]
+    fn autocorrelation_of_ar1_is_geometric() {
+        // Stationary AR(1) with ρ = 0.8 has autocorrelation ρ^k. Bartlett's formula gives
+        // sd(ρ̂_k) ≤ √((1+ρ²)/(1−ρ²)/n) ≈ 0.0068 at n = 10⁵; 4 sd = 0.027.
+        let (rho, n) = (0.8, 100_000);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut v: f64 = StandardNormal.sample(&mut rng);
+        let x: Vec<f64> = (0..n)
+            .map(|_| {
+                let out = v;
+                let e: f64 = StandardNormal.sample(&mut rng);
+                v = rho * v + (1.0 - rho * rho).sqrt() * e;
+                out
+            })
+            .collect();
+        let acf = autocorrelation(&x, 10).unwrap();
+        assert_eq!(acf.len(), 11);
+        for (k, r) in acf.iter().enumerate() {
+            assert!((r - rho.powi(k as i32)).abs() < 0.027, "lag {k}: {r}");
+        }
+    }
+
+    #[test]
     fn autocorrelation_of_constant_series_is_an_error() {
         assert!(autocorrelation(&[2.0; 10], 3).is_err());
         assert!(autocovariance(&[]).is_err());

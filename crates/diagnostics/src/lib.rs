@@ -6,7 +6,7 @@
 //! # Data layout
 //! - A scalar chain is a `&[f64]` series; several chains are `&[&[f64]]` of equal length.
 //! - Multivariate draws are **row-major**: n rows of d values in one `&[f64]` of length n·d
-//!   (row t is `samples[t*d..(t+1)*d]`). [`column`] and [`per_dimension`] turn them into
+//!   (row t is `samples[t*d..(t+1)*d]`). [`column()`] and [`per_dimension`] turn them into
 //!   scalar series.
 //!
 //! # Example
