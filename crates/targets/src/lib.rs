@@ -15,11 +15,20 @@
 //! assert_eq!(normal.log_density(&[0.0, 0.0], &mut rng), 0.0);
 //! ```
 
+mod banana;
 mod error;
+mod flower;
 mod function;
+mod quantile;
+#[cfg(test)]
+mod testing;
+mod util;
 
+pub use banana::Banana;
 pub use error::TargetError;
+pub use flower::Flower;
 pub use function::FnTarget;
+pub use quantile::QuantileRegions;
 
 use rand::Rng;
 
