@@ -51,7 +51,9 @@ fn check_chains(chains: &[&[f64]], what: &'static str) -> Result<usize> {
 ///
 /// With autocovariances γ̂_k (divisor n) and pair sums Γ̂_m = γ̂_{2m} + γ̂_{2m+1}, the pairs are
 /// kept up to (excluding) the first Γ̂_m ≤ 0, made non-increasing by a running minimum, and
-/// σ̂² = −γ̂₀ + 2 Σ Γ̂_m; then ESS = n·γ̂₀/σ̂². For antithetic chains the ESS can exceed n.
+/// σ̂² = −γ̂₀ + 2 Σ Γ̂_m; then τ̂ = σ̂²/γ̂₀ and ESS = n/τ̂. For antithetic chains the ESS can
+/// exceed n; τ̂ is capped below at 1/log₁₀(n) (ESS ≤ n·log₁₀ n), which also covers a truncated
+/// σ̂² ≤ 0 of an almost perfectly alternating series.
 /// Needs at least [`MIN_DRAWS`] finite draws with positive variance.
 pub fn ess_geyer(x: &[f64]) -> Result<f64> {
     check_len(x.len(), "ess_geyer")?;
@@ -72,8 +74,10 @@ pub fn ess_geyer(x: &[f64]) -> Result<f64> {
         sum += gamma;
         prev = gamma;
     }
-    let sigma2 = -g0 + 2.0 * sum;
-    Ok(n as f64 * g0 / sigma2)
+    // For strongly antithetic chains the truncated estimate of σ² can be ≤ 0; cap τ̂ below at
+    // 1/log₁₀(n) like the multi-chain estimator, so ESS ≤ n·log₁₀(n).
+    let tau = ((-g0 + 2.0 * sum) / g0).max(1.0 / (n as f64).log10());
+    Ok(n as f64 / tau)
 }
 
 /// Multi-chain ESS of Vehtari et al. (2021) on the given chains as they are (no splitting,
