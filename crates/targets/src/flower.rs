@@ -2,10 +2,12 @@
 //! lacks.
 
 use crate::quantile::chi_squared_quantile;
-use crate::util::{LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal};
+use crate::util::{
+    LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal, normal_cdf,
+};
 use crate::{QuantileRegions, Target, TargetError};
 use rand::{Rng, RngExt};
-use std::f64::consts::{FRAC_1_SQRT_2, PI, TAU};
+use std::f64::consts::{PI, TAU};
 
 /// The flower `F(r₀, A, ω, σ)` in dimension `d ≥ 2`:
 /// `π(x) ∝ exp(−(ρ − c(φ))²/(2σ²)) · N(x₃:d; 0, I)` with `ρ = ‖x₁:₂‖`,
@@ -44,11 +46,6 @@ pub struct Flower {
 /// Standard normal density.
 fn normal_pdf(z: f64) -> f64 {
     (-0.5 * z * z).exp() / (TAU).sqrt()
-}
-
-/// Standard normal CDF, accurate in the tails (libm's erfc).
-fn normal_cdf(z: f64) -> f64 {
-    0.5 * libm::erfc(-z * FRAC_1_SQRT_2)
 }
 
 impl Flower {
