@@ -183,6 +183,10 @@ mod tests {
             let banana = Banana::new(2, b, v).unwrap();
             for q in [0.1, 0.5, 0.9] {
                 let t = banana.region_threshold(q).unwrap();
+                for y in draws.chunks(d).take(50) {
+                    let by_statistic = banana.region_statistic(y) <= t;
+                    assert_eq!(banana.in_region(y, q).unwrap(), by_statistic);
+                }
                 let mass = integral_2d(&banana, |y1, y2| {
                     f64::from(u8::from(banana.region_statistic(&[y1, y2]) <= t))
                 });
@@ -231,9 +235,14 @@ mod tests {
         let draws = draw_iid(&banana, n, 11);
         for k in 1..=9 {
             let q = k as f64 / 10.0;
+            let t = banana.region_threshold(q).unwrap();
+            for y in draws.chunks(d).take(50) {
+                let by_statistic = banana.region_statistic(y) <= t;
+                assert_eq!(banana.in_region(y, q).unwrap(), by_statistic);
+            }
             let inside = draws
                 .chunks(d)
-                .filter(|y| banana.in_region(y, q).unwrap())
+                .filter(|y| banana.region_statistic(y) <= t)
                 .count();
             let sd = (q * (1.0 - q)).sqrt();
             assert_within_mc_error("coverage", inside as f64 / n as f64, q, sd, n);
