@@ -326,12 +326,12 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim() && out.len() == x.len());
-        self.features.jacobian(x, self.jacobian.as_mut());
-        for (l, o) in out.iter_mut().enumerate() {
-            *o = (0..self.theta.nrows())
-                .map(|i| self.jacobian[(i, l)] * self.theta[i])
-                .sum();
-        }
+        let theta = self
+            .theta
+            .try_as_col_major()
+            .expect("owned column is contiguous");
+        self.features
+            .jacobian_transpose_mul(x, theta.as_slice(), out);
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {

@@ -61,6 +61,15 @@ impl FeatureMap for Fourier {
             }
         }
     }
+    fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
+        out.fill(0.0);
+        for (i, w) in weights.iter().enumerate() {
+            let s = -self.scale() * self.argument(i, x).sin() * w;
+            for (l, o) in out.iter_mut().enumerate() {
+                *o += s * self.omega[(i, l)];
+            }
+        }
+    }
     fn second_derivatives(&self, x: &[f64], mut out: MatMut<'_, f64>) {
         for i in 0..self.dim_out() {
             let c = -self.scale() * self.argument(i, x).cos();
