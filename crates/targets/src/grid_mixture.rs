@@ -84,6 +84,16 @@ impl Target for GridMixture {
         Ok(())
     }
 
+    /// The mean of the centres in every coordinate.
+    fn exact_mean(&self, out: &mut [f64]) -> Result<(), TargetError> {
+        check_dim(self.dim, out.len())?;
+        let mut centre_mean = 0.0;
+        self.factor
+            .exact_mean(std::slice::from_mut(&mut centre_mean))?;
+        out.fill(centre_mean);
+        Ok(())
+    }
+
     fn sample_iid(&self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<(), TargetError> {
         check_dim(self.dim, out.len())?;
         for o in out.iter_mut() {
@@ -143,6 +153,11 @@ mod tests {
             let sd = (values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n as f64).sqrt();
             assert_within_mc_error("E x²", m, expected, sd, n);
         }
+        let mut mean = [f64::NAN; 32];
+        grid.exact_mean(&mut mean).unwrap();
+        assert!(mean.iter().all(|&m| m == 0.0));
+        let first: f64 = draws.chunks(32).map(|x| x[5]).sum::<f64>() / n as f64;
+        assert_within_mc_error("E x5", first, mean[5], 465f64.sqrt(), n);
         let cross: Vec<f64> = draws.chunks(32).map(|x| x[3] * x[17]).collect();
         let m = cross.iter().sum::<f64>() / n as f64;
         assert_within_mc_error("E x3 x17", m, 0.0, 465.0, n);

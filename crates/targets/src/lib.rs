@@ -82,6 +82,13 @@ pub trait Target: Send + Sync {
         Err(TargetError::Unsupported("gradient"))
     }
 
+    /// Writes the exact mean of the target into `out` when it is known (the
+    /// reference of the norm-of-the-mean metric).
+    fn exact_mean(&self, out: &mut [f64]) -> Result<(), TargetError> {
+        let _ = out;
+        Err(TargetError::Unsupported("an exact mean"))
+    }
+
     /// Draws one exact independent sample into `out` when the target can.
     fn sample_iid(&self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<(), TargetError> {
         let _ = (rng, out);
