@@ -15,11 +15,23 @@
 //! assert_eq!(normal.log_density(&[0.0, 0.0], &mut rng), 0.0);
 //! ```
 
+mod abc;
 mod error;
 mod function;
+mod gp_classification;
+mod pseudo_marginal;
+mod skew_normal;
 
+pub use abc::{AbcSkewNormal, OBSERVED_SEED, abc_skew_normal_posterior};
 pub use error::TargetError;
 pub use function::FnTarget;
+pub use gp_classification::{
+    ClassificationData, DEFAULT_MAX_NEWTON_STEPS, DEFAULT_NEWTON_TOLERANCE, DEFAULT_RIDGE,
+    GLASS_PRIOR_VARIANCE, GpClassification, LaplaceApproximation, glass_posterior,
+    theta_code_to_paper, theta_paper_to_code,
+};
+pub use pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, LogPrior, PseudoMarginal};
+pub use skew_normal::SkewNormal;
 
 use rand::Rng;
 
