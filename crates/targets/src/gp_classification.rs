@@ -44,11 +44,14 @@
 
 use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
-use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
-use faer::prelude::*;
-use faer::{Accum, Mat, MatRef, Par, Side};
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
@@ -93,6 +96,46 @@ fn sigmoid(z: f64) -> f64 {
         let e = z.exp();
         e / (1.0 + e)
     }
+}
+
+/// Factorises the symmetric positive-definite `a = LLᵀ` in place with
+/// `Par::Seq` (these targets run inside parallel chains, and the global faer
+/// parallelism may be anything): afterwards the lower triangle of `a` holds
+/// `L`; the strict upper triangle is left as it was and must not be read.
+fn cholesky_lower_in_place(a: MatMut<'_, f64>, what: &str) -> Result<(), TargetError> {
+    let n = a.nrows();
+    let mut memory = MemBuffer::new(cholesky_in_place_scratch::<f64>(
+        n,
+        Par::Seq,
+        Default::default(),
+    ));
+    cholesky_in_place(
+        a,
+        Default::default(),
+        Par::Seq,
+        MemStack::new(&mut memory),
+        Default::default(),
+    )
+    .map(|_| ())
+    .map_err(|e| TargetError::Numerical(format!("Cholesky of {what} failed: {e:?}")))
+}
+
+/// `out = m v`, sequential.
+fn matvec(out: &mut Col<f64>, m: MatRef<'_, f64>, v: &Col<f64>) {
+    matmul(
+        out.as_mat_mut(),
+        Accum::Replace,
+        m,
+        v.as_mat(),
+        1.0,
+        Par::Seq,
+    );
+}
+
+/// Solves `LLᵀ x = rhs` in place, with `L` the lower triangle of `l`.
+fn cholesky_solve_in_place(l: MatRef<'_, f64>, rhs: &mut Col<f64>) {
+    solve_lower_triangular_in_place(l, rhs.as_mat_mut(), Par::Seq);
+    solve_upper_triangular_in_place(l.transpose(), rhs.as_mat_mut(), Par::Seq);
 }
 
 /// Binary classification data: covariates (one row per point) and labels ±1.
@@ -197,10 +240,9 @@ impl ClassificationData {
             1.0 / (n - 1) as f64,
             Par::Seq,
         );
-        let llt = covariance.llt(Side::Lower).map_err(|e| {
-            TargetError::Data(format!("covariates have a singular covariance: {e:?}"))
-        })?;
-        solve_lower_triangular_in_place(llt.L(), centred_t.as_mut(), Par::Seq);
+        cholesky_lower_in_place(covariance.as_mut(), "the covariates' sample covariance")
+            .map_err(|e| TargetError::Data(e.to_string()))?;
+        solve_lower_triangular_in_place(covariance.as_ref(), centred_t.as_mut(), Par::Seq);
         Self::new(centred_t.transpose().to_owned(), self.y.clone())
     }
 
@@ -436,33 +478,38 @@ impl GpClassification {
         let mut psi = objective(&a, &f);
         let mut sqrt_w = vec![0.0; n];
         let mut b = Col::<f64>::zeros(n);
+        let mut c = Col::<f64>::zeros(n);
+        let mut b_factor = Mat::<f64>::zeros(n, n);
+        // A NaN objective counts as no ascent, so it is never accepted.
+        let no_ascent = |new: f64, old: f64| new.is_nan() || new < old;
         let mut converged = false;
         let mut steps = 0;
         while steps < self.max_newton_steps {
             steps += 1;
-            let llt = self.factor_b(k, &f, &mut sqrt_w)?;
+            self.factor_b(k, &f, &mut sqrt_w, &mut b_factor)?;
             for i in 0..n {
                 let pi = sigmoid(f[i]);
                 b[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi);
             }
             // a_new = b − W^½ B⁻¹ W^½ K b.
-            let mut c = k * &b;
+            matvec(&mut c, k, &b);
             for i in 0..n {
                 c[i] *= sqrt_w[i];
             }
-            let v = llt.solve(&c);
-            let mut a_new = Col::from_fn(n, |i| b[i] - sqrt_w[i] * v[i]);
-            let mut f_new = k * &a_new;
+            cholesky_solve_in_place(b_factor.as_ref(), &mut c);
+            let mut a_new = Col::from_fn(n, |i| b[i] - sqrt_w[i] * c[i]);
+            let mut f_new = Col::<f64>::zeros(n);
+            matvec(&mut f_new, k, &a_new);
             let mut psi_new = objective(&a_new, &f_new);
             // Halve the step while Ψ decreases (Ψ is concave, so this ends).
             let mut halvings = 0;
-            while !(psi_new >= psi) && halvings < 50 {
+            while no_ascent(psi_new, psi) && halvings < 50 {
                 a_new = Col::from_fn(n, |i| 0.5 * (a[i] + a_new[i]));
                 f_new = Col::from_fn(n, |i| 0.5 * (f[i] + f_new[i]));
                 psi_new = objective(&a_new, &f_new);
                 halvings += 1;
             }
-            if !(psi_new >= psi) {
+            if no_ascent(psi_new, psi) {
                 // No ascent at machine precision: the current point is the mode.
                 converged = true;
                 break;
@@ -475,21 +522,30 @@ impl GpClassification {
             }
         }
         // Covariance and evidence at the final f.
-        let llt = self.factor_b(k, &f, &mut sqrt_w)?;
-        let l = llt.L();
+        self.factor_b(k, &f, &mut sqrt_w, &mut b_factor)?;
+        let l = b_factor.as_ref();
         let half_log_det_b: f64 = (0..n).map(|i| l[(i, i)].ln()).sum();
         // V = L⁻¹ W^½ K, Σ = K − VᵀV.
         let mut v = Mat::from_fn(n, n, |i, j| sqrt_w[i] * k[(i, j)]);
         solve_lower_triangular_in_place(l, v.as_mut(), Par::Seq);
+        // Only the lower triangle of VᵀV is computed, then mirrored.
         let mut covariance = k.to_owned();
-        matmul(
+        triangular_matmul(
             covariance.as_mut(),
+            BlockStructure::TriangularLower,
             Accum::Add,
             v.transpose(),
+            BlockStructure::Rectangular,
             v.as_ref(),
+            BlockStructure::Rectangular,
             -1.0,
             Par::Seq,
         );
+        for j in 0..n {
+            for i in j + 1..n {
+                covariance[(j, i)] = covariance[(i, j)];
+            }
+        }
         Ok(LaplaceApproximation {
             mode: f.iter().copied().collect(),
             covariance,
@@ -499,25 +555,27 @@ impl GpClassification {
         })
     }
 
-    /// Sets `sqrt_w = √(π(1 − π))` at `f` and factorises `B = I + W^½KW^½`.
+    /// Sets `sqrt_w = √(π(1 − π))` at `f` and writes the Cholesky factor of
+    /// `B = I + W^½KW^½` into the lower triangle of `out`.
     fn factor_b(
         &self,
         k: MatRef<'_, f64>,
         f: &Col<f64>,
         sqrt_w: &mut [f64],
-    ) -> Result<faer::linalg::solvers::Llt<f64>, TargetError> {
+        out: &mut Mat<f64>,
+    ) -> Result<(), TargetError> {
         let n = k.nrows();
         for i in 0..n {
             let pi = sigmoid(f[i]);
             sqrt_w[i] = (pi * (1.0 - pi)).sqrt();
         }
-        let b = Mat::from_fn(n, n, |i, j| {
-            let identity = if i == j { 1.0 } else { 0.0 };
-            identity + sqrt_w[i] * k[(i, j)] * sqrt_w[j]
-        });
-        b.llt(Side::Lower).map_err(|e| {
-            TargetError::Numerical(format!("Cholesky of B = I + W^½KW^½ failed: {e:?}"))
-        })
+        for j in 0..n {
+            for i in j..n {
+                out[(i, j)] = sqrt_w[i] * k[(i, j)] * sqrt_w[j];
+            }
+            out[(j, j)] += 1.0;
+        }
+        cholesky_lower_in_place(out.as_mut(), "B = I + W^½KW^½")
     }
 
     /// `log p̂(y | θ)`, the log of the unbiased importance-sampling estimate
@@ -536,13 +594,11 @@ impl GpClassification {
             for i in 0..n {
                 c[(i, i)] += ridge;
             }
-            c.llt(Side::Lower).map_err(|e| {
-                TargetError::Numerical(format!("Cholesky of {what} + ρI failed: {e:?}"))
-            })
+            cholesky_lower_in_place(c.as_mut(), what).map(|_| c)
         };
-        let prior_llt = cholesky_with_ridge(k, "K")?;
-        let proposal_llt = cholesky_with_ridge(laplace.covariance, "Σ")?;
-        let (l_prior, l_proposal) = (prior_llt.L(), proposal_llt.L());
+        let prior_factor = cholesky_with_ridge(k, "K + ρI")?;
+        let proposal_factor = cholesky_with_ridge(laplace.covariance, "Σ + ρI")?;
+        let (l_prior, l_proposal) = (prior_factor.as_ref(), proposal_factor.as_ref());
         let half_log_det = |l: MatRef<'_, f64>| (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
         // log N(f; 0, K+ρI) − log N(f; f̂, Σ+ρI) = −½‖L_K⁻¹f‖² + ½‖z‖² + this.
         let log_det_term = half_log_det(l_proposal) - half_log_det(l_prior);
