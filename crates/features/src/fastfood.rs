@@ -1,0 +1,415 @@
+//! Fastfood (Le, Sarlós & Smola 2013): random Fourier features whose
+//! frequency matrix is a product of diagonal, permutation and Hadamard
+//! matrices, applied in O(D log d) per point instead of O(D d).
+
+use crate::error::check_finite;
+use crate::fwht::fwht;
+use crate::rff::{Embedding, feature_derivative};
+use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
+use faer::MatMut;
+use kameleon_kernels::{Gaussian, SpectralDensity};
+use rand::{Rng, RngExt};
+use rand_distr::StandardNormal;
+use std::cell::RefCell;
+use std::f64::consts::TAU;
+
+/// A spectral density that is radial (isotropic) in every dimension: ω = r·u
+/// with u uniform on the sphere, and the density of the same radial kernel
+/// in a higher dimension p restricts to the one in d ≤ p (true when the
+/// kernel is a function of ‖x − y‖₂ that is positive definite in every
+/// dimension).
+///
+/// Fastfood only needs the radius: it draws a frequency in the padded
+/// dimension p with [`SpectralDensity::sample_frequency`] and keeps its norm.
+/// Implemented for the kernels checked to be radial: [`Gaussian`].
+pub trait RadialSpectralDensity: SpectralDensity {}
+
+impl RadialSpectralDensity for Gaussian {}
+
+/// Fastfood random features `φ: Rᵈ → R^D` for a radial kernel.
+///
+/// The input is zero-padded to `p`, the next power of two ≥ d. Block b holds
+/// p frequencies, the rows of `V_b = S H G Π H B` (H the p × p
+/// Walsh–Hadamard matrix, B random signs, Π a random permutation, G i.i.d.
+/// N(0, 1), S the radial scaling): each row of `H G Π H B` is exactly
+/// N(0, p I) given B and Π, so its direction is uniform; S rescales row i to
+/// the norm `r_i = ‖ω_i‖` of a frequency drawn from the kernel's spectral
+/// density in dimension p (for the Gaussian kernel, `r_i ~ χ_p / ℓ`, the
+/// paper's `S = (1/(ℓ√p)) s_i/‖G‖_F`). The blocks provide the m = D
+/// ([`Embedding::CosPhase`], with uniform phases) or m = D/2
+/// ([`Embedding::SinCos`]) frequencies; the last block is truncated.
+///
+/// # Cost and scratch space
+///
+/// [`Fastfood::embed_with`] costs two fast transforms per block, O(D log p).
+/// [`Fastfood::jacobian_transpose_mul_with`] (the gradient of `wᵀφ(x)`) adds
+/// one transposed transform per block. The full Jacobian and second
+/// derivatives need the columns `V_b e_l`, one transform each, so they cost
+/// O(D d log p) — never a stored D × d matrix, but more than the O(D d) of
+/// dense features (see the crate docs for the measured crossover).
+///
+/// The transforms need `3p` numbers of scratch space. The `_with` methods
+/// take it as a [`FastfoodScratch`] made once by [`Fastfood::scratch`]; the
+/// [`FeatureMap`] methods use a thread-local buffer instead, which is
+/// allocated on a thread's first call and only grows when a larger map is
+/// used on that thread — so the per-point calls allocate nothing in steady
+/// state either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fastfood {
+    embedding: Embedding,
+    dim_in: usize,
+    dim_out: usize,
+    padded: usize,
+    num_frequencies: usize,
+    /// B, per block (p entries of ±1).
+    signs: Vec<f64>,
+    /// Π as Fisher–Yates swaps, per block: swap positions j and `swaps[j]`
+    /// for j = p−1 down to 1.
+    swaps: Vec<usize>,
+    /// G, per block.
+    gaussian: Vec<f64>,
+    /// S, per block, including the normalisation `1/(‖G‖ √p)`.
+    scaling: Vec<f64>,
+    /// The phases b_i (CosPhase only).
+    phases: Vec<f64>,
+    /// √(2/D).
+    scale: f64,
+}
+
+/// Scratch space for the [`Fastfood`] transforms (`3p` numbers); make it
+/// once with [`Fastfood::scratch`] and reuse it for every point.
+#[derive(Debug, Clone)]
+pub struct FastfoodScratch {
+    buf: Vec<f64>,
+}
+
+thread_local! {
+    static THREAD_SCRATCH: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Fastfood {
+    /// Draws a Fastfood map for the radial kernel with spectral density
+    /// `density`, inputs of dimension `dim_in` and `dim_out` features.
+    ///
+    /// Errors: a zero dimension, an odd `dim_out` with [`Embedding::SinCos`],
+    /// or a non-finite drawn radius.
+    pub fn new(
+        density: &dyn RadialSpectralDensity,
+        dim_in: usize,
+        dim_out: usize,
+        embedding: Embedding,
+        rng: &mut dyn Rng,
+    ) -> Result<Self, FeatureError> {
+        let m = embedding.num_frequencies(dim_out)?;
+        if dim_in == 0 {
+            return Err(FeatureError::ZeroDimension {
+                what: "input dimension",
+            });
+        }
+        let p = dim_in.next_power_of_two();
+        let blocks = m.div_ceil(p);
+        let mut signs = Vec::with_capacity(blocks * p);
+        let mut swaps = Vec::with_capacity(blocks * p);
+        let mut gaussian = Vec::with_capacity(blocks * p);
+        let mut scaling = Vec::with_capacity(blocks * p);
+        let mut omega = vec![0.0; p];
+        for _ in 0..blocks {
+            signs.extend((0..p).map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 }));
+            swaps.push(0);
+            swaps.extend((1..p).map(|j| rng.random_range(0..=j)));
+            let g: Vec<f64> = (0..p).map(|_| rng.sample(StandardNormal)).collect();
+            let norm = (g.iter().map(|v| v * v).sum::<f64>() * p as f64).sqrt();
+            gaussian.extend_from_slice(&g);
+            for _ in 0..p {
+                density.sample_frequency(rng, &mut omega);
+                let radius = omega.iter().map(|v| v * v).sum::<f64>().sqrt();
+                scaling.push(radius / norm);
+            }
+        }
+        check_finite("radial scaling", &scaling)?;
+        let phases = match embedding {
+            Embedding::CosPhase => (0..m).map(|_| TAU * rng.random::<f64>()).collect(),
+            Embedding::SinCos => Vec::new(),
+        };
+        Ok(Self {
+            embedding,
+            dim_in,
+            dim_out,
+            padded: p,
+            num_frequencies: m,
+            signs,
+            swaps,
+            gaussian,
+            scaling,
+            phases,
+            scale: (2.0 / dim_out as f64).sqrt(),
+        })
+    }
+
+    /// The embedding used.
+    pub fn embedding(&self) -> Embedding {
+        self.embedding
+    }
+
+    /// The padded input dimension p (the next power of two ≥ d).
+    pub fn padded_dim(&self) -> usize {
+        self.padded
+    }
+
+    /// The number of frequencies m (`D` or `D/2`).
+    pub fn num_frequencies(&self) -> usize {
+        self.num_frequencies
+    }
+
+    /// Scratch space for the `_with` methods.
+    pub fn scratch(&self) -> FastfoodScratch {
+        FastfoodScratch {
+            buf: vec![0.0; self.scratch_len()],
+        }
+    }
+
+    fn scratch_len(&self) -> usize {
+        3 * self.padded
+    }
+
+    /// The equivalent dense map: the same features with the frequencies
+    /// `ω_i` (the first d columns of the rows of the `V_b`) stored
+    /// explicitly. Allocates O(D d); for inspection, saving and testing.
+    /// Errors only if a materialised frequency overflows to a non-finite value.
+    pub fn to_dense(&self) -> Result<RandomFourierFeatures, FeatureError> {
+        let (d, p) = (self.dim_in, self.padded);
+        let mut frequencies = vec![0.0; self.num_frequencies * d];
+        let mut col = vec![0.0; p];
+        for b in 0..self.num_blocks() {
+            let (first, count) = self.block_range(b);
+            for l in 0..d {
+                self.column(b, l, &mut col);
+                for j in 0..count {
+                    frequencies[(first + j) * d + l] = col[j];
+                }
+            }
+        }
+        RandomFourierFeatures::from_parts(self.embedding, d, frequencies, self.phases.clone())
+    }
+
+    /// Writes `φ(x)` into `out`, using `scratch`.
+    pub fn embed_with(&self, x: &[f64], out: &mut [f64], scratch: &mut FastfoodScratch) {
+        debug_assert!(x.len() == self.dim_in && out.len() == self.dim_out);
+        let t = &mut scratch.buf[..self.padded];
+        for b in 0..self.num_blocks() {
+            let (first, count) = self.block_range(b);
+            self.arguments(b, x, t);
+            for j in 0..count {
+                let emb = self.embedding;
+                feature_derivative(emb, first + j, t[j], self.scale, 0, |r, v| out[r] = v);
+            }
+        }
+    }
+
+    /// Writes the Jacobian `∂φ_i/∂x_l` (D × d) into `out`, using `scratch`.
+    pub fn jacobian_with(&self, x: &[f64], out: MatMut<'_, f64>, scratch: &mut FastfoodScratch) {
+        self.derivative_matrix(x, out, 1, scratch);
+    }
+
+    /// Writes the second derivatives `∂²φ_i/∂x_l²` (D × d) into `out`, using
+    /// `scratch`.
+    pub fn second_derivatives_with(
+        &self,
+        x: &[f64],
+        out: MatMut<'_, f64>,
+        scratch: &mut FastfoodScratch,
+    ) {
+        self.derivative_matrix(x, out, 2, scratch);
+    }
+
+    /// Writes `J(x)ᵀw = ∇ₓ(wᵀφ(x))` into `out` (length d) with one forward
+    /// and one transposed fast transform per block, using `scratch`.
+    pub fn jacobian_transpose_mul_with(
+        &self,
+        x: &[f64],
+        weights: &[f64],
+        out: &mut [f64],
+        scratch: &mut FastfoodScratch,
+    ) {
+        debug_assert!(x.len() == self.dim_in && out.len() == self.dim_in);
+        debug_assert!(weights.len() == self.dim_out);
+        out.fill(0.0);
+        let t = &mut scratch.buf[..self.padded];
+        for b in 0..self.num_blocks() {
+            let (first, count) = self.block_range(b);
+            self.arguments(b, x, t);
+            // t_j ← Σ_r (∂φ_r/∂a_j) w_r over the rows r of frequency j.
+            for j in 0..count {
+                let mut g = 0.0;
+                feature_derivative(self.embedding, first + j, t[j], self.scale, 1, |r, v| {
+                    g += v * weights[r];
+                });
+                t[j] = g;
+            }
+            t[count..].fill(0.0);
+            self.transpose_transform(b, t);
+            for (o, v) in out.iter_mut().zip(t.iter()) {
+                *o += v;
+            }
+        }
+    }
+
+    fn num_blocks(&self) -> usize {
+        self.num_frequencies.div_ceil(self.padded)
+    }
+
+    /// The first frequency of block b and how many frequencies it holds.
+    fn block_range(&self, b: usize) -> (usize, usize) {
+        let first = b * self.padded;
+        (first, self.padded.min(self.num_frequencies - first))
+    }
+
+    /// The parameters of block b: (B, swaps, G, S).
+    fn block(&self, b: usize) -> (&[f64], &[usize], &[f64], &[f64]) {
+        let r = b * self.padded..(b + 1) * self.padded;
+        (
+            &self.signs[r.clone()],
+            &self.swaps[r.clone()],
+            &self.gaussian[r.clone()],
+            &self.scaling[r],
+        )
+    }
+
+    /// `t ← V_b t = S H G Π H B t` in place.
+    fn transform(&self, b: usize, t: &mut [f64]) {
+        let (signs, swaps, g, s) = self.block(b);
+        multiply(t, signs);
+        fwht(t);
+        for j in (1..t.len()).rev() {
+            t.swap(j, swaps[j]);
+        }
+        multiply(t, g);
+        fwht(t);
+        multiply(t, s);
+    }
+
+    /// `t ← V_bᵀ t = B H Πᵀ G H S t` in place.
+    fn transpose_transform(&self, b: usize, t: &mut [f64]) {
+        let (signs, swaps, g, s) = self.block(b);
+        multiply(t, s);
+        fwht(t);
+        multiply(t, g);
+        for j in 1..t.len() {
+            t.swap(j, swaps[j]);
+        }
+        fwht(t);
+        multiply(t, signs);
+    }
+
+    /// `t ← V_b x̃ (+ phases)` for the zero-padded x̃: the arguments of block
+    /// b's frequencies (entries past the block's count are meaningless).
+    fn arguments(&self, b: usize, x: &[f64], t: &mut [f64]) {
+        t[..self.dim_in].copy_from_slice(x);
+        t[self.dim_in..].fill(0.0);
+        self.transform(b, t);
+        let (first, count) = self.block_range(b);
+        if let Some(phases) = self.phases.get(first..first + count) {
+            for (v, phase) in t.iter_mut().zip(phases) {
+                *v += phase;
+            }
+        }
+    }
+
+    /// `t ← V_b e_l`, the l-th input coordinate of block b's frequencies.
+    fn column(&self, b: usize, l: usize, t: &mut [f64]) {
+        t.fill(0.0);
+        t[l] = 1.0;
+        self.transform(b, t);
+    }
+
+    /// `out[r, l] = (∂^order φ_r/∂a^order) · ω_{r,l}^order`, the Jacobian
+    /// (order 1) or the second derivatives (order 2).
+    fn derivative_matrix(
+        &self,
+        x: &[f64],
+        mut out: MatMut<'_, f64>,
+        order: u8,
+        scratch: &mut FastfoodScratch,
+    ) {
+        debug_assert!(x.len() == self.dim_in);
+        debug_assert!(out.nrows() == self.dim_out && out.ncols() == self.dim_in);
+        let p = self.padded;
+        let (values, col) = scratch.buf.split_at_mut(2 * p);
+        let col = &mut col[..p];
+        let rows_per_frequency = self.embedding.dim_out(1);
+        for b in 0..self.num_blocks() {
+            let (first, count) = self.block_range(b);
+            let first_row = self.embedding.dim_out(first);
+            self.arguments(b, x, col);
+            for j in 0..count {
+                feature_derivative(
+                    self.embedding,
+                    first + j,
+                    col[j],
+                    self.scale,
+                    order,
+                    |r, v| {
+                        values[r - first_row] = v;
+                    },
+                );
+            }
+            for l in 0..self.dim_in {
+                self.column(b, l, col);
+                for q in 0..count * rows_per_frequency {
+                    let w = col[q / rows_per_frequency];
+                    let factor = if order == 1 { w } else { w * w };
+                    out[(first_row + q, l)] = values[q] * factor;
+                }
+            }
+        }
+    }
+
+    /// Runs `f` with this thread's scratch buffer, grown to this map's size.
+    fn with_thread_scratch<R>(&self, f: impl FnOnce(&mut FastfoodScratch) -> R) -> R {
+        THREAD_SCRATCH.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let mut scratch = FastfoodScratch {
+                buf: std::mem::take(&mut *buf),
+            };
+            if scratch.buf.len() < self.scratch_len() {
+                scratch.buf.resize(self.scratch_len(), 0.0);
+            }
+            let result = f(&mut scratch);
+            *buf = scratch.buf;
+            result
+        })
+    }
+}
+
+/// `t ← t ⊙ d`.
+fn multiply(t: &mut [f64], d: &[f64]) {
+    for (v, s) in t.iter_mut().zip(d) {
+        *v *= s;
+    }
+}
+
+impl FeatureMap for Fastfood {
+    fn dim_in(&self) -> usize {
+        self.dim_in
+    }
+
+    fn dim_out(&self) -> usize {
+        self.dim_out
+    }
+
+    fn embed(&self, x: &[f64], out: &mut [f64]) {
+        self.with_thread_scratch(|s| self.embed_with(x, out, s));
+    }
+
+    fn jacobian(&self, x: &[f64], out: MatMut<'_, f64>) {
+        self.with_thread_scratch(|s| self.jacobian_with(x, out, s));
+    }
+
+    fn second_derivatives(&self, x: &[f64], out: MatMut<'_, f64>) {
+        self.with_thread_scratch(|s| self.second_derivatives_with(x, out, s));
+    }
+
+    fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
+        self.with_thread_scratch(|s| self.jacobian_transpose_mul_with(x, weights, out, s));
+    }
+}

@@ -1,0 +1,54 @@
+//! Small helpers shared by the synthetic targets.
+
+use crate::TargetError;
+use rand::{Rng, RngExt};
+use rand_distr::StandardNormal;
+
+/// log(2π).
+pub(crate) const LN_2PI: f64 = 1.837_877_066_409_345_5;
+
+/// Errors unless `got == expected`.
+pub(crate) fn check_dim(expected: usize, got: usize) -> Result<(), TargetError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(TargetError::DimensionMismatch { expected, got })
+    }
+}
+
+/// Errors unless `value` is finite and `> 0`.
+pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<(), TargetError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(TargetError::InvalidParameter {
+            name,
+            reason: format!("must be finite and positive, got {value}"),
+        })
+    }
+}
+
+/// Errors unless `value` is finite.
+pub(crate) fn check_finite(name: &'static str, value: f64) -> Result<(), TargetError> {
+    if value.is_finite() {
+        Ok(())
+    } else {
+        Err(TargetError::InvalidParameter {
+            name,
+            reason: format!("must be finite, got {value}"),
+        })
+    }
+}
+
+/// Fills `out` with independent standard normal draws.
+pub(crate) fn fill_standard_normal(rng: &mut dyn Rng, out: &mut [f64]) {
+    for v in out.iter_mut() {
+        *v = rng.sample(StandardNormal);
+    }
+}
+
+/// The standard normal CDF, accurate in both tails (libm's erfc; statrs'
+/// erf is only ~1e-10 accurate).
+pub(crate) fn normal_cdf(z: f64) -> f64 {
+    0.5 * libm::erfc(-z * std::f64::consts::FRAC_1_SQRT_2)
+}
