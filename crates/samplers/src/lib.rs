@@ -1,3 +1,43 @@
-//! Gradient-free kernel adaptive MCMC samplers. Under construction.
+//! Gradient-free kernel adaptive MCMC samplers on one Metropolis–Hastings engine.
+//!
+//! ```
+//! use kameleon_samplers::{FnTarget, RandomWalk, RunConfig, run_chain};
+//! let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
+//! let chain = run_chain(&target, RandomWalk::new(2)?, &[0.0, 0.0], RunConfig::new(500, 2000), 42)?;
+//! println!("{} samples, mean {:?}, acceptance {:.2}", chain.len(), chain.mean(), chain.acceptance_rate());
+//! # Ok::<(), kameleon_samplers::SamplerError>(())
+//! ```
+//!
+//! # Architecture
+//!
+//! Every sampler is a [`Proposal`] run by the one engine [`MetropolisHastings`]
+//! (see the `engine` module docs for the exact step). Adaptation is built from
+//! the small parts in [`adaptation`]: [`StepSchedule`], [`RobbinsMonro`],
+//! [`Scale`], [`AdaptProbability`], [`RunningMoments`] (Welford) and
+//! [`History`] (subsampling without replacement). [`Run`] drives the engine,
+//! records a [`Chain`] (burn-in, thinning, counters) and checkpoints to a file;
+//! [`run_chain`] and [`run_chains`] (rayon, thread-count independent) are the
+//! one-call entry points.
 
-pub use kameleon_targets::Target;
+pub mod adaptation;
+mod am;
+mod chain;
+mod covariance;
+pub mod engine;
+mod error;
+mod hmc;
+mod random_walk;
+
+pub use adaptation::{
+    AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule, StochasticMoments,
+};
+pub use am::{AdaptiveMetropolis, MomentEstimator};
+pub use chain::{
+    AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
+};
+pub use covariance::ProposalCovariance;
+pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
+pub use error::{Result, SamplerError};
+pub use hmc::{HamiltonianMove, Hmc};
+pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use random_walk::RandomWalk;

@@ -14,10 +14,37 @@
 //! let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0);
 //! assert_eq!(normal.log_density(&[0.0, 0.0], &mut rng), 0.0);
 //! ```
+//!
+//! The synthetic targets are exactly normalised, know their gradients and
+//! draw exact iid samples; the banana and the flower also have regions of
+//! exactly known mass ([`QuantileRegions`]) for coverage metrics:
+//!
+//! ```
+//! use kameleon_targets::{Banana, QuantileRegions, Target};
+//! use rand::SeedableRng;
+//! let banana = Banana::new(8, 0.03, 100.0)?;
+//! let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+//! let mut x = vec![0.0; 8];
+//! banana.sample_iid(&mut rng, &mut x)?;
+//! let inside = banana.in_region(&x, 0.5)?; // true with probability exactly 0.5
+//! # let _ = inside;
+//! # Ok::<(), kameleon_targets::TargetError>(())
+//! ```
+//!
+//! - [`Banana`]: the twisted Gaussian `B(b, v)` of Haario et al. (KAMH, KMC).
+//! - [`Flower`]: the flower `F(r₀, A, ω, σ)` and the ring (KAMH).
+//! - [`GaussianMixture`]: general mixtures with full covariances, exact
+//!   marginals, the cKAM bimodal and five-component targets, single
+//!   Gaussians and the rotated Gaussian of KMC ([`random_rotated_covariance`],
+//!   [`haar_orthogonal`]).
+//! - [`GridMixture`]: cKAM's 32-d mixture over a product grid, factorised.
 
 mod banana;
 mod error;
+mod flower;
 mod function;
+mod gaussian_mixture;
+mod grid_mixture;
 mod quantile;
 #[cfg(test)]
 mod testing;
@@ -25,7 +52,10 @@ mod util;
 
 pub use banana::Banana;
 pub use error::TargetError;
+pub use flower::Flower;
 pub use function::FnTarget;
+pub use gaussian_mixture::{GaussianMixture, haar_orthogonal, random_rotated_covariance};
+pub use grid_mixture::GridMixture;
 pub use quantile::QuantileRegions;
 
 use rand::Rng;
@@ -50,6 +80,13 @@ pub trait Target: Send + Sync {
     fn grad_log_density(&self, x: &[f64], out: &mut [f64]) -> Result<(), TargetError> {
         let _ = (x, out);
         Err(TargetError::Unsupported("gradient"))
+    }
+
+    /// Writes the exact mean of the target into `out` when it is known (the
+    /// reference of the norm-of-the-mean metric).
+    fn exact_mean(&self, out: &mut [f64]) -> Result<(), TargetError> {
+        let _ = out;
+        Err(TargetError::Unsupported("an exact mean"))
     }
 
     /// Draws one exact independent sample into `out` when the target can.

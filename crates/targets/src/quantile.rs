@@ -19,7 +19,10 @@ pub trait QuantileRegions: Target {
     /// `(0, 1)` or when the target cannot guarantee exactness at this level.
     fn region_threshold(&self, q: f64) -> Result<f64, TargetError>;
 
-    /// Whether `x` lies in the region of level `q`.
+    /// Whether `x` lies in the region of level `q`. This recomputes the
+    /// threshold (a χ² quantile, which is iterative): over many points, call
+    /// [`QuantileRegions::region_threshold`] once and compare
+    /// [`QuantileRegions::region_statistic`] with it.
     fn in_region(&self, x: &[f64], q: f64) -> Result<bool, TargetError> {
         Ok(self.region_statistic(x) <= self.region_threshold(q)?)
     }

@@ -1,0 +1,346 @@
+//! Effective sample size and R-hat.
+//!
+//! Three estimators are provided (see `notes/methodology.md` §1a):
+//! - [`ess_geyer`]: Geyer's initial monotone sequence estimator on one chain (the F-KAMH
+//!   thesis' ESS, as R's `mcmc::initseq`);
+//! - [`ess_multi_chain`]: the multi-chain estimator of Vehtari et al. (2021) on the raw values;
+//! - [`ess_bulk`], [`ess_tail`], [`rhat_split`] and [`rhat_rank`]: the rank-normalised split
+//!   diagnostics of Vehtari et al. (2021), as reported by Stan and ArviZ.
+//!
+//! Chains are scalar series `&[f64]`; several chains are `&[&[f64]]` of equal length. For
+//! multivariate draws stored row-major (n rows of d values), use [`column`] or
+//! [`per_dimension`]. A constant series has no defined ESS or R-hat and gives
+//! [`DiagnosticsError::ZeroVariance`].
+
+use crate::autocov::autocovariance;
+use crate::error::{DiagnosticsError, Result, check_finite, rows};
+use crate::normal::normal_quantile;
+
+/// Minimum draws per chain accepted by the ESS and R-hat functions.
+pub const MIN_DRAWS: usize = 4;
+
+fn check_len(n: usize, what: &'static str) -> Result<()> {
+    if n < MIN_DRAWS {
+        return Err(DiagnosticsError::TooFewDraws {
+            what,
+            needed: MIN_DRAWS,
+            got: n,
+        });
+    }
+    Ok(())
+}
+
+/// Validates a set of chains: non-empty, equal lengths ≥ [`MIN_DRAWS`], finite. Returns the
+/// common length.
+fn check_chains(chains: &[&[f64]], what: &'static str) -> Result<usize> {
+    let first = chains.first().ok_or(DiagnosticsError::Empty(what))?;
+    let n = first.len();
+    if chains.iter().any(|c| c.len() != n) {
+        return Err(DiagnosticsError::DimensionMismatch(format!(
+            "{what}: chains must have equal lengths"
+        )));
+    }
+    check_len(n, what)?;
+    for c in chains {
+        check_finite(c, what)?;
+    }
+    Ok(n)
+}
+
+/// Single-chain ESS by Geyer's initial monotone sequence estimator.
+///
+/// With autocovariances γ̂_k (divisor n) and pair sums Γ̂_m = γ̂_{2m} + γ̂_{2m+1}, the pairs are
+/// kept up to (excluding) the first Γ̂_m ≤ 0, made non-increasing by a running minimum, and
+/// σ̂² = −γ̂₀ + 2 Σ Γ̂_m; then τ̂ = σ̂²/γ̂₀ and ESS = n/τ̂. For antithetic chains the ESS can
+/// exceed n; τ̂ is capped below at 1/log₁₀(n) (ESS ≤ n·log₁₀ n), which also covers a truncated
+/// σ̂² ≤ 0 of an almost perfectly alternating series.
+/// Needs at least [`MIN_DRAWS`] finite draws with positive variance.
+pub fn ess_geyer(x: &[f64]) -> Result<f64> {
+    check_len(x.len(), "ess_geyer")?;
+    let n = x.len();
+    let acov = autocovariance(x)?;
+    let g0 = acov[0];
+    if g0 <= 0.0 {
+        return Err(DiagnosticsError::ZeroVariance("ess_geyer"));
+    }
+    let mut sum = 0.0;
+    let mut prev = f64::INFINITY;
+    for pair in acov.chunks_exact(2) {
+        let gamma = pair[0] + pair[1];
+        if gamma <= 0.0 {
+            break;
+        }
+        let gamma = gamma.min(prev);
+        sum += gamma;
+        prev = gamma;
+    }
+    // For strongly antithetic chains the truncated estimate of σ² can be ≤ 0; cap τ̂ below at
+    // 1/log₁₀(n) like the multi-chain estimator, so ESS ≤ n·log₁₀(n).
+    let tau = ((-g0 + 2.0 * sum) / g0).max(1.0 / (n as f64).log10());
+    Ok(n as f64 / tau)
+}
+
+/// Multi-chain ESS of Vehtari et al. (2021) on the given chains as they are (no splitting,
+/// no rank normalisation; see [`ess_bulk`] for the recommended diagnostic).
+///
+/// Uses the within-chain and pooled variances to form ρ̂_t = 1 − (W − mean_m γ̂_{m,t})/var⁺,
+/// Geyer's initial positive sequence on pairs (ρ̂_{2k}, ρ̂_{2k+1}) with the first element of the
+/// rejected pair added once if positive, the monotone sequence by running minimum, and
+/// ESS = M·N / max(τ̂, 1/log₁₀(M·N)) (the cap bounds antithetic chains). All chains must have the
+/// same length N ≥ [`MIN_DRAWS`].
+pub fn ess_multi_chain(chains: &[&[f64]]) -> Result<f64> {
+    let n = check_chains(chains, "ess_multi_chain")?;
+    let m = chains.len();
+    let nf = n as f64;
+    let mut acov_mean = vec![0.0; n];
+    let mut means = Vec::with_capacity(m);
+    for c in chains {
+        let acov = autocovariance(c)?;
+        for (a, v) in acov_mean.iter_mut().zip(&acov) {
+            *a += v / m as f64;
+        }
+        means.push(c.iter().sum::<f64>() / nf);
+    }
+    let w = acov_mean[0] * nf / (nf - 1.0);
+    let between = if m > 1 { sample_variance(&means) } else { 0.0 };
+    let var_plus = w * (nf - 1.0) / nf + between;
+    if var_plus <= 0.0 || w <= 0.0 {
+        return Err(DiagnosticsError::ZeroVariance("ess_multi_chain"));
+    }
+    let rho = |t: usize| 1.0 - (w - acov_mean[t]) / var_plus;
+    // Pairs (ρ̂_0, ρ̂_1), (ρ̂_2, ρ̂_3), … while the lag stays below N − 3.
+    let mut sum = 0.0;
+    let mut prev = f64::INFINITY;
+    let mut extra = 0.0;
+    let mut t = 0;
+    while t + 1 < n.saturating_sub(2) {
+        let (even, odd) = (rho(t), rho(t + 1));
+        if even + odd < 0.0 {
+            if even > 0.0 {
+                extra = even;
+            }
+            break;
+        }
+        let pair = (even + odd).min(prev);
+        sum += pair;
+        prev = pair;
+        t += 2;
+    }
+    let total = (m * n) as f64;
+    let tau = (-1.0 + 2.0 * sum + extra).max(1.0 / total.log10());
+    Ok(total / tau)
+}
+
+/// Unbiased sample variance (divisor len − 1); 0 for fewer than two values.
+fn sample_variance(x: &[f64]) -> f64 {
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (x.len() - 1) as f64
+}
+
+/// Splits each chain of length n into its first ⌊n/2⌋ and last ⌊n/2⌋ draws (the middle draw of
+/// an odd-length chain is dropped), turning M chains into 2M.
+pub fn split_chains(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+    let n = check_chains(chains, "split_chains")?;
+    let half = n / 2;
+    Ok(chains
+        .iter()
+        .flat_map(|c| [c[..half].to_vec(), c[n - half..].to_vec()])
+        .collect())
+}
+
+/// Rank-normalises pooled draws: each value is replaced by Φ⁻¹((r − 3/8)/(S + 1/4)) where r is
+/// its 1-based rank among all S draws of all chains (ties get their average rank, Blom's offset).
+/// The chain structure is preserved.
+pub fn rank_normalize(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+    let pooled: Vec<f64> = chains.iter().flat_map(|c| c.iter().copied()).collect();
+    if pooled.is_empty() {
+        return Err(DiagnosticsError::Empty("rank_normalize"));
+    }
+    check_finite(&pooled, "rank_normalize")?;
+    let s = pooled.len();
+    let mut order: Vec<usize> = (0..s).collect();
+    order.sort_by(|&a, &b| pooled[a].total_cmp(&pooled[b]));
+    let mut z = vec![0.0; s];
+    let mut i = 0;
+    while i < s {
+        let mut j = i;
+        while j + 1 < s && pooled[order[j + 1]] == pooled[order[i]] {
+            j += 1;
+        }
+        // 1-based ranks i+1 … j+1 share their average.
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        let value = normal_quantile((rank - 0.375) / (s as f64 + 0.25))?;
+        for &k in &order[i..=j] {
+            z[k] = value;
+        }
+        i = j + 1;
+    }
+    let mut out = Vec::with_capacity(chains.len());
+    let mut offset = 0;
+    for c in chains {
+        out.push(z[offset..offset + c.len()].to_vec());
+        offset += c.len();
+    }
+    Ok(out)
+}
+
+fn as_slices(chains: &[Vec<f64>]) -> Vec<&[f64]> {
+    chains.iter().map(Vec::as_slice).collect()
+}
+
+/// Bulk ESS of Vehtari et al. (2021): [`ess_multi_chain`] of the rank-normalised split chains.
+/// One chain is allowed (it is split into two).
+pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
+    let z = rank_normalize(&as_slices(&split_chains(chains)?))?;
+    ess_multi_chain(&as_slices(&z))
+}
+
+/// Tail ESS of Vehtari et al. (2021): the smaller of the ESS of the indicators I[x ≤ q̂₀.₀₅] and
+/// I[x ≤ q̂₀.₉₅] on the split chains, q̂ being the empirical quantiles (R type 7) of all draws.
+pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
+    let split = split_chains(chains)?;
+    let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
+    pooled.sort_by(f64::total_cmp);
+    let mut worst = f64::INFINITY;
+    for prob in [0.05, 0.95] {
+        let q = quantile_sorted(&pooled, prob);
+        let ind: Vec<Vec<f64>> = split
+            .iter()
+            .map(|c| c.iter().map(|&v| if v <= q { 1.0 } else { 0.0 }).collect())
+            .collect();
+        worst = worst.min(ess_multi_chain(&as_slices(&ind))?);
+    }
+    Ok(worst)
+}
+
+/// Empirical quantile with linear interpolation (R type 7) of sorted data.
+fn quantile_sorted(sorted: &[f64], prob: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * prob;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Potential scale reduction of chains taken as they are:
+/// R̂ = √(((N−1)/N·W + B/N)/W) with B/N the variance of the chain means (divisor M − 1) and W the
+/// mean within-chain variance (divisor N − 1). Needs at least two chains.
+fn rhat_of(chains: &[&[f64]]) -> Result<f64> {
+    let n = check_chains(chains, "rhat")?;
+    if chains.len() < 2 {
+        return Err(DiagnosticsError::InvalidArgument(
+            "rhat needs at least two chains".into(),
+        ));
+    }
+    let nf = n as f64;
+    let means: Vec<f64> = chains.iter().map(|c| c.iter().sum::<f64>() / nf).collect();
+    let w = chains.iter().map(|c| sample_variance(c)).sum::<f64>() / chains.len() as f64;
+    if w <= 0.0 {
+        return Err(DiagnosticsError::ZeroVariance("rhat"));
+    }
+    let b_over_n = sample_variance(&means);
+    Ok((((nf - 1.0) / nf * w + b_over_n) / w).sqrt())
+}
+
+/// Classic split-R̂ on the raw values (Gelman et al. BDA3): chains are split in halves, then
+/// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared).
+pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
+    let split = split_chains(chains)?;
+    rhat_of(&as_slices(&split))
+}
+
+/// Rank-normalised split-R̂ (Vehtari et al. 2021, what Stan reports): the maximum of the split-R̂
+/// of the rank-normalised draws (location) and of the rank-normalised folded draws
+/// |x − median| (scale). Values above 1.01 indicate non-convergence.
+pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
+    let split = split_chains(chains)?;
+    let bulk = rhat_of(&as_slices(&rank_normalize(&as_slices(&split))?))?;
+    let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
+    pooled.sort_by(f64::total_cmp);
+    let median = quantile_sorted(&pooled, 0.5);
+    let folded: Vec<Vec<f64>> = split
+        .iter()
+        .map(|c| c.iter().map(|v| (v - median).abs()).collect())
+        .collect();
+    let tail = rhat_of(&as_slices(&rank_normalize(&as_slices(&folded))?))?;
+    Ok(bulk.max(tail))
+}
+
+/// Column `j` of row-major draws with `d` values per row.
+pub fn column(samples: &[f64], d: usize, j: usize) -> Result<Vec<f64>> {
+    rows(samples, d, "column")?;
+    if j >= d {
+        return Err(DiagnosticsError::InvalidArgument(format!(
+            "column {j} out of range for d = {d}"
+        )));
+    }
+    Ok(samples.iter().skip(j).step_by(d).copied().collect())
+}
+
+/// Applies a scalar multi-chain diagnostic (e.g. [`ess_bulk`], [`rhat_rank`]) to every dimension
+/// of row-major chains (each chain n rows × d values), returning one value per dimension.
+///
+/// ```
+/// use kameleon_diagnostics::{ess_bulk, per_dimension};
+/// let chain: Vec<f64> = (0..400).map(|i| ((i * 7919) % 101) as f64).collect(); // 200 × 2
+/// let ess = per_dimension(&[&chain], 2, ess_bulk).unwrap();
+/// assert_eq!(ess.len(), 2);
+/// ```
+pub fn per_dimension<F>(chains: &[&[f64]], d: usize, diagnostic: F) -> Result<Vec<f64>>
+where
+    F: Fn(&[&[f64]]) -> Result<f64>,
+{
+    if chains.is_empty() {
+        return Err(DiagnosticsError::Empty("per_dimension chains"));
+    }
+    (0..d)
+        .map(|j| {
+            let cols = chains
+                .iter()
+                .map(|c| column(c, d, j))
+                .collect::<Result<Vec<_>>>()?;
+            diagnostic(&as_slices(&cols))
+        })
+        .collect()
+}
+
+/// Geyer ESS ([`ess_geyer`]) of every dimension of one row-major chain (n rows × d values).
+pub fn ess_geyer_per_dim(samples: &[f64], d: usize) -> Result<Vec<f64>> {
+    per_dimension(&[samples], d, |c| ess_geyer(c[0]))
+}
+
+/// Minimum and mean of per-dimension ESS values.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EssSummary {
+    /// Smallest ESS over dimensions (the usual headline number).
+    pub min: f64,
+    /// Mean ESS over dimensions.
+    pub mean: f64,
+}
+
+/// Summarises per-dimension ESS values into their minimum and mean.
+pub fn ess_summary(ess: &[f64]) -> Result<EssSummary> {
+    if ess.is_empty() {
+        return Err(DiagnosticsError::Empty("ess_summary"));
+    }
+    check_finite(ess, "ess_summary")?;
+    Ok(EssSummary {
+        min: ess.iter().copied().fold(f64::INFINITY, f64::min),
+        mean: ess.iter().sum::<f64>() / ess.len() as f64,
+    })
+}
+
+/// ESS per second of wall-clock time; `seconds` must be positive and finite.
+pub fn ess_per_second(ess: f64, seconds: f64) -> Result<f64> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(DiagnosticsError::InvalidArgument(format!(
+            "ess_per_second: seconds = {seconds} must be positive and finite"
+        )));
+    }
+    if !ess.is_finite() {
+        return Err(DiagnosticsError::NonFinite("ess_per_second"));
+    }
+    Ok(ess / seconds)
+}

@@ -1,0 +1,534 @@
+//! Small adaptation parts shared by every adaptive sampler: step-size
+//! schedules, Robbins–Monro scale adaptation, adaptation-probability
+//! schedules, Welford running moments and the chain history with subsampling
+//! without replacement.
+
+use crate::error::{Result, ensure};
+use rand::{Rng, RngExt};
+use serde::{Deserialize, Serialize};
+
+/// A decreasing step-size sequence γ_t, t = 1, 2, … (Σγ_t = ∞ for all three).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum StepSchedule {
+    /// γ_t = 1/√t.
+    InverseSqrt,
+    /// γ_t = 1/(t − t₀) with t₀ < 1 (t₀ = 0 gives 1/t).
+    Harmonic {
+        /// The offset t₀.
+        t0: f64,
+    },
+    /// γ_t = t^−κ with κ ∈ (0, 1].
+    Power {
+        /// The exponent κ.
+        kappa: f64,
+    },
+}
+
+impl StepSchedule {
+    /// Checks the schedule's parameter.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Self::InverseSqrt => Ok(()),
+            Self::Harmonic { t0 } => ensure(t0 < 1.0, "t0", "must be finite and < 1"),
+            Self::Power { kappa } => {
+                ensure(kappa > 0.0 && kappa <= 1.0, "kappa", "must lie in (0, 1]")
+            }
+        }
+    }
+
+    /// γ_t for t ≥ 1.
+    pub fn step(&self, t: u64) -> f64 {
+        let t = t.max(1) as f64;
+        match *self {
+            Self::InverseSqrt => t.sqrt().recip(),
+            Self::Harmonic { t0 } => (t - t0).recip(),
+            Self::Power { kappa } => t.powf(-kappa),
+        }
+    }
+}
+
+/// Robbins–Monro adaptation of a log scale toward a target acceptance rate:
+/// log ν_{t+1} = log ν_t + γ_{t+1} (α_t − α*), with α_t = min(1, ratio).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RobbinsMonro {
+    log_scale: f64,
+    target_rate: f64,
+    schedule: StepSchedule,
+    updates: u64,
+}
+
+impl RobbinsMonro {
+    /// Starts at scale `initial_scale` > 0, aiming at `target_rate` ∈ (0, 1).
+    pub fn new(initial_scale: f64, target_rate: f64, schedule: StepSchedule) -> Result<Self> {
+        ensure(
+            initial_scale > 0.0 && initial_scale.is_finite(),
+            "initial_scale",
+            "must be positive and finite",
+        )?;
+        ensure(
+            target_rate > 0.0 && target_rate < 1.0,
+            "target_rate",
+            "must lie in (0, 1)",
+        )?;
+        schedule.validate()?;
+        Ok(Self {
+            log_scale: initial_scale.ln(),
+            target_rate,
+            schedule,
+            updates: 0,
+        })
+    }
+
+    /// One update with the acceptance probability `accept_prob` ∈ [0, 1]
+    /// (the clipped min(1, ratio), or the 0/1 accept indicator).
+    pub fn update(&mut self, accept_prob: f64) {
+        debug_assert!((0.0..=1.0).contains(&accept_prob));
+        self.updates += 1;
+        self.log_scale += self.schedule.step(self.updates) * (accept_prob - self.target_rate);
+    }
+
+    /// The current scale ν.
+    pub fn scale(&self) -> f64 {
+        self.log_scale.exp()
+    }
+
+    /// The current log scale.
+    pub fn log_scale(&self) -> f64 {
+        self.log_scale
+    }
+
+    /// How many updates have been made.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+}
+
+/// The probability p_t of adapting at step t (vanishing adaptation:
+/// p_t → 0 with Σ p_t = ∞ keeps the chain ergodic).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum AdaptProbability {
+    /// p_t = 1.
+    Always,
+    /// p_t = min(1, t^−κ), κ ∈ (0, 1].
+    Power {
+        /// The exponent κ.
+        kappa: f64,
+    },
+}
+
+impl AdaptProbability {
+    /// Checks the schedule's parameter.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Self::Always => Ok(()),
+            Self::Power { kappa } => {
+                ensure(kappa > 0.0 && kappa <= 1.0, "kappa", "must lie in (0, 1]")
+            }
+        }
+    }
+
+    /// p_t for t ≥ 1.
+    pub fn probability(&self, t: u64) -> f64 {
+        match *self {
+            Self::Always => 1.0,
+            Self::Power { kappa } => (t.max(1) as f64).powf(-kappa).min(1.0),
+        }
+    }
+
+    /// Decides whether to adapt at step t; draws a uniform only when p_t < 1.
+    pub fn decide(&self, t: u64, rng: &mut dyn Rng) -> bool {
+        let p = self.probability(t);
+        p >= 1.0 || rng.random::<f64>() < p
+    }
+}
+
+/// Welford's running mean and covariance of a stream of points (exact sample
+/// covariance with divisor n − 1; numerically stable; O(d²) per point).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunningMoments {
+    n: u64,
+    mean: Vec<f64>,
+    /// Σ (x − mean_old)(x − mean_new)ᵀ accumulated, d × d row-major.
+    m2: Vec<f64>,
+    delta: Vec<f64>,
+}
+
+impl RunningMoments {
+    /// Empty moments of dimension `dim`.
+    pub fn new(dim: usize) -> Self {
+        Self {
+            n: 0,
+            mean: vec![0.0; dim],
+            m2: vec![0.0; dim * dim],
+            delta: vec![0.0; dim],
+        }
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// The number of points seen.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Adds one point (allocation-free).
+    pub fn push(&mut self, x: &[f64]) {
+        debug_assert_eq!(x.len(), self.dim());
+        let d = self.dim();
+        self.n += 1;
+        let inv_n = 1.0 / self.n as f64;
+        for i in 0..d {
+            self.delta[i] = x[i] - self.mean[i];
+            self.mean[i] += self.delta[i] * inv_n;
+        }
+        for i in 0..d {
+            let di = self.delta[i];
+            let row = &mut self.m2[i * d..(i + 1) * d];
+            for j in 0..d {
+                row[j] += di * (x[j] - self.mean[j]);
+            }
+        }
+    }
+
+    /// The running mean (zeros before the first point).
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// Writes the sample covariance (divisor n − 1; zeros while n < 2) into
+    /// `out` (d × d, row-major).
+    pub fn covariance_into(&self, out: &mut [f64]) {
+        debug_assert_eq!(out.len(), self.m2.len());
+        let scale = if self.n >= 2 {
+            1.0 / (self.n - 1) as f64
+        } else {
+            0.0
+        };
+        for (o, m) in out.iter_mut().zip(&self.m2) {
+            *o = m * scale;
+        }
+    }
+}
+
+/// The chain history (the samples themselves, n × d row-major) with
+/// allocation-free subsampling without replacement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    dim: usize,
+    points: Vec<f64>,
+    /// A permutation of 0..len, partially shuffled by each subsample.
+    order: Vec<usize>,
+}
+
+impl History {
+    /// An empty history of points of dimension `dim`.
+    pub fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            points: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+
+    /// An empty history with room for `capacity` points (no reallocation
+    /// until then).
+    pub fn with_capacity(dim: usize, capacity: usize) -> Self {
+        Self {
+            dim,
+            points: Vec::with_capacity(dim * capacity),
+            order: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// The dimension of the points.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The number of stored points.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether no point is stored.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Appends a point (amortised O(d)).
+    pub fn push(&mut self, x: &[f64]) {
+        debug_assert_eq!(x.len(), self.dim);
+        self.order.push(self.order.len());
+        self.points.extend_from_slice(x);
+    }
+
+    /// The i-th stored point.
+    pub fn point(&self, i: usize) -> &[f64] {
+        &self.points[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// All points, n × d row-major.
+    pub fn points(&self) -> &[f64] {
+        &self.points
+    }
+
+    /// Draws `m = out.len() / dim` distinct points uniformly without
+    /// replacement (a uniformly random m-subset in uniformly random order)
+    /// into `out`, by a partial Fisher–Yates shuffle of the index permutation:
+    /// O(m d), no allocation. Errors if m exceeds the history length.
+    pub fn subsample_into(&mut self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<()> {
+        ensure(
+            out.len().is_multiple_of(self.dim.max(1)),
+            "out",
+            "length must be a multiple of the dimension",
+        )?;
+        let m = out.len() / self.dim.max(1);
+        let n = self.len();
+        ensure(
+            m <= n,
+            "subsample size",
+            "must not exceed the history length",
+        )?;
+        for i in 0..m {
+            let j = rng.random_range(i..n);
+            self.order.swap(i, j);
+            let p = self.order[i];
+            out[i * self.dim..(i + 1) * self.dim].copy_from_slice(self.point(p));
+        }
+        Ok(())
+    }
+}
+
+/// A proposal's global scale ν: fixed, or learned by [`RobbinsMonro`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Scale {
+    /// A fixed ν.
+    Fixed(f64),
+    /// ν adapted toward a target acceptance rate.
+    Adaptive(RobbinsMonro),
+}
+
+impl Scale {
+    /// A fixed scale ν > 0.
+    pub fn fixed(scale: f64) -> Result<Self> {
+        ensure(
+            scale > 0.0 && scale.is_finite(),
+            "scale",
+            "must be positive and finite",
+        )?;
+        Ok(Self::Fixed(scale))
+    }
+
+    /// The Gelman–Roberts–Gilks scale 2.38/√d.
+    pub fn optimal_for(dim: usize) -> f64 {
+        2.38 / (dim.max(1) as f64).sqrt()
+    }
+
+    /// The current ν.
+    pub fn value(&self) -> f64 {
+        match self {
+            Self::Fixed(s) => *s,
+            Self::Adaptive(rm) => rm.scale(),
+        }
+    }
+
+    /// Feeds an acceptance probability to the Robbins–Monro update (no-op
+    /// for a fixed scale).
+    pub fn update(&mut self, accept_prob: f64) {
+        if let Self::Adaptive(rm) = self {
+            rm.update(accept_prob);
+        }
+    }
+}
+
+/// Stochastic-approximation estimates of the mean and covariance
+/// (Andrieu & Thoms 2008, Alg. 3 and 4):
+/// μ ← μ + γ Σ_k w_k (x_k − μ),  Σ ← Σ + γ (Σ_k w_k (x_k − μ)(x_k − μ)ᵀ − Σ),
+/// with weights w_k summing to one and μ the value before the update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StochasticMoments {
+    mean: Vec<f64>,
+    /// d × d row-major.
+    cov: Vec<f64>,
+    delta: Vec<f64>,
+}
+
+impl StochasticMoments {
+    /// Starts at the given mean and covariance (d × d row-major).
+    pub fn new(mean: Vec<f64>, cov: Vec<f64>) -> Result<Self> {
+        let d = mean.len();
+        crate::error::check_dim(d * d, cov.len())?;
+        Ok(Self {
+            mean,
+            cov,
+            delta: vec![0.0; d],
+        })
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// The current mean.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// Overwrites the mean (e.g. with the chain's start point).
+    pub fn set_mean(&mut self, mean: &[f64]) {
+        self.mean.copy_from_slice(mean);
+    }
+
+    /// The current covariance, d × d row-major.
+    pub fn covariance(&self) -> &[f64] {
+        &self.cov
+    }
+
+    /// One update with step `gamma` ∈ (0, 1] from the weighted points
+    /// `(x_k, w_k)` (weights summing to one; points of weight 0 are skipped,
+    /// so a non-finite rejected proposal may be passed with weight 0; allocation-free).
+    pub fn update(&mut self, gamma: f64, points: &[(&[f64], f64)]) {
+        let d = self.dim();
+        for v in self.cov.iter_mut() {
+            *v *= 1.0 - gamma;
+        }
+        for &(x, w) in points.iter().filter(|p| p.1 != 0.0) {
+            for i in 0..d {
+                self.delta[i] = x[i] - self.mean[i];
+            }
+            let gw = gamma * w;
+            for i in 0..d {
+                let di = gw * self.delta[i];
+                let row = &mut self.cov[i * d..(i + 1) * d];
+                for j in 0..d {
+                    row[j] += di * self.delta[j];
+                }
+            }
+        }
+        // with Σ w_k = 1: μ_new = (1 − γ) μ + γ Σ_k w_k x_k
+        for m in self.mean.iter_mut() {
+            *m *= 1.0 - gamma;
+        }
+        for &(x, w) in points.iter().filter(|p| p.1 != 0.0) {
+            for i in 0..d {
+                self.mean[i] += gamma * w * x[i];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    #[test]
+    fn schedules_follow_their_closed_forms_and_reject_bad_parameters() {
+        assert_eq!(StepSchedule::InverseSqrt.step(16), 0.25);
+        assert_eq!(StepSchedule::Harmonic { t0: -1.0 }.step(3), 0.25);
+        assert!((StepSchedule::Power { kappa: 0.6 }.step(10) - 10f64.powf(-0.6)).abs() < 1e-15);
+        assert!(StepSchedule::Harmonic { t0: 1.0 }.validate().is_err());
+        assert!(StepSchedule::Power { kappa: 1.5 }.validate().is_err());
+        assert!(AdaptProbability::Power { kappa: 0.0 }.validate().is_err());
+        assert_eq!(AdaptProbability::Power { kappa: 0.5 }.probability(4), 0.5);
+        assert!(RobbinsMonro::new(0.0, 0.2, StepSchedule::InverseSqrt).is_err());
+        assert!(RobbinsMonro::new(1.0, 1.0, StepSchedule::InverseSqrt).is_err());
+    }
+
+    #[test]
+    fn robbins_monro_moves_the_log_scale_by_the_step_times_the_error() {
+        let mut rm = RobbinsMonro::new(2.0, 0.25, StepSchedule::InverseSqrt).unwrap();
+        rm.update(0.25);
+        assert_eq!(rm.scale(), 2.0);
+        rm.update(1.0); // t = 2: γ = 1/√2
+        assert!((rm.log_scale() - (2f64.ln() + 0.75 / 2f64.sqrt())).abs() < 1e-15);
+        // a stream whose acceptance depends on the scale: α(ν) = exp(−ν);
+        // the fixed point is ν = −ln 0.25 = ln 4
+        let mut rm = RobbinsMonro::new(0.1, 0.25, StepSchedule::Power { kappa: 0.7 }).unwrap();
+        for _ in 0..20_000 {
+            let a = (-rm.scale()).exp();
+            rm.update(a);
+        }
+        assert!((rm.scale() - 4f64.ln()).abs() < 1e-2, "{}", rm.scale());
+    }
+
+    #[test]
+    fn adapt_probability_frequency_matches_p_t() {
+        // count of adaptations at t = 100 over R draws ~ Binomial(R, 0.1):
+        // within 5 standard deviations
+        let schedule = AdaptProbability::Power { kappa: 0.5 };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let r = 20_000;
+        let hits = (0..r).filter(|_| schedule.decide(100, &mut rng)).count() as f64;
+        let sd = (r as f64 * 0.1 * 0.9).sqrt();
+        assert!((hits - 0.1 * r as f64).abs() < 5.0 * sd);
+        assert!(AdaptProbability::Always.decide(1_000_000, &mut rng));
+    }
+
+    #[test]
+    fn welford_matches_the_two_pass_formulas() {
+        let d = 3;
+        let pts: Vec<f64> = (0..60)
+            .map(|k| ((k * 37 % 17) as f64).sin() * 1e3 + 1e6)
+            .collect();
+        let n = pts.len() / d;
+        let mut rm = RunningMoments::new(d);
+        for i in 0..n {
+            rm.push(&pts[i * d..(i + 1) * d]);
+        }
+        let mean: Vec<f64> = (0..d)
+            .map(|j| (0..n).map(|i| pts[i * d + j]).sum::<f64>() / n as f64)
+            .collect();
+        let mut cov = vec![0.0; d * d];
+        rm.covariance_into(&mut cov);
+        for a in 0..d {
+            assert!((rm.mean()[a] - mean[a]).abs() < 1e-9);
+            for b in 0..d {
+                let two_pass = (0..n)
+                    .map(|i| (pts[i * d + a] - mean[a]) * (pts[i * d + b] - mean[b]))
+                    .sum::<f64>()
+                    / (n - 1) as f64;
+                assert!((cov[a * d + b] - two_pass).abs() < 1e-9 * two_pass.abs().max(1.0));
+            }
+        }
+        let mut one = RunningMoments::new(2);
+        one.push(&[1.0, 2.0]);
+        let mut c = vec![1.0; 4];
+        one.covariance_into(&mut c);
+        assert_eq!(c, vec![0.0; 4]);
+    }
+
+    #[test]
+    fn subsampling_is_without_replacement_and_uniform() {
+        // each point is included with probability m/n; over R draws the count
+        // is Binomial(R, m/n): within 5 standard deviations
+        let (n, m, r) = (20usize, 5usize, 20_000usize);
+        let mut h = History::new(1);
+        for i in 0..n {
+            h.push(&[i as f64]);
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        let mut out = vec![0.0; m];
+        let mut counts = vec![0usize; n];
+        for _ in 0..r {
+            h.subsample_into(&mut rng, &mut out).unwrap();
+            let mut seen = out.clone();
+            seen.sort_by(f64::total_cmp);
+            seen.dedup();
+            assert_eq!(seen.len(), m);
+            out.iter().for_each(|&v| counts[v as usize] += 1);
+        }
+        let p = m as f64 / n as f64;
+        let sd = (r as f64 * p * (1.0 - p)).sqrt();
+        for c in counts {
+            assert!((c as f64 - r as f64 * p).abs() < 5.0 * sd);
+        }
+        let mut too_many = vec![0.0; n + 1];
+        assert!(h.subsample_into(&mut rng, &mut too_many).is_err());
+    }
+}

@@ -1,0 +1,396 @@
+//! Chain output, the run configuration, the single- and multi-chain runners,
+//! and checkpoint/resume.
+
+use crate::Target;
+use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal};
+use crate::error::{Result, SamplerError, ensure};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
+
+/// The output of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chain {
+    /// The dimension d.
+    pub dim: usize,
+    /// The recorded (post-burn-in, thinned) states, n × d row-major.
+    pub samples: Vec<f64>,
+    /// For each recorded state, whether the step that produced it accepted.
+    pub accepted: Vec<bool>,
+    /// For each recorded state, its stored log density.
+    pub log_densities: Vec<f64>,
+    /// Wall-clock seconds spent stepping (burn-in included, summed over resumes).
+    pub wall_time_secs: f64,
+    /// The proposal's adaptation state at the end of the run.
+    pub adaptation: AdaptationSummary,
+    /// The base seed: this chain's rng is `Xoshiro256PlusPlus::seed_from_u64(seed)`
+    /// advanced by `chain_index` jumps of 2¹²⁸ steps.
+    pub seed: u64,
+    /// The chain's index within a multi-chain run.
+    pub chain_index: u64,
+    /// The run's configuration.
+    pub config: RunConfig,
+    /// Accepted proposals over all steps, burn-in included.
+    pub accepted_total: u64,
+    /// Proposals rejected because x*, the proposal correction or log π(x*)
+    /// was non-finite (NaN, or −∞ outside the support), over all steps.
+    pub rejected_non_finite: u64,
+    /// How many times a proposal covariance needed jitter to be factored.
+    pub covariance_jitters: u64,
+}
+
+impl Chain {
+    /// The number of recorded states.
+    pub fn len(&self) -> usize {
+        self.accepted.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.accepted.is_empty()
+    }
+
+    /// The i-th recorded state.
+    pub fn sample(&self, i: usize) -> &[f64] {
+        &self.samples[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The fraction of accepted proposals over all steps (burn-in included).
+    pub fn acceptance_rate(&self) -> f64 {
+        let steps = self.config.burn_in + self.config.iterations;
+        if steps == 0 {
+            0.0
+        } else {
+            self.accepted_total as f64 / steps as f64
+        }
+    }
+
+    /// The mean of the recorded states per dimension.
+    pub fn mean(&self) -> Vec<f64> {
+        let mut m = vec![0.0; self.dim];
+        for i in 0..self.len() {
+            for (mj, xj) in m.iter_mut().zip(self.sample(i)) {
+                *mj += xj;
+            }
+        }
+        let n = self.len().max(1) as f64;
+        m.iter_mut().for_each(|v| *v /= n);
+        m
+    }
+}
+
+/// When adaptation stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AdaptationStop {
+    /// Adapt during burn-in only (the usual choice; the recorded chain is then
+    /// a plain Markov chain).
+    AfterBurnIn,
+    /// Adapt at every step (use vanishing schedules).
+    Never,
+    /// Adapt during the first n steps.
+    After(u64),
+}
+
+/// How long to run and what to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Steps discarded before recording starts.
+    pub burn_in: u64,
+    /// Steps after burn-in.
+    pub iterations: u64,
+    /// Record every `thin`-th post-burn-in state (≥ 1).
+    pub thin: u64,
+    /// When adaptation stops.
+    pub adaptation: AdaptationStop,
+}
+
+impl RunConfig {
+    /// `burn_in` + `iterations` steps, no thinning, adaptation during burn-in.
+    pub fn new(burn_in: u64, iterations: u64) -> Self {
+        Self {
+            burn_in,
+            iterations,
+            thin: 1,
+            adaptation: AdaptationStop::AfterBurnIn,
+        }
+    }
+
+    /// Sets the thinning.
+    pub fn thin(mut self, thin: u64) -> Self {
+        self.thin = thin;
+        self
+    }
+
+    /// Sets when adaptation stops.
+    pub fn adaptation(mut self, stop: AdaptationStop) -> Self {
+        self.adaptation = stop;
+        self
+    }
+
+    /// Checks the configuration.
+    pub fn validate(&self) -> Result<()> {
+        ensure(self.thin >= 1, "thin", "must be at least 1")
+    }
+
+    /// The last adapting step (`None`: always adapt).
+    pub fn adapt_until(&self) -> Option<u64> {
+        match self.adaptation {
+            AdaptationStop::AfterBurnIn => Some(self.burn_in),
+            AdaptationStop::Never => None,
+            AdaptationStop::After(n) => Some(n),
+        }
+    }
+
+    /// The total number of steps.
+    pub fn total_steps(&self) -> u64 {
+        self.burn_in + self.iterations
+    }
+}
+
+/// A progress report, sent every ~1% of a chain's steps and at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The chain's index.
+    pub chain_index: u64,
+    /// Steps done.
+    pub step: u64,
+    /// Steps in the whole run.
+    pub total: u64,
+}
+
+/// A progress callback (called from worker threads in multi-chain runs).
+pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
+
+/// The rng of chain `chain_index` for a base `seed`: seeded with
+/// `seed_from_u64(seed)` and advanced by `chain_index` jumps of 2¹²⁸ steps, so
+/// the streams never overlap and do not depend on the number of threads.
+pub fn chain_rng(seed: u64, chain_index: u64) -> Xoshiro256PlusPlus {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for _ in 0..chain_index {
+        rng.jump();
+    }
+    rng
+}
+
+const CHECKPOINT_VERSION: u32 = 1;
+
+/// A run in progress: the engine plus what has been recorded so far.
+/// Serialising it is a complete checkpoint ([`Run::checkpoint`], [`Run::resume`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run<P> {
+    sampler: MetropolisHastings<P>,
+    chain: Chain,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Checkpoint<R> {
+    version: u32,
+    run: R,
+}
+
+impl<P: Proposal> Run<P> {
+    /// Starts chain `chain_index` of base `seed` at `x0` (see [`chain_rng`]).
+    pub fn new(
+        target: &dyn Target,
+        proposal: P,
+        x0: &[f64],
+        config: RunConfig,
+        seed: u64,
+        chain_index: u64,
+    ) -> Result<Self> {
+        Self::with_rng(
+            target,
+            proposal,
+            x0,
+            config,
+            seed,
+            chain_index,
+            chain_rng(seed, chain_index),
+        )
+    }
+
+    fn with_rng(
+        target: &dyn Target,
+        proposal: P,
+        x0: &[f64],
+        config: RunConfig,
+        seed: u64,
+        chain_index: u64,
+        rng: Xoshiro256PlusPlus,
+    ) -> Result<Self> {
+        config.validate()?;
+        let sampler = MetropolisHastings::new(target, proposal, x0, rng, config.adapt_until())?;
+        let dim = target.dim();
+        let recorded = (config.iterations / config.thin) as usize;
+        let chain = Chain {
+            dim,
+            samples: Vec::with_capacity(recorded * dim),
+            accepted: Vec::with_capacity(recorded),
+            log_densities: Vec::with_capacity(recorded),
+            wall_time_secs: 0.0,
+            adaptation: AdaptationSummary::default(),
+            seed,
+            chain_index,
+            config,
+            accepted_total: 0,
+            rejected_non_finite: 0,
+            covariance_jitters: 0,
+        };
+        Ok(Self { sampler, chain })
+    }
+
+    /// The engine (current state, counters, proposal).
+    pub fn sampler(&self) -> &MetropolisHastings<P> {
+        &self.sampler
+    }
+
+    /// Steps taken so far.
+    pub fn steps_done(&self) -> u64 {
+        self.sampler.iteration()
+    }
+
+    /// Whether all configured steps are done.
+    pub fn is_finished(&self) -> bool {
+        self.steps_done() >= self.chain.config.total_steps()
+    }
+
+    /// Takes up to `max_steps` more steps (stopping at the end of the run),
+    /// recording post-burn-in states; reports progress to `progress`.
+    pub fn advance(
+        &mut self,
+        target: &dyn Target,
+        max_steps: u64,
+        progress: Option<ProgressFn<'_>>,
+    ) {
+        let config = self.chain.config;
+        let total = config.total_steps();
+        let end = total.min(self.steps_done().saturating_add(max_steps));
+        let every = (total / 100).max(1);
+        let start = Instant::now();
+        while self.steps_done() < end {
+            let info = self.sampler.step(target);
+            let t = self.sampler.iteration();
+            if t > config.burn_in && (t - config.burn_in).is_multiple_of(config.thin) {
+                self.chain
+                    .samples
+                    .extend_from_slice(self.sampler.position());
+                self.chain.accepted.push(info.accepted);
+                self.chain.log_densities.push(self.sampler.log_density());
+            }
+            if let Some(report) = progress
+                && (t.is_multiple_of(every) || t == total)
+            {
+                report(Progress {
+                    chain_index: self.chain.chain_index,
+                    step: t,
+                    total,
+                });
+            }
+        }
+        self.chain.wall_time_secs += start.elapsed().as_secs_f64();
+    }
+
+    /// Runs to the end and returns the chain.
+    pub fn finish(mut self, target: &dyn Target, progress: Option<ProgressFn<'_>>) -> Chain {
+        self.advance(target, u64::MAX, progress);
+        self.into_chain()
+    }
+
+    /// The chain recorded so far, with the final counters and adaptation state.
+    pub fn into_chain(mut self) -> Chain {
+        self.chain.accepted_total = self.sampler.accepted();
+        self.chain.rejected_non_finite = self.sampler.rejected_non_finite();
+        self.chain.covariance_jitters = self.sampler.proposal().covariance_jitters();
+        self.chain.adaptation = self.sampler.proposal().summary();
+        self.chain
+    }
+}
+
+impl<P: Proposal + Serialize> Run<P> {
+    /// Writes the complete state (engine, proposal, rng, recorded chain) to
+    /// `path` with postcard, atomically (a temporary file then a rename).
+    pub fn checkpoint(&self, path: &Path) -> Result<()> {
+        let bytes = postcard::to_stdvec(&Checkpoint {
+            version: CHECKPOINT_VERSION,
+            run: self,
+        })?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+impl<P: Proposal + DeserializeOwned> Run<P> {
+    /// Reads a run written by [`Run::checkpoint`]; continuing it gives the
+    /// bit-identical chain of an uninterrupted run.
+    pub fn resume(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path)?;
+        let checkpoint: Checkpoint<Self> = postcard::from_bytes(&bytes)?;
+        if checkpoint.version != CHECKPOINT_VERSION {
+            return Err(SamplerError::CheckpointVersion {
+                expected: CHECKPOINT_VERSION,
+                found: checkpoint.version,
+            });
+        }
+        Ok(checkpoint.run)
+    }
+}
+
+/// Runs one chain (index 0 of `seed`) from `x0`.
+pub fn run_chain<P: Proposal>(
+    target: &dyn Target,
+    proposal: P,
+    x0: &[f64],
+    config: RunConfig,
+    seed: u64,
+) -> Result<Chain> {
+    Ok(Run::new(target, proposal, x0, config, seed, 0)?.finish(target, None))
+}
+
+/// Runs `n_chains` chains in parallel (rayon, the current thread pool).
+///
+/// `setup(k, rng)` builds chain k's proposal and starting point; it may draw
+/// from `rng`, which is chain k's own stream ([`chain_rng`]), so the result is
+/// bit-identical whatever the number of threads. Chains are returned in index
+/// order.
+pub fn run_chains<P, S>(
+    target: &dyn Target,
+    n_chains: usize,
+    seed: u64,
+    config: RunConfig,
+    setup: S,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<Vec<Chain>>
+where
+    P: Proposal,
+    S: Fn(usize, &mut Xoshiro256PlusPlus) -> Result<(P, Vec<f64>)> + Sync,
+{
+    let target_ref = TargetRef(target);
+    (0..n_chains)
+        .into_par_iter()
+        .map(|k| {
+            let target = target_ref.get();
+            let mut rng = chain_rng(seed, k as u64);
+            let (proposal, x0) = setup(k, &mut rng)?;
+            let run = Run::with_rng(target, proposal, &x0, config, seed, k as u64, rng)?;
+            Ok(run.finish(target, progress))
+        })
+        .collect()
+}
+
+/// `&dyn Target` is `Sync` because `Target: Sync`; this wrapper just names it
+/// for the closure.
+#[derive(Clone, Copy)]
+struct TargetRef<'a>(&'a dyn Target);
+
+impl<'a> TargetRef<'a> {
+    fn get(self) -> &'a dyn Target {
+        self.0
+    }
+}

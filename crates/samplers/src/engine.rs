@@ -1,0 +1,258 @@
+//! The one Metropolis–Hastings engine every sampler runs on.
+//!
+//! A sampler is a [`Proposal`] plugged into [`MetropolisHastings`]. One step:
+//!
+//! 1. the proposal draws x* from the current state x and returns the log
+//!    correction `log q(x | x*) − log q(x* | x)` (plus any extra term such as
+//!    the kinetic energies `K(p) − K(p*)` of an HMC-type proposal);
+//! 2. the engine evaluates log π(x*) **once** (NaN is treated as −∞); the
+//!    current state's log density is the stored value, never re-evaluated
+//!    (this is what keeps pseudo-marginal targets exact);
+//! 3. it accepts with log u < log π(x*) − log π(x) + correction, in log space;
+//!    a non-finite proposal, correction or log density is rejected and counted;
+//! 4. only then the proposal is told the outcome ([`Proposal::observe`]): it
+//!    swaps cached factorisations on acceptance and adapts (when the engine
+//!    says adaptation is still on) with the acceptance probability
+//!    min(1, ratio), never the unclipped ratio.
+
+use crate::Target;
+use crate::error::{Result, SamplerError};
+use rand::{Rng, RngExt};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+
+/// Everything a proposal learns after the engine's accept/reject decision.
+#[derive(Debug, Clone, Copy)]
+pub struct StepOutcome<'a> {
+    /// The 1-based index of the step just taken.
+    pub iteration: u64,
+    /// The state before the step, x_t.
+    pub previous: &'a [f64],
+    /// The proposed point x* (possibly non-finite if the proposal diverged).
+    pub proposed: &'a [f64],
+    /// The state after the step, x_{t+1} (`proposed` if accepted, else `previous`).
+    pub current: &'a [f64],
+    /// The stored log density of `current`.
+    pub log_density: f64,
+    /// Whether x* was accepted.
+    pub accepted: bool,
+    /// The acceptance probability min(1, ratio); 0 for non-finite proposals.
+    pub accept_prob: f64,
+}
+
+/// A summary of a proposal's adapted state, stored in the output [`crate::Chain`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdaptationSummary {
+    /// The proposal's global scale ν (standard-deviation scale), if it has one.
+    pub scale: Option<f64>,
+    /// The adapted mean estimate, if any.
+    pub mean: Option<Vec<f64>>,
+    /// The adapted covariance (d × d, row-major), if any.
+    pub covariance: Option<Vec<f64>>,
+    /// Further named scalars (e.g. per-direction scales, subsample size).
+    pub extra: Vec<(String, f64)>,
+}
+
+/// A Metropolis–Hastings proposal, together with whatever it adapts.
+///
+/// Implement this to add a sampler; [`MetropolisHastings`] does the rest. A
+/// proposal that wants checkpointing must also be `Serialize + Deserialize`.
+///
+/// Caching for state-dependent proposals (KAMH-style): keep the factorisation
+/// at the current state in one slot; in [`Proposal::propose`] build the one at
+/// x* (needed for the reverse density) in a second slot; in
+/// [`Proposal::observe`] swap the slots if `outcome.accepted`. Then each
+/// iteration builds exactly one new factorisation, and the forward and
+/// reverse densities use the same adaptive quantities (e.g. subsample),
+/// because adaptation happens only in `observe`, after the decision.
+pub trait Proposal: Send {
+    /// Called once when a chain starts at `x` (a point of finite log density):
+    /// build caches, check the target offers what the proposal needs.
+    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+        let _ = (target, x);
+        Ok(())
+    }
+
+    /// Draws x* into `proposed` given the current state `current` and returns
+    /// the log correction `log q(current | x*) − log q(x* | current)` added to
+    /// the log target ratio (0 for symmetric proposals; for HMC-type proposals
+    /// `K(p) − K(p*)`). A non-finite return or x* rejects the step (counted).
+    fn propose(
+        &mut self,
+        target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64;
+
+    /// Told the outcome of the step after the decision. Swap caches here; adapt
+    /// only if `adapt` (the engine turns adaptation off after its stop point).
+    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng);
+
+    /// The adapted state for the chain output.
+    fn summary(&self) -> AdaptationSummary {
+        AdaptationSummary::default()
+    }
+
+    /// How many times a covariance needed jitter to be factored.
+    fn covariance_jitters(&self) -> u64 {
+        0
+    }
+}
+
+/// What one [`MetropolisHastings::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepInfo {
+    /// Whether the proposal was accepted.
+    pub accepted: bool,
+    /// min(1, ratio); 0 when the proposal was non-finite.
+    pub accept_prob: f64,
+    /// Whether the proposal was rejected for a non-finite value.
+    pub non_finite: bool,
+}
+
+/// The Metropolis–Hastings engine: the chain's state, its rng and a proposal.
+///
+/// Serialising it (with its proposal) is a complete checkpoint: the rng state,
+/// the current point and its stored log density, the iteration count and the
+/// adaptation state are all in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetropolisHastings<P> {
+    proposal: P,
+    x: Vec<f64>,
+    log_density: f64,
+    proposed: Vec<f64>,
+    rng: Xoshiro256PlusPlus,
+    iteration: u64,
+    adapt_until: Option<u64>,
+    accepted: u64,
+    rejected_non_finite: u64,
+}
+
+impl<P: Proposal> MetropolisHastings<P> {
+    /// Starts a chain at `x0` with the given rng. Adaptation runs for steps
+    /// `1..=adapt_until` (forever if `None`). Evaluates log π(x0) once.
+    pub fn new(
+        target: &dyn Target,
+        mut proposal: P,
+        x0: &[f64],
+        mut rng: Xoshiro256PlusPlus,
+        adapt_until: Option<u64>,
+    ) -> Result<Self> {
+        let d = target.dim();
+        if x0.len() != d {
+            return Err(SamplerError::DimensionMismatch {
+                expected: d,
+                got: x0.len(),
+            });
+        }
+        let log_density = target.log_density(x0, &mut rng);
+        if !log_density.is_finite() {
+            return Err(SamplerError::StartOutsideSupport(log_density));
+        }
+        proposal.initialise(target, x0)?;
+        Ok(Self {
+            proposal,
+            x: x0.to_vec(),
+            log_density,
+            proposed: vec![0.0; d],
+            rng,
+            iteration: 0,
+            adapt_until,
+            accepted: 0,
+            rejected_non_finite: 0,
+        })
+    }
+
+    /// One Metropolis–Hastings step (allocation-free).
+    pub fn step(&mut self, target: &dyn Target) -> StepInfo {
+        self.iteration += 1;
+        let correction = self
+            .proposal
+            .propose(target, &self.x, &mut self.proposed, &mut self.rng);
+        let finite_draw = correction.is_finite() && self.proposed.iter().all(|v| v.is_finite());
+        let proposal_log_density = if finite_draw {
+            target.log_density(&self.proposed, &mut self.rng)
+        } else {
+            f64::NEG_INFINITY
+        };
+        let log_ratio = proposal_log_density - self.log_density + correction;
+        let non_finite = !proposal_log_density.is_finite() || log_ratio.is_nan();
+        // One uniform per step whatever happens, so the rng stream's layout
+        // does not depend on the values.
+        let u: f64 = self.rng.random();
+        let (accepted, accept_prob) = if non_finite {
+            self.rejected_non_finite += 1;
+            (false, 0.0)
+        } else {
+            (u.ln() < log_ratio, log_ratio.min(0.0).exp())
+        };
+        if accepted {
+            std::mem::swap(&mut self.x, &mut self.proposed);
+            self.log_density = proposal_log_density;
+            self.accepted += 1;
+        }
+        let (previous, current) = if accepted {
+            (&self.proposed, &self.x)
+        } else {
+            (&self.x, &self.x)
+        };
+        let outcome = StepOutcome {
+            iteration: self.iteration,
+            previous,
+            proposed: if accepted { &self.x } else { &self.proposed },
+            current,
+            log_density: self.log_density,
+            accepted,
+            accept_prob,
+        };
+        let adapt = self.adapt_until.is_none_or(|n| self.iteration <= n);
+        self.proposal.observe(&outcome, adapt, &mut self.rng);
+        StepInfo {
+            accepted,
+            accept_prob,
+            non_finite,
+        }
+    }
+
+    /// The current state x_t.
+    pub fn position(&self) -> &[f64] {
+        &self.x
+    }
+
+    /// The stored log density of the current state.
+    pub fn log_density(&self) -> f64 {
+        self.log_density
+    }
+
+    /// The number of steps taken so far.
+    pub fn iteration(&self) -> u64 {
+        self.iteration
+    }
+
+    /// The number of accepted proposals so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// The number of proposals rejected because x*, the proposal correction or
+    /// log π(x*) was non-finite (NaN or −∞, i.e. also outside the support).
+    pub fn rejected_non_finite(&self) -> u64 {
+        self.rejected_non_finite
+    }
+
+    /// The last step at which adaptation is on (`None`: always).
+    pub fn adapt_until(&self) -> Option<u64> {
+        self.adapt_until
+    }
+
+    /// The proposal and its adaptation state.
+    pub fn proposal(&self) -> &P {
+        &self.proposal
+    }
+
+    /// The chain's rng (its state is part of a checkpoint).
+    pub fn rng(&self) -> &Xoshiro256PlusPlus {
+        &self.rng
+    }
+}

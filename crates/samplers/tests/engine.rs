@@ -1,0 +1,310 @@
+//! Engine-level tests: pseudo-marginal bookkeeping, non-finite handling,
+//! thread-count independence, checkpoint/resume, and a Hastings-ratio test
+//! with teeth on an asymmetric proposal.
+
+mod common;
+
+use kameleon_samplers::{
+    FnTarget, Proposal, RandomWalk, Run, RunConfig, StepOutcome, Target, run_chain, run_chains,
+};
+use rand::{Rng, RngExt};
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A correlated 2-d Gaussian: Σ = [[1, 0.8·2], [0.8·2, 4]], mean (1, −2).
+fn gaussian_2d() -> (impl Target, Vec<f64>, Vec<f64>) {
+    let mean = vec![1.0, -2.0];
+    let cov = vec![1.0, 1.6, 1.6, 4.0];
+    let det = 4.0 - 1.6 * 1.6;
+    let prec = [4.0 / det, -1.6 / det, -1.6 / det, 1.0 / det];
+    let m = mean.clone();
+    let target = FnTarget::new(2, move |x: &[f64]| {
+        let a = x[0] - m[0];
+        let b = x[1] - m[1];
+        -0.5 * (prec[0] * a * a + 2.0 * prec[1] * a * b + prec[3] * b * b)
+    });
+    (target, mean, cov)
+}
+
+#[test]
+fn random_walk_matches_gaussian_moments_over_seeds() {
+    let (target, mean, cov) = gaussian_2d();
+    for seed in 0..4 {
+        let chain = run_chain(
+            &target,
+            RandomWalk::new(2).unwrap(),
+            &[0.0, 0.0],
+            RunConfig::new(1000, 40_000),
+            seed,
+        )
+        .unwrap();
+        assert_eq!(chain.len(), 40_000);
+        let (z, _) = common::worst_moment_z(&chain, &mean, &cov);
+        assert!(z < common::Z_TOL, "seed {seed}: worst z = {z}");
+        assert!(chain.acceptance_rate() > 0.1 && chain.acceptance_rate() < 0.9);
+    }
+}
+
+/// N(x + δ1, ν²I): asymmetric, with the exact Hastings correction or a broken one.
+#[derive(Serialize, Deserialize)]
+struct DriftingWalk {
+    nu: f64,
+    drift: f64,
+    correct: bool,
+}
+
+impl Proposal for DriftingWalk {
+    fn propose(
+        &mut self,
+        _t: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        let mut log_forward = 0.0;
+        let mut log_reverse = 0.0;
+        for (p, c) in proposed.iter_mut().zip(current) {
+            *p = c + self.drift + self.nu * rng.sample::<f64, _>(StandardNormal);
+            let fwd = *p - c - self.drift;
+            let rev = c - *p - self.drift;
+            log_forward -= fwd * fwd / (2.0 * self.nu * self.nu);
+            log_reverse -= rev * rev / (2.0 * self.nu * self.nu);
+        }
+        // broken: the forward and reverse densities swapped
+        if self.correct {
+            log_reverse - log_forward
+        } else {
+            log_forward - log_reverse
+        }
+    }
+
+    fn observe(&mut self, _o: &StepOutcome<'_>, _adapt: bool, _rng: &mut dyn Rng) {}
+}
+
+#[test]
+fn asymmetric_proposal_correct_passes_and_swapped_ratio_is_caught() {
+    let (target, mean, cov) = gaussian_2d();
+    for seed in 0..3 {
+        let good = DriftingWalk {
+            nu: 1.2,
+            drift: 0.4,
+            correct: true,
+        };
+        let chain = run_chain(
+            &target,
+            good,
+            &[0.0, 0.0],
+            RunConfig::new(1000, 40_000),
+            seed,
+        )
+        .unwrap();
+        let (z, _) = common::worst_moment_z(&chain, &mean, &cov);
+        eprintln!("correct z = {z}");
+        assert!(z < common::Z_TOL, "correct ratio, seed {seed}: z = {z}");
+
+        let bad = DriftingWalk {
+            nu: 1.2,
+            drift: 0.4,
+            correct: false,
+        };
+        let chain = run_chain(
+            &target,
+            bad,
+            &[0.0, 0.0],
+            RunConfig::new(1000, 40_000),
+            seed,
+        )
+        .unwrap();
+        let (z, _) = common::worst_moment_z(&chain, &mean, &cov);
+        eprintln!("broken z = {z}");
+        assert!(
+            z > 3.0 * common::Z_TOL,
+            "broken ratio not caught, seed {seed}: z = {z}"
+        );
+    }
+}
+
+/// A noisy (pseudo-marginal style) target that counts its evaluations.
+struct Counting {
+    calls: AtomicU64,
+}
+
+impl Target for Counting {
+    fn dim(&self) -> usize {
+        1
+    }
+    fn log_density(&self, x: &[f64], rng: &mut dyn Rng) -> f64 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        // log of a unit-mean log-normal estimate of N(0,1): unbiased for π(x)
+        let noise: f64 = rng.sample(StandardNormal);
+        -0.5 * x[0] * x[0] + 0.5 * noise - 0.125
+    }
+    fn is_exact(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn current_log_density_is_never_re_evaluated() {
+    let target = Counting {
+        calls: AtomicU64::new(0),
+    };
+    let chain = run_chain(
+        &target,
+        RandomWalk::new(1).unwrap(),
+        &[0.0],
+        RunConfig::new(100, 900),
+        3,
+    )
+    .unwrap();
+    // one evaluation at the start, one per proposal
+    assert_eq!(target.calls.load(Ordering::Relaxed), 1 + 1000);
+    // recorded log densities change only on acceptance
+    for i in 1..chain.len() {
+        if !chain.accepted[i] {
+            assert_eq!(chain.log_densities[i], chain.log_densities[i - 1]);
+            assert_eq!(chain.sample(i), chain.sample(i - 1));
+        }
+    }
+}
+
+#[test]
+fn non_finite_targets_are_rejected_and_counted() {
+    // NaN on the left half-plane, −∞ beyond |x| > 3, finite elsewhere
+    let target = FnTarget::new(1, |x: &[f64]| {
+        if x[0] < 0.0 {
+            f64::NAN
+        } else if x[0] > 3.0 {
+            f64::NEG_INFINITY
+        } else {
+            -x[0]
+        }
+    });
+    let chain = run_chain(
+        &target,
+        RandomWalk::new(1).unwrap(),
+        &[1.0],
+        RunConfig::new(0, 5000),
+        1,
+    )
+    .unwrap();
+    assert!(
+        chain.rejected_non_finite > 500,
+        "{}",
+        chain.rejected_non_finite
+    );
+    assert!((0..chain.len()).all(|i| (0.0..=3.0).contains(&chain.sample(i)[0])));
+    assert!(chain.log_densities.iter().all(|v| v.is_finite()));
+    // a start outside the support is an error, not a panic
+    assert!(
+        run_chain(
+            &target,
+            RandomWalk::new(1).unwrap(),
+            &[-1.0],
+            RunConfig::new(0, 10),
+            1
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn multi_chain_results_do_not_depend_on_thread_count() {
+    let (target, _, _) = gaussian_2d();
+    let config = RunConfig::new(100, 2000).thin(3);
+    let setup = |_k: usize, rng: &mut rand_xoshiro::Xoshiro256PlusPlus| {
+        let x0 = vec![rng.random::<f64>(), rng.random::<f64>()];
+        Ok((RandomWalk::new(2)?, x0))
+    };
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| run_chains(&target, 5, 77, config, setup, None).unwrap())
+    };
+    let strip = |mut chains: Vec<kameleon_samplers::Chain>| {
+        chains.iter_mut().for_each(|c| c.wall_time_secs = 0.0);
+        chains
+    };
+    let one = strip(run(1));
+    let three = strip(run(3));
+    assert_eq!(one, three);
+    assert_eq!(one.len(), 5);
+    assert_eq!(one[0].len(), 2000 / 3);
+    assert_ne!(
+        one[0].samples, one[1].samples,
+        "chains must use different streams"
+    );
+    assert!(
+        one.iter()
+            .enumerate()
+            .all(|(k, c)| c.chain_index == k as u64 && c.seed == 77)
+    );
+}
+
+#[test]
+fn checkpoint_and_resume_give_the_uninterrupted_chain() {
+    let (target, _, _) = gaussian_2d();
+    let config = RunConfig::new(300, 1200).thin(2);
+    let proposal = || {
+        RandomWalk::with_scale(
+            2,
+            kameleon_samplers::Scale::Adaptive(
+                kameleon_samplers::RobbinsMonro::new(
+                    1.0,
+                    0.234,
+                    kameleon_samplers::StepSchedule::InverseSqrt,
+                )
+                .unwrap(),
+            ),
+        )
+        .unwrap()
+    };
+    let mut whole = Run::new(&target, proposal(), &[0.5, 0.5], config, 11, 2)
+        .unwrap()
+        .finish(&target, None);
+
+    let dir = std::env::temp_dir().join(format!("kameleon-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.postcard");
+    let mut run = Run::new(&target, proposal(), &[0.5, 0.5], config, 11, 2).unwrap();
+    run.advance(&target, 157, None); // inside burn-in: adaptation state matters
+    run.checkpoint(&path).unwrap();
+    drop(run);
+    let mut resumed: Run<RandomWalk> = Run::resume(&path).unwrap();
+    resumed.advance(&target, 500, None);
+    resumed.checkpoint(&path).unwrap();
+    let resumed: Run<RandomWalk> = Run::resume(&path).unwrap();
+    let mut piecewise = resumed.finish(&target, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    whole.wall_time_secs = 0.0;
+    piecewise.wall_time_secs = 0.0;
+    assert_eq!(whole, piecewise);
+    assert_eq!(whole.len(), 600);
+}
+
+#[test]
+fn progress_reports_reach_the_end() {
+    let (target, _, _) = gaussian_2d();
+    let last = AtomicU64::new(0);
+    let calls = AtomicU64::new(0);
+    let report = |p: kameleon_samplers::Progress| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        last.fetch_max(p.step, Ordering::Relaxed);
+        assert_eq!(p.total, 1000);
+    };
+    run_chains(
+        &target,
+        2,
+        1,
+        RunConfig::new(200, 800),
+        |_, _| Ok((RandomWalk::new(2)?, vec![0.0, 0.0])),
+        Some(&report),
+    )
+    .unwrap();
+    assert_eq!(last.load(Ordering::Relaxed), 1000);
+    assert!(calls.load(Ordering::Relaxed) >= 2 * 100);
+}
