@@ -7,7 +7,7 @@ use crate::fwht::fwht;
 use crate::rff::{Embedding, feature_derivative};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
 use faer::MatMut;
-use kameleon_kernels::{Gaussian, SpectralDensity};
+use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use std::cell::RefCell;
@@ -21,10 +21,18 @@ use std::f64::consts::TAU;
 ///
 /// Fastfood only needs the radius: it draws a frequency in the padded
 /// dimension p with [`SpectralDensity::sample_frequency`] and keeps its norm.
-/// Implemented for the kernels checked to be radial: [`Gaussian`].
+/// Implemented for the kernels checked to be radial (each a Gaussian scale
+/// mixture with one scale shared by all coordinates): [`Gaussian`],
+/// [`Matern`] (multivariate Student t), [`RationalQuadratic`] and
+/// [`InverseMultiquadric`]. Not for [`kameleon_kernels::Laplacian`], which
+/// uses the L1 distance (its spectral density is a product of 1-d Cauchy
+/// laws, not radial): use dense [`crate::RandomFourierFeatures`] for it.
 pub trait RadialSpectralDensity: SpectralDensity {}
 
 impl RadialSpectralDensity for Gaussian {}
+impl RadialSpectralDensity for Matern {}
+impl RadialSpectralDensity for RationalQuadratic {}
+impl RadialSpectralDensity for InverseMultiquadric {}
 
 /// Fastfood random features `φ: Rᵈ → R^D` for a radial kernel.
 ///
