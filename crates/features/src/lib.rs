@@ -38,20 +38,22 @@
 //!
 //! | d | D | embed dense | embed Fastfood | Jᵀw dense | Jᵀw Fastfood | Jacobian dense | Jacobian Fastfood |
 //! |---|---|---|---|---|---|---|---|
-//! | 8 | 256 | 17 | 24 | 33 | 51 | 49 | 126 |
+//! | 8 | 256 | 17 | 24 | 36 | 54 | 49 | 126 |
 //! | 8 | 4096 | 403 | 544 | 612 | 904 | 836 | 1 989 |
-//! | 64 | 256 | 58 | 19 | 195 | 117 | 380 | 428 |
+//! | 64 | 256 | 58 | 19 | 249 | 128 | 380 | 428 |
 //! | 64 | 4096 | 1 119 | 485 | 4 875 | 1 505 | 13 044 | 9 586 |
-//! | 512 | 256 | 598 | 38 | 1 719 | 180 | 5 672 | 8 695 |
-//! | 512 | 4096 | 11 297 | 534 | — | — | 128 320 | 74 624 |
+//! | 512 | 256 | 598 | 38 | 1 719 | 207 | 5 672 | 8 695 |
+//! | 512 | 4096 | 11 297 | 534 | 55 045 | 2 244 | 128 320 | 74 624 |
 //!
 //! Crossover: for `embed` and `jacobian_transpose_mul` (the gradient of a
-//! linear model on the features, what KMC finite needs) Fastfood wins from
-//! d ≈ 16 on (≈ 3× at d = 64, 10–20× at d = 512) and loses by ≈ 1.4× at
-//! d = 8, at every D. The full Jacobian (F-KAMH) costs O(D d log p) with
-//! Fastfood against O(D d) dense: dense wins at d = 8 (≈ 2.5×), they are
-//! about even at d = 64, and Fastfood only wins at d = 512 with D ≥ 1024
-//! (where the dense frequency matrix no longer fits in cache).
+//! linear model on the features, what KMC finite needs) Fastfood loses by
+//! ≈ 1.4× at d = 8 and wins at d = 64 (2–3×) and d = 512 (8–25×), at every
+//! D: the crossover lies between d = 8 and d = 64 (not measured in between).
+//! The full Jacobian (F-KAMH) costs O(D d log p) with Fastfood against
+//! O(D d) dense: dense wins at d = 8 (≈ 2.5×), they are about even at
+//! d = 64, and Fastfood only wins at d = 512 with D ≥ 1024. (These dense
+//! Jacobian times predate its column-wise rewrite, which can only favour
+//! dense further.)
 //!
 //! # Conventions
 //!
