@@ -18,6 +18,10 @@
 //! records a [`Chain`] (burn-in, thinning, counters) and checkpoints to a file;
 //! [`run_chain`] and [`run_chains`] (rayon, thread-count independent) are the
 //! one-call entry points.
+//!
+//! [`Hmc`] and Kernel Hamiltonian Monte Carlo ([`KmcLite`], [`KmcFinite`],
+//! see the [`kmc`] module) share one leapfrog move, [`HamiltonianMove`]; KMC
+//! plugs in a score-matching surrogate gradient learned from the chain.
 
 pub mod adaptation;
 mod am;
@@ -26,6 +30,7 @@ mod covariance;
 pub mod engine;
 mod error;
 mod hmc;
+pub mod kmc;
 mod pca;
 mod random_walk;
 
@@ -41,5 +46,8 @@ pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, Step
 pub use error::{Result, SamplerError};
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use kmc::{
+    CurrentDensity, FiniteSurrogate, Kmc, KmcFinite, KmcLite, KmcSurrogate, LiteSurrogate,
+};
 pub use pca::PrincipalComponents;
 pub use random_walk::RandomWalk;
