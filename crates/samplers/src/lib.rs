@@ -24,6 +24,7 @@ mod chain;
 mod covariance;
 pub mod engine;
 mod error;
+mod fkamh;
 mod random_walk;
 
 pub use adaptation::{
@@ -35,5 +36,6 @@ pub use chain::{
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
+pub use fkamh::FKamh;
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use random_walk::RandomWalk;
