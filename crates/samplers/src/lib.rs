@@ -26,6 +26,7 @@ mod covariance;
 pub mod engine;
 mod error;
 mod hmc;
+mod pca;
 mod random_walk;
 
 pub use adaptation::{
@@ -40,4 +41,5 @@ pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, Step
 pub use error::{Result, SamplerError};
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use pca::PrincipalComponents;
 pub use random_walk::RandomWalk;

@@ -8,8 +8,8 @@ mod common;
 
 use faer::Mat;
 use kameleon_samplers::{
-    AdaptiveMetropolis, Chain, Hmc, Proposal, RandomWalk, RunConfig, StepSchedule, Target,
-    run_chain,
+    AdaptiveMetropolis, Chain, Hmc, PrincipalComponents, Proposal, RandomWalk, RunConfig,
+    StepSchedule, Target, run_chain,
 };
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
 
@@ -157,5 +157,16 @@ fn hmc_is_valid() {
         "HMC",
         |d| Hmc::new(d, (0.1, 0.3), (5, 15)).unwrap(),
         RunConfig::new(1_000, 15_000),
+    );
+}
+
+/// One-dimensional moves mix slowly along the banana's curve (the point of
+/// KAMH Appendix C), hence the longer chain.
+#[test]
+fn principal_components_am_is_valid() {
+    check_sampler(
+        "PCA-AM",
+        |d| PrincipalComponents::with_defaults(d).unwrap(),
+        RunConfig::new(10_000, 150_000).thin(5),
     );
 }
