@@ -3,7 +3,10 @@
 
 use anyhow::{Result, bail};
 use kameleon_diagnostics::{ess_geyer_per_dim, quantile_coverage_errors};
-use kameleon_samplers::{Chain, ProgressFn, Proposal, RandomWalk, Run, RunConfig, Target};
+use kameleon_samplers::{
+    AdaptiveMetropolis, Chain, ProgressFn, Proposal, RandomWalk, Run, RunConfig, StepSchedule,
+    Target,
+};
 use kameleon_targets::{Banana, Flower, QuantileRegions};
 
 /// A target of the papers, by its parameters.
@@ -110,7 +113,8 @@ pub enum SamplerSpec {
     Sm,
     /// Adaptive Metropolis with fixed scale 2.38/√d (Haario et al. 2001).
     AmFs,
-    /// Adaptive Metropolis with learned global scale (Andrieu & Thoms Alg. 4).
+    /// Adaptive Metropolis with learned global scale (Andrieu & Thoms Alg. 4),
+    /// step sizes 1/√t as in the KAMH code.
     AmLs,
     /// KAMH with learned scale: subsample size `n`, exploration γ.
     KamhLs {
@@ -136,8 +140,7 @@ impl SamplerSpec {
     /// the cell is pending.
     pub fn pending(&self) -> Option<&'static str> {
         match self {
-            Self::Sm => None,
-            Self::AmFs | Self::AmLs => Some("AdaptiveMetropolis is not on main yet"),
+            Self::Sm | Self::AmFs | Self::AmLs => None,
             Self::KamhLs { .. } => Some("KAMH is not on main yet"),
         }
     }
@@ -163,7 +166,25 @@ impl SamplerSpec {
                 chain,
                 progress,
             ),
-            Self::AmFs | Self::AmLs | Self::KamhLs { .. } => {
+            Self::AmFs => run(
+                target,
+                AdaptiveMetropolis::fixed_scale(d)?,
+                x0,
+                config,
+                seed,
+                chain,
+                progress,
+            ),
+            Self::AmLs => run(
+                target,
+                AdaptiveMetropolis::learned_scale(d, StepSchedule::InverseSqrt)?,
+                x0,
+                config,
+                seed,
+                chain,
+                progress,
+            ),
+            Self::KamhLs { .. } => {
                 bail!(
                     "{} is pending: {}",
                     self.label(),

@@ -172,7 +172,7 @@ fn fig5_claims(summary: &Summary) -> Vec<ClaimCheck> {
                     .map(|s| get(s, "q_avg").map(|m| (*s, m)))
                     .collect::<Option<_>>()?;
                 let ok = rivals.iter().all(|(_, m)| kamh.mean < m.mean);
-                Some((ok, format!("KAMH-LS {}; {}", fmt(kamh.mean), list(&rivals))))
+                Some((ok, format!("KAMH-LS {}; {}", pm(kamh), list(&rivals))))
             },
         ));
         out.push(check(
@@ -186,7 +186,7 @@ fn fig5_claims(summary: &Summary) -> Vec<ClaimCheck> {
                 let ok = rivals
                     .iter()
                     .all(|(_, m)| kamh.mean - kamh.ci80_half_width <= m.mean + m.ci80_half_width);
-                Some((ok, format!("KAMH-LS {}; {}", fmt(kamh.mean), list(&rivals))))
+                Some((ok, format!("KAMH-LS {}; {}", pm(kamh), list(&rivals))))
             },
         ));
         out.push(check(
@@ -200,7 +200,7 @@ fn fig5_claims(summary: &Summary) -> Vec<ClaimCheck> {
                 let ok = rivals
                     .iter()
                     .all(|(_, m)| sm.mean - sm.ci80_half_width > m.mean + m.ci80_half_width);
-                Some((ok, format!("SM {}; {}", fmt(sm.mean), list(&rivals))))
+                Some((ok, format!("SM {}; {}", pm(sm), list(&rivals))))
             },
         ));
         out.push(check(
@@ -240,10 +240,15 @@ fn fig5_claims(summary: &Summary) -> Vec<ClaimCheck> {
     out
 }
 
+/// Mean ± the paper's 80% interval half width.
+fn pm(m: &MetricStats) -> String {
+    format!("{} ± {}", fmt(m.mean), fmt(m.ci80_half_width))
+}
+
 fn list(rivals: &[(&str, &MetricStats)]) -> String {
     rivals
         .iter()
-        .map(|(s, m)| format!("{s} {}", fmt(m.mean)))
+        .map(|(s, m)| format!("{s} {}", pm(m)))
         .collect::<Vec<_>>()
         .join(", ")
 }
