@@ -480,7 +480,7 @@ mod tests {
             }
             done += 1;
             assert_eq!(c["chains"].as_u64().unwrap() as usize, chains);
-            for required in ["accept", "mean_norm", "q_avg", "q0.1", "q0.5", "q0.9"] {
+            for required in ["accept", "mean_norm"] {
                 assert!(metrics.contains_key(required), "{required} missing in {c}");
             }
             for (name, m) in metrics {
@@ -526,17 +526,22 @@ mod tests {
             );
             let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
             assert!(md.contains("## The paper's claims"));
-            for (key, _) in summary.targets() {
-                assert!(md.contains(&format!("fig5-{key}.svg")));
-                assert!(dir.join(format!("fig5-{key}.svg")).is_file());
+            let figures: Vec<&str> = md
+                .lines()
+                .filter_map(|l| l.strip_prefix("![")?.split_once("](")?.1.strip_suffix(')'))
+                .collect();
+            assert!(!figures.is_empty());
+            for f in figures {
+                let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+                assert!(svg.starts_with("<svg"), "{f}");
             }
             for c in summary.cells.iter().filter(|c| c.status == "done") {
                 for k in 0..c.chains {
-                    let npy = dir
-                        .join("chains")
-                        .join(&c.target)
-                        .join(&c.sampler)
-                        .join(format!("{k}.npy"));
+                    let mut npy = dir.join("chains").join(&c.target).join(&c.sampler);
+                    if !c.setting.is_empty() {
+                        npy = npy.join(&c.setting);
+                    }
+                    let npy = npy.join(format!("{k}.npy"));
                     let bytes = std::fs::read(&npy).unwrap();
                     let file = npyz::NpyFile::new(&bytes[..]).unwrap();
                     assert_eq!(file.shape()[0], c.iterations);

@@ -4,8 +4,8 @@
 use anyhow::{Result, bail};
 use kameleon_diagnostics::{ess_geyer_per_dim, quantile_coverage_errors};
 use kameleon_samplers::{
-    AdaptiveMetropolis, Chain, ProgressFn, Proposal, RandomWalk, Run, RunConfig, StepSchedule,
-    Target,
+    AdaptiveMetropolis, Chain, Hmc, ProgressFn, Proposal, RandomWalk, RobbinsMonro, Run, RunConfig,
+    Scale, StepSchedule, Target,
 };
 use kameleon_targets::{Banana, Flower, QuantileRegions};
 
@@ -111,6 +111,25 @@ impl BuiltTarget {
 pub enum SamplerSpec {
     /// Standard Metropolis N(x, ν²I), ν = 2.38/√d.
     Sm,
+    /// Random walk N(x, ν²I) with ν learned toward acceptance 0.234 during
+    /// burn-in (steps 1/√t, from 2.38/√d): the KMC paper's tuned RW.
+    RwTuned,
+    /// HMC on the true gradient, ε ~ U[ε₀, ε₁), L ~ U{L₀, …, L₁}.
+    Hmc {
+        /// Step-size range.
+        step_size: (f64, f64),
+        /// Leapfrog-step range.
+        steps: (u32, u32),
+    },
+    /// KMC finite (random features, m = n) with HMC's parameters.
+    KmcFinite {
+        /// Number of random features m (= n).
+        m: usize,
+        /// Step-size range.
+        step_size: (f64, f64),
+        /// Leapfrog-step range.
+        steps: (u32, u32),
+    },
     /// Adaptive Metropolis with fixed scale 2.38/√d (Haario et al. 2001).
     AmFs,
     /// Adaptive Metropolis with learned global scale (Andrieu & Thoms Alg. 4),
@@ -130,6 +149,9 @@ impl SamplerSpec {
     pub fn label(&self) -> &'static str {
         match self {
             Self::Sm => "SM",
+            Self::RwTuned => "RW",
+            Self::Hmc { .. } => "HMC",
+            Self::KmcFinite { .. } => "KMC",
             Self::AmFs => "AM-FS",
             Self::AmLs => "AM-LS",
             Self::KamhLs { .. } => "KAMH-LS",
@@ -140,7 +162,8 @@ impl SamplerSpec {
     /// the cell is pending.
     pub fn pending(&self) -> Option<&'static str> {
         match self {
-            Self::Sm | Self::AmFs | Self::AmLs => None,
+            Self::Sm | Self::RwTuned | Self::Hmc { .. } | Self::AmFs | Self::AmLs => None,
+            Self::KmcFinite { .. } => Some("KMC is not on main yet"),
             Self::KamhLs { .. } => Some("KAMH is not on main yet"),
         }
     }
@@ -184,7 +207,22 @@ impl SamplerSpec {
                 chain,
                 progress,
             ),
-            Self::KamhLs { .. } => {
+            Self::RwTuned => {
+                let scale =
+                    RobbinsMonro::new(Scale::optimal_for(d), 0.234, StepSchedule::InverseSqrt)?;
+                let proposal = RandomWalk::with_scale(d, Scale::Adaptive(scale))?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::Hmc { step_size, steps } => run(
+                target,
+                Hmc::new(d, *step_size, *steps)?,
+                x0,
+                config,
+                seed,
+                chain,
+                progress,
+            ),
+            Self::KmcFinite { .. } | Self::KamhLs { .. } => {
                 bail!(
                     "{} is pending: {}",
                     self.label(),
@@ -385,6 +423,11 @@ mod tests {
             SamplerSpec::AmFs,
             SamplerSpec::AmLs,
             SamplerSpec::KamhLs { n: 10, gamma: 0.2 },
+            SamplerSpec::KmcFinite {
+                m: 10,
+                step_size: (0.1, 0.2),
+                steps: (1, 2),
+            },
         ];
         for s in pending.into_iter().filter(|s| s.pending().is_some()) {
             let r = s.run(

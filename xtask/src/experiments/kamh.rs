@@ -254,7 +254,7 @@ fn list(rivals: &[(&str, &MetricStats)]) -> String {
 }
 
 /// A claim whose test returns `None` when a sampler it needs is pending.
-fn check(claim: String, test: impl FnOnce() -> Option<(bool, String)>) -> ClaimCheck {
+pub(super) fn check(claim: String, test: impl FnOnce() -> Option<(bool, String)>) -> ClaimCheck {
     match test() {
         Some((ok, evidence)) => ClaimCheck {
             claim,

@@ -1,6 +1,7 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
 mod kamh;
+mod kmc;
 
 use crate::experiment::Experiment;
 
@@ -55,13 +56,7 @@ pub fn all() -> Vec<Experiment> {
             "thesis sizes",
             "needs F-KAMH and KAMH",
         ),
-        planned(
-            "kmc-banana",
-            "Strathmann et al. 2015 (KMC), Fig. 3",
-            "KMC finite, HMC, RW, KAMH on 8-d B(0.03,100) vs n = m: acceptance, ‖mean‖, min ESS",
-            "KMC sizes",
-            "needs KMC, HMC and KAMH",
-        ),
+        kmc::banana(),
         planned(
             "kmc-trajectories",
             "KMC, Fig. 2",
