@@ -5,7 +5,7 @@
 use crate::experiment::{Cell, Experiment, Protocol};
 use crate::plot::{Bar, BarSeries, grouped_bars};
 use crate::spec::{Metric, QUANTILE_LEVELS, SamplerSpec, TargetSpec, quantile_metric_name};
-use crate::summary::{ClaimCheck, MetricStats, Summary, Verdict, fmt};
+use crate::summary::{CellSummary, ClaimCheck, MetricStats, Summary, Verdict, fmt};
 use anyhow::Result;
 use std::path::Path;
 
@@ -131,7 +131,7 @@ fn fig5_figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             .iter()
             .filter(|c| c.target == key)
             .map(|c| BarSeries {
-                label: c.sampler.clone(),
+                label: legend(c),
                 bars: metrics
                     .iter()
                     .map(|(m, scale)| {
@@ -238,6 +238,15 @@ fn fig5_claims(summary: &Summary) -> Vec<ClaimCheck> {
         ));
     }
     out
+}
+
+/// A legend entry: the sampler, marked when it is pending.
+pub(super) fn legend(cell: &CellSummary) -> String {
+    if cell.status == "done" {
+        cell.sampler.clone()
+    } else {
+        format!("{} (pending)", cell.sampler)
+    }
 }
 
 /// Mean ± the paper's 80% interval half width.

@@ -2,7 +2,7 @@
 //! Fig. 3: KMC finite, HMC, RW and KAMH on the 8-d B(0.03, 100) as the
 //! number of samples and basis functions n = m grows.
 
-use super::kamh::check;
+use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
 use crate::plot::{Bar, BarSeries, grouped_bars};
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
@@ -105,12 +105,13 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
                 low: s.q10,
                 high: s.q90,
             });
-            let index = series.iter().position(|s| s.label == c.sampler);
+            let label = legend(c);
+            let index = series.iter().position(|s| s.label == label);
             let entry = match index {
                 Some(i) => &mut series[i],
                 None => {
                     series.push(BarSeries {
-                        label: c.sampler.clone(),
+                        label,
                         bars: vec![None; groups.len()],
                     });
                     series.last_mut().expect("just pushed")
