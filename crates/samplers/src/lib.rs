@@ -20,16 +20,20 @@
 //! one-call entry points.
 
 pub mod adaptation;
+mod am;
 mod chain;
 mod covariance;
 pub mod engine;
 mod error;
 mod fkamh;
+mod hmc;
+mod pca;
 mod random_walk;
 
 pub use adaptation::{
-    AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule,
+    AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule, StochasticMoments,
 };
+pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
@@ -37,5 +41,7 @@ pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
 pub use fkamh::FKamh;
+pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use pca::PrincipalComponents;
 pub use random_walk::RandomWalk;
