@@ -22,6 +22,7 @@
 pub mod adaptation;
 mod am;
 mod chain;
+mod ckam;
 mod covariance;
 pub mod engine;
 mod error;
@@ -37,6 +38,7 @@ pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
+pub use ckam::{Ckam, run_ckam};
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
