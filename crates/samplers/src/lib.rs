@@ -24,6 +24,9 @@ mod chain;
 mod covariance;
 pub mod engine;
 mod error;
+mod kamh;
+mod kamh_covariance;
+mod pca_kameleon;
 mod random_walk;
 
 pub use adaptation::{
@@ -36,4 +39,7 @@ pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
+pub use kamh_covariance::KamhCovariance;
+pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::RandomWalk;
