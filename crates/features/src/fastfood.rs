@@ -7,7 +7,7 @@ use crate::fwht::fwht;
 use crate::rff::{Embedding, feature_derivative};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
 use faer::MatMut;
-use kameleon_kernels::{Gaussian, SpectralDensity};
+use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use std::cell::RefCell;
@@ -21,10 +21,18 @@ use std::f64::consts::TAU;
 ///
 /// Fastfood only needs the radius: it draws a frequency in the padded
 /// dimension p with [`SpectralDensity::sample_frequency`] and keeps its norm.
-/// Implemented for the kernels checked to be radial: [`Gaussian`].
+/// Implemented for the kernels checked to be radial (each a Gaussian scale
+/// mixture with one scale shared by all coordinates): [`Gaussian`],
+/// [`Matern`] (multivariate Student t), [`RationalQuadratic`] and
+/// [`InverseMultiquadric`]. Not for [`kameleon_kernels::Laplacian`], which
+/// uses the L1 distance (its spectral density is a product of 1-d Cauchy
+/// laws, not radial): use dense [`crate::RandomFourierFeatures`] for it.
 pub trait RadialSpectralDensity: SpectralDensity {}
 
 impl RadialSpectralDensity for Gaussian {}
+impl RadialSpectralDensity for Matern {}
+impl RadialSpectralDensity for RationalQuadratic {}
+impl RadialSpectralDensity for InverseMultiquadric {}
 
 /// Fastfood random features `φ: Rᵈ → R^D` for a radial kernel.
 ///
@@ -277,9 +285,15 @@ impl Fastfood {
 
     /// `t ← V_b t = S H G Π H B t` in place.
     fn transform(&self, b: usize, t: &mut [f64]) {
-        let (signs, swaps, g, s) = self.block(b);
+        let (signs, ..) = self.block(b);
         multiply(t, signs);
         fwht(t);
+        self.finish_transform(b, t);
+    }
+
+    /// `t ← S H G Π t`, the second half of [`Fastfood::transform`].
+    fn finish_transform(&self, b: usize, t: &mut [f64]) {
+        let (_, swaps, g, s) = self.block(b);
         for j in (1..t.len()).rev() {
             t.swap(j, swaps[j]);
         }
@@ -316,10 +330,19 @@ impl Fastfood {
     }
 
     /// `t ← V_b e_l`, the l-th input coordinate of block b's frequencies.
+    /// `H B e_l = B_l H e_l` is the l-th Sylvester–Hadamard column scaled by
+    /// `B_l`, with entries `B_l (−1)^popcount(j & l)`: written directly, which
+    /// saves one of the two fast transforms.
     fn column(&self, b: usize, l: usize, t: &mut [f64]) {
-        t.fill(0.0);
-        t[l] = 1.0;
-        self.transform(b, t);
+        let sign = self.block(b).0[l];
+        for (j, v) in t.iter_mut().enumerate() {
+            *v = if (j & l).count_ones().is_multiple_of(2) {
+                sign
+            } else {
+                -sign
+            };
+        }
+        self.finish_transform(b, t);
     }
 
     /// `out[r, l] = (∂^order φ_r/∂a^order) · ω_{r,l}^order`, the Jacobian

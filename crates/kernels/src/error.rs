@@ -21,6 +21,22 @@ pub enum KernelError {
         /// The dimension that was given.
         got: usize,
     },
+    /// A bandwidth heuristic needs at least two points.
+    #[error("need at least 2 points, got {got}")]
+    TooFewPoints {
+        /// The number of points that were available.
+        got: usize,
+    },
+    /// A point contained a NaN or an infinite coordinate.
+    #[error("point {index} has a non-finite coordinate")]
+    NonFinitePoint {
+        /// The row of the offending point.
+        index: usize,
+    },
+    /// The median pairwise distance was zero (e.g. all points equal), which
+    /// gives no usable bandwidth.
+    #[error("the median pairwise distance is zero (more than half of the point pairs coincide)")]
+    ZeroMedianDistance,
 }
 
 /// Checks that a parameter is finite and strictly positive.
@@ -32,6 +48,19 @@ pub(crate) fn positive(name: &'static str, value: f64) -> Result<f64, KernelErro
             name,
             value,
             reason: "must be finite and > 0",
+        })
+    }
+}
+
+/// Checks that a parameter is finite and non-negative.
+pub(crate) fn non_negative(name: &'static str, value: f64) -> Result<f64, KernelError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(KernelError::InvalidParameter {
+            name,
+            value,
+            reason: "must be finite and >= 0",
         })
     }
 }

@@ -1,12 +1,14 @@
 //! The Gaussian (squared-exponential) kernel.
 
 use crate::error::positive;
-use crate::{Kernel, KernelError, SpectralDensity};
-use faer::{MatMut, MatRef};
+use crate::radial::{Radial, impl_radial_kernel};
+use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
 /// `k(x, y) = exp(−‖x − y‖² / (2ℓ²))` with length-scale `ℓ`.
+///
+/// Smooth everywhere. Spectral density: `ω ~ N(0, ℓ⁻² I)`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Gaussian {
     length_scale: f64,
@@ -35,60 +37,32 @@ impl Gaussian {
         self.length_scale
     }
 
-    /// `−1/(2ℓ²)`, the factor of the squared distance in the exponent.
-    fn exponent_factor(&self) -> f64 {
-        -0.5 / (self.length_scale * self.length_scale)
+    /// The KMC lite estimator's `σ = 2ℓ²` (inverse of [`Gaussian::from_lite_sigma`]).
+    pub fn lite_sigma(&self) -> f64 {
+        2.0 * self.length_scale * self.length_scale
     }
 }
 
-fn squared_distance(x: &[f64], y: &[f64]) -> f64 {
-    x.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum()
-}
-
-impl Kernel for Gaussian {
-    fn eval(&self, x: &[f64], y: &[f64]) -> f64 {
-        debug_assert_eq!(x.len(), y.len());
-        (self.exponent_factor() * squared_distance(x, y)).exp()
-    }
-
-    fn grad_x(&self, x: &[f64], y: &[f64], out: &mut [f64]) -> f64 {
-        debug_assert!(x.len() == y.len() && y.len() == out.len());
-        let k = self.eval(x, y);
-        let c = 2.0 * self.exponent_factor() * k;
-        for ((o, a), b) in out.iter_mut().zip(x).zip(y) {
-            *o = c * (a - b);
-        }
-        k
-    }
-
-    fn hessian_diag_x(&self, x: &[f64], y: &[f64], out: &mut [f64]) -> f64 {
-        debug_assert!(x.len() == y.len() && y.len() == out.len());
-        let k = self.eval(x, y);
+impl Radial for Gaussian {
+    fn value(&self, s: f64) -> f64 {
         let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
-        for ((o, a), b) in out.iter_mut().zip(x).zip(y) {
-            let r = (a - b) * inv_l2;
-            *o = k * (r * r - inv_l2);
-        }
-        k
+        (-0.5 * s * inv_l2).exp()
     }
 
-    fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, mut out: MatMut<'_, f64>) {
-        let (n, d) = (z.nrows(), z.ncols());
-        debug_assert!(x.len() == d && out.nrows() == d && out.ncols() == n);
-        let f = self.exponent_factor();
-        for i in 0..n {
-            let mut r2 = 0.0;
-            for l in 0..d {
-                let diff = x[l] - z[(i, l)];
-                r2 += diff * diff;
-            }
-            let c = 4.0 * f * (f * r2).exp();
-            for l in 0..d {
-                out[(l, i)] = c * (x[l] - z[(i, l)]);
-            }
-        }
+    fn value_slope(&self, s: f64) -> (f64, f64) {
+        let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
+        let k = (-0.5 * s * inv_l2).exp();
+        (k, -k * inv_l2)
+    }
+
+    fn value_slope_curvature(&self, s: f64) -> (f64, f64, f64) {
+        let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
+        let k = (-0.5 * s * inv_l2).exp();
+        (k, -k * inv_l2, k * inv_l2 * inv_l2)
     }
 }
+
+impl_radial_kernel!(Gaussian);
 
 impl SpectralDensity for Gaussian {
     fn sample_frequency(&self, rng: &mut dyn Rng, out: &mut [f64]) {

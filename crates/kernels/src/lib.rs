@@ -9,10 +9,29 @@
 //!
 //! # Bandwidth convention
 //!
-//! Every kernel takes one length-scale `ℓ > 0`; the Gaussian kernel is
-//! `k(x, y) = exp(−‖x − y‖² / (2ℓ²))` with spectral density `ω ~ N(0, ℓ⁻²I)`.
-//! The papers use other parametrisations; [`Gaussian::from_kamh_sigma`] and
-//! [`Gaussian::from_lite_sigma`] convert them.
+//! Every stationary kernel takes one length-scale `ℓ > 0` (plus a shape
+//! parameter where the family has one), always with `k(x, x) = 1`:
+//!
+//! | kernel | `k(x, y)` | spectral density | smooth at `x = y` |
+//! |---|---|---|---|
+//! | [`Gaussian`] | `exp(−‖x − y‖²/(2ℓ²))` | `N(0, ℓ⁻²I)` | yes |
+//! | [`Laplacian`] | `exp(−‖x − y‖₁/ℓ)` | Cauchy(0, 1/ℓ) per coordinate | no |
+//! | [`Matern`] | `2^{1−ν}/Γ(ν) u^ν K_ν(u)`, `u = √(2ν)‖x − y‖/ℓ` | Student t, `2ν` d.o.f., scale `ℓ⁻¹` | gradient iff ν > 1/2, Hessian iff ν > 1 |
+//! | [`RationalQuadratic`] | `(1 + ‖x − y‖²/(2αℓ²))^{−α}` | `N(0, τℓ⁻²I)`, `τ ~ Gamma(α, rate α)` | yes |
+//! | [`InverseMultiquadric`] | `(1 + ‖x − y‖²/ℓ²)^{−β}` | as the RQ with `α = β`, `ℓ/√(2β)` | yes |
+//! | [`Linear`] | `⟨x, y⟩` | — | yes |
+//! | [`Polynomial`] | `(c + ⟨x, y⟩)^p` | — | yes |
+//!
+//! The papers use other parametrisations; named constructors convert them:
+//! [`Gaussian::from_kamh_sigma`] (KAMH `σ`), [`Gaussian::from_lite_sigma`]
+//! (KMC lite `exp(−‖·‖²/σ)`), [`Laplacian::from_thesis_sigma`] (F-KAMH
+//! thesis `exp(−σ‖·‖₁)`), [`Matern::from_kamh_rho`] (KAMH `(r/ρ)^ν K_ν(r/ρ)`),
+//! [`InverseMultiquadric::from_thesis`] (thesis `(c² + r²)^{−β}`). The
+//! [`median_heuristic`] gives a data-driven `ℓ`.
+//!
+//! Where a kernel is not differentiable (Laplacian at a vanishing coordinate
+//! of `x − y`, Matérn ν ≤ 1/2 at `x = y`), each type documents what its
+//! gradient and Hessian diagonal return there.
 //!
 //! ```
 //! use kameleon_kernels::{Gaussian, Kernel};
@@ -26,9 +45,20 @@
 
 mod error;
 mod gaussian;
+mod laplacian;
+mod matern;
+mod median;
+mod polynomial;
+mod radial;
+mod rational_quadratic;
 
 pub use error::KernelError;
 pub use gaussian::Gaussian;
+pub use laplacian::Laplacian;
+pub use matern::Matern;
+pub use median::median_heuristic;
+pub use polynomial::{Linear, Polynomial};
+pub use rational_quadratic::{InverseMultiquadric, RationalQuadratic};
 
 use faer::{MatMut, MatRef};
 use rand::Rng;

@@ -344,6 +344,83 @@ impl Scale {
     }
 }
 
+/// Stochastic-approximation estimates of the mean and covariance
+/// (Andrieu & Thoms 2008, Alg. 3 and 4):
+/// μ ← μ + γ Σ_k w_k (x_k − μ),  Σ ← Σ + γ (Σ_k w_k (x_k − μ)(x_k − μ)ᵀ − Σ),
+/// with weights w_k summing to one and μ the value before the update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StochasticMoments {
+    mean: Vec<f64>,
+    /// d × d row-major.
+    cov: Vec<f64>,
+    delta: Vec<f64>,
+}
+
+impl StochasticMoments {
+    /// Starts at the given mean and covariance (d × d row-major).
+    pub fn new(mean: Vec<f64>, cov: Vec<f64>) -> Result<Self> {
+        let d = mean.len();
+        crate::error::check_dim(d * d, cov.len())?;
+        Ok(Self {
+            mean,
+            cov,
+            delta: vec![0.0; d],
+        })
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// The current mean.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// Overwrites the mean (e.g. with the chain's start point).
+    pub fn set_mean(&mut self, mean: &[f64]) {
+        self.mean.copy_from_slice(mean);
+    }
+
+    /// The current covariance, d × d row-major.
+    pub fn covariance(&self) -> &[f64] {
+        &self.cov
+    }
+
+    /// One update with step `gamma` ∈ (0, 1] from the weighted points
+    /// `(x_k, w_k)` (weights summing to one; points of weight 0 are skipped,
+    /// so a non-finite rejected proposal may be passed with weight 0; allocation-free).
+    pub fn update(&mut self, gamma: f64, points: &[(&[f64], f64)]) {
+        let d = self.dim();
+        for v in self.cov.iter_mut() {
+            *v *= 1.0 - gamma;
+        }
+        for &(x, w) in points.iter().filter(|p| p.1 != 0.0) {
+            for i in 0..d {
+                self.delta[i] = x[i] - self.mean[i];
+            }
+            let gw = gamma * w;
+            for i in 0..d {
+                let di = gw * self.delta[i];
+                let row = &mut self.cov[i * d..(i + 1) * d];
+                for j in 0..d {
+                    row[j] += di * self.delta[j];
+                }
+            }
+        }
+        // with Σ w_k = 1: μ_new = (1 − γ) μ + γ Σ_k w_k x_k
+        for m in self.mean.iter_mut() {
+            *m *= 1.0 - gamma;
+        }
+        for &(x, w) in points.iter().filter(|p| p.1 != 0.0) {
+            for i in 0..d {
+                self.mean[i] += gamma * w * x[i];
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,9 @@ use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
 use crate::kamh_covariance::{KamhCovariance, combine_into};
 use faer::MatRef;
-use kameleon_kernels::{Gaussian, Kernel};
+use kameleon_kernels::{
+    Gaussian, InverseMultiquadric, Kernel, Laplacian, Linear, Matern, Polynomial, RationalQuadratic,
+};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -25,6 +27,44 @@ pub trait LengthScale: Kernel + Sized {
 impl LengthScale for Gaussian {
     fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
         Gaussian::new(length_scale).ok()
+    }
+}
+
+impl LengthScale for Laplacian {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        Laplacian::new(length_scale).ok()
+    }
+}
+
+impl LengthScale for Matern {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        Matern::new(self.nu(), length_scale).ok()
+    }
+}
+
+impl LengthScale for RationalQuadratic {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        RationalQuadratic::new(length_scale, self.alpha()).ok()
+    }
+}
+
+impl LengthScale for InverseMultiquadric {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        InverseMultiquadric::with_exponent(length_scale, self.beta()).ok()
+    }
+}
+
+/// No length-scale: [`Bandwidth::Fixed`] only.
+impl LengthScale for Linear {
+    fn with_length_scale(&self, _length_scale: f64) -> Option<Self> {
+        None
+    }
+}
+
+/// No length-scale: [`Bandwidth::Fixed`] only.
+impl LengthScale for Polynomial {
+    fn with_length_scale(&self, _length_scale: f64) -> Option<Self> {
+        None
     }
 }
 
@@ -327,7 +367,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
         self.has_subsample = true;
         self.refreshes += 1;
         if let Bandwidth::MedianHeuristic { max_points } = self.config.bandwidth {
-            let rescaled = median_heuristic_pending(self.z(), max_points, rng)
+            let rescaled = kameleon_kernels::median_heuristic(self.z(), max_points, rng)
                 .ok()
                 .and_then(|l| self.kernel.with_length_scale(l));
             match rescaled {
@@ -343,7 +383,10 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     pub(crate) fn summary_extra(&self, out: &mut Vec<(String, f64)>) {
         out.push(("gamma".into(), self.gamma()));
         out.push(("subsample_refreshes".into(), self.refreshes as f64));
-        out.push(("median_heuristic_failures".into(), self.median_failures as f64));
+        out.push((
+            "median_heuristic_failures".into(),
+            self.median_failures as f64,
+        ));
         out.push(("history_len".into(), self.history.len() as f64));
     }
 }
@@ -567,13 +610,4 @@ impl<K: LengthScale> Proposal for Kamh<K> {
     fn covariance_jitters(&self) -> u64 {
         self.current.factor.jitters() + self.proposed.factor.jitters()
     }
-}
-
-
-fn median_heuristic_pending(
-    _z: MatRef<'_, f64>,
-    _max_points: usize,
-    _rng: &mut dyn Rng,
-) -> std::result::Result<f64, ()> {
-    Err(())
 }

@@ -89,7 +89,14 @@ impl KamhCovariance {
         self.gradient_matrix(kernel, y, z);
         let m = MatRef::from_column_major_slice(&self.gradients, d, n);
         let mut dst = MatMut::from_column_major_slice_mut(out, d, d);
-        matmul(dst.as_mut(), Accum::Replace, m, m.transpose(), 1.0, Par::Seq);
+        matmul(
+            dst.as_mut(),
+            Accum::Replace,
+            m,
+            m.transpose(),
+            1.0,
+            Par::Seq,
+        );
         self.row_sums.fill(0.0);
         for column in self.gradients.chunks_exact(d) {
             for (s, v) in self.row_sums.iter_mut().zip(column) {

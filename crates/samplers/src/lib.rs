@@ -20,26 +20,32 @@
 //! one-call entry points.
 
 pub mod adaptation;
+mod am;
 mod chain;
 mod covariance;
 pub mod engine;
 mod error;
+mod hmc;
 mod kamh;
 mod kamh_covariance;
+mod pca;
 mod pca_kameleon;
 mod random_walk;
 
 pub use adaptation::{
-    AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule,
+    AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule, StochasticMoments,
 };
+pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
+pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
 pub use kamh_covariance::KamhCovariance;
+pub use pca::PrincipalComponents;
 pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::RandomWalk;

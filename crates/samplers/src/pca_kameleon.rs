@@ -227,10 +227,15 @@ impl<K: LengthScale> PcaKameleon<K> {
         let component = |j: usize| {
             let u = &slot[j * d..(j + 1) * d];
             let s: f64 = u.iter().map(|v| v * v).sum();
-            let uv: f64 = u.iter().zip(x.iter().zip(y)).map(|(u, (a, b))| u * (a - b)).sum();
+            let uv: f64 = u
+                .iter()
+                .zip(x.iter().zip(y))
+                .map(|(u, (a, b))| u * (a - b))
+                .sum();
             let c = self.scales[j].value().powi(2) / gamma2;
             let denom = 1.0 + c * s;
-            self.log_weights[j] + base - 0.5 * (denom.ln() + (v_norm2 - c * uv * uv / denom) / gamma2)
+            self.log_weights[j] + base
+                - 0.5 * (denom.ln() + (v_norm2 - c * uv * uv / denom) / gamma2)
         };
         for j in 0..self.eigenvalues.len() {
             max = max.max(component(j));

@@ -14,7 +14,6 @@
 //! absorbs the noise of the ESS estimate. Seeds are fixed, so the tests are
 //! deterministic.
 
-
 use faer::Mat;
 use kameleon_diagnostics::ess_geyer;
 use kameleon_kernels::Gaussian;
@@ -64,18 +63,14 @@ fn z_score(series: &[f64], expected: f64) -> f64 {
 /// The worst z-score of the means of `f(x)` against `mean` and of the
 /// covariance entries of `f(x)` (chain averages of (f_i − μ_i)(f_j − μ_j)
 /// with the exact μ) against `cov` (k × k row-major).
-fn worst_moment_z(
-    chain: &Chain,
-    f: impl Fn(&[f64], &mut [f64]),
-    mean: &[f64],
-    cov: &[f64],
-) -> f64 {
+fn worst_moment_z(chain: &Chain, f: impl Fn(&[f64], &mut [f64]), mean: &[f64], cov: &[f64]) -> f64 {
     let k = mean.len();
     let mut values = vec![0.0; chain.len() * k];
     for t in 0..chain.len() {
         f(chain.sample(t), &mut values[t * k..(t + 1) * k]);
     }
-    let series = |g: &dyn Fn(&[f64]) -> f64| -> Vec<f64> { values.chunks_exact(k).map(g).collect() };
+    let series =
+        |g: &dyn Fn(&[f64]) -> f64| -> Vec<f64> { values.chunks_exact(k).map(g).collect() };
     let mut worst: f64 = 0.0;
     for i in 0..k {
         worst = worst.max(z_score(&series(&|v| v[i]), mean[i]));
@@ -89,8 +84,14 @@ fn worst_moment_z(
 
 /// The worst z-score of the fractions of states inside the regions
 /// {s(x) ≤ t_q} of exact mass q, over `LEVELS`.
-fn worst_coverage_z(chain: &Chain, statistic: impl Fn(&[f64]) -> f64, threshold: impl Fn(f64) -> f64) -> f64 {
-    let stats: Vec<f64> = (0..chain.len()).map(|t| statistic(chain.sample(t))).collect();
+fn worst_coverage_z(
+    chain: &Chain,
+    statistic: impl Fn(&[f64]) -> f64,
+    threshold: impl Fn(f64) -> f64,
+) -> f64 {
+    let stats: Vec<f64> = (0..chain.len())
+        .map(|t| statistic(chain.sample(t)))
+        .collect();
     LEVELS
         .iter()
         .map(|&q| {
@@ -150,7 +151,14 @@ fn gaussian_kamh() -> Kamh<Gaussian> {
 
 fn gaussian_scores(proposal: impl Proposal, seed: u64) -> (f64, f64) {
     let (target, mean, cov) = correlated_gaussian();
-    let chain = run_chain(&target, proposal, &[0.0; 4], RunConfig::new(3_000, 20_000), seed).unwrap();
+    let chain = run_chain(
+        &target,
+        proposal,
+        &[0.0; 4],
+        RunConfig::new(3_000, 20_000),
+        seed,
+    )
+    .unwrap();
     let moments = worst_moment_z(&chain, |x, out| out.copy_from_slice(x), &mean, &cov);
     // Mahalanobis distance² ~ χ²₄ under the target
     let cm = Mat::<f64>::from_fn(4, 4, |i, j| cov[i * 4 + j]);

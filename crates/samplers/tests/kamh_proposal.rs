@@ -6,9 +6,9 @@
 
 use faer::Mat;
 use faer::linalg::solvers::DenseSolveCore;
-use kameleon_kernels::{Gaussian, Kernel};
+use kameleon_kernels::{Gaussian, Kernel, Linear};
 use kameleon_samplers::{
-    Bandwidth, FnTarget, Gamma, Kamh, KamhConfig, KamhCovariance, LengthScale, Proposal, Refresh,
+    Bandwidth, FnTarget, Gamma, Kamh, KamhConfig, KamhCovariance, Proposal, Refresh,
     RunningMoments, Scale, StepOutcome, SubsampleConfig,
 };
 use rand::{RngExt, SeedableRng};
@@ -49,9 +49,7 @@ fn brute_force_covariance<K: Kernel>(kernel: &K, y: &[f64], z: &Mat<f64>) -> Mat
             m[(l, i)] = 2.0 * g[l];
         }
     }
-    let h = Mat::<f64>::from_fn(n, n, |a, b| {
-        f64::from(u8::from(a == b)) - 1.0 / n as f64
-    });
+    let h = Mat::<f64>::from_fn(n, n, |a, b| f64::from(u8::from(a == b)) - 1.0 / n as f64);
     let mhm = &m * &h * m.transpose();
     Mat::from_fn(d, d, |i, j| {
         NU * NU * mhm[(i, j)] + if i == j { GAMMA * GAMMA } else { 0.0 }
@@ -106,9 +104,13 @@ fn hastings_correction_matches_brute_force_densities_across_accepts_and_rejects(
     // alternate accepts and rejects so both cache paths are exercised
     for step in 0..12u64 {
         let correction = kamh.propose(&target, &x, &mut proposed, &mut rng);
-        let forward = brute_force_log_normal(&proposed, &x, &brute_force_covariance(&kernel, &x, &z));
-        let reverse =
-            brute_force_log_normal(&x, &proposed, &brute_force_covariance(&kernel, &proposed, &z));
+        let forward =
+            brute_force_log_normal(&proposed, &x, &brute_force_covariance(&kernel, &x, &z));
+        let reverse = brute_force_log_normal(
+            &x,
+            &proposed,
+            &brute_force_covariance(&kernel, &proposed, &z),
+        );
         let expected = reverse - forward;
         assert!(
             (correction - expected).abs() < 1e-9 * expected.abs().max(1.0),
@@ -116,7 +118,11 @@ fn hastings_correction_matches_brute_force_densities_across_accepts_and_rejects(
         );
         let accept = step % 3 != 1;
         let previous = x.clone();
-        kamh.observe(&outcome(step + 1, &previous, &proposed, accept), false, &mut rng);
+        kamh.observe(
+            &outcome(step + 1, &previous, &proposed, accept),
+            false,
+            &mut rng,
+        );
         if accept {
             x.copy_from_slice(&proposed);
         }
@@ -149,7 +155,10 @@ fn same_subsample_for_forward_and_reverse_while_z_is_redrawn_every_step() {
                 &proposed,
                 &brute_force_covariance(&kernel, &proposed, &z),
             );
-            assert!((correction - (reverse - forward)).abs() < 1e-9 * (reverse - forward).abs().max(1.0));
+            assert!(
+                (correction - (reverse - forward)).abs()
+                    < 1e-9 * (reverse - forward).abs().max(1.0)
+            );
             checked += 1;
         } else {
             assert_eq!(correction, 0.0); // the initial random walk
@@ -164,37 +173,6 @@ fn same_subsample_for_forward_and_reverse_while_z_is_redrawn_every_step() {
     assert!(checked > 50);
 }
 
-/// k(x, y) = ⟨x, y⟩ (test-local, so this test depends on nothing but the trait).
-#[derive(Debug, Clone, Copy)]
-struct LinearKernel;
-
-impl Kernel for LinearKernel {
-    fn eval(&self, x: &[f64], y: &[f64]) -> f64 {
-        x.iter().zip(y).map(|(a, b)| a * b).sum()
-    }
-    fn grad_x(&self, x: &[f64], y: &[f64], out: &mut [f64]) -> f64 {
-        out.copy_from_slice(y);
-        self.eval(x, y)
-    }
-    fn hessian_diag_x(&self, x: &[f64], y: &[f64], out: &mut [f64]) -> f64 {
-        out.fill(0.0);
-        self.eval(x, y)
-    }
-    fn gradient_matrix(&self, _x: &[f64], z: faer::MatRef<'_, f64>, mut out: faer::MatMut<'_, f64>) {
-        for i in 0..z.nrows() {
-            for l in 0..z.ncols() {
-                out[(l, i)] = 2.0 * z[(i, l)];
-            }
-        }
-    }
-}
-
-impl LengthScale for LinearKernel {
-    fn with_length_scale(&self, _: f64) -> Option<Self> {
-        None
-    }
-}
-
 #[test]
 fn linear_kernel_gives_the_adaptive_metropolis_covariance() {
     // M = 2Zᵀ, so ν² M H Mᵀ + γ²I = 4ν² Σᵢ (zᵢ − z̄)(zᵢ − z̄)ᵀ + γ²I at every y.
@@ -207,7 +185,7 @@ fn linear_kernel_gives_the_adaptive_metropolis_covariance() {
     let mut builder = KamhCovariance::new(d, n);
     let mut cov = vec![0.0; d * d];
     for y in [[0.0; 4], [1.0, -2.0, 3.0, 0.5]] {
-        builder.covariance_into(&LinearKernel, &y, z.as_ref(), GAMMA, NU, &mut cov);
+        builder.covariance_into(&Linear, &y, z.as_ref(), GAMMA, NU, &mut cov);
         for a in 0..d {
             for b in 0..d {
                 let scatter: f64 = (0..n)
@@ -218,12 +196,12 @@ fn linear_kernel_gives_the_adaptive_metropolis_covariance() {
             }
         }
     }
-    // and the sampler itself accepts a length-scale-free kernel with a fixed bandwidth
-    let mut kamh = Kamh::new(d, LinearKernel, fixed_config(n)).unwrap();
+    // the sampler accepts a length-scale-free kernel with a fixed bandwidth only
+    let mut kamh = Kamh::new(d, Linear, fixed_config(n)).unwrap();
     kamh.set_subsample(z.as_ref()).unwrap();
     let mut median = fixed_config(n);
     median.subsample.bandwidth = Bandwidth::MedianHeuristic { max_points: n };
-    assert!(Kamh::new(d, LinearKernel, median).is_err());
+    assert!(Kamh::new(d, Linear, median).is_err());
 }
 
 #[test]
@@ -257,7 +235,48 @@ fn empirical_covariance_of_proposal_draws_matches_the_formula() {
         for j in 0..d {
             let s = sigma[(i, j)];
             let se = ((sigma[(i, i)] * sigma[(j, j)] + s * s) / draws as f64).sqrt();
-            assert!((emp[i * d + j] - s).abs() < 5.0 * se, "({i},{j}): {} vs {s}", emp[i * d + j]);
+            assert!(
+                (emp[i * d + j] - s).abs() < 5.0 * se,
+                "({i},{j}): {} vs {s}",
+                emp[i * d + j]
+            );
         }
     }
+}
+
+#[test]
+fn median_heuristic_sets_the_length_scale_to_the_median_distance_of_each_new_subsample() {
+    let (n, d) = (15, 2);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+    let mut config = fixed_config(n);
+    config.subsample.refresh = Refresh::EveryStepUntil(u64::MAX);
+    config.subsample.bandwidth = Bandwidth::MedianHeuristic { max_points: n };
+    let mut kamh = Kamh::new(d, Gaussian::new(123.0).unwrap(), config).unwrap();
+    let target = dummy_target(d);
+    let mut x = vec![0.0, 0.0];
+    kamh.initialise(&target, &x).unwrap();
+    let mut proposed = vec![0.0; d];
+    let mut checked = 0;
+    for t in 1..=40u64 {
+        kamh.propose(&target, &x, &mut proposed, &mut rng);
+        let previous = x.clone();
+        kamh.observe(&outcome(t, &previous, &proposed, true), true, &mut rng);
+        x.copy_from_slice(&proposed);
+        if let Some(z) = kamh.subsample() {
+            // brute force: sort all pairwise distances, average the middle two (105 pairs: odd)
+            let mut dist = Vec::new();
+            for i in 0..n {
+                for j in 0..i {
+                    dist.push(
+                        ((z[(i, 0)] - z[(j, 0)]).powi(2) + (z[(i, 1)] - z[(j, 1)]).powi(2)).sqrt(),
+                    );
+                }
+            }
+            dist.sort_by(f64::total_cmp);
+            let median = dist[dist.len() / 2];
+            assert!((kamh.kernel().length_scale() - median).abs() < 1e-12);
+            checked += 1;
+        }
+    }
+    assert!(checked > 20);
 }

@@ -139,7 +139,8 @@ fn draws_have_the_mixture_covariance() {
     for (w, u) in &components {
         for a in 0..2 {
             for b in 0..2 {
-                sigma[a][b] += w * (NU * NU * u[a] * u[b] + if a == b { GAMMA * GAMMA } else { 0.0 });
+                sigma[a][b] +=
+                    w * (NU * NU * u[a] * u[b] + if a == b { GAMMA * GAMMA } else { 0.0 });
             }
         }
     }
@@ -158,6 +159,11 @@ fn draws_have_the_mixture_covariance() {
     let expected = [sigma[0][0], sigma[0][1], sigma[1][1]];
     for k in 0..3 {
         let se = (cov[k * 3 + k] / draws as f64).sqrt();
-        assert!((means[k] - expected[k]).abs() < 5.0 * se, "{k}: {} vs {}", means[k], expected[k]);
+        assert!(
+            (means[k] - expected[k]).abs() < 5.0 * se,
+            "{k}: {} vs {}",
+            means[k],
+            expected[k]
+        );
     }
 }

@@ -8,7 +8,7 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
-use faer::{Accum, Col, Mat, MatRef, Par};
+use faer::{Accum, Col, ColMut, ColRef, Mat, MatRef, Par};
 use kameleon_features::FeatureMap;
 
 /// Refactorise when the point count exceeds the count at the last
@@ -58,7 +58,7 @@ pub struct FiniteEstimator<F: FeatureMap> {
     c_sum: Mat<f64>,
     b_sum: Col<f64>,
     cholesky: Mat<f64>,
-    theta: Col<f64>,
+    theta: Vec<f64>,
     jacobian: Mat<f64>,
     second: Mat<f64>,
     clobbered: Mat<f64>,
@@ -91,7 +91,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             c_sum: Mat::zeros(m, m),
             b_sum: Col::zeros(m),
             cholesky: Mat::zeros(m, m),
-            theta: Col::zeros(m),
+            theta: vec![0.0; m],
             jacobian: Mat::zeros(m, d),
             second: Mat::zeros(m, d),
             clobbered: Mat::zeros(m, d),
@@ -120,8 +120,8 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     }
 
     /// The fitted parameter θ̂ (zeros before any point).
-    pub fn theta(&self) -> Vec<f64> {
-        (0..self.theta.nrows()).map(|i| self.theta[i]).collect()
+    pub fn theta(&self) -> &[f64] {
+        &self.theta
     }
 
     /// Adds one point and updates θ̂ in O(dm²) (see the type's docs). Does not
@@ -194,22 +194,20 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             return Err(ScoreMatchingError::NotPositiveDefinite);
         }
         self.factor_count = self.count;
-        self.theta.copy_from(&self.b_sum);
-        self.apply_preconditioner_in_place_theta();
-        Ok(())
-    }
-
-    /// θ ← (LLᵀ)⁻¹ θ.
-    fn apply_preconditioner_in_place_theta(&mut self) {
+        for (i, t) in self.theta.iter_mut().enumerate() {
+            *t = self.b_sum[i];
+        }
         let l = self.cholesky.as_ref();
-        solve_lower_triangular_in_place(l, self.theta.as_mat_mut(), Par::Seq);
-        solve_upper_triangular_in_place(l.transpose(), self.theta.as_mat_mut(), Par::Seq);
+        let mut theta = ColMut::from_slice_mut(&mut self.theta);
+        solve_lower_triangular_in_place(l, theta.as_mut().as_mat_mut(), Par::Seq);
+        solve_upper_triangular_in_place(l.transpose(), theta.as_mat_mut(), Par::Seq);
+        Ok(())
     }
 
     /// Solves `(S + tλI) θ = s` by conjugate gradients preconditioned with the
     /// current factor, from the current θ. Returns whether it converged.
     fn solve_preconditioned(&mut self) -> bool {
-        let m = self.theta.nrows();
+        let m = self.theta.len();
         let ridge = self.count as f64 * self.lambda;
         let l = self.cholesky.as_ref();
         let dot = |a: &Col<f64>, b: &Col<f64>| (0..m).map(|i| a[i] * b[i]).sum::<f64>();
@@ -223,7 +221,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             self.residual.as_mat_mut(),
             Accum::Replace,
             self.c_sum.as_ref(),
-            self.theta.as_mat(),
+            ColRef::from_slice(&self.theta).as_mat(),
             -1.0,
             Par::Seq,
         );
@@ -326,18 +324,13 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim() && out.len() == x.len());
-        let theta = self
-            .theta
-            .try_as_col_major()
-            .expect("owned column is contiguous");
-        self.features
-            .jacobian_transpose_mul(x, theta.as_slice(), out);
+        self.features.jacobian_transpose_mul(x, &self.theta, out);
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
         self.grad_log_density(x, grad);
         self.features.second_derivatives(x, self.second.as_mut());
-        (0..self.theta.nrows())
+        (0..self.theta.len())
             .map(|i| self.theta[i] * (0..x.len()).map(|l| self.second[(i, l)]).sum::<f64>())
             .sum()
     }

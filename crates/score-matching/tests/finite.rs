@@ -63,7 +63,7 @@ fn theta_minimises_the_regularised_objective() {
     // Finite-difference error: O(h²‖ω‖⁴) ≈ 1e-6 · 10 for the second
     // derivatives, amplified by at most ‖(Q + λI)⁻¹‖ ≤ 1/λ = 50 relative to
     // the O(1) entries: 1e-4 is a safe bound; round-off alone would be 1e-12.
-    let err = relative_error(&model.theta(), &brute);
+    let err = relative_error(model.theta(), &brute);
     assert!(err < 1e-4, "relative error {err}");
 
     // The trait's Ĵ at θ̂ equals the quadratic form at θ̂.
@@ -102,11 +102,11 @@ fn online_updates_equal_the_batch_fit() {
             assert_eq!(online.count(), i + 1);
             // Both solve the same SPD system to a relative residual of
             // 1e-13; with cond(C + λI) ≲ 1e4 here the solutions agree to 1e-9.
-            let err = relative_error(&online.theta(), &batch.theta());
+            let err = relative_error(online.theta(), batch.theta());
             assert!(err < 1e-9, "after {} points: {err}", i + 1);
         }
     }
-    let err = relative_error(&continued.theta(), &batch.theta());
+    let err = relative_error(continued.theta(), batch.theta());
     assert!(err < 1e-9, "continued: {err}");
 }
 

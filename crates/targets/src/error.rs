@@ -22,4 +22,10 @@ pub enum TargetError {
         /// The dimension that was given.
         got: usize,
     },
+    /// Embedded or user-supplied data could not be parsed or is unusable.
+    #[error("invalid data: {0}")]
+    Data(String),
+    /// A numerical step (e.g. a Cholesky factorisation) failed.
+    #[error("numerical failure: {0}")]
+    Numerical(String),
 }

@@ -338,35 +338,66 @@ mod tests {
         assert!((1.0 - kappa) > 1e-8 && (1.0 - kappa) < 1e-7, "κ = {kappa}");
     }
 
-    /// The sampler against the density: E[ρ²] and E[cos(ωφ)] of iid draws
-    /// against quadrature of the density (5 empirical standard errors).
-    #[test]
-    fn iid_sampler_matches_density_moments() {
-        let (n, w) = (100_000, 3);
-        let flower = Flower::new(2, 3.0, 1.5, w, 0.5).unwrap();
-        let draws = draw_iid(&flower, n, 5);
-        let stats: [&dyn Fn(f64, f64) -> f64; 4] = [
-            &|x, y| x * x + y * y,
-            &|x, y| (w as f64 * y.atan2(x)).cos(),
-            &|x, _| x,
-            &|_, y| y,
-        ];
+    /// Averages of `stats` over `n` iid draws against quadrature of the
+    /// density (5 empirical standard errors; the quadrature error, limited
+    /// by the kink of the density at the origin to O(h²), is far smaller).
+    fn assert_sampler_matches_quadrature(
+        flower: &Flower,
+        stats: &[&dyn Fn(f64, f64) -> f64],
+        n: usize,
+        seed: u64,
+    ) {
+        let draws = draw_iid(flower, n, seed);
         for (k, f) in stats.iter().enumerate() {
-            let exact = integral_2d(&flower, 1200, f);
-            if k >= 2 {
-                let mut mean = [f64::NAN; 2];
-                flower.exact_mean(&mut mean).unwrap();
-                // The kink of the density at the origin (where it is ≲ 10⁻³)
-                // limits the midpoint rule to O(h²·10⁻³) ≈ 10⁻⁸ there.
-                assert!(
-                    (exact - mean[k - 2]).abs() < 1e-7,
-                    "quadrature mean {exact}"
-                );
-            }
+            let exact = integral_2d(flower, 1200, f);
             let values: Vec<f64> = draws.chunks(2).map(|p| f(p[0], p[1])).collect();
             let mean = values.iter().sum::<f64>() / n as f64;
             let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
             assert_within_mc_error(&format!("statistic {k}"), mean, exact, sd, n);
+        }
+    }
+
+    /// The sampler against the density: E[ρ²], E[cos(ωφ)] and E[x].
+    #[test]
+    fn iid_sampler_matches_density_moments() {
+        let flower = Flower::new(2, 3.0, 1.5, 3, 0.5).unwrap();
+        assert_sampler_matches_quadrature(
+            &flower,
+            &[
+                &|x, y| x * x + y * y,
+                &|x, y| (3.0 * y.atan2(x)).cos(),
+                &|x, _| x,
+            ],
+            100_000,
+            5,
+        );
+    }
+
+    /// With r₀ < |A| the radial centre c(φ) is negative for some angles,
+    /// which the envelope handles through c⁺.
+    #[test]
+    fn iid_sampler_handles_negative_radial_centres() {
+        let flower = Flower::new(2, 1.0, 2.0, 2, 1.0).unwrap();
+        assert_sampler_matches_quadrature(
+            &flower,
+            &[&|x, y| x * x + y * y, &|x, y| (2.0 * y.atan2(x)).cos()],
+            50_000,
+            6,
+        );
+    }
+
+    /// The exact mean (zero) against quadrature of the density. The kink of
+    /// the density at the origin (where it is ≲ 10⁻³ here) limits the
+    /// midpoint rule to O(h²·10⁻³) ≈ 10⁻⁸.
+    #[test]
+    fn exact_mean_matches_quadrature() {
+        let flower = Flower::new(2, 3.0, 1.5, 3, 0.5).unwrap();
+        let mut mean = [f64::NAN; 2];
+        flower.exact_mean(&mut mean).unwrap();
+        let coords: [&dyn Fn(f64, f64) -> f64; 2] = [&|x, _| x, &|_, y| y];
+        for (m, f) in mean.iter().zip(coords) {
+            let exact = integral_2d(&flower, 1200, f);
+            assert!((exact - m).abs() < 1e-7, "quadrature mean {exact}");
         }
     }
 

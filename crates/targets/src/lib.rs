@@ -38,25 +38,45 @@
 //!   Gaussians and the rotated Gaussian of KMC ([`random_rotated_covariance`],
 //!   [`haar_orthogonal`]).
 //! - [`GridMixture`]: cKAM's 32-d mixture over a product grid, factorised.
+//!
+//! The intractable targets are [`PseudoMarginal`] posteriors: a
+//! [`LogPrior`] plus the log of an unbiased [`LikelihoodEstimator`]:
+//!
+//! - [`glass_posterior`]: GP classification on UCI Glass with the
+//!   importance-sampled marginal likelihood ([`GpClassification`]).
+//! - [`abc_skew_normal_posterior`]: ABC for a skew-normal location
+//!   ([`AbcSkewNormal`], [`SkewNormal`]).
 
+mod abc;
 mod banana;
 mod error;
 mod flower;
 mod function;
 mod gaussian_mixture;
+mod gp_classification;
 mod grid_mixture;
+mod pseudo_marginal;
 mod quantile;
+mod skew_normal;
 #[cfg(test)]
 mod testing;
 mod util;
 
+pub use abc::{AbcSkewNormal, OBSERVED_SEED, abc_skew_normal_posterior};
 pub use banana::Banana;
 pub use error::TargetError;
 pub use flower::Flower;
 pub use function::FnTarget;
 pub use gaussian_mixture::{GaussianMixture, haar_orthogonal, random_rotated_covariance};
+pub use gp_classification::{
+    ClassificationData, DEFAULT_MAX_NEWTON_STEPS, DEFAULT_NEWTON_TOLERANCE, DEFAULT_RIDGE,
+    GLASS_PRIOR_VARIANCE, GpClassification, LaplaceApproximation, glass_posterior,
+    theta_code_to_paper, theta_paper_to_code,
+};
 pub use grid_mixture::GridMixture;
+pub use pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, LogPrior, PseudoMarginal};
 pub use quantile::QuantileRegions;
+pub use skew_normal::SkewNormal;
 
 use rand::Rng;
 

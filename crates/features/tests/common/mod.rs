@@ -4,7 +4,9 @@
 
 use faer::Mat;
 use kameleon_features::FeatureMap;
-use kameleon_kernels::{Gaussian, Kernel, SpectralDensity};
+use kameleon_kernels::{
+    Gaussian, InverseMultiquadric, Kernel, Laplacian, Matern, RationalQuadratic, SpectralDensity,
+};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -15,7 +17,20 @@ impl<T: Kernel + SpectralDensity> SpectralKernel for T {}
 
 /// Every spectral kernel the kernels crate provides, with a name.
 pub fn spectral_kernels() -> Vec<(&'static str, Box<dyn SpectralKernel>)> {
-    vec![("gaussian", Box::new(Gaussian::new(1.3).unwrap()))]
+    vec![
+        ("gaussian", Box::new(Gaussian::new(1.3).unwrap())),
+        ("laplacian", Box::new(Laplacian::new(1.3).unwrap())),
+        ("matern 1/2", Box::new(Matern::new(0.5, 1.3).unwrap())),
+        ("matern 5/2", Box::new(Matern::new(2.5, 1.3).unwrap())),
+        (
+            "rational quadratic",
+            Box::new(RationalQuadratic::new(1.3, 2.0).unwrap()),
+        ),
+        (
+            "inverse multiquadric",
+            Box::new(InverseMultiquadric::new(1.3).unwrap()),
+        ),
+    ]
 }
 
 pub fn rng(seed: u64) -> Xoshiro256PlusPlus {

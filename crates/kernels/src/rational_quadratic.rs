@@ -1,0 +1,157 @@
+//! The rational quadratic and inverse multiquadric kernels: scale mixtures of
+//! Gaussians with a Gamma-distributed precision.
+
+use crate::error::positive;
+use crate::radial::{Radial, impl_radial_kernel};
+use crate::{KernelError, SpectralDensity};
+use rand::{Rng, RngExt};
+use rand_distr::{Gamma, StandardNormal};
+
+/// The rational quadratic kernel `k(x, y) = (1 + ‖x − y‖² / (2αℓ²))^{−α}` with
+/// length-scale `ℓ > 0` and shape `α > 0` (Rasmussen & Williams' convention;
+/// it tends to the Gaussian kernel of length-scale `ℓ` as `α → ∞`).
+///
+/// It is the Gaussian scale mixture `E_τ[exp(−τ‖x − y‖²/(2ℓ²))]` with
+/// `τ ~ Gamma(shape α, rate α)`, so its spectral density draws
+/// `ω = √τ ζ / ℓ` with `ζ ~ N(0, I)`. Smooth everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RationalQuadratic {
+    length_scale: f64,
+    alpha: f64,
+}
+
+impl RationalQuadratic {
+    /// A rational quadratic kernel with length-scale `ℓ > 0` and shape `α > 0`.
+    pub fn new(length_scale: f64, alpha: f64) -> Result<Self, KernelError> {
+        Ok(Self {
+            length_scale: positive("length_scale", length_scale)?,
+            alpha: positive("alpha", alpha)?,
+        })
+    }
+
+    /// The length-scale `ℓ`.
+    pub fn length_scale(&self) -> f64 {
+        self.length_scale
+    }
+
+    /// The shape `α`.
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+}
+
+impl Radial for RationalQuadratic {
+    fn value(&self, s: f64) -> f64 {
+        let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
+        let t = 1.0 + 0.5 * s * inv_l2 / self.alpha;
+        (-self.alpha * t.ln()).exp()
+    }
+
+    // With t = 1 + s/(2αℓ²): k = t^{−α}, a = 2 dk/ds = −t^{−α−1}/ℓ²,
+    // b = 4 d²k/ds² = (α + 1) t^{−α−2} / (αℓ⁴).
+    fn value_slope(&self, s: f64) -> (f64, f64) {
+        let (k, a, _) = self.value_slope_curvature(s);
+        (k, a)
+    }
+
+    fn value_slope_curvature(&self, s: f64) -> (f64, f64, f64) {
+        let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
+        let t = 1.0 + 0.5 * s * inv_l2 / self.alpha;
+        let k = (-self.alpha * t.ln()).exp();
+        let a = -k / t * inv_l2;
+        let b = (self.alpha + 1.0) / self.alpha * k / (t * t) * inv_l2 * inv_l2;
+        (k, a, b)
+    }
+}
+
+impl_radial_kernel!(RationalQuadratic);
+
+impl SpectralDensity for RationalQuadratic {
+    fn sample_frequency(&self, rng: &mut dyn Rng, out: &mut [f64]) {
+        // α > 0 is checked by the constructor, so the Gamma parameters are valid.
+        let gamma =
+            Gamma::new(self.alpha, 1.0 / self.alpha).expect("α > 0 checked at construction");
+        let tau: f64 = rng.sample(gamma);
+        let scale = tau.sqrt() / self.length_scale;
+        for o in out.iter_mut() {
+            let z: f64 = rng.sample(StandardNormal);
+            *o = z * scale;
+        }
+    }
+}
+
+/// The inverse multiquadric kernel `k(x, y) = (1 + ‖x − y‖²/ℓ²)^{−β}` with
+/// length-scale `ℓ > 0` and exponent `β > 0` (`β = 1/2` by default).
+///
+/// The F-KAMH thesis (Table 2.1) writes `(c² + ‖x − y‖²)^{−β}`, which is
+/// `c^{−2β}` times this kernel with `ℓ = c`; the constant factor does not
+/// change the kernel's RKHS and is dropped here so that `k(x, x) = 1`.
+///
+/// It is the rational quadratic kernel with `α = β` and length-scale
+/// `ℓ/√(2β)`, hence also a Gaussian scale mixture with a Gamma precision;
+/// its spectral density and derivatives are those of that kernel. Smooth
+/// everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct InverseMultiquadric {
+    length_scale: f64,
+    rational_quadratic: RationalQuadratic,
+}
+
+impl InverseMultiquadric {
+    /// `(1 + ‖x − y‖²/ℓ²)^{−1/2}` with length-scale `ℓ > 0`.
+    pub fn new(length_scale: f64) -> Result<Self, KernelError> {
+        Self::with_exponent(length_scale, 0.5)
+    }
+
+    /// `(1 + ‖x − y‖²/ℓ²)^{−β}` with length-scale `ℓ > 0` and exponent `β > 0`.
+    pub fn with_exponent(length_scale: f64, beta: f64) -> Result<Self, KernelError> {
+        let length_scale = positive("length_scale", length_scale)?;
+        let beta = positive("beta", beta)?;
+        Ok(Self {
+            length_scale,
+            rational_quadratic: RationalQuadratic::new(length_scale / (2.0 * beta).sqrt(), beta)?,
+        })
+    }
+
+    /// The thesis' `(c² + ‖x − y‖²)^{−β}` up to its constant factor `c^{−2β}`: `ℓ = c`.
+    pub fn from_thesis(c: f64, beta: f64) -> Result<Self, KernelError> {
+        Self::with_exponent(c, beta)
+    }
+
+    /// The length-scale `ℓ`.
+    pub fn length_scale(&self) -> f64 {
+        self.length_scale
+    }
+
+    /// The exponent `β`.
+    pub fn beta(&self) -> f64 {
+        self.rational_quadratic.alpha
+    }
+
+    /// The same kernel as a [`RationalQuadratic`] (`α = β`, length-scale `ℓ/√(2β)`).
+    pub fn as_rational_quadratic(&self) -> RationalQuadratic {
+        self.rational_quadratic
+    }
+}
+
+impl Radial for InverseMultiquadric {
+    fn value(&self, s: f64) -> f64 {
+        self.rational_quadratic.value(s)
+    }
+
+    fn value_slope(&self, s: f64) -> (f64, f64) {
+        self.rational_quadratic.value_slope(s)
+    }
+
+    fn value_slope_curvature(&self, s: f64) -> (f64, f64, f64) {
+        self.rational_quadratic.value_slope_curvature(s)
+    }
+}
+
+impl_radial_kernel!(InverseMultiquadric);
+
+impl SpectralDensity for InverseMultiquadric {
+    fn sample_frequency(&self, rng: &mut dyn Rng, out: &mut [f64]) {
+        self.rational_quadratic.sample_frequency(rng, out);
+    }
+}

@@ -1,0 +1,88 @@
+//! Constructors reject non-positive and non-finite parameters.
+
+use kameleon_kernels::{
+    Gaussian, InverseMultiquadric, KernelError, Laplacian, Polynomial, RationalQuadratic,
+};
+
+const BAD: [f64; 5] = [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+
+fn is_invalid<T>(r: Result<T, KernelError>) -> bool {
+    matches!(r, Err(KernelError::InvalidParameter { .. }))
+}
+
+#[test]
+fn bandwidths_and_shapes_must_be_finite_and_positive() {
+    for bad in BAD {
+        assert!(is_invalid(Gaussian::new(bad)));
+        assert!(is_invalid(Gaussian::from_kamh_sigma(bad)));
+        assert!(is_invalid(Gaussian::from_lite_sigma(bad)));
+        assert!(is_invalid(Laplacian::new(bad)));
+        assert!(is_invalid(Laplacian::from_thesis_sigma(bad)));
+        assert!(is_invalid(RationalQuadratic::new(bad, 1.0)));
+        assert!(is_invalid(RationalQuadratic::new(1.0, bad)));
+        assert!(is_invalid(InverseMultiquadric::new(bad)));
+        assert!(is_invalid(InverseMultiquadric::with_exponent(1.0, bad)));
+        assert!(is_invalid(InverseMultiquadric::from_thesis(bad, 0.5)));
+    }
+    assert!(Gaussian::new(1e-300).is_ok() && RationalQuadratic::new(2.0, 1e6).is_ok());
+}
+
+#[test]
+fn polynomial_needs_a_non_negative_offset_and_a_positive_degree() {
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert!(is_invalid(Polynomial::new(bad, 2)));
+    }
+    assert!(is_invalid(Polynomial::new(1.0, 0)));
+    assert!(Polynomial::new(0.0, 1).is_ok());
+}
+
+/// The conversions to the papers' conventions give the same kernel values.
+#[test]
+fn paper_conventions_convert_exactly() {
+    use kameleon_kernels::{Kernel, Matern};
+    let (x, y) = ([0.3, -1.2], [1.1, 0.4]);
+    let r2: f64 = x.iter().zip(&y).map(|(a, b)| (a - b) * (a - b)).sum();
+    let r1: f64 = x
+        .iter()
+        .zip(&y)
+        .map(|(a, b): (&f64, &f64)| (a - b).abs())
+        .sum();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-14 * b.abs();
+    // KMC lite: exp(−r²/σ).
+    let sigma = 1.7;
+    assert!(close(
+        Gaussian::from_lite_sigma(sigma).unwrap().eval(&x, &y),
+        (-r2 / sigma).exp()
+    ));
+    assert!(close(
+        Gaussian::from_lite_sigma(sigma).unwrap().lite_sigma(),
+        sigma
+    ));
+    // KAMH: exp(−r²/(2σ²)).
+    assert!(close(
+        Gaussian::from_kamh_sigma(sigma).unwrap().eval(&x, &y),
+        (-r2 / (2.0 * sigma * sigma)).exp()
+    ));
+    // Thesis Laplacian: exp(−σ‖·‖₁).
+    assert!(close(
+        Laplacian::from_thesis_sigma(sigma).unwrap().eval(&x, &y),
+        (-sigma * r1).exp()
+    ));
+    // Thesis IMQ: (c² + r²)^{−β} = c^{−2β} × ours.
+    let (c, beta) = (0.8, 0.5);
+    let ours = InverseMultiquadric::from_thesis(c, beta)
+        .unwrap()
+        .eval(&x, &y);
+    assert!(close(ours * c.powf(-2.0 * beta), (c * c + r2).powf(-beta)));
+    // KAMH Matérn 3/2 in ρ: (1 + √3 r/ℓ) e^{−√3 r/ℓ} with ℓ = ρ√3, i.e. (1 + r/ρ)e^{−r/ρ}.
+    let rho = 0.6;
+    let r = r2.sqrt();
+    let want = (1.0 + r / rho) * (-r / rho).exp();
+    assert!(close(
+        Matern::from_kamh_rho(1.5, rho).unwrap().eval(&x, &y),
+        want
+    ));
+    // RQ tends to the Gaussian as α → ∞.
+    let rq = RationalQuadratic::new(1.3, 1e9).unwrap().eval(&x, &y);
+    assert!((rq - Gaussian::new(1.3).unwrap().eval(&x, &y)).abs() < 1e-8);
+}

@@ -1,0 +1,298 @@
+//! The adaptive Metropolis family (Haario et al. 2001; Andrieu & Thoms 2008):
+//! AM with fixed scale (AM-FS), AM with a learned global scale (AM-LS / GAM,
+//! Alg. 4) and Rao–Blackwellised AM (Alg. 3), all one proposal
+//! N(x, ν²(Σ_t + εI)) differing only in how Σ_t and ν are learned.
+
+use crate::adaptation::{RunningMoments, Scale, StepSchedule, StochasticMoments};
+use crate::covariance::ProposalCovariance;
+use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::error::{Result, check_dim, ensure};
+use crate::{RobbinsMonro, Target};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How an adaptive sampler estimates the target's mean and covariance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MomentEstimator {
+    /// The empirical mean and covariance of the whole history (Welford).
+    Empirical(RunningMoments),
+    /// Stochastic approximation fed x_{t+1} with step γ_t (Andrieu & Thoms Alg. 4).
+    StochasticApproximation {
+        /// The estimates.
+        moments: StochasticMoments,
+        /// The step sizes γ_t.
+        schedule: StepSchedule,
+        /// Updates so far.
+        updates: u64,
+    },
+    /// Rao–Blackwellised stochastic approximation (Andrieu & Thoms Alg. 3):
+    /// fed x* with weight α and x_t with weight 1 − α, α the acceptance probability.
+    RaoBlackwellised {
+        /// The estimates.
+        moments: StochasticMoments,
+        /// The step sizes γ_t.
+        schedule: StepSchedule,
+        /// Updates so far.
+        updates: u64,
+    },
+}
+
+impl MomentEstimator {
+    /// The empirical (Welford) estimator in dimension `dim`.
+    pub fn empirical(dim: usize) -> Self {
+        Self::Empirical(RunningMoments::new(dim))
+    }
+
+    /// Stochastic approximation (Alg. 4), started at mean 0 and covariance I
+    /// (the mean is reset to the chain's start point when the chain starts).
+    pub fn stochastic(dim: usize, schedule: StepSchedule) -> Result<Self> {
+        schedule.validate()?;
+        Ok(Self::StochasticApproximation {
+            moments: StochasticMoments::new(vec![0.0; dim], identity(dim))?,
+            schedule,
+            updates: 0,
+        })
+    }
+
+    /// Rao–Blackwellised stochastic approximation (Alg. 3), started like
+    /// [`MomentEstimator::stochastic`].
+    pub fn rao_blackwellised(dim: usize, schedule: StepSchedule) -> Result<Self> {
+        schedule.validate()?;
+        Ok(Self::RaoBlackwellised {
+            moments: StochasticMoments::new(vec![0.0; dim], identity(dim))?,
+            schedule,
+            updates: 0,
+        })
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        match self {
+            Self::Empirical(m) => m.dim(),
+            Self::StochasticApproximation { moments, .. }
+            | Self::RaoBlackwellised { moments, .. } => moments.dim(),
+        }
+    }
+
+    /// Seeds the estimate with the chain's start point.
+    pub fn start(&mut self, x0: &[f64]) {
+        match self {
+            Self::Empirical(m) => m.push(x0),
+            Self::StochasticApproximation { moments, .. }
+            | Self::RaoBlackwellised { moments, .. } => {
+                moments.set_mean(x0);
+            }
+        }
+    }
+
+    /// Feeds one step's outcome (after the accept decision).
+    pub fn update(&mut self, outcome: &StepOutcome<'_>) {
+        match self {
+            Self::Empirical(m) => m.push(outcome.current),
+            Self::StochasticApproximation {
+                moments,
+                schedule,
+                updates,
+            } => {
+                *updates += 1;
+                moments.update(schedule.step(*updates + 1), &[(outcome.current, 1.0)]);
+            }
+            Self::RaoBlackwellised {
+                moments,
+                schedule,
+                updates,
+            } => {
+                *updates += 1;
+                let a = outcome.accept_prob;
+                moments.update(
+                    schedule.step(*updates + 1),
+                    &[(outcome.proposed, a), (outcome.previous, 1.0 - a)],
+                );
+            }
+        }
+    }
+
+    /// The current mean estimate.
+    pub fn mean(&self) -> &[f64] {
+        match self {
+            Self::Empirical(m) => m.mean(),
+            Self::StochasticApproximation { moments, .. }
+            | Self::RaoBlackwellised { moments, .. } => moments.mean(),
+        }
+    }
+
+    /// Writes the current covariance estimate (d × d row-major) into `out`.
+    pub fn covariance_into(&self, out: &mut [f64]) {
+        match self {
+            Self::Empirical(m) => m.covariance_into(out),
+            Self::StochasticApproximation { moments, .. }
+            | Self::RaoBlackwellised { moments, .. } => out.copy_from_slice(moments.covariance()),
+        }
+    }
+}
+
+fn identity(dim: usize) -> Vec<f64> {
+    let mut m = vec![0.0; dim * dim];
+    for i in 0..dim {
+        m[i * dim + i] = 1.0;
+    }
+    m
+}
+
+/// Adaptive Metropolis: x* ~ N(x, ν²(Σ_t + εI)) with Σ_t learned by a
+/// [`MomentEstimator`] and ν fixed or Robbins–Monro adapted ([`Scale`]).
+///
+/// Until `warmup` adaptive updates have been made the proposal covariance is
+/// the identity. After each adaptive update the covariance is refactored
+/// (O(d³), allocation-free) with jitter if needed (counted).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdaptiveMetropolis {
+    dim: usize,
+    scale: Scale,
+    moments: MomentEstimator,
+    epsilon: f64,
+    warmup: u64,
+    updates: u64,
+    covariance: ProposalCovariance,
+    buffer: Vec<f64>,
+    failed_factorisations: u64,
+}
+
+impl AdaptiveMetropolis {
+    /// The general constructor: ε ≥ 0 is added to the diagonal of Σ_t, and
+    /// the identity is used until `warmup` adaptive updates.
+    pub fn new(
+        dim: usize,
+        scale: Scale,
+        moments: MomentEstimator,
+        epsilon: f64,
+        warmup: u64,
+    ) -> Result<Self> {
+        ensure(dim >= 1, "dim", "must be at least 1")?;
+        check_dim(dim, moments.dim())?;
+        ensure(
+            epsilon >= 0.0 && epsilon.is_finite(),
+            "epsilon",
+            "must be finite and non-negative",
+        )?;
+        Ok(Self {
+            dim,
+            scale,
+            moments,
+            epsilon,
+            warmup,
+            updates: 0,
+            covariance: ProposalCovariance::identity(dim),
+            buffer: vec![0.0; dim * dim],
+            failed_factorisations: 0,
+        })
+    }
+
+    /// AM-FS: empirical covariance, ν = 2.38/√d, ε = 10⁻⁶, warm-up 2d.
+    pub fn fixed_scale(dim: usize) -> Result<Self> {
+        Self::new(
+            dim,
+            Scale::fixed(Scale::optimal_for(dim))?,
+            MomentEstimator::empirical(dim),
+            1e-6,
+            2 * dim as u64,
+        )
+    }
+
+    /// AM-LS / GAM (Andrieu & Thoms Alg. 4): stochastic-approximation moments
+    /// and log ν adapted toward acceptance 0.234, both with step sizes
+    /// `schedule`; ν starts at 2.38/√d, ε = 10⁻⁶, warm-up 2d.
+    pub fn learned_scale(dim: usize, schedule: StepSchedule) -> Result<Self> {
+        Self::new(
+            dim,
+            Scale::Adaptive(RobbinsMonro::new(Scale::optimal_for(dim), 0.234, schedule)?),
+            MomentEstimator::stochastic(dim, schedule)?,
+            1e-6,
+            2 * dim as u64,
+        )
+    }
+
+    /// Rao–Blackwellised AM (Andrieu & Thoms Alg. 3): moments updated with
+    /// x* weighted by α and x_t by 1 − α, step sizes `schedule`; ν = 2.38/√d,
+    /// ε = 10⁻⁶, warm-up 2d.
+    pub fn rao_blackwellised(dim: usize, schedule: StepSchedule) -> Result<Self> {
+        Self::new(
+            dim,
+            Scale::fixed(Scale::optimal_for(dim))?,
+            MomentEstimator::rao_blackwellised(dim, schedule)?,
+            1e-6,
+            2 * dim as u64,
+        )
+    }
+
+    /// The current ν.
+    pub fn scale(&self) -> f64 {
+        self.scale.value()
+    }
+
+    /// The moment estimator.
+    pub fn moments(&self) -> &MomentEstimator {
+        &self.moments
+    }
+
+    /// Refactors ν-free covariance Σ_t + εI from the estimator.
+    fn refactor(&mut self) {
+        self.moments.covariance_into(&mut self.buffer);
+        for i in 0..self.dim {
+            self.buffer[i * self.dim + i] += self.epsilon;
+        }
+        if self.covariance.factor(&self.buffer).is_err() {
+            self.failed_factorisations += 1;
+        }
+    }
+}
+
+impl Proposal for AdaptiveMetropolis {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+        check_dim(self.dim, target.dim())?;
+        self.moments.start(x);
+        Ok(())
+    }
+
+    fn propose(
+        &mut self,
+        _target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        self.covariance
+            .sample_into(current, self.scale.value(), rng, proposed);
+        0.0
+    }
+
+    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, _rng: &mut dyn Rng) {
+        if !adapt {
+            return;
+        }
+        self.scale.update(outcome.accept_prob);
+        self.moments.update(outcome);
+        self.updates += 1;
+        if self.updates >= self.warmup {
+            self.refactor();
+        }
+    }
+
+    fn summary(&self) -> AdaptationSummary {
+        let mut cov = vec![0.0; self.dim * self.dim];
+        self.moments.covariance_into(&mut cov);
+        AdaptationSummary {
+            scale: Some(self.scale.value()),
+            mean: Some(self.moments.mean().to_vec()),
+            covariance: Some(cov),
+            extra: vec![(
+                "failed_factorisations".to_string(),
+                self.failed_factorisations as f64,
+            )],
+        }
+    }
+
+    fn covariance_jitters(&self) -> u64 {
+        self.covariance.jitters()
+    }
+}

@@ -1,0 +1,161 @@
+//! Hamiltonian Monte Carlo with a leapfrog integrator and N(0, I) momentum,
+//! the step size and the number of steps drawn afresh each iteration (the KMC
+//! paper's baseline). The leapfrog move is a separate piece,
+//! [`HamiltonianMove`], so surrogate-gradient samplers (KMC) reuse it with
+//! their own gradient.
+
+use crate::Target;
+use crate::engine::{Proposal, StepOutcome};
+use crate::error::{Result, check_dim, ensure};
+use rand::{Rng, RngExt};
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+/// A leapfrog trajectory with unit mass matrix, with the gradient at the
+/// current state cached between iterations.
+///
+/// [`HamiltonianMove::propose`] returns the kinetic-energy correction
+/// K(p) − K(p*) = ½‖p‖² − ½‖p*‖², which the engine adds to
+/// log π(x*) − log π(x) to get the log acceptance ratio of the true
+/// Hamiltonian. Call [`HamiltonianMove::observe`] with the accept decision
+/// (it swaps the cached gradients) and [`HamiltonianMove::invalidate`] when
+/// the gradient function changes (e.g. a surrogate is refitted).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HamiltonianMove {
+    step_size: (f64, f64),
+    steps: (u32, u32),
+    momentum: Vec<f64>,
+    grad_current: Vec<f64>,
+    grad_proposed: Vec<f64>,
+    cached: bool,
+}
+
+impl HamiltonianMove {
+    /// Step size ε ~ U[lo, hi) (0 < lo ≤ hi) and number of steps
+    /// L ~ U{lo, …, hi} (1 ≤ lo ≤ hi), drawn each iteration.
+    pub fn new(dim: usize, step_size: (f64, f64), steps: (u32, u32)) -> Result<Self> {
+        ensure(dim >= 1, "dim", "must be at least 1")?;
+        ensure(
+            step_size.0 > 0.0 && step_size.0 <= step_size.1 && step_size.1.is_finite(),
+            "step_size",
+            "needs 0 < lo ≤ hi < ∞",
+        )?;
+        ensure(
+            steps.0 >= 1 && steps.0 <= steps.1,
+            "steps",
+            "needs 1 ≤ lo ≤ hi",
+        )?;
+        Ok(Self {
+            step_size,
+            steps,
+            momentum: vec![0.0; dim],
+            grad_current: vec![0.0; dim],
+            grad_proposed: vec![0.0; dim],
+            cached: false,
+        })
+    }
+
+    /// Forgets the cached gradient at the current state.
+    pub fn invalidate(&mut self) {
+        self.cached = false;
+    }
+
+    /// Simulates one trajectory from `current` into `proposed` using
+    /// `grad(x, out) -> ok` (the gradient of the log density the dynamics
+    /// follow) and returns K(p) − K(p*) (NaN if a gradient failed or the
+    /// trajectory diverged, which rejects the step).
+    pub fn propose(
+        &mut self,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+        grad: &mut dyn FnMut(&[f64], &mut [f64]) -> bool,
+    ) -> f64 {
+        let (lo, hi) = self.step_size;
+        let eps = if lo < hi {
+            rng.random_range(lo..hi)
+        } else {
+            lo
+        };
+        let steps = rng.random_range(self.steps.0..=self.steps.1);
+        for p in self.momentum.iter_mut() {
+            *p = rng.sample(StandardNormal);
+        }
+        let kinetic_start = 0.5 * self.momentum.iter().map(|p| p * p).sum::<f64>();
+        if !self.cached {
+            if !grad(current, &mut self.grad_current) {
+                return f64::NAN;
+            }
+            self.cached = true;
+        }
+        proposed.copy_from_slice(current);
+        self.grad_proposed.copy_from_slice(&self.grad_current);
+        for _ in 0..steps {
+            for (p, g) in self.momentum.iter_mut().zip(&self.grad_proposed) {
+                *p += 0.5 * eps * g;
+            }
+            for (x, p) in proposed.iter_mut().zip(&self.momentum) {
+                *x += eps * p;
+            }
+            if !grad(proposed, &mut self.grad_proposed) {
+                return f64::NAN;
+            }
+            for (p, g) in self.momentum.iter_mut().zip(&self.grad_proposed) {
+                *p += 0.5 * eps * g;
+            }
+        }
+        let kinetic_end = 0.5 * self.momentum.iter().map(|p| p * p).sum::<f64>();
+        kinetic_start - kinetic_end
+    }
+
+    /// Swaps the cached gradient to the proposal's if it was accepted.
+    pub fn observe(&mut self, accepted: bool) {
+        if accepted {
+            std::mem::swap(&mut self.grad_current, &mut self.grad_proposed);
+        }
+    }
+}
+
+/// HMC on the target's own gradient ([`Target::grad_log_density`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hmc {
+    dim: usize,
+    dynamics: HamiltonianMove,
+}
+
+impl Hmc {
+    /// HMC with ε ~ U[step_size.0, step_size.1), L ~ U{steps.0, …, steps.1}.
+    pub fn new(dim: usize, step_size: (f64, f64), steps: (u32, u32)) -> Result<Self> {
+        Ok(Self {
+            dim,
+            dynamics: HamiltonianMove::new(dim, step_size, steps)?,
+        })
+    }
+}
+
+impl Proposal for Hmc {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+        check_dim(self.dim, target.dim())?;
+        let mut g = vec![0.0; self.dim];
+        target.grad_log_density(x, &mut g)?;
+        self.dynamics.invalidate();
+        Ok(())
+    }
+
+    fn propose(
+        &mut self,
+        target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        let mut grad = |x: &[f64], out: &mut [f64]| {
+            target.grad_log_density(x, out).is_ok() && out.iter().all(|g| g.is_finite())
+        };
+        self.dynamics.propose(current, proposed, rng, &mut grad)
+    }
+
+    fn observe(&mut self, outcome: &StepOutcome<'_>, _adapt: bool, _rng: &mut dyn Rng) {
+        self.dynamics.observe(outcome.accepted);
+    }
+}
