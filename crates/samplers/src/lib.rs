@@ -25,6 +25,7 @@ mod chain;
 mod covariance;
 pub mod engine;
 mod error;
+mod fkamh;
 mod hmc;
 mod kamh;
 mod kamh_covariance;
@@ -42,6 +43,7 @@ pub use chain::{
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
+pub use fkamh::FKamh;
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
