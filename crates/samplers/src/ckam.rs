@@ -30,8 +30,11 @@
 //! cKAM is an adaptive sampler without a vanishing-adaptation guarantee; the
 //! exact delayed-rejection variant is not implemented.
 //!
-//! The KAMH kernel term `M H Mᵀ = M Mᵀ − (1/n)(M1)(M1)ᵀ` is built in
-//! O(n d²) from [`Kernel::gradient_matrix`] without forming H.
+//! The KAMH kernel term `M H Mᵀ` is built by [`KamhCovariance`] in O(n d²)
+//! without forming H. During the first n − 1 steps of a cycle, when the
+//! cycle's history holds fewer than n states, the subsample is the whole
+//! history and a builder of that size is allocated per build; every other
+//! step allocates nothing except one history buffer per cycle.
 
 use crate::Target;
 use crate::adaptation::{History, RobbinsMonro};
@@ -39,8 +42,8 @@ use crate::chain::{Chain, RunConfig, chain_rng};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
+use crate::kamh_covariance::{KamhCovariance, combine_in_place};
+use faer::MatRef;
 use kameleon_kernels::Kernel;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -82,10 +85,8 @@ pub struct Ckam<K> {
     /// `subsample_len` rows valid).
     subsample: Vec<f64>,
     subsample_len: usize,
-    /// M (d × n_max, column-major).
-    gradients: Vec<f64>,
-    /// M1.
-    row_sums: Vec<f64>,
+    /// The KAMH kernel-term builder for full subsamples.
+    builder: KamhCovariance,
     /// Assembly buffer (d × d).
     assembled: Vec<f64>,
     forward: ProposalCovariance,
@@ -145,8 +146,7 @@ impl<K: Kernel> Ckam<K> {
             history: History::with_capacity(dim, exploration_steps as usize + 1),
             subsample: vec![0.0; n * dim],
             subsample_len: 0,
-            gradients: vec![0.0; dim * n],
-            row_sums: vec![0.0; dim],
+            builder: KamhCovariance::new(dim, n),
             assembled: vec![0.0; dim * dim],
             forward: ProposalCovariance::identity(dim),
             reverse: ProposalCovariance::identity(dim),
@@ -212,34 +212,20 @@ impl<K: Kernel> Ckam<K> {
     }
 
     /// Writes `scale_identity·I + weight·M H Mᵀ` at `y` for the current
-    /// subsample into `self.assembled`.
+    /// subsample into `self.assembled` (the KAMH building block
+    /// [`KamhCovariance`]).
     fn assemble_kamh(&mut self, y: &[f64], scale_identity: f64, weight: f64) {
         let (d, n) = (self.dim, self.subsample_len);
         let z = MatRef::from_row_major_slice(&self.subsample[..n * d], n, d);
-        let m = MatMut::from_column_major_slice_mut(&mut self.gradients[..d * n], d, n);
-        self.kernel.gradient_matrix(y, z, m);
-        let m = MatRef::from_column_major_slice(&self.gradients[..d * n], d, n);
-        let out = MatMut::from_column_major_slice_mut(&mut self.assembled, d, d);
-        matmul(out, Accum::Replace, m, m.transpose(), 1.0, Par::Seq);
-        self.row_sums.fill(0.0);
-        for column in self.gradients[..d * n].chunks_exact(d) {
-            for (s, v) in self.row_sums.iter_mut().zip(column) {
-                *s += v;
-            }
+        if n == self.subsample_size {
+            self.builder
+                .kernel_term_into(&self.kernel, y, z, &mut self.assembled);
+        } else {
+            // the cycle's history is still shorter than n (its first n − 1
+            // steps): a builder of the smaller size (allocates)
+            KamhCovariance::new(d, n).kernel_term_into(&self.kernel, y, z, &mut self.assembled);
         }
-        let inv_n = 1.0 / n as f64;
-        for a in 0..d {
-            for b in 0..=a {
-                let centred =
-                    self.assembled[a * d + b] - self.row_sums[a] * self.row_sums[b] * inv_n;
-                let sym = 0.5
-                    * (centred + self.assembled[b * d + a]
-                        - self.row_sums[a] * self.row_sums[b] * inv_n);
-                self.assembled[a * d + b] = weight * sym;
-                self.assembled[b * d + a] = weight * sym;
-            }
-            self.assembled[a * d + a] += scale_identity;
-        }
+        combine_in_place(&mut self.assembled, d, scale_identity, weight);
     }
 
     /// A KAMH exploration proposal with a fresh subsample of the cycle's history.
