@@ -42,6 +42,11 @@ fn bench_samplers(c: &mut Criterion) {
     );
     bench_one(
         c,
+        "sampler_step_banana8/PCA-AM",
+        PrincipalComponents::with_defaults(d).unwrap(),
+    );
+    bench_one(
+        c,
         "sampler_step_banana8/HMC(L=5..15)",
         Hmc::new(d, (0.1, 0.3), (5, 15)).unwrap(),
     );

@@ -1,13 +1,23 @@
 //! `cargo xtask`: reproduces the experiments of the kernel adaptive MCMC papers.
+//!
+//! `cargo xtask list` names every experiment with its source, sizes and
+//! status; `cargo xtask reproduce <name> [--quick] [--seed S] [--chains K]
+//! [--out DIR] [--threads T] [--shard i/N]` runs one (or `all`) and writes
+//! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
+//! `cargo xtask merge <name> DIR…` combines shard outputs.
 
+mod experiment;
+mod experiments;
+mod npy;
+mod plot;
+mod runner;
+mod spec;
+mod summary;
+
+use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
-
-/// The experiments this project reproduces: name, source, what it shows.
-const EXPERIMENTS: &[(&str, &str, &str)] = &[(
-    "kamh-banana",
-    "Sejdinovic et al. 2014, Fig. 5 top/middle",
-    "SM, AM-FS, AM-LS, KAMH-LS on 8-d banana (not yet implemented)",
-)];
+use runner::{RunOptions, Shard};
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(about = "Reproduce the experiments of the kernel adaptive MCMC papers")]
@@ -18,17 +28,147 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// List every experiment with its source.
+    /// List every experiment with its source, sizes and whether it is implemented.
     List,
+    /// Run an experiment (or `all` implemented ones) and write its results.
+    Reproduce {
+        /// The experiment's name (see `list`), or `all`.
+        name: String,
+        /// Small sizes (seconds), for smoke tests and CI.
+        #[arg(long)]
+        quick: bool,
+        /// Master seed; every chain's stream derives from it and the cell's name.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Chains per target × sampler × setting (default: the paper's, or 2 with --quick).
+        #[arg(long)]
+        chains: Option<usize>,
+        /// Output root; results go to DIR/<name>/.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Run only the i-th of N disjoint parts of the chain grid (1-based), e.g. 3/8.
+        #[arg(long)]
+        shard: Option<Shard>,
+        /// Take the shard from SLURM_ARRAY_TASK_ID (0- or 1-based: taken as
+        /// 1 + id − SLURM_ARRAY_TASK_MIN) and SLURM_ARRAY_TASK_COUNT.
+        #[arg(long, conflicts_with = "shard")]
+        shard_from_env: bool,
+        /// Do not write the raw chains (.npy).
+        #[arg(long)]
+        no_chains: bool,
+        /// Rerun chains whose results already exist in the output directory.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Combine the outputs of shards (directories given to --out) into one summary.
+    Merge {
+        /// The experiment's name.
+        name: String,
+        /// The shards' output directories (DIR or DIR/<name>).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output root for the merged results.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::List => {
-            for (name, source, what) in EXPERIMENTS {
-                println!("{name:<20} {source:<45} {what}");
-            }
+        Command::List => list(),
+        Command::Reproduce {
+            name,
+            quick,
+            seed,
+            chains,
+            out,
+            threads,
+            shard,
+            shard_from_env,
+            no_chains,
+            force,
+        } => {
+            let shard = if shard_from_env {
+                Some(shard_from_slurm()?)
+            } else {
+                shard
+            };
+            let opts = RunOptions {
+                quick,
+                seed,
+                chains,
+                out,
+                shard,
+                write_chains: !no_chains,
+                force,
+                progress: true,
+            };
+            with_threads(threads, || reproduce(&name, &opts))
+        }
+        Command::Merge { name, dirs, out } => {
+            let Some(experiment) = experiments::find(&name) else {
+                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
+            };
+            runner::merge(&experiment, &dirs, &out)?;
+            Ok(())
         }
     }
+}
+
+fn list() -> Result<()> {
+    for e in experiments::all() {
+        println!("{:<18} {}", e.name, e.status());
+        println!("    source: {}", e.source);
+        println!("    what:   {}", e.description);
+        println!("    full:   {}", e.size_description(false));
+        println!("    quick:  {}", e.size_description(true));
+    }
     Ok(())
+}
+
+fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
+    if name == "all" {
+        for e in experiments::all()
+            .into_iter()
+            .filter(|e| e.protocol.is_some())
+        {
+            runner::reproduce(&e, opts)?;
+        }
+        return Ok(());
+    }
+    let Some(experiment) = experiments::find(name) else {
+        bail!("unknown experiment `{name}` (see `cargo xtask list`)");
+    };
+    runner::reproduce(&experiment, opts)?;
+    Ok(())
+}
+
+/// Runs `f` in a rayon pool of `threads` workers. Chains run in parallel, so
+/// faer's own parallelism is switched off.
+fn with_threads(threads: Option<usize>, f: impl FnOnce() -> Result<()> + Send) -> Result<()> {
+    faer::set_global_parallelism(faer::Par::Seq);
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = threads {
+        if t == 0 {
+            bail!("--threads must be at least 1");
+        }
+        builder = builder.num_threads(t);
+    }
+    builder.build()?.install(f)
+}
+
+fn shard_from_slurm() -> Result<Shard> {
+    let var = |name: &str| -> Result<usize> {
+        let v = std::env::var(name).map_err(|_| anyhow::anyhow!("{name} is not set"))?;
+        Ok(v.parse()?)
+    };
+    let id = var("SLURM_ARRAY_TASK_ID")?;
+    let min = var("SLURM_ARRAY_TASK_MIN").unwrap_or(0);
+    let count = var("SLURM_ARRAY_TASK_COUNT")?;
+    format!("{}/{count}", id + 1 - min)
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))
 }

@@ -1,9 +1,8 @@
 //! The Laplacian (L1) kernel.
 
 use crate::error::positive;
-use crate::radial::write_differences;
+use crate::radial::for_each_column;
 use crate::{Kernel, KernelError, SpectralDensity};
-use faer::reborrow::Reborrow;
 use faer::{MatMut, MatRef};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -84,8 +83,13 @@ impl Kernel for Laplacian {
 
     fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
         let inv_l = 1.0 / self.length_scale;
-        write_differences(x, z, out, |col| {
-            let l1: f64 = col.rb().iter().map(|v| v.abs()).sum();
+        debug_assert_eq!(x.len(), z.ncols());
+        for_each_column(z, out, |col, zi| {
+            let mut l1 = 0.0;
+            for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi.iter()) {
+                *v = xl - zl;
+                l1 += v.abs();
+            }
             let c = -2.0 * inv_l * (-l1 * inv_l).exp();
             col.iter_mut().for_each(|v| *v = c * sign(*v));
         });

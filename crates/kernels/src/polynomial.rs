@@ -2,9 +2,8 @@
 //! density).
 
 use crate::error::non_negative;
-use crate::radial::fill_columns;
+use crate::radial::for_each_column;
 use crate::{Kernel, KernelError};
-use faer::reborrow::Reborrow;
 use faer::{MatMut, MatRef};
 
 fn dot(x: &[f64], y: &[f64]) -> f64 {
@@ -36,8 +35,13 @@ impl Kernel for Linear {
         dot(x, y)
     }
 
-    fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
-        fill_columns(x, z, out, |_, zil| 2.0 * zil, |_| {});
+    fn gradient_matrix(&self, _x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
+        debug_assert_eq!(_x.len(), z.ncols());
+        for_each_column(z, out, |col, zi| {
+            for (v, zl) in col.iter_mut().zip(zi.iter()) {
+                *v = 2.0 * zl;
+            }
+        });
     }
 }
 
@@ -117,16 +121,15 @@ impl Kernel for Polynomial {
     }
 
     fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
-        fill_columns(
-            x,
-            z,
-            out,
-            |_, zil| zil,
-            |col| {
-                let t = self.offset + col.rb().iter().zip(x).map(|(v, xl)| v * xl).sum::<f64>();
-                let scale = 2.0 * self.powers(t).1;
-                col.iter_mut().for_each(|v| *v *= scale);
-            },
-        );
+        debug_assert_eq!(x.len(), z.ncols());
+        for_each_column(z, out, |col, zi| {
+            let mut t = self.offset;
+            for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi.iter()) {
+                *v = *zl;
+                t += xl * zl;
+            }
+            let scale = 2.0 * self.powers(t).1;
+            col.iter_mut().for_each(|v| *v *= scale);
+        });
     }
 }

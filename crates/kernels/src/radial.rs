@@ -6,8 +6,8 @@
 //! `∂²k/∂x_l² = a + b (x_l − y_l)²`. In terms of `f(r)`, `a = f′(r)/r` and
 //! `b = (f″(r) − f′(r)/r)/r²`.
 
-use faer::reborrow::{Reborrow, ReborrowMut};
-use faer::{ColMut, MatMut, MatRef};
+use faer::reborrow::ReborrowMut;
+use faer::{MatMut, MatRef, RowRef};
 
 /// A kernel that depends on `x − y` only through `s = ‖x − y‖²`.
 pub(crate) trait Radial {
@@ -64,58 +64,46 @@ pub(crate) fn gradient_matrix<R: Radial>(
     z: MatRef<'_, f64>,
     out: MatMut<'_, f64>,
 ) {
-    write_differences(x, z, out, |col| {
-        let s: f64 = col.rb().iter().map(|v| v * v).sum();
+    debug_assert_eq!(x.len(), z.ncols());
+    for_each_column(z, out, |col, zi| {
+        let mut s = 0.0;
+        for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi.iter()) {
+            *v = xl - zl;
+            s += *v * *v;
+        }
         let (_, a) = kernel.value_slope(s);
         let scale = 2.0 * a;
         col.iter_mut().for_each(|v| *v *= scale);
     });
 }
 
-/// Writes `x − z_i` into column `i` of `out` (d × n) for every row `z_i` of
-/// `z` (n × d), then hands each column to `finish`.
+/// Calls `column(out_i, z_i)` for every column `out_i` of `out` (d × n) and
+/// the matching row `z_i` of `z` (n × d); `column` fills `out_i`.
 ///
-/// `z` is read one column at a time (contiguous for faer's column-major
-/// matrices) and `out` is written with its column stride (d values apart,
-/// within a cache line or two for small d); `finish` then works on each
-/// contiguous column of `out`. Measured faster than reading `z` row by row.
-pub(crate) fn write_differences(
-    x: &[f64],
-    z: MatRef<'_, f64>,
-    out: MatMut<'_, f64>,
-    finish: impl FnMut(ColMut<'_, f64>),
-) {
-    fill_columns(x, z, out, |xl, zil| xl - zil, finish);
-}
-
-/// Writes `map(x_l, z_il)` into `out[(l, i)]`, then calls `finish` on every
-/// column of `out`.
-pub(crate) fn fill_columns(
-    x: &[f64],
+/// `out_i` is a contiguous slice when `out` is column-major (faer's `Mat`
+/// layout): that path allocates nothing. Other layouts of `out` go through
+/// one d-length scratch buffer allocated per call (`Vec::new()` itself
+/// does not allocate). Measured: writing `out`
+/// column by column while reading `z` along its (strided) rows beats both a
+/// transposing first pass and element-wise faer indexing.
+pub(crate) fn for_each_column(
     z: MatRef<'_, f64>,
     mut out: MatMut<'_, f64>,
-    map: impl Fn(f64, f64) -> f64,
-    mut finish: impl FnMut(ColMut<'_, f64>),
+    mut column: impl FnMut(&mut [f64], RowRef<'_, f64>),
 ) {
     let (n, d) = (z.nrows(), z.ncols());
-    debug_assert!(x.len() == d && out.nrows() == d && out.ncols() == n);
-    for (l, &xl) in x.iter().enumerate() {
-        let zl = z.col(l);
-        match zl.try_as_col_major() {
-            Some(zl) => {
-                for (i, &zil) in zl.as_slice().iter().enumerate() {
-                    out[(l, i)] = map(xl, zil);
-                }
-            }
-            None => {
-                for i in 0..n {
-                    out[(l, i)] = map(xl, zl[i]);
-                }
+    debug_assert!(out.nrows() == d && out.ncols() == n);
+    let mut scratch = Vec::new();
+    for i in 0..n {
+        if let Some(col) = out.rb_mut().col_mut(i).try_as_col_major_mut() {
+            column(col.as_slice_mut(), z.row(i));
+        } else {
+            scratch.resize(d, 0.0);
+            column(&mut scratch, z.row(i));
+            for (o, v) in out.rb_mut().col_mut(i).iter_mut().zip(&scratch) {
+                *o = *v;
             }
         }
-    }
-    for i in 0..n {
-        finish(out.rb_mut().col_mut(i));
     }
 }
 

@@ -26,12 +26,17 @@
 pub mod adaptation;
 mod am;
 mod chain;
+mod ckam;
 mod covariance;
 pub mod engine;
 mod error;
+mod fkamh;
 mod hmc;
+mod kamh;
+mod kamh_covariance;
 pub mod kmc;
 mod pca;
+mod pca_kameleon;
 mod random_walk;
 
 pub use adaptation::{
@@ -41,13 +46,18 @@ pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
+pub use ckam::{Ckam, run_ckam};
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
+pub use fkamh::FKamh;
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
+pub use kamh_covariance::KamhCovariance;
 pub use kmc::{
     CurrentDensity, FiniteSurrogate, Kmc, KmcFinite, KmcLite, KmcSurrogate, LiteSurrogate,
 };
 pub use pca::PrincipalComponents;
+pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::RandomWalk;

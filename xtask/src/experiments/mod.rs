@@ -1,0 +1,108 @@
+//! Every experiment of the papers, by its fixed name (issue 8).
+
+mod kamh;
+mod kmc;
+
+use crate::experiment::Experiment;
+
+/// An experiment whose protocol is not implemented yet.
+fn planned(
+    name: &'static str,
+    source: &'static str,
+    description: &'static str,
+    paper_size: &'static str,
+    missing: &'static str,
+) -> Experiment {
+    Experiment {
+        name,
+        source,
+        description,
+        paper_size,
+        protocol: None,
+        missing,
+    }
+}
+
+/// All experiments, in the order `list` shows them.
+pub fn all() -> Vec<Experiment> {
+    vec![
+        kamh::banana(),
+        kamh::flower(),
+        planned(
+            "kamh-proposals",
+            "KAMH, Fig. 2 and Fig. 6",
+            "95% proposal contours of KAMH on the banana, flower and ring",
+            "one subsample of 1000 points per target",
+            "needs KAMH's proposal covariance at given points",
+        ),
+        planned(
+            "kamh-glass",
+            "KAMH, Fig. 4",
+            "SM, AM-FS, AM-LS, KAMH-LS on the GP Glass posterior: ‖mean − benchmark‖ and MMD² vs iterations",
+            "benchmark 30 SM chains × 500000; 30 chains × 100000 (20000 burn-in)",
+            "needs the GP Glass target and KAMH",
+        ),
+        planned(
+            "fkamh-ess",
+            "F-KAMH thesis, Figs. 5.2–5.5",
+            "ESS and ESS/s vs D ∈ {10…600} for F-KAMH (both embeddings, Fastfood) against KAMH n ∈ {600, 1000}",
+            "thesis sizes",
+            "needs F-KAMH and KAMH",
+        ),
+        planned(
+            "fkamh-covariance",
+            "F-KAMH thesis, Fig. 5.7 and A.2–A.5",
+            "Frobenius error of F-KAMH proposal covariances vs KAMH n = 5000; log-log slopes",
+            "thesis sizes",
+            "needs F-KAMH and KAMH",
+        ),
+        kmc::banana(),
+        planned(
+            "kmc-trajectories",
+            "KMC, Fig. 2",
+            "acceptance along kernel-induced trajectories on the rotated Gamma-eigenvalue Gaussian vs n = m and d",
+            "KMC sizes",
+            "needs KMC",
+        ),
+        planned(
+            "kmc-glass",
+            "KMC, Fig. 4 left",
+            "KMC lite vs KAMH vs RW: MMD² to the benchmark over 6000 iterations",
+            "KMC sizes",
+            "needs KMC and the GP Glass target",
+        ),
+        planned(
+            "kmc-abc",
+            "KMC, Fig. 4 middle/right",
+            "RW, HABC, KMC on ABC skew-normal: autocorrelation and the θ₁ marginal",
+            "KMC sizes",
+            "needs KMC and the ABC target",
+        ),
+        planned(
+            "ckam-bimodal",
+            "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
+            "RW, AM, RBAM, GAM, KAM, cKAM on the bimodal mixture: symmetric KL vs time, marginals, ESS",
+            "cKAM Table 1",
+            "needs the AM family, KAMH and cKAM",
+        ),
+        planned(
+            "ckam-gmm2d",
+            "cKAM, Figs. 3–14, Table 2",
+            "RW, AM, RBAM, GAM, KAM, cKAM on the five-component mixture",
+            "cKAM Table 2",
+            "needs the AM family, KAMH and cKAM",
+        ),
+        planned(
+            "ckam-gmm32",
+            "cKAM, Figs. 3–14, Table 3",
+            "RW, AM, RBAM, GAM, KAM, cKAM on the 32-d grid mixture",
+            "cKAM Table 3",
+            "needs the AM family, KAMH and cKAM",
+        ),
+    ]
+}
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<Experiment> {
+    all().into_iter().find(|e| e.name == name)
+}

@@ -1,0 +1,422 @@
+//! Per-job records (one chain each), their aggregation into `summary.json`,
+//! and the `summary.md` report.
+
+use crate::experiment::{Cell, Experiment, Protocol};
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The run parameters every job of one run shares; shards merge only if they agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunParams {
+    /// `--quick`.
+    pub quick: bool,
+    /// The master seed.
+    pub seed: u64,
+    /// Chains per cell.
+    pub chains: usize,
+}
+
+/// What one chain produced: written as `jobs/<job id>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The run parameters.
+    pub params: RunParams,
+    /// Target key.
+    pub target: String,
+    /// Sampler label.
+    pub sampler: String,
+    /// Setting (may be empty).
+    pub setting: String,
+    /// The chain's index within its cell.
+    pub chain: usize,
+    /// The seed of this cell's streams (derived from the master seed and the cell key).
+    pub cell_seed: u64,
+    /// Post-burn-in iterations.
+    pub iterations: u64,
+    /// Burn-in.
+    pub burn_in: u64,
+    /// Wall-clock seconds of sampling, burn-in included.
+    pub wall_time_secs: f64,
+    /// The adapted global scale at the end, if the sampler has one.
+    pub final_scale: Option<f64>,
+    /// Every metric's value for this chain.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// Statistics of one metric over the chains of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricStats {
+    /// One value per chain, in chain order.
+    pub values: Vec<f64>,
+    /// Their mean.
+    pub mean: f64,
+    /// The 10% quantile over chains (linear interpolation, R type 7).
+    pub q10: f64,
+    /// The 90% quantile over chains.
+    pub q90: f64,
+    /// The KAMH paper's "80% interval" half width, 1.2816·sd/√chains.
+    pub ci80_half_width: f64,
+}
+
+impl MetricStats {
+    /// Statistics of the given per-chain values (at least one).
+    pub fn new(values: Vec<f64>) -> Self {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = if values.len() > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        Self {
+            q10: quantile_sorted(&sorted, 0.1),
+            q90: quantile_sorted(&sorted, 0.9),
+            ci80_half_width: 1.2816 * var.sqrt() / n.sqrt(),
+            mean,
+            values,
+        }
+    }
+}
+
+/// The p-quantile of sorted values with linear interpolation (R type 7).
+fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * p;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// One target × sampler × setting of the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSummary {
+    /// Target key.
+    pub target: String,
+    /// The target in the paper's notation.
+    pub target_label: String,
+    /// Sampler label.
+    pub sampler: String,
+    /// Setting (may be empty).
+    pub setting: String,
+    /// `"done"`, or `"pending: <reason>"` for samplers that do not exist yet.
+    pub status: String,
+    /// Number of chains.
+    pub chains: usize,
+    /// Post-burn-in iterations per chain.
+    pub iterations: u64,
+    /// Burn-in per chain.
+    pub burn_in: u64,
+    /// Wall-clock seconds summed over chains.
+    pub wall_time_secs: f64,
+    /// Every metric over chains (empty when pending).
+    pub metrics: BTreeMap<String, MetricStats>,
+}
+
+/// The verdict on one claim of the paper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Our numbers show what the paper claims.
+    Reproduced,
+    /// Our numbers contradict the claim.
+    NotReproduced,
+    /// A sampler the claim needs is pending.
+    Pending,
+}
+
+/// One claim of the paper and whether we reproduce it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimCheck {
+    /// The claim in the paper's words (with the target it is checked on).
+    pub claim: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The numbers behind the verdict.
+    pub evidence: String,
+}
+
+/// The whole `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The experiment's name.
+    pub experiment: String,
+    /// Paper and figure.
+    pub source: String,
+    /// The run parameters.
+    pub params: RunParams,
+    /// Fixed choices of the protocol (starting points, bands).
+    pub notes: String,
+    /// One entry per grid cell, in grid order.
+    pub cells: Vec<CellSummary>,
+    /// The paper's claims, checked.
+    pub claims: Vec<ClaimCheck>,
+}
+
+impl Summary {
+    /// Aggregates job records over the grid; fails listing missing jobs.
+    pub fn aggregate(
+        experiment: &Experiment,
+        protocol: &Protocol,
+        params: RunParams,
+        cells: &[Cell],
+        records: &[JobRecord],
+    ) -> Result<Self> {
+        let mut by_job: BTreeMap<(String, String, String, usize), &JobRecord> = BTreeMap::new();
+        for r in records {
+            if r.params != params || r.experiment != experiment.name {
+                bail!(
+                    "job {}/{}/{}#{} was run with {:?} of {}, expected {:?} of {}",
+                    r.target,
+                    r.sampler,
+                    r.setting,
+                    r.chain,
+                    r.params,
+                    r.experiment,
+                    params,
+                    experiment.name
+                );
+            }
+            by_job.insert(
+                (
+                    r.target.clone(),
+                    r.sampler.clone(),
+                    r.setting.clone(),
+                    r.chain,
+                ),
+                r,
+            );
+        }
+        let mut missing = Vec::new();
+        let mut out = Vec::with_capacity(cells.len());
+        for cell in cells {
+            let (target, sampler, setting) = cell.key();
+            let mut summary = CellSummary {
+                target: target.clone(),
+                target_label: cell.target.label(),
+                sampler: sampler.clone(),
+                setting: setting.clone(),
+                status: "done".into(),
+                chains: params.chains,
+                iterations: cell.iterations,
+                burn_in: cell.burn_in,
+                wall_time_secs: 0.0,
+                metrics: BTreeMap::new(),
+            };
+            if let Some(reason) = cell.sampler.pending() {
+                summary.status = format!("pending: {reason}");
+                summary.chains = 0;
+                out.push(summary);
+                continue;
+            }
+            let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for k in 0..params.chains {
+                let key = (target.clone(), sampler.clone(), setting.clone(), k);
+                let Some(r) = by_job.get(&key) else {
+                    missing.push(crate::runner::job_id(&target, &sampler, &setting, k));
+                    continue;
+                };
+                summary.wall_time_secs += r.wall_time_secs;
+                for (name, v) in &r.metrics {
+                    values.entry(name.clone()).or_default().push(*v);
+                }
+            }
+            summary.metrics = values
+                .into_iter()
+                .map(|(name, v)| (name, MetricStats::new(v)))
+                .collect();
+            out.push(summary);
+        }
+        if !missing.is_empty() {
+            bail!(
+                "{} job(s) missing (run the shards that hold them): {}",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+        let mut summary = Self {
+            experiment: experiment.name.into(),
+            source: experiment.source.into(),
+            params,
+            notes: protocol.notes.into(),
+            cells: out,
+            claims: Vec::new(),
+        };
+        summary.claims = (protocol.claims)(&summary);
+        Ok(summary)
+    }
+
+    /// The statistics of `metric` for a target key, sampler label and setting.
+    pub fn stats(
+        &self,
+        target: &str,
+        sampler: &str,
+        setting: &str,
+        metric: &str,
+    ) -> Option<&MetricStats> {
+        self.cells
+            .iter()
+            .find(|c| c.target == target && c.sampler == sampler && c.setting == setting)
+            .and_then(|c| c.metrics.get(metric))
+    }
+
+    /// The distinct target keys with their labels, in grid order.
+    pub fn targets(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for c in &self.cells {
+            if !out.iter().any(|(k, _)| k == &c.target) {
+                out.push((c.target.clone(), c.target_label.clone()));
+            }
+        }
+        out
+    }
+
+    /// Writes `summary.json`.
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Reads a `summary.json`.
+    #[cfg(test)]
+    pub fn read_json(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// The `summary.md` report: tables per target, claims, figures.
+    pub fn markdown(&self, figures: &[String]) -> String {
+        let mut md = String::new();
+        let size = if self.params.quick {
+            "--quick size (too small to judge the paper's claims)"
+        } else {
+            "full size"
+        };
+        let _ = writeln!(
+            md,
+            "# {}\n\nSource: {}. Run at {size}; master seed {}, {} chains per cell.\n",
+            self.experiment, self.source, self.params.seed, self.params.chains
+        );
+        let _ = writeln!(md, "{}\n", self.notes);
+        let _ = writeln!(
+            md,
+            "Each entry is the mean over chains with the 10%–90% range of the chains in brackets. \
+             `accept` is the post-burn-in acceptance rate, `mean_norm` the norm of the empirical mean \
+             minus the exact mean, `qX` the absolute error of the empirical coverage of the exact \
+             X-region, `q_avg` their average over the nine levels. Every per-chain value is in `summary.json`.\n"
+        );
+        for (key, label) in self.targets() {
+            let cells: Vec<&CellSummary> = self.cells.iter().filter(|c| c.target == key).collect();
+            let mut names: Vec<&str> = Vec::new();
+            for c in &cells {
+                for n in c.metrics.keys() {
+                    if !names.contains(&n.as_str()) {
+                        names.push(n);
+                    }
+                }
+            }
+            // Per-level quantile errors get a table of their own.
+            let (levels, main): (Vec<&str>, Vec<&str>) =
+                names.iter().partition(|n| n.starts_with("q0."));
+            let _ = writeln!(md, "## {label}\n");
+            table(&mut md, &cells, &main, true);
+            if !levels.is_empty() {
+                let _ = writeln!(md, "Quantile errors per level:\n");
+                table(&mut md, &cells, &levels, false);
+            }
+        }
+        let _ = writeln!(md, "## The paper's claims\n");
+        for claim in &self.claims {
+            let verdict = match claim.verdict {
+                Verdict::Reproduced => "**reproduced**",
+                Verdict::NotReproduced => "**not reproduced**",
+                Verdict::Pending => "**pending**",
+            };
+            let _ = writeln!(md, "- {}: {verdict} — {}", claim.claim, claim.evidence);
+        }
+        if !figures.is_empty() {
+            let _ = writeln!(md, "\n## Figures\n");
+            for f in figures {
+                let _ = writeln!(md, "![{f}]({f})");
+            }
+        }
+        md
+    }
+}
+
+/// Appends a markdown table of `metrics` (mean [q10, q90]) for `cells`,
+/// with the run sizes when `sizes`.
+fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool) {
+    md.push_str("| sampler | setting |");
+    if sizes {
+        md.push_str(" chains | iterations / burn-in | wall time (s) |");
+    }
+    for n in metrics {
+        let _ = write!(md, " {n} |");
+    }
+    md.push_str("\n|---|---|");
+    if sizes {
+        md.push_str("---|---|---|");
+    }
+    md.push_str(&"---|".repeat(metrics.len()));
+    md.push('\n');
+    for c in cells {
+        let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
+        if c.status != "done" {
+            let _ = writeln!(md, " {} |", c.status);
+            continue;
+        }
+        if sizes {
+            let _ = write!(
+                md,
+                " {} | {} / {} | {:.1} |",
+                c.chains, c.iterations, c.burn_in, c.wall_time_secs
+            );
+        }
+        for n in metrics {
+            match c.metrics.get(*n) {
+                Some(s) => {
+                    let _ = write!(md, " {} [{}, {}] |", fmt(s.mean), fmt(s.q10), fmt(s.q90));
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+/// Compact number formatting for tables.
+pub fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 || (1e-3..1e4).contains(&a) {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_match_hand_computations() {
+        let s = MetricStats::new(vec![3.0, 1.0, 2.0, 4.0, 5.0]);
+        assert_eq!(s.values, vec![3.0, 1.0, 2.0, 4.0, 5.0]);
+        assert_eq!(s.mean, 3.0);
+        // Type 7: h = 4·0.1 = 0.4 → 1 + 0.4·(2 − 1).
+        assert!((s.q10 - 1.4).abs() < 1e-15);
+        assert!((s.q90 - 4.6).abs() < 1e-15);
+        // sd = √2.5.
+        assert!((s.ci80_half_width - 1.2816 * 2.5f64.sqrt() / 5f64.sqrt()).abs() < 1e-15);
+        let one = MetricStats::new(vec![7.0]);
+        assert_eq!((one.q10, one.q90, one.ci80_half_width), (7.0, 7.0, 0.0));
+    }
+}
