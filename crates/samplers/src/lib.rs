@@ -18,6 +18,11 @@
 //! records a [`Chain`] (burn-in, thinning, counters) and checkpoints to a file;
 //! [`run_chain`] and [`run_chains`] (rayon, thread-count independent) are the
 //! one-call entry points.
+//!
+//! Kernel adaptive samplers: [`Kamh`] (KAMH / MCMC Kameleon, configured by
+//! [`KamhConfig`]; its covariance γ²I + ν²MHMᵀ at a point is the reusable
+//! [`KamhCovariance`]) and [`PcaKameleon`] (the arXiv Appendix C mixture of
+//! kernel principal directions).
 
 pub mod adaptation;
 mod am;
