@@ -27,6 +27,7 @@
 pub mod adaptation;
 mod am;
 mod chain;
+mod ckam;
 mod covariance;
 pub mod engine;
 mod error;
@@ -45,6 +46,7 @@ pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
+pub use ckam::{Ckam, run_ckam};
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
