@@ -121,6 +121,12 @@ pub enum SamplerSpec {
         /// Leapfrog-step range.
         steps: (u32, u32),
     },
+    /// KAMH on an oracle subsample of n exact target draws with hand-tuned
+    /// ν and γ (the KMC paper's baseline).
+    KamhOracle {
+        /// Subsample size n.
+        n: usize,
+    },
     /// KMC finite (random features, m = n) with HMC's parameters.
     KmcFinite {
         /// Number of random features m (= n).
@@ -152,6 +158,7 @@ impl SamplerSpec {
             Self::RwTuned => "RW",
             Self::Hmc { .. } => "HMC",
             Self::KmcFinite { .. } => "KMC",
+            Self::KamhOracle { .. } => "KAMH",
             Self::AmFs => "AM-FS",
             Self::AmLs => "AM-LS",
             Self::KamhLs { .. } => "KAMH-LS",
@@ -164,6 +171,7 @@ impl SamplerSpec {
         match self {
             Self::Sm | Self::RwTuned | Self::Hmc { .. } | Self::AmFs | Self::AmLs => None,
             Self::KmcFinite { .. } => Some("KMC is not on main yet"),
+            Self::KamhOracle { .. } => Some("KAMH with an oracle subsample is not wired yet"),
             Self::KamhLs { .. } => Some("KAMH is not on main yet"),
         }
     }
@@ -222,7 +230,7 @@ impl SamplerSpec {
                 chain,
                 progress,
             ),
-            Self::KmcFinite { .. } | Self::KamhLs { .. } => {
+            Self::KmcFinite { .. } | Self::KamhOracle { .. } | Self::KamhLs { .. } => {
                 bail!(
                     "{} is pending: {}",
                     self.label(),
@@ -423,6 +431,7 @@ mod tests {
             SamplerSpec::AmFs,
             SamplerSpec::AmLs,
             SamplerSpec::KamhLs { n: 10, gamma: 0.2 },
+            SamplerSpec::KamhOracle { n: 10 },
             SamplerSpec::KmcFinite {
                 m: 10,
                 step_size: (0.1, 0.2),
