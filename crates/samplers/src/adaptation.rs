@@ -198,6 +198,14 @@ impl RunningMoments {
         &self.mean
     }
 
+    /// The scatter matrix S = Σ (x_i − x̄)(x_i − x̄)ᵀ (d × d, row-major; the
+    /// covariance is S/(n − 1), or S/n for the maximum-likelihood form).
+    /// Symmetric up to round-off. A view, for callers that need the matrix
+    /// every step without copying it (F-KAMH's feature covariance).
+    pub fn scatter(&self) -> &[f64] {
+        &self.m2
+    }
+
     /// Writes the sample covariance (divisor n − 1; zeros while n < 2) into
     /// `out` (d × d, row-major).
     pub fn covariance_into(&self, out: &mut [f64]) {

@@ -25,6 +25,7 @@ mod chain;
 mod covariance;
 pub mod engine;
 mod error;
+mod fkamh;
 mod hmc;
 mod pca;
 mod random_walk;
@@ -39,6 +40,7 @@ pub use chain::{
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
+pub use fkamh::FKamh;
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use pca::PrincipalComponents;

@@ -1,0 +1,595 @@
+//! F-KAMH (Kotlicki 2015, thesis ch. 4): the kernel adaptive Metropolis
+//! proposal on an explicit feature map, with the feature covariance of the
+//! **whole** chain history.
+//!
+//! The proposal at y is `N(y, R(y))` with
+//!
+//! ```text
+//! R(y) = γ²I + η² J(y)ᵀ C̃ J(y),      J(y) = ∂φ/∂x at y  (D × d),
+//! ```
+//!
+//! and `C̃ = S/n` the maximum-likelihood covariance of the features φ(x_0), …,
+//! φ(x_{t}) of every state so far (thesis eq. 4.2; S the Welford scatter of
+//! [`RunningMoments`]). With ν = η/(2√n) this is exactly the KAMH covariance
+//! `γ²I + ν² M̃HM̃ᵀ` of the approximate kernel `k̃(x, y) = φ(x)ᵀφ(y)` on all n
+//! points (thesis eq. 4.7–4.8).
+//!
+//! # One step
+//!
+//! The forward density `q(x*|x_t)` and the reverse density `q(x_t|x*)` use
+//! the same C̃ — the one that includes x_t but not yet the new state — with J
+//! at x_t and at x* respectively (the R code of the thesis used the previous
+//! state's covariance for the reverse density instead). The new state is added
+//! to the history only in [`Proposal::observe`], after the decision.
+//!
+//! # Cost
+//!
+//! Per step: one Jacobian at x* (O(Dd) for dense features), the d × d form
+//! `J*ᵀSJ*` (one D × D × d product: O(D²d), the dominant cost), one Welford
+//! update of S (O(D²)), two d × d Cholesky factorisations. The current state's
+//! form `JᵀSJ` is never recomputed: it is the proposal's form when x* is
+//! accepted, and the Welford update changes it by the rank one
+//! `n/(n+1)(Jᵀδ)(Jᵀδ)ᵀ` (δ = φ_new − mean), O(Dd). Nothing depends on the
+//! chain length t, and a step allocates nothing.
+
+use crate::Target;
+use crate::adaptation::{RunningMoments, Scale};
+use crate::covariance::ProposalCovariance;
+use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::error::{Result, check_dim, ensure};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use kameleon_features::FeatureMap;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The F-KAMH proposal `N(y, γ²I + η² J(y)ᵀ C̃ J(y))` for any [`FeatureMap`]
+/// (random Fourier features in either embedding, or Fastfood).
+///
+/// η is fixed or learned by Robbins–Monro ([`Scale`]); C̃ is updated with
+/// every new state while the engine adapts (with the default
+/// [`crate::RunConfig`] that is during burn-in, so C̃ is frozen after it; use
+/// [`crate::AdaptationStop::Never`] for the thesis' ever-growing history), or
+/// until the step given to [`FKamh::freeze_covariance_after`].
+///
+/// ```
+/// use kameleon_features::{Embedding, RandomFourierFeatures};
+/// use kameleon_kernels::Gaussian;
+/// use kameleon_samplers::{FKamh, FnTarget, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain};
+/// use rand::SeedableRng;
+///
+/// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+/// let phi = RandomFourierFeatures::new(&Gaussian::new(1.0)?, 2, 64, Embedding::CosPhase, &mut rng)?;
+/// let eta = Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.7 })?);
+/// let sampler = FKamh::new(phi, 0.2, eta)?;
+/// let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
+/// let chain = run_chain(&target, sampler, &[0.0, 0.0], RunConfig::new(500, 1000), 7)?;
+/// assert_eq!(chain.len(), 1000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FKamh<F> {
+    features: F,
+    dim: usize,
+    gamma: f64,
+    eta: Scale,
+    freeze_after: Option<u64>,
+    /// Welford moments of φ over the history (dimension D).
+    moments: RunningMoments,
+    /// J at the current state, D × d column-major.
+    jacobian: Vec<f64>,
+    /// J at the last proposal.
+    jacobian_proposed: Vec<f64>,
+    /// φ at the current state.
+    embedding: Vec<f64>,
+    /// JᵀSJ at the current state (d × d).
+    form: Vec<f64>,
+    /// J*ᵀSJ* at the last proposal.
+    form_proposed: Vec<f64>,
+    /// S J*, D × d.
+    product: Vec<f64>,
+    /// Jᵀδ, length d.
+    projection: Vec<f64>,
+    /// Assembly buffer for a d × d covariance.
+    assembled: Vec<f64>,
+    /// The factor of R(x_t).
+    current: ProposalCovariance,
+    /// The factor of R(x*).
+    proposed: ProposalCovariance,
+    /// Whether `current` holds R(x_t) (false if its factorisation failed).
+    current_valid: bool,
+}
+
+impl<F: FeatureMap> FKamh<F> {
+    /// F-KAMH on the feature map `features` with exploration noise γ > 0 and
+    /// the scale η (fixed or adaptive).
+    pub fn new(features: F, gamma: f64, eta: Scale) -> Result<Self> {
+        let dim = features.dim_in();
+        let big = features.dim_out();
+        ensure(dim >= 1, "features", "input dimension must be at least 1")?;
+        ensure(big >= 1, "features", "output dimension must be at least 1")?;
+        ensure(
+            gamma > 0.0 && gamma.is_finite(),
+            "gamma",
+            "must be positive and finite",
+        )?;
+        ensure(
+            eta.value() > 0.0 && eta.value().is_finite(),
+            "eta",
+            "must be positive and finite",
+        )?;
+        Ok(Self {
+            features,
+            dim,
+            gamma,
+            eta,
+            freeze_after: None,
+            moments: RunningMoments::new(big),
+            jacobian: vec![0.0; big * dim],
+            jacobian_proposed: vec![0.0; big * dim],
+            embedding: vec![0.0; big],
+            form: vec![0.0; dim * dim],
+            form_proposed: vec![0.0; dim * dim],
+            product: vec![0.0; big * dim],
+            projection: vec![0.0; dim],
+            assembled: vec![0.0; dim * dim],
+            current: ProposalCovariance::identity(dim),
+            proposed: ProposalCovariance::identity(dim),
+            current_valid: false,
+        })
+    }
+
+    /// Stops updating C̃ after step `step` (η keeps adapting as long as the
+    /// engine adapts).
+    pub fn freeze_covariance_after(mut self, step: u64) -> Self {
+        self.freeze_after = Some(step);
+        self
+    }
+
+    /// Adds a point to the history before the chain starts (e.g. the states
+    /// of a random-walk pilot run, thesis Alg. 2 step 1). The chain's
+    /// starting point is added by the engine when the chain starts.
+    pub fn push_history(&mut self, x: &[f64]) -> Result<()> {
+        check_dim(self.dim, x.len())?;
+        ensure(x.iter().all(|v| v.is_finite()), "x", "must be finite")?;
+        self.features.embed(x, &mut self.embedding);
+        self.moments.push(&self.embedding);
+        Ok(())
+    }
+
+    /// The feature map.
+    pub fn features(&self) -> &F {
+        &self.features
+    }
+
+    /// The exploration noise γ.
+    pub fn gamma(&self) -> f64 {
+        self.gamma
+    }
+
+    /// The current scale η.
+    pub fn eta(&self) -> f64 {
+        self.eta.value()
+    }
+
+    /// The number of states in the feature covariance.
+    pub fn history_len(&self) -> u64 {
+        self.moments.count()
+    }
+
+    /// The running moments of the features (mean and scatter S, C̃ = S/n).
+    pub fn feature_moments(&self) -> &RunningMoments {
+        &self.moments
+    }
+
+    /// The proposal covariance `R(x) = γ²I + η² J(x)ᵀ C̃ J(x)` at any `x`
+    /// with the current C̃ and η (d × d, row-major). Allocates: for
+    /// inspection and tests, not for the sampling loop.
+    pub fn proposal_covariance_at(&self, x: &[f64]) -> Result<Vec<f64>> {
+        check_dim(self.dim, x.len())?;
+        let (big, d) = (self.features.dim_out(), self.dim);
+        let mut jacobian = vec![0.0; big * d];
+        self.features.jacobian(
+            x,
+            MatMut::from_column_major_slice_mut(&mut jacobian, big, d),
+        );
+        let mut product = vec![0.0; big * d];
+        let mut form = vec![0.0; d * d];
+        quadratic_form(
+            self.moments.scatter(),
+            &jacobian,
+            big,
+            d,
+            &mut product,
+            &mut form,
+        );
+        let mut out = vec![0.0; d * d];
+        self.assemble_into(&form, &mut out);
+        Ok(out)
+    }
+
+    /// `out = γ²I + η² form / n` (the form is of the scatter S; n the history size).
+    fn assemble_into(&self, form: &[f64], out: &mut [f64]) {
+        let n = self.moments.count();
+        let weight = if n == 0 {
+            0.0
+        } else {
+            let eta = self.eta.value();
+            eta * eta / n as f64
+        };
+        for (o, f) in out.iter_mut().zip(form) {
+            *o = weight * f;
+        }
+        let gamma2 = self.gamma * self.gamma;
+        for i in 0..self.dim {
+            out[i * self.dim + i] += gamma2;
+        }
+    }
+
+    /// Refactors R(x_t) from the cached form.
+    fn refactor_current(&mut self) {
+        let mut assembled = std::mem::take(&mut self.assembled);
+        self.assemble_into(&self.form, &mut assembled);
+        self.current_valid = self.current.factor(&assembled).is_ok();
+        self.assembled = assembled;
+    }
+
+    /// Adds φ(x_t) (in `self.embedding`) to the history and updates the cached
+    /// form `JᵀSJ` at x_t by the matching rank one.
+    fn push_current(&mut self) {
+        let n = self.moments.count() as f64;
+        let (big, d) = (self.features.dim_out(), self.dim);
+        // projection = Jᵀ (φ − mean)
+        let mean = self.moments.mean();
+        self.projection.fill(0.0);
+        for l in 0..d {
+            let column = &self.jacobian[l * big..(l + 1) * big];
+            self.projection[l] = column
+                .iter()
+                .zip(&self.embedding)
+                .zip(mean)
+                .map(|((j, p), m)| j * (p - m))
+                .sum();
+        }
+        let weight = n / (n + 1.0);
+        for a in 0..d {
+            for b in 0..d {
+                self.form[a * d + b] += weight * self.projection[a] * self.projection[b];
+            }
+        }
+        self.moments.push(&self.embedding);
+    }
+}
+
+/// `out = Jᵀ S J` (d × d, exactly symmetric) for S (D × D, symmetric) and J
+/// (D × d, column-major), through `product = S J`.
+fn quadratic_form(
+    scatter: &[f64],
+    jacobian: &[f64],
+    big: usize,
+    d: usize,
+    product: &mut [f64],
+    out: &mut [f64],
+) {
+    let s = MatRef::from_column_major_slice(scatter, big, big);
+    let j = MatRef::from_column_major_slice(jacobian, big, d);
+    let mut w = MatMut::from_column_major_slice_mut(product, big, d);
+    matmul(w.as_mut(), Accum::Replace, s, j, 1.0, Par::Seq);
+    let q = MatMut::from_column_major_slice_mut(out, d, d);
+    matmul(q, Accum::Replace, j.transpose(), w.as_ref(), 1.0, Par::Seq);
+    for a in 0..d {
+        for b in (a + 1)..d {
+            let v = 0.5 * (out[a * d + b] + out[b * d + a]);
+            out[a * d + b] = v;
+            out[b * d + a] = v;
+        }
+    }
+}
+
+impl<F: FeatureMap> Proposal for FKamh<F> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+        check_dim(self.dim, target.dim())?;
+        let (big, d) = (self.features.dim_out(), self.dim);
+        self.features.jacobian(
+            x,
+            MatMut::from_column_major_slice_mut(&mut self.jacobian, big, d),
+        );
+        self.features.embed(x, &mut self.embedding);
+        quadratic_form(
+            self.moments.scatter(),
+            &self.jacobian,
+            big,
+            d,
+            &mut self.product,
+            &mut self.form,
+        );
+        self.push_current();
+        self.refactor_current();
+        ensure(
+            self.current_valid,
+            "features",
+            "the proposal covariance at the starting point is not finite",
+        )
+    }
+
+    fn propose(
+        &mut self,
+        _target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        if !self.current_valid {
+            proposed.copy_from_slice(current);
+            return f64::NAN;
+        }
+        self.current.sample_into(current, 1.0, rng, proposed);
+        if !proposed.iter().all(|v| v.is_finite()) {
+            return f64::NAN;
+        }
+        let (big, d) = (self.features.dim_out(), self.dim);
+        self.features.jacobian(
+            proposed,
+            MatMut::from_column_major_slice_mut(&mut self.jacobian_proposed, big, d),
+        );
+        quadratic_form(
+            self.moments.scatter(),
+            &self.jacobian_proposed,
+            big,
+            d,
+            &mut self.product,
+            &mut self.form_proposed,
+        );
+        let mut assembled = std::mem::take(&mut self.assembled);
+        self.assemble_into(&self.form_proposed, &mut assembled);
+        let ok = self.proposed.factor(&assembled).is_ok();
+        self.assembled = assembled;
+        if !ok {
+            return f64::NAN;
+        }
+        let log_forward = self.current.log_density(proposed, current, 1.0);
+        let log_reverse = self.proposed.log_density(current, proposed, 1.0);
+        log_reverse - log_forward
+    }
+
+    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, _rng: &mut dyn Rng) {
+        let mut changed = false;
+        if outcome.accepted {
+            // R(x*) was factored with this step's C̃ and η: it is R(x_{t+1}).
+            std::mem::swap(&mut self.jacobian, &mut self.jacobian_proposed);
+            std::mem::swap(&mut self.form, &mut self.form_proposed);
+            std::mem::swap(&mut self.current, &mut self.proposed);
+            self.current_valid = true;
+            self.features.embed(outcome.current, &mut self.embedding);
+        }
+        if adapt {
+            let before = self.eta.value();
+            self.eta.update(outcome.accept_prob);
+            changed |= self.eta.value() != before;
+            if self.freeze_after.is_none_or(|n| outcome.iteration <= n) {
+                self.push_current();
+                changed = true;
+            }
+        }
+        if changed || !self.current_valid {
+            self.refactor_current();
+        }
+    }
+
+    fn summary(&self) -> AdaptationSummary {
+        AdaptationSummary {
+            scale: Some(self.eta.value()),
+            mean: None,
+            covariance: None,
+            extra: vec![
+                ("gamma".to_string(), self.gamma),
+                ("features".to_string(), self.features.dim_out() as f64),
+                ("history".to_string(), self.moments.count() as f64),
+            ],
+        }
+    }
+
+    fn covariance_jitters(&self) -> u64 {
+        self.current.jitters() + self.proposed.jitters()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FnTarget;
+    use faer::Mat;
+    use faer::linalg::solvers::DenseSolveCore;
+    use kameleon_features::{Embedding, RandomFourierFeatures};
+    use kameleon_kernels::Gaussian;
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn features(big: usize, d: usize, embedding: Embedding, seed: u64) -> RandomFourierFeatures {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        RandomFourierFeatures::new(&Gaussian::new(1.3).unwrap(), d, big, embedding, &mut rng)
+            .unwrap()
+    }
+
+    fn points(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                (0..d)
+                    .map(|l| (l as f64 + 1.0) * (rng.random::<f64>() - 0.5))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// R(y) = γ²I + η² Jᵀ C̃ J by brute force: C̃ two-pass over explicit
+    /// embeddings (divisor n), J by central differences of `embed`.
+    fn brute_force_covariance(
+        phi: &RandomFourierFeatures,
+        history: &[Vec<f64>],
+        y: &[f64],
+        gamma: f64,
+        eta: f64,
+    ) -> Mat<f64> {
+        let (big, d, n) = (phi.dim_out(), phi.dim_in(), history.len());
+        let embedded: Vec<Vec<f64>> = history
+            .iter()
+            .map(|x| {
+                let mut e = vec![0.0; big];
+                phi.embed(x, &mut e);
+                e
+            })
+            .collect();
+        let mean: Vec<f64> = (0..big)
+            .map(|i| embedded.iter().map(|e| e[i]).sum::<f64>() / n as f64)
+            .collect();
+        let c = Mat::<f64>::from_fn(big, big, |i, j| {
+            embedded
+                .iter()
+                .map(|e| (e[i] - mean[i]) * (e[j] - mean[j]))
+                .sum::<f64>()
+                / n as f64
+        });
+        let h = 1e-6;
+        let jac = Mat::<f64>::from_fn(big, d, |i, l| {
+            let (mut plus, mut minus) = (y.to_vec(), y.to_vec());
+            plus[l] += h;
+            minus[l] -= h;
+            let (mut ep, mut em) = (vec![0.0; big], vec![0.0; big]);
+            phi.embed(&plus, &mut ep);
+            phi.embed(&minus, &mut em);
+            (ep[i] - em[i]) / (2.0 * h)
+        });
+        let mut r = jac.transpose() * &c * &jac * faer::Scale(eta * eta);
+        for i in 0..d {
+            r[(i, i)] += gamma * gamma;
+        }
+        r
+    }
+
+    fn mvn_log_density(x: &[f64], mean: &[f64], cov: &Mat<f64>) -> f64 {
+        let d = x.len();
+        let inv = cov.partial_piv_lu().inverse();
+        let v: Vec<f64> = x.iter().zip(mean).map(|(a, b)| a - b).collect();
+        let maha: f64 = (0..d)
+            .map(|i| (0..d).map(|j| v[i] * inv[(i, j)] * v[j]).sum::<f64>())
+            .sum();
+        -0.5 * maha
+            - 0.5 * cov.determinant().ln()
+            - 0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln()
+    }
+
+    #[test]
+    fn proposal_covariance_and_hastings_correction_match_brute_force() {
+        let (d, gamma, eta) = (3, 0.3, 2.5);
+        for embedding in [Embedding::CosPhase, Embedding::SinCos] {
+            let phi = features(40, d, embedding, 1);
+            let mut sampler = FKamh::new(phi.clone(), gamma, Scale::fixed(eta).unwrap()).unwrap();
+            let mut history = points(60, d, 2);
+            for x in &history {
+                sampler.push_history(x).unwrap();
+            }
+            let target = FnTarget::new(d, |x: &[f64]| -0.5 * x.iter().map(|v| v * v).sum::<f64>());
+            let x0 = vec![0.2, -0.4, 0.5];
+            sampler.initialise(&target, &x0).unwrap();
+            history.push(x0.clone());
+            // the covariance at an arbitrary point
+            let y = [0.7, 0.1, -0.9];
+            let r = sampler.proposal_covariance_at(&y).unwrap();
+            let expected = brute_force_covariance(&phi, &history, &y, gamma, eta);
+            for a in 0..d {
+                for b in 0..d {
+                    let e = expected[(a, b)];
+                    assert!((r[a * d + b] - e).abs() < 1e-6 * e.abs().max(1.0), "{a}{b}");
+                }
+            }
+            // the correction log q(x|x*) − log q(x*|x), both with this C̃
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+            let mut x_star = vec![0.0; d];
+            for _ in 0..5 {
+                let correction = sampler.propose(&target, &x0, &mut x_star, &mut rng);
+                let forward = mvn_log_density(
+                    &x_star,
+                    &x0,
+                    &brute_force_covariance(&phi, &history, &x0, gamma, eta),
+                );
+                let reverse = mvn_log_density(
+                    &x0,
+                    &x_star,
+                    &brute_force_covariance(&phi, &history, &x_star, gamma, eta),
+                );
+                assert!(
+                    (correction - (reverse - forward)).abs() < 1e-6,
+                    "{correction} vs {}",
+                    reverse - forward
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cached_form_follows_the_history_exactly() {
+        // after many steps (accepts, rejects, Welford updates, η changes) the
+        // cached JᵀSJ at the current state equals a fresh computation
+        let d = 2;
+        let phi = features(30, d, Embedding::CosPhase, 5);
+        let eta = Scale::Adaptive(
+            crate::RobbinsMonro::new(1.0, 0.234, crate::StepSchedule::InverseSqrt).unwrap(),
+        );
+        let sampler = FKamh::new(phi, 0.5, eta).unwrap();
+        let target = FnTarget::new(d, |x: &[f64]| -0.5 * (x[0] * x[0] + 4.0 * x[1] * x[1]));
+        let mut mh = crate::MetropolisHastings::new(
+            &target,
+            sampler,
+            &[0.0, 0.0],
+            Xoshiro256PlusPlus::seed_from_u64(6),
+            None,
+        )
+        .unwrap();
+        let mut accepted = 0;
+        for _ in 0..300 {
+            accepted += mh.step(&target).accepted as usize;
+        }
+        assert!(accepted > 10 && accepted < 290);
+        let p = mh.proposal();
+        assert_eq!(p.history_len(), 301);
+        let fresh = p.proposal_covariance_at(mh.position()).unwrap();
+        let mut cached = vec![0.0; d * d];
+        p.assemble_into(&p.form, &mut cached);
+        for (a, b) in fresh.iter().zip(&cached) {
+            assert!((a - b).abs() < 1e-10 * a.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn constructor_validates_and_freezing_stops_the_history() {
+        let phi = features(8, 2, Embedding::SinCos, 7);
+        assert!(FKamh::new(phi.clone(), 0.0, Scale::fixed(1.0).unwrap()).is_err());
+        assert!(FKamh::new(phi.clone(), f64::NAN, Scale::fixed(1.0).unwrap()).is_err());
+        let mut s = FKamh::new(phi.clone(), 0.1, Scale::fixed(1.0).unwrap()).unwrap();
+        assert!(s.push_history(&[1.0]).is_err());
+        assert!(s.push_history(&[1.0, f64::INFINITY]).is_err());
+        let target = FnTarget::new(3, |_: &[f64]| 0.0);
+        assert!(s.initialise(&target, &[0.0, 0.0, 0.0]).is_err());
+        let sampler = FKamh::new(phi, 0.5, Scale::fixed(1.0).unwrap())
+            .unwrap()
+            .freeze_covariance_after(10);
+        let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
+        let chain = crate::run_chain(
+            &target,
+            sampler,
+            &[0.0, 0.0],
+            crate::RunConfig::new(0, 50).adaptation(crate::AdaptationStop::Never),
+            1,
+        )
+        .unwrap();
+        let history = chain
+            .adaptation
+            .extra
+            .iter()
+            .find(|(k, _)| k == "history")
+            .unwrap()
+            .1;
+        assert_eq!(history, 11.0); // x0 and the states after steps 1..=10
+    }
+}
