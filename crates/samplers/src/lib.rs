@@ -27,7 +27,10 @@ pub mod engine;
 mod error;
 mod fkamh;
 mod hmc;
+mod kamh;
+mod kamh_covariance;
 mod pca;
+mod pca_kameleon;
 mod random_walk;
 
 pub use adaptation::{
@@ -43,5 +46,8 @@ pub use error::{Result, SamplerError};
 pub use fkamh::FKamh;
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
+pub use kamh_covariance::KamhCovariance;
 pub use pca::PrincipalComponents;
+pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::RandomWalk;

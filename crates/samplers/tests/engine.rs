@@ -351,7 +351,12 @@ fn zero_variance_history_and_singular_covariance_are_counted_not_fatal() {
     // so only the early proposals are rejected; nothing may blow up
     let chain = run_chain(&target, pca, &[0.0; 3], config, 4).unwrap();
     assert!(chain.rejected_non_finite > 0);
-    assert!(chain.samples.iter().all(|v| v.is_finite() && v.abs() < 1e-9));
+    assert!(
+        chain
+            .samples
+            .iter()
+            .all(|v| v.is_finite() && v.abs() < 1e-9)
+    );
 }
 
 #[test]

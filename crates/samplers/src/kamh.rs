@@ -1,0 +1,613 @@
+//! Kernel adaptive Metropolis–Hastings (KAMH, "MCMC Kameleon", Sejdinovic et
+//! al. 2014) and the subsample adaptation it shares with PCA-Kameleon.
+
+use crate::Target;
+use crate::adaptation::{AdaptProbability, History, Scale, StepSchedule};
+use crate::covariance::ProposalCovariance;
+use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::error::{Result, check_dim, ensure};
+use crate::kamh_covariance::{KamhCovariance, combine_into};
+use faer::MatRef;
+use kameleon_kernels::{
+    Gaussian, InverseMultiquadric, Kernel, Laplacian, Linear, Matern, Polynomial, RationalQuadratic,
+};
+use rand::{Rng, RngExt};
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+/// A kernel whose length-scale ℓ can be replaced, which is what the median
+/// heuristic needs. Kernels without a length-scale (linear, polynomial)
+/// return `None` and can only be used with [`Bandwidth::Fixed`].
+pub trait LengthScale: Kernel + Sized {
+    /// The same kernel with length-scale `length_scale` (> 0, finite), or
+    /// `None` if the kernel has no length-scale.
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self>;
+}
+
+impl LengthScale for Gaussian {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        Gaussian::new(length_scale).ok()
+    }
+}
+
+impl LengthScale for Laplacian {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        Laplacian::new(length_scale).ok()
+    }
+}
+
+impl LengthScale for Matern {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        Matern::new(self.nu(), length_scale).ok()
+    }
+}
+
+impl LengthScale for RationalQuadratic {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        RationalQuadratic::new(length_scale, self.alpha()).ok()
+    }
+}
+
+impl LengthScale for InverseMultiquadric {
+    fn with_length_scale(&self, length_scale: f64) -> Option<Self> {
+        InverseMultiquadric::with_exponent(length_scale, self.beta()).ok()
+    }
+}
+
+/// No length-scale: [`Bandwidth::Fixed`] only.
+impl LengthScale for Linear {
+    fn with_length_scale(&self, _length_scale: f64) -> Option<Self> {
+        None
+    }
+}
+
+/// No length-scale: [`Bandwidth::Fixed`] only.
+impl LengthScale for Polynomial {
+    fn with_length_scale(&self, _length_scale: f64) -> Option<Self> {
+        None
+    }
+}
+
+/// How the kernel's bandwidth is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Bandwidth {
+    /// Keep the kernel as given.
+    Fixed,
+    /// Set ℓ to the median pairwise distance of each new subsample (over at
+    /// most `max_points` of its points; the KAMH paper's choice). If the
+    /// median is zero (a history of repeated states), the previous ℓ is kept.
+    MedianHeuristic {
+        /// The most subsample points the median is computed over (≥ 2; the
+        /// cost is O(max_points² d) per refresh).
+        max_points: usize,
+    },
+}
+
+/// When the subsample z is redrawn from the chain history (only while the
+/// engine's adaptation is on; it is frozen afterwards).
+///
+/// The KAMH paper's experiments ("adaptation stops after burn-in") are
+/// `Refresh::Probability(AdaptProbability::Always)` with
+/// [`crate::AdaptationStop::AfterBurnIn`]: z is redrawn every burn-in step
+/// and frozen for the recorded chain.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Refresh {
+    /// Redraw with probability p_t at step t (vanishing adaptation:
+    /// p_t → 0, Σ p_t = ∞).
+    Probability(AdaptProbability),
+    /// Redraw at every step t ≤ `stop`, then never.
+    EveryStepUntil(u64),
+    /// Never redraw once a subsample exists (an oracle subsample given with
+    /// [`Kamh::set_subsample`], or the first one drawn from the history).
+    Never,
+}
+
+impl Refresh {
+    fn validate(&self) -> Result<()> {
+        match self {
+            Self::Probability(p) => p.validate(),
+            Self::EveryStepUntil(_) | Self::Never => Ok(()),
+        }
+    }
+
+    fn decide(&self, t: u64, rng: &mut dyn Rng) -> bool {
+        match self {
+            Self::Probability(p) => p.decide(t, rng),
+            Self::EveryStepUntil(stop) => t <= *stop,
+            Self::Never => false,
+        }
+    }
+}
+
+/// The isotropic part γ of the proposal: fixed, or decaying with the number
+/// of subsample refreshes k as γ_k = floor + (initial − floor)·s_k for a
+/// step schedule s (so the learned covariance progressively dominates).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Gamma {
+    /// A fixed γ (the paper: 0.2).
+    Fixed(f64),
+    /// γ_k = floor + (initial − floor)·schedule.step(k), k ≥ 1 the refresh count.
+    Decaying {
+        /// γ before and at the first refresh.
+        initial: f64,
+        /// The limit of γ (> 0, keeps the covariance regular).
+        floor: f64,
+        /// The decay schedule s_k.
+        schedule: StepSchedule,
+    },
+}
+
+impl Gamma {
+    fn validate(&self) -> Result<()> {
+        let positive = |v: f64| v > 0.0 && v.is_finite();
+        match *self {
+            Self::Fixed(g) => ensure(positive(g), "gamma", "must be positive and finite"),
+            Self::Decaying {
+                initial,
+                floor,
+                schedule,
+            } => {
+                ensure(
+                    positive(initial) && positive(floor) && floor <= initial,
+                    "gamma",
+                    "needs 0 < floor ≤ initial, both finite",
+                )?;
+                schedule.validate()
+            }
+        }
+    }
+
+    /// γ after `refreshes` subsample refreshes.
+    pub fn value(&self, refreshes: u64) -> f64 {
+        match *self {
+            Self::Fixed(g) => g,
+            Self::Decaying {
+                initial,
+                floor,
+                schedule,
+            } => floor + (initial - floor) * schedule.step(refreshes),
+        }
+    }
+}
+
+/// The subsample part of a KAMH-type configuration (shared by [`KamhConfig`]
+/// and [`crate::PcaKameleonConfig`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SubsampleConfig {
+    /// The subsample size n ≥ 2. The kernel proposal starts once the
+    /// history holds n states; until then the chain is the random walk
+    /// N(x, `warmup_scale`²I).
+    pub subsample_size: usize,
+    /// The isotropic part γ of the proposal.
+    pub gamma: Gamma,
+    /// When z is redrawn.
+    pub refresh: Refresh,
+    /// How the kernel's bandwidth is chosen.
+    pub bandwidth: Bandwidth,
+    /// The standard deviation of the initial random walk.
+    pub warmup_scale: f64,
+}
+
+impl SubsampleConfig {
+    /// The KAMH paper's settings for subsample size n: γ = 0.2, z redrawn
+    /// at every adapting step (frozen when adaptation stops), median
+    /// heuristic over the whole subsample, initial random walk with
+    /// standard deviation γ (as the public code's empty-subsample proposal).
+    pub fn paper(subsample_size: usize) -> Self {
+        Self {
+            subsample_size,
+            gamma: Gamma::Fixed(0.2),
+            refresh: Refresh::Probability(AdaptProbability::Always),
+            bandwidth: Bandwidth::MedianHeuristic {
+                max_points: subsample_size,
+            },
+            warmup_scale: 0.2,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        ensure(
+            self.subsample_size >= 2,
+            "subsample_size",
+            "must be at least 2",
+        )?;
+        self.refresh.validate()?;
+        self.gamma.validate()?;
+        ensure(
+            self.warmup_scale > 0.0 && self.warmup_scale.is_finite(),
+            "warmup_scale",
+            "must be positive and finite",
+        )?;
+        if let Bandwidth::MedianHeuristic { max_points } = self.bandwidth {
+            ensure(max_points >= 2, "max_points", "must be at least 2")?;
+        }
+        Ok(())
+    }
+}
+
+/// The configuration of [`Kamh`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KamhConfig {
+    /// Subsample, refresh, bandwidth, γ and the initial random walk.
+    pub subsample: SubsampleConfig,
+    /// The scale ν of the kernel term (ν² multiplies M H Mᵀ): fixed, or
+    /// Robbins–Monro adapted on log ν toward an acceptance rate.
+    pub scale: Scale,
+}
+
+impl KamhConfig {
+    /// KAMH-LS as in the paper: [`SubsampleConfig::paper`], and ν adapted by
+    /// Robbins–Monro toward 0.234 with steps 1/√t from ν² = 0.1 (the public
+    /// code's initial value), using the acceptance probability min(1, ratio).
+    pub fn paper(subsample_size: usize) -> Result<Self> {
+        Ok(Self {
+            subsample: SubsampleConfig::paper(subsample_size),
+            scale: Scale::Adaptive(crate::RobbinsMonro::new(
+                0.1f64.sqrt(),
+                0.234,
+                StepSchedule::InverseSqrt,
+            )?),
+        })
+    }
+}
+
+/// The subsample adaptation shared by KAMH and PCA-Kameleon: the chain
+/// history, the current subsample z and kernel, the refresh schedule, the
+/// bandwidth rule, γ and the initial random-walk phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SubsampleAdaptation<K> {
+    pub(crate) dim: usize,
+    pub(crate) kernel: K,
+    config: SubsampleConfig,
+    history: History,
+    /// z, n × d row-major (meaningful once `has_subsample`).
+    subsample: Vec<f64>,
+    has_subsample: bool,
+    refreshes: u64,
+    median_failures: u64,
+}
+
+impl<K: LengthScale> SubsampleAdaptation<K> {
+    pub(crate) fn new(dim: usize, kernel: K, config: SubsampleConfig) -> Result<Self> {
+        ensure(dim >= 1, "dim", "must be at least 1")?;
+        config.validate()?;
+        if matches!(config.bandwidth, Bandwidth::MedianHeuristic { .. }) {
+            ensure(
+                kernel.with_length_scale(1.0).is_some(),
+                "bandwidth",
+                "the median heuristic needs a kernel with a length-scale",
+            )?;
+        }
+        Ok(Self {
+            dim,
+            kernel,
+            config,
+            history: History::new(dim),
+            subsample: vec![0.0; dim * config.subsample_size],
+            has_subsample: false,
+            refreshes: 0,
+            median_failures: 0,
+        })
+    }
+
+    /// The subsample size n.
+    pub(crate) fn subsample_size(&self) -> usize {
+        self.config.subsample_size
+    }
+
+    /// Whether the kernel proposal is on (a subsample exists).
+    pub(crate) fn active(&self) -> bool {
+        self.has_subsample
+    }
+
+    /// z as an n × d view.
+    pub(crate) fn z(&self) -> MatRef<'_, f64> {
+        MatRef::from_row_major_slice(&self.subsample, self.subsample_size(), self.dim)
+    }
+
+    /// The i-th subsample point.
+    pub(crate) fn point(&self, i: usize) -> &[f64] {
+        &self.subsample[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The standard deviation of the initial random walk.
+    pub(crate) fn warmup_scale(&self) -> f64 {
+        self.config.warmup_scale
+    }
+
+    /// The current γ.
+    pub(crate) fn gamma(&self) -> f64 {
+        self.config.gamma.value(self.refreshes)
+    }
+
+    /// The random-walk step of the initial phase: x* = x + w ξ (symmetric).
+    pub(crate) fn warmup_step(&self, current: &[f64], proposed: &mut [f64], rng: &mut dyn Rng) {
+        for (p, c) in proposed.iter_mut().zip(current) {
+            *p = c + self.config.warmup_scale * rng.sample::<f64, _>(StandardNormal);
+        }
+    }
+
+    /// Installs a given subsample (n × d, finite).
+    pub(crate) fn set_subsample(&mut self, z: MatRef<'_, f64>) -> Result<()> {
+        check_dim(self.subsample_size(), z.nrows())?;
+        check_dim(self.dim, z.ncols())?;
+        let d = self.dim;
+        for i in 0..z.nrows() {
+            for j in 0..d {
+                let v = z[(i, j)];
+                ensure(v.is_finite(), "subsample", "must be finite")?;
+                self.subsample[i * d + j] = v;
+            }
+        }
+        self.has_subsample = true;
+        self.refreshes += 1;
+        Ok(())
+    }
+
+    /// After the accept decision of adapting step `t`: records the new state
+    /// and maybe redraws z (and the bandwidth). Returns whether z changed.
+    pub(crate) fn adapt(&mut self, t: u64, current: &[f64], rng: &mut dyn Rng) -> bool {
+        self.history.push(current);
+        let due = if self.has_subsample {
+            self.config.refresh.decide(t, rng)
+        } else {
+            self.history.len() >= self.subsample_size()
+        };
+        if !due {
+            return false;
+        }
+        if self
+            .history
+            .subsample_into(rng, &mut self.subsample)
+            .is_err()
+        {
+            // Unreachable: z is due only once the history holds n points.
+            return false;
+        }
+        self.has_subsample = true;
+        self.refreshes += 1;
+        if let Bandwidth::MedianHeuristic { max_points } = self.config.bandwidth {
+            let rescaled = kameleon_kernels::median_heuristic(self.z(), max_points, rng)
+                .ok()
+                .and_then(|l| self.kernel.with_length_scale(l));
+            match rescaled {
+                Some(kernel) => self.kernel = kernel,
+                None => self.median_failures += 1,
+            }
+        }
+        true
+    }
+
+    /// Appends γ, the refresh count, the median-heuristic failures and the
+    /// history length to a summary.
+    pub(crate) fn summary_extra(&self, out: &mut Vec<(String, f64)>) {
+        out.push(("gamma".into(), self.gamma()));
+        out.push(("subsample_refreshes".into(), self.refreshes as f64));
+        out.push((
+            "median_heuristic_failures".into(),
+            self.median_failures as f64,
+        ));
+        out.push(("history_len".into(), self.history.len() as f64));
+    }
+}
+
+/// The KAMH proposal's covariance at one point: the kernel term M H Mᵀ, its
+/// factored γ²I + ν²·(term), and the (γ², ν²) the factor was built with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CachedCovariance {
+    term: Vec<f64>,
+    factor: ProposalCovariance,
+    params: Option<(f64, f64)>,
+}
+
+impl CachedCovariance {
+    fn new(dim: usize) -> Self {
+        Self {
+            term: vec![0.0; dim * dim],
+            factor: ProposalCovariance::identity(dim),
+            params: None,
+        }
+    }
+
+    /// Factors γ²I + ν²·term unless it already is (builds in `scratch`).
+    fn refactor(&mut self, gamma2: f64, nu2: f64, scratch: &mut [f64]) -> Result<()> {
+        if self.params == Some((gamma2, nu2)) {
+            return Ok(());
+        }
+        self.params = None;
+        combine_into(&self.term, self.factor.dim(), gamma2, nu2, scratch);
+        self.factor.factor(scratch)?;
+        self.params = Some((gamma2, nu2));
+        Ok(())
+    }
+}
+
+/// Kernel adaptive Metropolis–Hastings ("MCMC Kameleon", Sejdinovic et al.
+/// 2014) as a [`Proposal`] for [`crate::MetropolisHastings`].
+///
+/// At state y the proposal is `q_z(·|y) = N(y, γ²I + ν² M_{z,y} H M_{z,y}ᵀ)`
+/// with `M_{z,y} = 2[∇ₓk(x, z_i)|ₓ₌y]_{i=1..n}` and z a subsample of the
+/// chain history (see [`KamhCovariance`]). The proposal is not symmetric:
+/// the Hastings correction `log q_z(x_t|x*) − log q_z(x*|x_t)` uses the
+/// covariance built at x* for the reverse density and the **same** z for
+/// both (z changes only in [`Proposal::observe`], after the decision).
+///
+/// Cost per step while z is fixed: one kernel term (O(n d²)) and one
+/// Cholesky factor (O(d³)), at x*; the current state's factor is cached (on
+/// acceptance the reverse factor becomes the current one, on rejection the
+/// current one is kept). It is rebuilt only after z, γ or ν changed (ν
+/// changes at every adapting step under Robbins–Monro: then only the cheap
+/// O(d³) refactorisation of the cached kernel term is redone). Steps
+/// allocate nothing except the amortised growth of the history while
+/// adapting and the median heuristic's scratch at a refresh.
+///
+/// Adaptation (only while the engine adapts, after each decision): the new
+/// state is appended to the history; once it holds n states z is drawn
+/// without replacement, then redrawn per [`Refresh`], with the bandwidth per
+/// [`Bandwidth`]; ν is updated with min(1, ratio) at steps that used the
+/// kernel proposal. Until the first subsample the chain is a random walk.
+///
+/// ```
+/// use kameleon_kernels::Gaussian;
+/// use kameleon_samplers::{Kamh, KamhConfig, RunConfig, run_chain};
+/// use kameleon_targets::Banana;
+/// let target = Banana::new(2, 0.1, 10.0)?;
+/// let mut config = KamhConfig::paper(100)?;
+/// config.subsample.warmup_scale = 1.0;
+/// let kamh = Kamh::new(2, Gaussian::new(1.0)?, config)?;
+/// let chain = run_chain(&target, kamh, &[0.0, 0.0], RunConfig::new(1000, 2000), 7)?;
+/// assert_eq!(chain.len(), 2000);
+/// println!("acceptance {:.2}, nu {:?}", chain.acceptance_rate(), chain.adaptation.scale);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Kamh<K> {
+    adaptation: SubsampleAdaptation<K>,
+    scale: Scale,
+    builder: KamhCovariance,
+    current: CachedCovariance,
+    current_valid: bool,
+    proposed: CachedCovariance,
+    scratch: Vec<f64>,
+    used_kernel: bool,
+}
+
+impl<K: LengthScale> Kamh<K> {
+    /// KAMH in dimension `dim` with the initial `kernel` (its bandwidth is
+    /// replaced at each refresh under [`Bandwidth::MedianHeuristic`]).
+    pub fn new(dim: usize, kernel: K, config: KamhConfig) -> Result<Self> {
+        let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
+        let n = adaptation.subsample_size();
+        Ok(Self {
+            adaptation,
+            scale: config.scale,
+            builder: KamhCovariance::new(dim, n),
+            current: CachedCovariance::new(dim),
+            current_valid: false,
+            proposed: CachedCovariance::new(dim),
+            scratch: vec![0.0; dim * dim],
+            used_kernel: false,
+        })
+    }
+
+    /// Installs a subsample z (n × d, finite), e.g. an oracle sample of the
+    /// target; the kernel proposal is on from the next step. Use
+    /// [`Refresh::Never`] to keep it (other schedules redraw z from the
+    /// history once it holds n states).
+    pub fn set_subsample(&mut self, z: MatRef<'_, f64>) -> Result<()> {
+        self.adaptation.set_subsample(z)?;
+        self.current_valid = false;
+        Ok(())
+    }
+
+    /// The current subsample z (n × d), if the kernel proposal is on.
+    pub fn subsample(&self) -> Option<MatRef<'_, f64>> {
+        self.adaptation.active().then(|| self.adaptation.z())
+    }
+
+    /// The current kernel (with the current bandwidth).
+    pub fn kernel(&self) -> &K {
+        &self.adaptation.kernel
+    }
+
+    /// The current ν.
+    pub fn nu(&self) -> f64 {
+        self.scale.value()
+    }
+
+    /// The current γ.
+    pub fn gamma(&self) -> f64 {
+        self.adaptation.gamma()
+    }
+
+    /// Makes the cached covariance at `x` current and factored.
+    fn prepare_current(&mut self, x: &[f64], gamma2: f64, nu2: f64) -> Result<()> {
+        if !self.current_valid {
+            self.builder.kernel_term_into(
+                &self.adaptation.kernel,
+                x,
+                self.adaptation.z(),
+                &mut self.current.term,
+            );
+            self.current.params = None;
+            self.current_valid = true;
+        }
+        self.current.refactor(gamma2, nu2, &mut self.scratch)
+    }
+}
+
+impl<K: LengthScale> Proposal for Kamh<K> {
+    fn initialise(&mut self, target: &dyn Target, _x: &[f64]) -> Result<()> {
+        check_dim(self.adaptation.dim, target.dim())?;
+        self.current_valid = false;
+        Ok(())
+    }
+
+    fn propose(
+        &mut self,
+        _target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        self.used_kernel = self.adaptation.active();
+        if !self.used_kernel {
+            self.adaptation.warmup_step(current, proposed, rng);
+            return 0.0;
+        }
+        let gamma = self.adaptation.gamma();
+        let (gamma2, nu2) = (gamma * gamma, self.scale.value().powi(2));
+        if self.prepare_current(current, gamma2, nu2).is_err() {
+            return f64::NEG_INFINITY;
+        }
+        self.current.factor.sample_into(current, 1.0, rng, proposed);
+        self.builder.kernel_term_into(
+            &self.adaptation.kernel,
+            proposed,
+            self.adaptation.z(),
+            &mut self.proposed.term,
+        );
+        self.proposed.params = None;
+        if self
+            .proposed
+            .refactor(gamma2, nu2, &mut self.scratch)
+            .is_err()
+        {
+            return f64::NEG_INFINITY;
+        }
+        let log_forward = self.current.factor.log_density(proposed, current, 1.0);
+        let log_reverse = self.proposed.factor.log_density(current, proposed, 1.0);
+        log_reverse - log_forward
+    }
+
+    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
+        if self.used_kernel && outcome.accepted {
+            std::mem::swap(&mut self.current, &mut self.proposed);
+        }
+        if adapt {
+            if self.used_kernel {
+                self.scale.update(outcome.accept_prob);
+            }
+            if self
+                .adaptation
+                .adapt(outcome.iteration, outcome.current, rng)
+            {
+                self.current_valid = false;
+            }
+        }
+    }
+
+    fn summary(&self) -> AdaptationSummary {
+        let mut extra = Vec::new();
+        self.adaptation.summary_extra(&mut extra);
+        AdaptationSummary {
+            scale: Some(self.scale.value()),
+            extra,
+            ..AdaptationSummary::default()
+        }
+    }
+
+    fn covariance_jitters(&self) -> u64 {
+        self.current.factor.jitters() + self.proposed.factor.jitters()
+    }
+}
