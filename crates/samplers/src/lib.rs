@@ -18,10 +18,16 @@
 //! records a [`Chain`] (burn-in, thinning, counters) and checkpoints to a file;
 //! [`run_chain`] and [`run_chains`] (rayon, thread-count independent) are the
 //! one-call entry points.
+//!
+//! Kernel adaptive samplers: [`Kamh`] (KAMH / MCMC Kameleon, configured by
+//! [`KamhConfig`]; its covariance γ²I + ν²MHMᵀ at a point is the reusable
+//! [`KamhCovariance`]) and [`PcaKameleon`] (the arXiv Appendix C mixture of
+//! kernel principal directions).
 
 pub mod adaptation;
 mod am;
 mod chain;
+mod ckam;
 mod covariance;
 pub mod engine;
 mod error;
@@ -40,6 +46,7 @@ pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
+pub use ckam::{Ckam, run_ckam};
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
