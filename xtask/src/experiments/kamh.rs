@@ -34,8 +34,8 @@ const METRICS: &[Metric] = &[
 ];
 
 const NOTES: &str = "KAMH-LS: n = 1000, γ = 0.2, Gaussian kernel, subsample redrawn at every \
-burn-in step, bandwidth by the median heuristic over 200 of the subsample's points (the paper: all \
-of them; 25× slower), ν learned toward 0.234 from ν² = 0.1. AM-LS: steps 1/√t. Every chain starts at an exact draw from the target (its own stream) and \
+burn-in step, bandwidth by the median heuristic over 100 of the subsample's points (the paper: all \
+of them, ~100× the cost), ν learned toward 0.234 from ν² = 0.1. AM-LS: steps 1/√t. Every chain starts at an exact draw from the target (its own stream) and \
 adapts during burn-in only; metrics use the post-burn-in draws. The paper's `iterations` include \
 the burn-in. Figure whiskers are the paper's \"80% intervals\" (mean ± 1.2816·sd/√chains, what the \
 KAMH code draws); the tables give the 10%–90% range over chains.";
