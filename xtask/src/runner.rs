@@ -320,7 +320,7 @@ fn summary_table(summary: &Summary) -> String {
             c.status.clone()
         };
         s.push_str(&format!(
-            "  {:<18} {:<8} {:<8} {state}\n",
+            "  {:<18} {:<14} {:<8} {state}\n",
             c.target_label, c.sampler, c.setting
         ));
     }

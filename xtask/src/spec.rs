@@ -3,9 +3,11 @@
 
 use anyhow::{Result, bail};
 use kameleon_diagnostics::{ess_geyer_per_dim, quantile_coverage_errors};
+use kameleon_features::{Embedding, RandomFourierFeatures};
+use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolis, Chain, Hmc, ProgressFn, Proposal, RandomWalk, RobbinsMonro, Run, RunConfig,
-    Scale, StepSchedule, Target,
+    AdaptiveMetropolis, Bandwidth, Chain, FKamh, Gamma, Hmc, Kamh, KamhConfig, ProgressFn,
+    Proposal, RandomWalk, RobbinsMonro, Run, RunConfig, Scale, StepSchedule, Target, chain_rng,
 };
 use kameleon_targets::{Banana, Flower, QuantileRegions};
 
@@ -121,6 +123,12 @@ pub enum SamplerSpec {
         /// Leapfrog-step range.
         steps: (u32, u32),
     },
+    /// KAMH on an oracle subsample of n exact target draws with hand-tuned
+    /// ν and γ (the KMC paper's baseline).
+    KamhOracle {
+        /// Subsample size n.
+        n: usize,
+    },
     /// KMC finite (random features, m = n) with HMC's parameters.
     KmcFinite {
         /// Number of random features m (= n).
@@ -129,6 +137,19 @@ pub enum SamplerSpec {
         step_size: (f64, f64),
         /// Leapfrog-step range.
         steps: (u32, u32),
+    },
+    /// F-KAMH on D random Fourier features of a Gaussian kernel whose
+    /// length-scale is the median distance of 1000 exact target draws
+    /// (thesis §5), with γ and η learned toward 0.234 from η₀.
+    FKamh {
+        /// Number of features D.
+        features: usize,
+        /// The embedding (thesis eq. 2.4 or 2.5).
+        embedding: Embedding,
+        /// Exploration noise γ.
+        gamma: f64,
+        /// Initial η.
+        eta: f64,
     },
     /// Adaptive Metropolis with fixed scale 2.38/√d (Haario et al. 2001).
     AmFs,
@@ -152,6 +173,15 @@ impl SamplerSpec {
             Self::RwTuned => "RW",
             Self::Hmc { .. } => "HMC",
             Self::KmcFinite { .. } => "KMC",
+            Self::KamhOracle { .. } => "KAMH",
+            Self::FKamh {
+                embedding: Embedding::CosPhase,
+                ..
+            } => "F-KAMH-cos",
+            Self::FKamh {
+                embedding: Embedding::SinCos,
+                ..
+            } => "F-KAMH-sincos",
             Self::AmFs => "AM-FS",
             Self::AmLs => "AM-LS",
             Self::KamhLs { .. } => "KAMH-LS",
@@ -162,9 +192,15 @@ impl SamplerSpec {
     /// the cell is pending.
     pub fn pending(&self) -> Option<&'static str> {
         match self {
-            Self::Sm | Self::RwTuned | Self::Hmc { .. } | Self::AmFs | Self::AmLs => None,
+            Self::Sm
+            | Self::RwTuned
+            | Self::Hmc { .. }
+            | Self::FKamh { .. }
+            | Self::KamhLs { .. }
+            | Self::AmFs
+            | Self::AmLs => None,
             Self::KmcFinite { .. } => Some("KMC is not on main yet"),
-            Self::KamhLs { .. } => Some("KAMH is not on main yet"),
+            Self::KamhOracle { .. } => Some("KAMH with an oracle subsample is not wired yet"),
         }
     }
 
@@ -222,7 +258,38 @@ impl SamplerSpec {
                 chain,
                 progress,
             ),
-            Self::KmcFinite { .. } | Self::KamhLs { .. } => {
+            Self::FKamh {
+                features,
+                embedding,
+                gamma,
+                eta,
+            } => {
+                let length_scale = median_distance_of_draws(target, seed, 1000)?;
+                // Chain k's frequencies come from a stream of their own.
+                let mut rng = chain_rng(seed ^ 0xF4A7_u64, chain);
+                let phi = RandomFourierFeatures::new(
+                    &Gaussian::new(length_scale)?,
+                    d,
+                    *features,
+                    *embedding,
+                    &mut rng,
+                )?;
+                let eta = RobbinsMonro::new(*eta, 0.234, StepSchedule::InverseSqrt)?;
+                let proposal = FKamh::new(phi, *gamma, Scale::Adaptive(eta))?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::KamhLs { n, gamma } => {
+                let mut kamh = KamhConfig::paper(*n)?;
+                kamh.subsample.gamma = Gamma::Fixed(*gamma);
+                kamh.subsample.bandwidth = Bandwidth::MedianHeuristic {
+                    max_points: (*n).min(KAMH_MEDIAN_POINTS),
+                };
+                // The median heuristic replaces this length-scale at the
+                // first subsample.
+                let proposal = Kamh::new(d, Gaussian::new(1.0)?, kamh)?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::KmcFinite { .. } | Self::KamhOracle { .. } => {
                 bail!(
                     "{} is pending: {}",
                     self.label(),
@@ -231,6 +298,33 @@ impl SamplerSpec {
             }
         }
     }
+}
+
+/// The median pairwise distance of `n` exact draws from the target (one
+/// stream per cell seed, so every chain of a cell gets the same value).
+fn median_distance_of_draws(target: &dyn Target, seed: u64, n: usize) -> Result<f64> {
+    let d = target.dim();
+    let mut rng = chain_rng(seed ^ 0x003E_D1A4_u64, 0);
+    let mut draws = vec![0.0; n * d];
+    for x in draws.chunks_exact_mut(d) {
+        target.sample_iid(&mut rng, x)?;
+    }
+    let mut distances = Vec::with_capacity(n * (n - 1) / 2);
+    for i in 0..n {
+        for j in 0..i {
+            let (a, b) = (&draws[i * d..(i + 1) * d], &draws[j * d..(j + 1) * d]);
+            distances.push(
+                a.iter()
+                    .zip(b)
+                    .map(|(u, v)| (u - v).powi(2))
+                    .sum::<f64>()
+                    .sqrt(),
+            );
+        }
+    }
+    let mid = distances.len() / 2;
+    let (_, median, _) = distances.select_nth_unstable_by(mid, f64::total_cmp);
+    Ok(*median)
 }
 
 fn run<P: Proposal>(
@@ -244,6 +338,14 @@ fn run<P: Proposal>(
 ) -> Result<Chain> {
     Ok(Run::new(target, proposal, x0, config, seed, chain)?.finish(target, Some(progress)))
 }
+
+/// KAMH's median heuristic uses at most this many points of each new
+/// subsample (itself a random draw from the history): the median of their
+/// 4950 pairwise distances, recomputed at every adapting step. Over all
+/// n = 1000 points (the paper) that median costs O(n²d) per step and
+/// dominates the run (perf, quick kamh-banana: ~75% of the time already at
+/// 200 points).
+pub const KAMH_MEDIAN_POINTS: usize = 100;
 
 /// The quantile levels of the KAMH coverage metric.
 pub const QUANTILE_LEVELS: [f64; 9] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
@@ -261,6 +363,9 @@ pub enum Metric {
     /// `ess_min`: the smallest per-dimension Geyer ESS, and `ess_min_per_s`
     /// per second of sampling (burn-in included).
     MinEss,
+    /// `ess_12`: the mean Geyer ESS of the first two dimensions (the F-KAMH
+    /// thesis' measure), and `ess_12_per_s` per second of sampling.
+    EssFirstTwo,
 }
 
 impl Metric {
@@ -316,6 +421,17 @@ impl Metric {
                 vec![
                     ("ess_min".into(), min),
                     ("ess_min_per_s".into(), min / chain.wall_time_secs.max(1e-9)),
+                ]
+            }
+            Self::EssFirstTwo => {
+                if d < 2 {
+                    bail!("ess_12 needs at least two dimensions");
+                }
+                let ess = ess_geyer_per_dim(&chain.samples, d)?;
+                let mean = 0.5 * (ess[0] + ess[1]);
+                vec![
+                    ("ess_12".into(), mean),
+                    ("ess_12_per_s".into(), mean / chain.wall_time_secs.max(1e-9)),
                 ]
             }
         })
@@ -406,6 +522,43 @@ mod tests {
         let per_dim = ess_geyer_per_dim(&samples, 2).unwrap();
         assert_eq!(out[0].1, per_dim[0].min(per_dim[1]));
         assert_eq!(out[1].1, out[0].1 / 2.0);
+        let two = Metric::EssFirstTwo.compute(&chain, &target).unwrap();
+        assert_eq!(two[0].1, 0.5 * (per_dim[0] + per_dim[1]));
+        assert_eq!(two[1].1, two[0].1 / 2.0);
+    }
+
+    /// The median distance against a brute-force sort, on a target whose
+    /// draws we can reproduce.
+    #[test]
+    fn median_distance_matches_a_sorted_brute_force() {
+        let target = TargetSpec::Banana {
+            dim: 3,
+            b: 0.1,
+            v: 4.0,
+        }
+        .build()
+        .unwrap();
+        let t = target.target();
+        let n = 41;
+        let got = median_distance_of_draws(t, 5, n).unwrap();
+        let mut rng = chain_rng(5 ^ 0x003E_D1A4_u64, 0);
+        let draws: Vec<Vec<f64>> = (0..n)
+            .map(|_| {
+                let mut x = vec![0.0; 3];
+                t.sample_iid(&mut rng, &mut x).unwrap();
+                x
+            })
+            .collect();
+        let mut all = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                let s: f64 = (0..3).map(|k| (draws[i][k] - draws[j][k]).powi(2)).sum();
+                all.push(s.sqrt());
+            }
+        }
+        all.sort_by(f64::total_cmp);
+        // 820 distances: the upper median, index 410.
+        assert_eq!(got, all[all.len() / 2]);
     }
 
     #[test]
@@ -422,7 +575,7 @@ mod tests {
         let pending = [
             SamplerSpec::AmFs,
             SamplerSpec::AmLs,
-            SamplerSpec::KamhLs { n: 10, gamma: 0.2 },
+            SamplerSpec::KamhOracle { n: 10 },
             SamplerSpec::KmcFinite {
                 m: 10,
                 step_size: (0.1, 0.2),

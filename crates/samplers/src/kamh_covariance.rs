@@ -1,6 +1,6 @@
 //! The KAMH proposal covariance γ²I + ν² M H Mᵀ at a point, in O(n d²).
 
-use faer::linalg::matmul::matmul;
+use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, MatMut, MatRef, Par};
 use kameleon_kernels::Kernel;
 use serde::{Deserialize, Serialize};
@@ -89,11 +89,15 @@ impl KamhCovariance {
         self.gradient_matrix(kernel, y, z);
         let m = MatRef::from_column_major_slice(&self.gradients, d, n);
         let mut dst = MatMut::from_column_major_slice_mut(out, d, d);
+        // M Mᵀ is symmetric: compute its lower triangle only (half the flops)
         matmul(
             dst.as_mut(),
+            BlockStructure::TriangularLower,
             Accum::Replace,
             m,
+            BlockStructure::Rectangular,
             m.transpose(),
+            BlockStructure::Rectangular,
             1.0,
             Par::Seq,
         );
@@ -103,17 +107,12 @@ impl KamhCovariance {
                 *s += v;
             }
         }
+        // subtract (1/n)(M1)(M1)ᵀ on the lower triangle, mirror to the upper
         let inv_n = 1.0 / n as f64;
         for j in 0..d {
             let sj = self.row_sums[j] * inv_n;
-            for i in 0..d {
-                dst[(i, j)] -= self.row_sums[i] * sj;
-            }
-        }
-        // Symmetrise exactly (the product is symmetric up to round-off).
-        for j in 0..d {
-            for i in (j + 1)..d {
-                let v = 0.5 * (dst[(i, j)] + dst[(j, i)]);
+            for i in j..d {
+                let v = dst[(i, j)] - self.row_sums[i] * sj;
                 dst[(i, j)] = v;
                 dst[(j, i)] = v;
             }

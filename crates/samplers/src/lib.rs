@@ -19,6 +19,11 @@
 //! [`run_chain`] and [`run_chains`] (rayon, thread-count independent) are the
 //! one-call entry points.
 //!
+//! Kernel adaptive samplers: [`Kamh`] (KAMH / MCMC Kameleon, configured by
+//! [`KamhConfig`]; its covariance γ²I + ν²MHMᵀ at a point is the reusable
+//! [`KamhCovariance`]) and [`PcaKameleon`] (the arXiv Appendix C mixture of
+//! kernel principal directions).
+//!
 //! [`Hmc`] and Kernel Hamiltonian Monte Carlo ([`KmcLite`], [`KmcFinite`],
 //! see the [`kmc`] module) share one leapfrog move, [`HamiltonianMove`]; KMC
 //! plugs in a score-matching surrogate gradient learned from the chain.

@@ -2,6 +2,7 @@
 //! B(0.1, 100) in d = 8 and on a correlated 4-d Gaussian, chains pass mean,
 //! covariance and quantile-coverage checks over several seeds, and the same
 //! sampler with the reverse density evaluated at the wrong point fails them.
+//! PCA-Kameleon is checked the same way on the Gaussian.
 //!
 //! Tolerances. Every checked quantity is a chain average f̄ of some f (a
 //! coordinate, a centred product, a quantile-region indicator). By the
@@ -25,8 +26,9 @@ use faer::Mat;
 use kameleon_diagnostics::ess_geyer;
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, Chain, Gamma, Kamh, KamhConfig, Proposal, Refresh, RobbinsMonro,
-    RunConfig, Scale, StepOutcome, StepSchedule, SubsampleConfig, Target, chain_rng, run_chain,
+    AdaptProbability, Bandwidth, Chain, Gamma, Kamh, KamhConfig, PcaKameleon, PcaKameleonConfig,
+    Proposal, Refresh, RobbinsMonro, RunConfig, Scale, StepOutcome, StepSchedule, SubsampleConfig,
+    Target, chain_rng, run_chain,
 };
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
 use rand::Rng;
@@ -35,13 +37,13 @@ const Z_TOL: f64 = 5.0;
 const LEVELS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 const SEEDS: u64 = 3;
 
-/// KAMH whose Hastings correction is computed as if the reverse density
-/// q(x_t | x*) used the covariance at x_t instead of at x* (the bug of the
-/// public R code): forward and reverse Gaussians then share a covariance and
-/// the correction is 0.
-struct ReverseAtCurrent(Kamh<Gaussian>);
+/// A KAMH-type proposal whose Hastings correction is computed as if the
+/// reverse density q(x_t | x*) used the proposal's shape at x_t instead of at
+/// x* (the bug of the public R code): forward and reverse densities are then
+/// the same function of x* − x_t, even in x* − x_t, and the correction is 0.
+struct ReverseAtCurrent<P>(P);
 
-impl Proposal for ReverseAtCurrent {
+impl<P: Proposal> Proposal for ReverseAtCurrent<P> {
     fn propose(
         &mut self,
         target: &dyn Target,
@@ -287,6 +289,45 @@ fn kamh_is_invariant_on_a_correlated_gaussian() {
 fn kamh_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_gaussian() {
     for seed in 0..SEEDS {
         let (moments, coverage) = gaussian_scores(ReverseAtCurrent(gaussian_kamh()), seed);
+        assert!(
+            moments.max(coverage) > Z_TOL,
+            "seed {seed}: the broken sampler passed (moment z {moments}, coverage z {coverage})"
+        );
+    }
+}
+
+/// PCA-Kameleon with the same adaptation as `gaussian_kamh`, 3 directions,
+/// one Robbins–Monro scale per direction.
+fn gaussian_pca() -> PcaKameleon<Gaussian> {
+    let config = PcaKameleonConfig {
+        subsample: SubsampleConfig {
+            subsample_size: 100,
+            gamma: Gamma::Fixed(0.2),
+            refresh: Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
+            bandwidth: Bandwidth::Fixed,
+            warmup_scale: 1.0,
+        },
+        components: 3,
+        scale: adaptive_scale(),
+    };
+    PcaKameleon::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
+}
+
+#[test]
+fn pca_kameleon_is_invariant_on_a_correlated_gaussian() {
+    for seed in 0..SEEDS {
+        let (moments, coverage) = gaussian_scores(gaussian_pca(), seed);
+        assert!(
+            moments < Z_TOL && coverage < Z_TOL,
+            "seed {seed}: moment z {moments}, coverage z {coverage}"
+        );
+    }
+}
+
+#[test]
+fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails() {
+    for seed in 0..SEEDS {
+        let (moments, coverage) = gaussian_scores(ReverseAtCurrent(gaussian_pca()), seed);
         assert!(
             moments.max(coverage) > Z_TOL,
             "seed {seed}: the broken sampler passed (moment z {moments}, coverage z {coverage})"

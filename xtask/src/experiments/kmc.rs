@@ -50,7 +50,7 @@ fn cells(quick: bool) -> Vec<Cell> {
         ),
     ];
     for n in N_GRID {
-        out.push(cell(SamplerSpec::KamhLs { n, gamma: 0.2 }, setting(n)));
+        out.push(cell(SamplerSpec::KamhOracle { n }, setting(n)));
         out.push(cell(
             SamplerSpec::KmcFinite {
                 m: n,
@@ -150,7 +150,7 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
             || {
                 let kmc = get("KMC", &largest, "ess_min")?;
                 let rw = get("RW", "", "ess_min")?;
-                let kamh = get("KAMH-LS", &largest, "ess_min")?;
+                let kamh = get("KAMH", &largest, "ess_min")?;
                 Some((
                     kmc.mean > rw.mean && kmc.mean > kamh.mean,
                     format!(

@@ -1,0 +1,206 @@
+//! F-KAMH thesis (Kotlicki 2015), §5.1, Figs. 5.2–5.5: ESS of the first two
+//! dimensions, and ESS per second, of F-KAMH against the number of random
+//! Fourier features D, beside KAMH with subsample sizes n = 600 and 1000.
+
+use super::kamh::{check, legend};
+use crate::experiment::{Cell, Experiment, Protocol};
+use crate::plot::{Bar, BarSeries, grouped_bars};
+use crate::spec::{Metric, SamplerSpec, TargetSpec};
+use crate::summary::{ClaimCheck, Summary, fmt};
+use anyhow::Result;
+use kameleon_features::Embedding;
+use std::path::Path;
+
+const FULL_D: [usize; 8] = [10, 50, 100, 200, 300, 400, 500, 600];
+const QUICK_D: [usize; 2] = [10, 40];
+const BANANAS: [f64; 2] = [0.03, 0.1];
+/// The thesis' γ for both samplers.
+const GAMMA: f64 = 0.5;
+
+fn d_grid(quick: bool) -> &'static [usize] {
+    if quick { &QUICK_D } else { &FULL_D }
+}
+
+fn banana(b: f64) -> TargetSpec {
+    TargetSpec::Banana {
+        dim: 8,
+        b,
+        v: 100.0,
+    }
+}
+
+/// 20 000 iterations, the first 5 000 discarded (quick: 600 and 200).
+fn cells(quick: bool) -> Vec<Cell> {
+    let (iterations, burn_in) = if quick { (400, 200) } else { (15_000, 5_000) };
+    let mut out = Vec::new();
+    for b in BANANAS {
+        let cell = |sampler, setting: String| Cell {
+            target: banana(b),
+            sampler,
+            setting,
+            iterations,
+            burn_in,
+        };
+        for n in [600, 1000] {
+            out.push(cell(
+                SamplerSpec::KamhLs { n, gamma: GAMMA },
+                format!("n={n}"),
+            ));
+        }
+        for &features in d_grid(quick) {
+            for embedding in [Embedding::SinCos, Embedding::CosPhase] {
+                out.push(cell(
+                    SamplerSpec::FKamh {
+                        features,
+                        embedding,
+                        gamma: GAMMA,
+                        eta: 1.0,
+                    },
+                    format!("D={features}"),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `fkamh-ess`.
+pub fn ess() -> Experiment {
+    Experiment {
+        name: "fkamh-ess",
+        source: "Kotlicki 2015 (F-KAMH thesis), Figs. 5.2–5.5",
+        description: "ESS (mean of dims 1–2) and ESS/s vs D for F-KAMH (eq. 2.4 sin/cos, eq. 2.5 cos+phase) against KAMH n ∈ {600, 1000} on 8-d B(0.03,100), B(0.1,100)",
+        paper_size: "50 runs; 20000 it (5000 discarded); D ∈ {10 … 600}",
+        protocol: Some(Protocol {
+            chains: 50,
+            quick_chains: 2,
+            cells,
+            metrics: &[Metric::Acceptance, Metric::MeanNorm, Metric::EssFirstTwo],
+            notes: "As in the thesis: chains start at an exact draw, γ = 0.5, Gaussian kernel with \
+                    the median distance of 1000 exact draws as length-scale, η (ν for KAMH) learned \
+                    toward 0.234, ESS by Geyer's initial sequences averaged over dimensions 1–2. \
+                    Ours: η starts at 1 and adapts with steps 1/√t during the 5000 discarded steps \
+                    only (the thesis: steps 1/(t − 1000) after t = 1000, initial values from pilot \
+                    runs, KAMH adapting until 15000). Fastfood is not in the grid. Figure \
+                    whiskers: 95% intervals (mean ± 1.96·sd/√runs), as the thesis.",
+            claims,
+            figures,
+        }),
+        missing: "",
+    }
+}
+
+fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
+    let groups: Vec<String> = d_grid(summary.params.quick)
+        .iter()
+        .map(|d| format!("D={d}"))
+        .collect();
+    let mut files = Vec::new();
+    for (key, label) in summary.targets() {
+        for (metric, title) in [("ess_12", "ESS"), ("ess_12_per_s", "ESS per second")] {
+            let mut series: Vec<BarSeries> = Vec::new();
+            for c in summary.cells.iter().filter(|c| c.target == key) {
+                let bar = c.metrics.get(metric).map(|s| {
+                    let half = s.ci80_half_width * 1.96 / 1.2816;
+                    Bar {
+                        value: s.mean,
+                        low: s.mean - half,
+                        high: s.mean + half,
+                    }
+                });
+                let kamh = c.setting.starts_with("n=");
+                let label = if kamh {
+                    format!("{} {}", legend(c), c.setting)
+                } else {
+                    legend(c)
+                };
+                let i = match series.iter().position(|s| s.label == label) {
+                    Some(i) => i,
+                    None => {
+                        series.push(BarSeries {
+                            label,
+                            bars: vec![None; groups.len()],
+                        });
+                        series.len() - 1
+                    }
+                };
+                for (g, name) in groups.iter().enumerate() {
+                    if kamh || &c.setting == name {
+                        series[i].bars[g] = bar;
+                    }
+                }
+            }
+            let file = format!("ess-{metric}-{key}.svg");
+            grouped_bars(
+                &dir.join(&file),
+                &format!("{label}: {title} of dimensions 1–2 vs D (95% intervals)"),
+                &groups,
+                &series,
+                "",
+            )?;
+            files.push(file);
+        }
+    }
+    Ok(files)
+}
+
+fn claims(summary: &Summary) -> Vec<ClaimCheck> {
+    let largest = format!(
+        "D={}",
+        d_grid(summary.params.quick).last().expect("non-empty")
+    );
+    let smallest = format!("D={}", d_grid(summary.params.quick)[0]);
+    let ess = |b: f64, sampler: &str, setting: &str| {
+        summary.stats(&banana(b).key(), sampler, setting, "ess_12")
+    };
+    let mut out = vec![check(
+        format!(
+            "samplers do worse (ESS) on B(0.1, 100) than on B(0.03, 100) (F-KAMH, both embeddings, {largest})"
+        ),
+        || {
+            let mut ok = true;
+            let mut evidence = Vec::new();
+            for s in ["F-KAMH-sincos", "F-KAMH-cos"] {
+                let (easy, hard) = (ess(0.03, s, &largest)?, ess(0.1, s, &largest)?);
+                ok &= hard.mean < easy.mean;
+                evidence.push(format!("{s}: {} vs {}", fmt(hard.mean), fmt(easy.mean)));
+            }
+            Some((ok, evidence.join("; ")))
+        },
+    )];
+    out.push(check(
+        format!("on B(0.1, 100) F-KAMH beats KAMH n = 600 in ESS even at small D ({smallest})"),
+        || {
+            let kamh = ess(0.1, "KAMH-LS", "n=600")?;
+            let f = ess(0.1, "F-KAMH-sincos", &smallest)?;
+            Some((
+                f.mean > kamh.mean,
+                format!("F-KAMH {}, KAMH {}", fmt(f.mean), fmt(kamh.mean)),
+            ))
+        },
+    ));
+    out.push(check(
+        format!("on B(0.03, 100) F-KAMH has a lower ESS than KAMH n = 1000 ({largest})"),
+        || {
+            let kamh = ess(0.03, "KAMH-LS", "n=1000")?;
+            let f = ess(0.03, "F-KAMH-sincos", &largest)?;
+            Some((
+                f.mean < kamh.mean,
+                format!("F-KAMH {}, KAMH {}", fmt(f.mean), fmt(kamh.mean)),
+            ))
+        },
+    ));
+    out.push(check(
+        "KAMH gains more from n = 1000 over n = 600 on B(0.1, 100) than on B(0.03, 100)".into(),
+        || {
+            let gain =
+                |b| Some(ess(b, "KAMH-LS", "n=1000")?.mean / ess(b, "KAMH-LS", "n=600")?.mean);
+            let (hard, easy) = (gain(0.1)?, gain(0.03)?);
+            Some((
+                hard > easy,
+                format!("ratios {} vs {}", fmt(hard), fmt(easy)),
+            ))
+        },
+    ));
+    out
+}
