@@ -7,7 +7,9 @@
 //!    the kinetic energies `K(p) − K(p*)` of an HMC-type proposal);
 //! 2. the engine evaluates log π(x*) **once** (NaN is treated as −∞); the
 //!    current state's log density is the stored value, never re-evaluated
-//!    (this is what keeps pseudo-marginal targets exact);
+//!    (this is what keeps pseudo-marginal targets exact) — unless the
+//!    proposal explicitly asks for the inexact MCWM variant
+//!    ([`Proposal::reestimates_current_density`]);
 //! 3. it accepts with log u < log π(x*) − log π(x) + correction, in log space;
 //!    a non-finite proposal, correction or log density is rejected and counted;
 //! 4. only then the proposal is told the outcome ([`Proposal::observe`]): it
@@ -89,6 +91,15 @@ pub trait Proposal: Send {
     /// only if `adapt` (the engine turns adaptation off after its stop point).
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng);
 
+    /// Whether the engine re-estimates log π̂ of the current state before each
+    /// step ("Monte Carlo within Metropolis", MCWM) instead of reusing the
+    /// stored value. Default `false`, the exact pseudo-marginal algorithm;
+    /// `true` is **inexact** for noisy targets and costs one more target
+    /// evaluation per step. Offer it only as a clearly named option.
+    fn reestimates_current_density(&self) -> bool {
+        false
+    }
+
     /// The adapted state for the chain output.
     fn summary(&self) -> AdaptationSummary {
         AdaptationSummary::default()
@@ -167,6 +178,15 @@ impl<P: Proposal> MetropolisHastings<P> {
     /// One Metropolis–Hastings step (allocation-free).
     pub fn step(&mut self, target: &dyn Target) -> StepInfo {
         self.iteration += 1;
+        if self.proposal.reestimates_current_density() {
+            // MCWM (inexact, opt-in): a fresh estimate replaces the stored one.
+            let fresh = target.log_density(&self.x, &mut self.rng);
+            self.log_density = if fresh.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                fresh
+            };
+        }
         let correction = self
             .proposal
             .propose(target, &self.x, &mut self.proposed, &mut self.rng);

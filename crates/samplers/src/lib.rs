@@ -23,6 +23,10 @@
 //! [`KamhConfig`]; its covariance γ²I + ν²MHMᵀ at a point is the reusable
 //! [`KamhCovariance`]) and [`PcaKameleon`] (the arXiv Appendix C mixture of
 //! kernel principal directions).
+//!
+//! [`Hmc`] and Kernel Hamiltonian Monte Carlo ([`KmcLite`], [`KmcFinite`],
+//! see the [`kmc`] module) share one leapfrog move, [`HamiltonianMove`]; KMC
+//! plugs in a score-matching surrogate gradient learned from the chain.
 
 pub mod adaptation;
 mod am;
@@ -35,6 +39,7 @@ mod fkamh;
 mod hmc;
 mod kamh;
 mod kamh_covariance;
+pub mod kmc;
 mod pca;
 mod pca_kameleon;
 mod random_walk;
@@ -55,6 +60,9 @@ pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
 pub use kamh_covariance::KamhCovariance;
+pub use kmc::{
+    CurrentDensity, FiniteSurrogate, Kmc, KmcFinite, KmcLite, KmcSurrogate, LiteSurrogate,
+};
 pub use pca::PrincipalComponents;
 pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::RandomWalk;

@@ -280,3 +280,29 @@ fn median_heuristic_sets_the_length_scale_to_the_median_distance_of_each_new_sub
     }
     assert!(checked > 20);
 }
+
+#[test]
+fn checkpoint_and_resume_reproduce_the_uninterrupted_chain() {
+    // adaptation on (z from the history, median heuristic, Robbins–Monro ν)
+    // across the checkpoint, so every cache and adaptation field must survive
+    use kameleon_samplers::{Run, RunConfig};
+    let d = 2;
+    let target = FnTarget::new(d, |x: &[f64]| -0.5 * (x[0] * x[0] + 4.0 * x[1] * x[1]));
+    let mut config = KamhConfig::paper(20).unwrap();
+    config.subsample.warmup_scale = 1.0;
+    let make = || Kamh::new(d, Gaussian::new(1.0).unwrap(), config.clone()).unwrap();
+    let run_config = RunConfig::new(200, 300);
+    let whole = Run::new(&target, make(), &[0.0, 0.0], run_config, 4, 0)
+        .unwrap()
+        .finish(&target, None);
+    let mut first = Run::new(&target, make(), &[0.0, 0.0], run_config, 4, 0).unwrap();
+    first.advance(&target, 150, None);
+    let path = std::env::temp_dir().join(format!("kamh-checkpoint-{}.bin", std::process::id()));
+    first.checkpoint(&path).unwrap();
+    let resumed = Run::<Kamh<Gaussian>>::resume(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut resumed_chain = resumed.finish(&target, None);
+    resumed_chain.wall_time_secs = whole.wall_time_secs;
+    assert_eq!(resumed_chain, whole);
+    assert!(whole.accepted_total > 0);
+}

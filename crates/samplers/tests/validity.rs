@@ -6,58 +6,11 @@
 
 mod common;
 
-use faer::Mat;
+use common::{banana, correlated_gaussian, worst_coverage_z};
 use kameleon_samplers::{
-    AdaptiveMetropolis, Chain, Hmc, PrincipalComponents, Proposal, RandomWalk, RunConfig,
-    StepSchedule, Target, run_chain,
+    AdaptiveMetropolis, Hmc, PrincipalComponents, Proposal, RandomWalk, RunConfig, StepSchedule,
+    Target, run_chain,
 };
-use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
-
-/// Σ_ij = s_i s_j ρ^|i−j| with s_i = 1 + i/2 and ρ = 0.8, mean m_i = i − 1.
-fn correlated_gaussian(d: usize) -> (GaussianMixture, Vec<f64>, Vec<f64>) {
-    let s: Vec<f64> = (0..d).map(|i| 1.0 + i as f64 / 2.0).collect();
-    let cov: Vec<f64> = (0..d * d)
-        .map(|k| {
-            let (i, j) = (k / d, k % d);
-            s[i] * s[j] * 0.8f64.powi((i as i32 - j as i32).abs())
-        })
-        .collect();
-    let mean: Vec<f64> = (0..d).map(|i| i as f64 - 1.0).collect();
-    let c = Mat::from_fn(d, d, |i, j| cov[i * d + j]);
-    (GaussianMixture::gaussian(&mean, &c).unwrap(), mean, cov)
-}
-
-/// B(b, v) has mean 0 and a diagonal covariance: Var y₁ = v,
-/// Var y₂ = b² Var(y₁²) + 1 = 2 b² v² + 1, the rest 1 (y₁ is symmetric, so
-/// Cov(y₁, y₂) = b E[y₁³ − v y₁] = 0).
-fn banana(d: usize) -> (Banana, Vec<f64>, Vec<f64>) {
-    let (b, v) = (0.03, 100.0);
-    let mut cov = vec![0.0; d * d];
-    for i in 0..d {
-        cov[i * d + i] = 1.0;
-    }
-    cov[0] = v;
-    cov[d + 1] = 2.0 * b * b * v * v + 1.0;
-    (Banana::new(d, b, v).unwrap(), vec![0.0; d], cov)
-}
-
-/// The worst coverage z-score over the levels q of the exact quantile regions.
-fn worst_coverage_z(chain: &Chain, target: &Banana) -> f64 {
-    [0.1, 0.5, 0.9]
-        .iter()
-        .map(|&q| {
-            let threshold = target.region_threshold(q).unwrap();
-            let inside: Vec<f64> = (0..chain.len())
-                .map(|t| {
-                    f64::from(u8::from(
-                        target.region_statistic(chain.sample(t)) <= threshold,
-                    ))
-                })
-                .collect();
-            common::z_and_ess(&inside, q).0
-        })
-        .fold(0.0, f64::max)
-}
 
 /// A named target with its exact mean and covariance.
 type Case<'a> = (&'a str, &'a dyn Target, &'a [f64], &'a [f64]);
