@@ -78,21 +78,21 @@ pub fn all() -> Vec<Experiment> {
             "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
             "RW, AM, RBAM, GAM, KAM, cKAM on the bimodal mixture: symmetric KL vs time, marginals, ESS",
             "cKAM Table 1",
-            "needs KAM/cKAM, the cKAM tables' constant-step AM/RBAM, and KL-vs-time checkpoints",
+            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
         ),
         planned(
             "ckam-gmm2d",
             "cKAM, Figs. 3–14, Table 2",
             "RW, AM, RBAM, GAM, KAM, cKAM on the five-component mixture",
             "cKAM Table 2",
-            "needs KAM/cKAM, the cKAM tables' constant-step AM/RBAM, and KL-vs-time checkpoints",
+            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
         ),
         planned(
             "ckam-gmm32",
             "cKAM, Figs. 3–14, Table 3",
             "RW, AM, RBAM, GAM, KAM, cKAM on the 32-d grid mixture",
             "cKAM Table 3",
-            "needs KAM/cKAM, the cKAM tables' constant-step AM/RBAM, and KL-vs-time checkpoints",
+            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
         ),
     ]
 }
