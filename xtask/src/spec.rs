@@ -199,7 +199,9 @@ impl SamplerSpec {
             | Self::KamhLs { .. }
             | Self::AmFs
             | Self::AmLs => None,
-            Self::KmcFinite { .. } => Some("KMC is not on main yet"),
+            Self::KmcFinite { .. } => Some(
+                "KMC is on main; its kmc-banana setup (kernel width, λ, oracle points) is not wired yet",
+            ),
             Self::KamhOracle { .. } => Some("KAMH with an oracle subsample is not wired yet"),
         }
     }
