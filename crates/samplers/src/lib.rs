@@ -27,6 +27,10 @@
 //! [`Hmc`] and Kernel Hamiltonian Monte Carlo ([`KmcLite`], [`KmcFinite`],
 //! see the [`kmc`] module) share one leapfrog move, [`HamiltonianMove`]; KMC
 //! plugs in a score-matching surrogate gradient learned from the chain.
+//!
+//! [`Habc`] is the Hamiltonian ABC baseline (Meeds et al. 2015): a friction
+//! integrator on SPSA gradients of a sticky-random-number
+//! [`SyntheticLikelihood`], with no MH correction — biased by design.
 
 pub mod adaptation;
 mod am;
@@ -36,6 +40,7 @@ mod covariance;
 pub mod engine;
 mod error;
 mod fkamh;
+mod habc;
 mod hmc;
 mod kamh;
 mod kamh_covariance;
@@ -56,6 +61,7 @@ pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};
 pub use fkamh::FKamh;
+pub use habc::{Habc, HabcConfig, SummarySimulator, SyntheticLikelihood};
 pub use hmc::{HamiltonianMove, Hmc};
 pub use kameleon_targets::{FnTarget, Target, TargetError};
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
