@@ -15,8 +15,8 @@
 /// held in the low mantissa bits.
 const SHIFT: f64 = 6_755_399_441_055_744.0;
 /// `ln 2` split so that `k · LN2_HI` is exact for |k| < 2¹¹.
-const LN2_HI: f64 = 0.693_147_180_369_123_816_49;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// Below this `exp` is 0 in double precision; above [`MAX_ARG`] it is +∞.
 const MIN_ARG: f64 = -746.0;
 const MAX_ARG: f64 = 709.79;
