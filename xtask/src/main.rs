@@ -6,6 +6,7 @@
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
 //! `cargo xtask merge <name> DIR…` combines shard outputs.
 
+mod bench_report;
 mod experiment;
 mod experiments;
 mod npy;
@@ -76,6 +77,18 @@ enum Command {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Time every hot path of issue 9 and write DIR/bench-report.{md,json}.
+    BenchReport {
+        /// Few repetitions, shorter F-KAMH history and memory chain (CI).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Internal: run the memory chain of N iterations and print VmHWM.
+        #[arg(long, hide = true)]
+        memory_child: Option<u64>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -117,6 +130,14 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::BenchReport {
+            quick,
+            out,
+            memory_child,
+        } => match memory_child {
+            Some(iterations) => bench_report::memory_child(iterations),
+            None => bench_report::main(quick, out),
+        },
     }
 }
 
