@@ -1,5 +1,6 @@
 //! SVG figures drawn like the papers': grouped bars with interval whiskers,
-//! and 95% proposal ellipses over a density heat map.
+//! curves with interval whiskers on linear or log axes, and 95% proposal
+//! ellipses over a density heat map.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -32,6 +33,14 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+];
+
+/// Greys for reference levels, dark to light.
+const GREYS: [RGBColor; 4] = [
+    RGBColor(0, 0, 0),
+    RGBColor(80, 80, 80),
+    RGBColor(140, 140, 140),
+    RGBColor(190, 190, 190),
 ];
 
 /// Draws grouped bars (groups along x, one colour per series) with whiskers
@@ -111,6 +120,167 @@ pub fn grouped_bars(
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| plot_err(&e))?;
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
+/// One point of a curve with its interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurvePoint {
+    /// Abscissa.
+    pub x: f64,
+    /// Value.
+    pub y: f64,
+    /// Lower end of the interval (= `y` for none).
+    pub low: f64,
+    /// Upper end of the interval (= `y` for none).
+    pub high: f64,
+}
+
+/// How a curve is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurveKind {
+    /// Data: a thick line with markers and interval whiskers.
+    Data,
+    /// A fitted line: thin, no markers, in the colour of its data.
+    Fit,
+    /// A reference level (e.g. another method's value): thin, in greys.
+    Reference,
+}
+
+/// One labelled curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend label.
+    pub label: String,
+    /// The points, by increasing x.
+    pub points: Vec<CurvePoint>,
+    /// How it is drawn.
+    pub kind: CurveKind,
+    /// Its colour's index (in the data palette, or in the greys for
+    /// references).
+    pub colour: usize,
+}
+
+/// Axis scales of [`curves`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes {
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+}
+
+/// Draws curves with interval whiskers (one colour per curve) into an SVG
+/// file; non-positive values are dropped on a log axis.
+pub fn curves(
+    path: &Path,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    axes: Axes,
+    series: &[Curve],
+) -> Result<()> {
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let keep = |p: &CurvePoint| {
+        p.x.is_finite()
+            && p.y.is_finite()
+            && (!axes.log_x || p.x > 0.0)
+            && (!axes.log_y || p.low.min(p.y) > 0.0)
+    };
+    let all: Vec<&CurvePoint> = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .filter(|p| keep(p))
+        .collect();
+    let range = |values: &mut dyn Iterator<Item = f64>, log: bool| {
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        if !lo.is_finite() {
+            return (1.0, 10.0);
+        }
+        if log {
+            (lo / 1.3, hi * 1.3)
+        } else {
+            let pad = ((hi - lo) * 0.05).max(1e-12);
+            (lo - pad, hi + pad)
+        }
+    };
+    let (x0, x1) = range(&mut all.iter().map(|p| p.x), axes.log_x);
+    let (y0, y1) = range(
+        &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
+        axes.log_y,
+    );
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(65);
+    // The four axis combinations have different coordinate types.
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = builder
+                .build_cartesian_2d($x, $y)
+                .map_err(|e| plot_err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+            for s in series {
+                let colour = match s.kind {
+                    CurveKind::Reference => GREYS[s.colour % GREYS.len()],
+                    _ => PALETTE[s.colour % PALETTE.len()],
+                };
+                let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
+                let width = if s.kind == CurveKind::Data { 2 } else { 1 };
+                chart
+                    .draw_series(LineSeries::new(
+                        points.iter().map(|p| (p.x, p.y)),
+                        colour.stroke_width(width),
+                    ))
+                    .map_err(|e| plot_err(&e))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                    });
+                if s.kind == CurveKind::Data {
+                    chart
+                        .draw_series(points.iter().map(|p| {
+                            PathElement::new(
+                                vec![(p.x, p.low), (p.x, p.high)],
+                                colour.stroke_width(1),
+                            )
+                        }))
+                        .map_err(|e| plot_err(&e))?;
+                    chart
+                        .draw_series(
+                            points
+                                .iter()
+                                .map(|p| Circle::new((p.x, p.y), 3, colour.filled())),
+                        )
+                        .map_err(|e| plot_err(&e))?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+        }};
+    }
+    match (axes.log_x, axes.log_y) {
+        (false, false) => draw!(x0..x1, y0..y1),
+        (true, false) => draw!((x0..x1).log_scale(), y0..y1),
+        (false, true) => draw!(x0..x1, (y0..y1).log_scale()),
+        (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
+    }
     root.present().map_err(|e| plot_err(&e))?;
     Ok(())
 }
@@ -242,6 +412,46 @@ mod tests {
         }
         // χ²₂ CDF at the radius: 1 − exp(−r/2) = 0.95.
         assert!((1.0 - (-CHI2_2_95 / 2.0).exp() - 0.95).abs() < 1e-15);
+    }
+
+    #[test]
+    fn draws_curves_on_linear_and_log_axes() {
+        let dir = std::env::temp_dir().join(format!("xtask-plot-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let point = |x: f64| CurvePoint {
+            x,
+            y: 1.0 / x,
+            low: 0.8 / x,
+            high: 1.2 / x,
+        };
+        let series = vec![
+            Curve {
+                label: "error".into(),
+                points: vec![point(10.0), point(100.0), point(1000.0)],
+                kind: CurveKind::Data,
+                colour: 0,
+            },
+            Curve {
+                label: "fit".into(),
+                points: vec![point(10.0), point(1000.0)],
+                kind: CurveKind::Fit,
+                colour: 0,
+            },
+        ];
+        for (log_x, log_y) in [(false, false), (true, true)] {
+            let path = dir.join(format!("curves-{log_x}.svg"));
+            curves(
+                &path,
+                "curves",
+                ("D", "err"),
+                Axes { log_x, log_y },
+                &series,
+            )
+            .unwrap();
+            let svg = std::fs::read_to_string(&path).unwrap();
+            assert!(svg.contains("error") && svg.contains("fit") && svg.contains("curves"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
