@@ -1,8 +1,10 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
 mod fkamh;
+mod fkamh_covariance;
 mod kamh;
 mod kmc;
+mod proposals;
 
 use crate::experiment::Experiment;
 
@@ -20,6 +22,7 @@ fn planned(
         description,
         paper_size,
         protocol: None,
+        study: None,
         missing,
     }
 }
@@ -29,13 +32,7 @@ pub fn all() -> Vec<Experiment> {
     vec![
         kamh::banana(),
         kamh::flower(),
-        planned(
-            "kamh-proposals",
-            "KAMH, Fig. 2 and Fig. 6",
-            "95% proposal contours of KAMH on the banana, flower and ring",
-            "one subsample of 1000 points per target",
-            "protocol not written yet: contours of KAMH's proposal at given points for a fixed subsample",
-        ),
+        proposals::proposals(),
         planned(
             "kamh-glass",
             "KAMH, Fig. 4",
@@ -44,13 +41,7 @@ pub fn all() -> Vec<Experiment> {
             "protocol not written yet: needs a benchmark of 30 SM chains × 500000 pseudo-marginal steps (hours)",
         ),
         fkamh::ess(),
-        planned(
-            "fkamh-covariance",
-            "F-KAMH thesis, Fig. 5.7 and A.2–A.5",
-            "Frobenius error of F-KAMH proposal covariances vs KAMH n = 5000; log-log slopes",
-            "thesis sizes",
-            "protocol not written yet: Frobenius errors of FKamh::proposal_covariance_at against KAMH n = 5000",
-        ),
+        fkamh_covariance::covariance(),
         kmc::banana(),
         planned(
             "kmc-trajectories",
