@@ -1,4 +1,5 @@
-//! SVG figures drawn like the papers': grouped bars with interval whiskers.
+//! SVG figures drawn like the papers': grouped bars with interval whiskers,
+//! and curves with bands (e.g. KL vs wall time).
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -114,9 +115,208 @@ pub fn grouped_bars(
     Ok(())
 }
 
+/// One point of a curve with its band.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurvePoint {
+    /// Position.
+    pub x: f64,
+    /// Value (e.g. the mean over chains).
+    pub y: f64,
+    /// Lower end of the band.
+    pub low: f64,
+    /// Upper end of the band.
+    pub high: f64,
+}
+
+/// One curve of a figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurveSeries {
+    /// The legend label.
+    pub label: String,
+    /// The points, in increasing x.
+    pub points: Vec<CurvePoint>,
+    /// A reference (exact values, iid floor) drawn in black with a grey
+    /// band, instead of a sampler drawn in the palette's next colour.
+    pub reference: bool,
+}
+
+/// Axis scales of a curve figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scales {
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+}
+
+/// Draws curves with shaded bands into an SVG file. Logarithmic axes plot
+/// log₁₀ of the values (tick labels show the values); points that are not
+/// finite, or not positive on a logarithmic axis, are left out.
+pub fn curves(
+    path: &Path,
+    title: &str,
+    series: &[CurveSeries],
+    (x_label, y_label): (&str, &str),
+    scales: Scales,
+) -> Result<()> {
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let map = |v: f64, log: bool| -> Option<f64> {
+        match (log, v.is_finite()) {
+            (true, true) if v > 0.0 => Some(v.log10()),
+            (false, true) => Some(v),
+            _ => None,
+        }
+    };
+    // Points in plot coordinates: (x, y, low, high), bands clamped to what
+    // the axis can show.
+    let mapped: Vec<Vec<(f64, f64, f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .filter_map(|p| {
+                    let x = map(p.x, scales.log_x)?;
+                    let y = map(p.y, scales.log_y)?;
+                    let low = map(p.low, scales.log_y).unwrap_or(y).min(y);
+                    let high = map(p.high, scales.log_y).unwrap_or(y).max(y);
+                    Some((x, y, low, high))
+                })
+                .collect()
+        })
+        .collect();
+    let all = mapped.iter().flatten();
+    let (mut x0, mut x1, mut y0, mut y1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for &(x, _, low, high) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(low);
+        y1 = y1.max(high);
+    }
+    if !(x0.is_finite() && y0.is_finite()) {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    let pad = |lo: f64, hi: f64| {
+        let w = if hi > lo { hi - lo } else { 1.0 };
+        (lo - 0.03 * w, hi + 0.03 * w)
+    };
+    let ((x0, x1), (y0, y1)) = (pad(x0, x1), pad(y0, y1));
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| plot_err(&e))?;
+    let tick =
+        |log: bool| move |v: &f64| crate::summary::fmt(if log { 10f64.powf(*v) } else { *v });
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&tick(scales.log_x))
+        .y_label_formatter(&tick(scales.log_y))
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    let mut next_colour = 0;
+    for (s, points) in series.iter().zip(&mapped) {
+        let colour = if s.reference {
+            BLACK
+        } else {
+            next_colour += 1;
+            PALETTE[(next_colour - 1) % PALETTE.len()]
+        };
+        let band_colour = if s.reference {
+            RGBColor(128, 128, 128)
+        } else {
+            colour
+        };
+        if points.iter().any(|&(_, _, low, high)| high > low) {
+            let mut outline: Vec<(f64, f64)> =
+                points.iter().map(|&(x, _, low, _)| (x, low)).collect();
+            outline.extend(points.iter().rev().map(|&(x, _, _, high)| (x, high)));
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    outline,
+                    band_colour.mix(0.2).filled(),
+                )))
+                .map_err(|e| plot_err(&e))?;
+        }
+        let width = if s.reference { 1 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().map(|&(x, y, _, _)| (x, y)),
+                colour.stroke_width(width),
+            ))
+            .map_err(|e| plot_err(&e))?
+            .label(s.label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn draws_curves_with_bands_on_log_axes_and_skips_unplottable_points() {
+        let dir = std::env::temp_dir().join(format!("xtask-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("curves.svg");
+        let point = |x: f64, y: f64| CurvePoint {
+            x,
+            y,
+            low: 0.5 * y,
+            high: 2.0 * y,
+        };
+        let series = vec![
+            CurveSeries {
+                label: "cKAM".into(),
+                points: vec![point(0.1, 3.0), point(1.0, 0.3), point(10.0, 0.03)],
+                reference: false,
+            },
+            CurveSeries {
+                label: "iid floor".into(),
+                // the non-positive and infinite points cannot be drawn on log axes
+                points: vec![
+                    point(0.0, 1.0),
+                    point(1.0, f64::INFINITY),
+                    point(10.0, 0.01),
+                ],
+                reference: true,
+            },
+        ];
+        let scales = Scales {
+            log_x: true,
+            log_y: true,
+        };
+        curves(&path, "KL vs time", &series, ("seconds", "J"), scales).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["KL vs time", "cKAM", "iid floor", "seconds"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        // one shaded band per series with a band: the floor keeps one point
+        // (a polygon of two vertices is still drawn), the sampler three
+        assert!(svg.matches("<polygon").count() >= 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn draws_an_svg_with_labels_and_one_rect_per_bar() {

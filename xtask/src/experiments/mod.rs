@@ -1,5 +1,6 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
+mod ckam;
 mod fkamh;
 mod kamh;
 mod kmc;
@@ -73,27 +74,9 @@ pub fn all() -> Vec<Experiment> {
             "KMC sizes",
             "needs KMC lite and Hamiltonian ABC wiring",
         ),
-        planned(
-            "ckam-bimodal",
-            "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the bimodal mixture: symmetric KL vs time, marginals, ESS",
-            "cKAM Table 1",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm2d",
-            "cKAM, Figs. 3–14, Table 2",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the five-component mixture",
-            "cKAM Table 2",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm32",
-            "cKAM, Figs. 3–14, Table 3",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the 32-d grid mixture",
-            "cKAM Table 3",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
+        ckam::bimodal(),
+        ckam::gmm2d(),
+        ckam::gmm32(),
     ]
 }
 
