@@ -1,5 +1,6 @@
 //! SVG figures drawn like the papers': grouped bars with interval whiskers,
-//! and curves with bands (e.g. KL vs wall time).
+//! curves with bands (e.g. KL vs wall time), and 95% proposal ellipses
+//! over a density heat map.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -271,9 +272,157 @@ pub fn curves(
     Ok(())
 }
 
+/// A 2-d Gaussian N(centre, Σ) whose region of given mass is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ellipse {
+    /// The mean.
+    pub centre: (f64, f64),
+    /// Σ as (Σ₁₁, Σ₁₂, Σ₂₂); positive definite.
+    pub covariance: (f64, f64, f64),
+}
+
+/// −2 log(0.05): the squared Mahalanobis radius of a 2-d Gaussian's 95%
+/// region (χ²₂ has the CDF 1 − e^{−r/2}).
+pub const CHI2_2_95: f64 = 5.991_464_547_107_979;
+
+impl Ellipse {
+    /// `count` points on the boundary {x : (x − c)ᵀΣ⁻¹(x − c) = r²}, the
+    /// image of the circle of radius r under the Cholesky factor of Σ
+    /// (closed: the last point equals the first).
+    pub fn boundary(&self, radius: f64, count: usize) -> Vec<(f64, f64)> {
+        let (s11, s12, s22) = self.covariance;
+        let a = s11.sqrt();
+        let b = s12 / a;
+        let c = (s22 - b * b).max(0.0).sqrt();
+        (0..=count)
+            .map(|i| {
+                let t = std::f64::consts::TAU * i as f64 / count as f64;
+                let (u, v) = (radius * t.cos(), radius * t.sin());
+                (self.centre.0 + a * u, self.centre.1 + b * u + c * v)
+            })
+            .collect()
+    }
+}
+
+/// A panel like KAMH Fig. 2: the target's density as a heat map (from its
+/// log density on a grid), the samples as blue dots and each ellipse's 95%
+/// region in red with its centre.
+pub fn proposal_contours(
+    path: &Path,
+    title: &str,
+    (x_range, y_range): ((f64, f64), (f64, f64)),
+    log_density: &mut dyn FnMut(f64, f64) -> f64,
+    samples: &[(f64, f64)],
+    ellipses: &[Ellipse],
+) -> Result<()> {
+    const GRID: usize = 80;
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let root = SVGBackend::new(path, (760, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(45)
+        .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    let (dx, dy) = (
+        (x_range.1 - x_range.0) / GRID as f64,
+        (y_range.1 - y_range.0) / GRID as f64,
+    );
+    let cells: Vec<(f64, f64, f64)> = (0..GRID * GRID)
+        .map(|k| {
+            let (x, y) = (
+                x_range.0 + (k % GRID) as f64 * dx,
+                y_range.0 + (k / GRID) as f64 * dy,
+            );
+            (x, y, log_density(x + dx / 2.0, y + dy / 2.0))
+        })
+        .collect();
+    let top = cells.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max);
+    // Heat: white at zero density to dark grey at the maximum; cells below
+    // 1% of the maximum stay white (keeps the SVG small).
+    chart
+        .draw_series(cells.iter().filter_map(|&(x, y, l)| {
+            let w = (l - top).exp();
+            (w >= 0.01).then(|| {
+                let g = (235.0 - 130.0 * w) as u8;
+                Rectangle::new([(x, y), (x + dx, y + dy)], RGBColor(g, g, g).filled())
+            })
+        }))
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .draw_series(
+            samples
+                .iter()
+                .map(|&p| Circle::new(p, 1, RGBColor(31, 119, 180).filled())),
+        )
+        .map_err(|e| plot_err(&e))?;
+    let red = RGBColor(214, 39, 40);
+    for e in ellipses {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                e.boundary(CHI2_2_95.sqrt(), 96),
+                red.stroke_width(2),
+            )))
+            .map_err(|e| plot_err(&e))?;
+        chart
+            .draw_series(std::iter::once(Circle::new(e.centre, 3, red.filled())))
+            .map_err(|e| plot_err(&e))?;
+    }
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The boundary points have Mahalanobis radius r: (x − c)ᵀΣ⁻¹(x − c)
+    /// with the explicit 2 × 2 inverse.
+    #[test]
+    fn ellipse_boundary_has_the_given_mahalanobis_radius() {
+        let e = Ellipse {
+            centre: (1.0, -2.0),
+            covariance: (4.0, 1.5, 1.0),
+        };
+        let det = 4.0 * 1.0 - 1.5 * 1.5;
+        for (x, y) in e.boundary(2.0, 17) {
+            let (u, v) = (x - 1.0, y + 2.0);
+            let m = (1.0 * u * u - 2.0 * 1.5 * u * v + 4.0 * v * v) / det;
+            assert!((m - 4.0).abs() < 1e-12, "{m}");
+        }
+        // χ²₂ CDF at the radius: 1 − exp(−r/2) = 0.95.
+        assert!((1.0 - (-CHI2_2_95 / 2.0).exp() - 0.95).abs() < 1e-15);
+    }
+
+    #[test]
+    fn draws_contours() {
+        let dir = std::env::temp_dir().join(format!("xtask-plot-contours-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("contours.svg");
+        let ellipse = Ellipse {
+            centre: (0.0, 0.0),
+            covariance: (1.0, 0.0, 1.0),
+        };
+        proposal_contours(
+            &path,
+            "panel",
+            ((-3.0, 3.0), (-3.0, 3.0)),
+            &mut |x, y| -0.5 * (x * x + y * y),
+            &[(0.5, 0.5)],
+            &[ellipse],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("panel"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn draws_curves_with_bands_on_log_axes_and_skips_unplottable_points() {

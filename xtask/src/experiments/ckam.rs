@@ -294,6 +294,7 @@ pub fn bimodal() -> Experiment {
             claims: bimodal_claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -314,6 +315,7 @@ pub fn gmm2d() -> Experiment {
             claims: gmm2d_claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -334,6 +336,7 @@ pub fn gmm32() -> Experiment {
             claims: gmm32_claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }

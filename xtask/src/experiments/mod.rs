@@ -4,6 +4,7 @@ mod ckam;
 mod fkamh;
 mod kamh;
 mod kmc;
+mod proposals;
 
 use crate::experiment::Experiment;
 
@@ -21,6 +22,7 @@ fn planned(
         description,
         paper_size,
         protocol: None,
+        study: None,
         missing,
     }
 }
@@ -30,13 +32,7 @@ pub fn all() -> Vec<Experiment> {
     vec![
         kamh::banana(),
         kamh::flower(),
-        planned(
-            "kamh-proposals",
-            "KAMH, Fig. 2 and Fig. 6",
-            "95% proposal contours of KAMH on the banana, flower and ring",
-            "one subsample of 1000 points per target",
-            "protocol not written yet: contours of KAMH's proposal at given points for a fixed subsample",
-        ),
+        proposals::proposals(),
         planned(
             "kamh-glass",
             "KAMH, Fig. 4",
