@@ -1,6 +1,6 @@
 //! SVG figures drawn like the papers': grouped bars with interval whiskers,
-//! curves with bands (e.g. KL vs wall time), and 95% proposal ellipses
-//! over a density heat map.
+//! curves with interval whiskers or shaded bands on linear or log axes, and
+//! 95% proposal ellipses over a density heat map.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -33,6 +33,14 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+];
+
+/// Greys for reference levels, dark to light.
+const GREYS: [RGBColor; 4] = [
+    RGBColor(0, 0, 0),
+    RGBColor(80, 80, 80),
+    RGBColor(140, 140, 140),
+    RGBColor(190, 190, 190),
 ];
 
 /// Draws grouped bars (groups along x, one colour per series) with whiskers
@@ -116,158 +124,181 @@ pub fn grouped_bars(
     Ok(())
 }
 
-/// One point of a curve with its band.
+/// One point of a curve with its interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CurvePoint {
-    /// Position.
+    /// Abscissa.
     pub x: f64,
-    /// Value (e.g. the mean over chains).
+    /// Value.
     pub y: f64,
-    /// Lower end of the band.
+    /// Lower end of the interval (= `y` for none).
     pub low: f64,
-    /// Upper end of the band.
+    /// Upper end of the interval (= `y` for none).
     pub high: f64,
 }
 
-/// One curve of a figure.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CurveSeries {
-    /// The legend label.
-    pub label: String,
-    /// The points, in increasing x.
-    pub points: Vec<CurvePoint>,
-    /// A reference (exact values, iid floor) drawn in black with a grey
-    /// band, instead of a sampler drawn in the palette's next colour.
-    pub reference: bool,
+/// How a curve is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurveKind {
+    /// Data: a thick line with markers and interval whiskers.
+    Data,
+    /// A fitted line: thin, no markers, in the colour of its data.
+    Fit,
+    /// A reference level (e.g. another method's value): thin, in greys.
+    Reference,
+    /// Data with many points (e.g. a KL curve along the chains): a thick
+    /// line with its interval drawn as a shaded band, no markers.
+    Banded,
 }
 
-/// Axis scales of a curve figure.
+/// One labelled curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend label.
+    pub label: String,
+    /// The points, by increasing x.
+    pub points: Vec<CurvePoint>,
+    /// How it is drawn.
+    pub kind: CurveKind,
+    /// Its colour's index (in the data palette, or in the greys for
+    /// references).
+    pub colour: usize,
+}
+
+/// Axis scales of [`curves`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scales {
+pub struct Axes {
     /// Logarithmic x axis.
     pub log_x: bool,
     /// Logarithmic y axis.
     pub log_y: bool,
 }
 
-/// Draws curves with shaded bands into an SVG file. Logarithmic axes plot
-/// log₁₀ of the values (tick labels show the values); points that are not
-/// finite, or not positive on a logarithmic axis, are left out.
+/// Draws curves with interval whiskers (one colour per curve) into an SVG
+/// file; non-positive values are dropped on a log axis.
 pub fn curves(
     path: &Path,
     title: &str,
-    series: &[CurveSeries],
     (x_label, y_label): (&str, &str),
-    scales: Scales,
+    axes: Axes,
+    series: &[Curve],
 ) -> Result<()> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let map = |v: f64, log: bool| -> Option<f64> {
-        match (log, v.is_finite()) {
-            (true, true) if v > 0.0 => Some(v.log10()),
-            (false, true) => Some(v),
-            _ => None,
+    let keep = |p: &CurvePoint| {
+        p.x.is_finite()
+            && p.y.is_finite()
+            && (!axes.log_x || p.x > 0.0)
+            && (!axes.log_y || p.low.min(p.y) > 0.0)
+    };
+    let all: Vec<&CurvePoint> = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .filter(|p| keep(p))
+        .collect();
+    let range = |values: &mut dyn Iterator<Item = f64>, log: bool| {
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        if !lo.is_finite() {
+            return (1.0, 10.0);
+        }
+        if log {
+            (lo / 1.3, hi * 1.3)
+        } else {
+            let pad = ((hi - lo) * 0.05).max(1e-12);
+            (lo - pad, hi + pad)
         }
     };
-    // Points in plot coordinates: (x, y, low, high), bands clamped to what
-    // the axis can show.
-    let mapped: Vec<Vec<(f64, f64, f64, f64)>> = series
-        .iter()
-        .map(|s| {
-            s.points
-                .iter()
-                .filter_map(|p| {
-                    let x = map(p.x, scales.log_x)?;
-                    let y = map(p.y, scales.log_y)?;
-                    let low = map(p.low, scales.log_y).unwrap_or(y).min(y);
-                    let high = map(p.high, scales.log_y).unwrap_or(y).max(y);
-                    Some((x, y, low, high))
-                })
-                .collect()
-        })
-        .collect();
-    let all = mapped.iter().flatten();
-    let (mut x0, mut x1, mut y0, mut y1) = (
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
+    let (x0, x1) = range(&mut all.iter().map(|p| p.x), axes.log_x);
+    let (y0, y1) = range(
+        &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
+        axes.log_y,
     );
-    for &(x, _, low, high) in all {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(low);
-        y1 = y1.max(high);
-    }
-    if !(x0.is_finite() && y0.is_finite()) {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    let pad = |lo: f64, hi: f64| {
-        let w = if hi > lo { hi - lo } else { 1.0 };
-        (lo - 0.03 * w, hi + 0.03 * w)
-    };
-    let ((x0, x1), (y0, y1)) = (pad(x0, x1), pad(y0, y1));
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| plot_err(&e))?;
-    let tick =
-        |log: bool| move |v: &f64| crate::summary::fmt(if log { 10f64.powf(*v) } else { *v });
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .x_label_formatter(&tick(scales.log_x))
-        .y_label_formatter(&tick(scales.log_y))
-        .draw()
-        .map_err(|e| plot_err(&e))?;
-    let mut next_colour = 0;
-    for (s, points) in series.iter().zip(&mapped) {
-        let colour = if s.reference {
-            BLACK
-        } else {
-            next_colour += 1;
-            PALETTE[(next_colour - 1) % PALETTE.len()]
-        };
-        let band_colour = if s.reference {
-            RGBColor(128, 128, 128)
-        } else {
-            colour
-        };
-        if points.iter().any(|&(_, _, low, high)| high > low) {
-            let mut outline: Vec<(f64, f64)> =
-                points.iter().map(|&(x, _, low, _)| (x, low)).collect();
-            outline.extend(points.iter().rev().map(|&(x, _, _, high)| (x, high)));
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    outline,
-                    band_colour.mix(0.2).filled(),
-                )))
+        .y_label_area_size(65);
+    // The four axis combinations have different coordinate types.
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = builder
+                .build_cartesian_2d($x, $y)
                 .map_err(|e| plot_err(&e))?;
-        }
-        let width = if s.reference { 1 } else { 2 };
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().map(|&(x, y, _, _)| (x, y)),
-                colour.stroke_width(width),
-            ))
-            .map_err(|e| plot_err(&e))?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
-            });
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+            for s in series {
+                let colour = match s.kind {
+                    CurveKind::Reference => GREYS[s.colour % GREYS.len()],
+                    _ => PALETTE[s.colour % PALETTE.len()],
+                };
+                let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
+                let width = if matches!(s.kind, CurveKind::Data | CurveKind::Banded) {
+                    2
+                } else {
+                    1
+                };
+                if s.kind == CurveKind::Banded && points.len() > 1 {
+                    let mut outline: Vec<(f64, f64)> =
+                        points.iter().map(|p| (p.x, p.low.min(p.y))).collect();
+                    outline.extend(points.iter().rev().map(|p| (p.x, p.high.max(p.y))));
+                    chart
+                        .draw_series(std::iter::once(Polygon::new(
+                            outline,
+                            colour.mix(0.2).filled(),
+                        )))
+                        .map_err(|e| plot_err(&e))?;
+                }
+                chart
+                    .draw_series(LineSeries::new(
+                        points.iter().map(|p| (p.x, p.y)),
+                        colour.stroke_width(width),
+                    ))
+                    .map_err(|e| plot_err(&e))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                    });
+                if s.kind == CurveKind::Data {
+                    chart
+                        .draw_series(points.iter().map(|p| {
+                            PathElement::new(
+                                vec![(p.x, p.low), (p.x, p.high)],
+                                colour.stroke_width(1),
+                            )
+                        }))
+                        .map_err(|e| plot_err(&e))?;
+                    chart
+                        .draw_series(
+                            points
+                                .iter()
+                                .map(|p| Circle::new((p.x, p.y), 3, colour.filled())),
+                        )
+                        .map_err(|e| plot_err(&e))?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+        }};
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(&e))?;
+    match (axes.log_x, axes.log_y) {
+        (false, false) => draw!(x0..x1, y0..y1),
+        (true, false) => draw!((x0..x1).log_scale(), y0..y1),
+        (false, true) => draw!(x0..x1, (y0..y1).log_scale()),
+        (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
+    }
     root.present().map_err(|e| plot_err(&e))?;
     Ok(())
 }
@@ -383,6 +414,51 @@ pub fn proposal_contours(
 mod tests {
     use super::*;
 
+    #[test]
+    fn banded_curves_draw_one_band_each_on_log_axes() {
+        let dir = std::env::temp_dir().join(format!("xtask-bands-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bands.svg");
+        let point = |x: f64, y: f64| CurvePoint {
+            x,
+            y,
+            low: 0.5 * y,
+            high: 2.0 * y,
+        };
+        let series = vec![
+            Curve {
+                label: "cKAM".into(),
+                points: vec![point(0.1, 3.0), point(1.0, 0.3), point(10.0, 0.03)],
+                kind: CurveKind::Banded,
+                colour: 0,
+            },
+            Curve {
+                label: "RW".into(),
+                points: vec![point(0.2, 2.0), point(2.0, 0.2)],
+                kind: CurveKind::Banded,
+                colour: 1,
+            },
+            Curve {
+                label: "iid floor".into(),
+                // the non-positive point cannot be drawn on log axes
+                points: vec![point(0.0, 1.0), point(1.0, 0.1), point(10.0, 0.01)],
+                kind: CurveKind::Reference,
+                colour: 0,
+            },
+        ];
+        let axes = Axes {
+            log_x: true,
+            log_y: true,
+        };
+        curves(&path, "KL vs time", ("seconds", "J"), axes, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["KL vs time", "cKAM", "RW", "iid floor", "seconds"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        assert_eq!(svg.matches("<polygon").count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// The boundary points have Mahalanobis radius r: (x − c)ᵀΣ⁻¹(x − c)
     /// with the explicit 2 × 2 inverse.
     #[test]
@@ -399,6 +475,46 @@ mod tests {
         }
         // χ²₂ CDF at the radius: 1 − exp(−r/2) = 0.95.
         assert!((1.0 - (-CHI2_2_95 / 2.0).exp() - 0.95).abs() < 1e-15);
+    }
+
+    #[test]
+    fn draws_curves_on_linear_and_log_axes() {
+        let dir = std::env::temp_dir().join(format!("xtask-plot-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let point = |x: f64| CurvePoint {
+            x,
+            y: 1.0 / x,
+            low: 0.8 / x,
+            high: 1.2 / x,
+        };
+        let series = vec![
+            Curve {
+                label: "error".into(),
+                points: vec![point(10.0), point(100.0), point(1000.0)],
+                kind: CurveKind::Data,
+                colour: 0,
+            },
+            Curve {
+                label: "fit".into(),
+                points: vec![point(10.0), point(1000.0)],
+                kind: CurveKind::Fit,
+                colour: 0,
+            },
+        ];
+        for (log_x, log_y) in [(false, false), (true, true)] {
+            let path = dir.join(format!("curves-{log_x}.svg"));
+            curves(
+                &path,
+                "curves",
+                ("D", "err"),
+                Axes { log_x, log_y },
+                &series,
+            )
+            .unwrap();
+            let svg = std::fs::read_to_string(&path).unwrap();
+            assert!(svg.contains("error") && svg.contains("fit") && svg.contains("curves"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -421,49 +537,6 @@ mod tests {
         .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("panel"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn draws_curves_with_bands_on_log_axes_and_skips_unplottable_points() {
-        let dir = std::env::temp_dir().join(format!("xtask-curves-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("curves.svg");
-        let point = |x: f64, y: f64| CurvePoint {
-            x,
-            y,
-            low: 0.5 * y,
-            high: 2.0 * y,
-        };
-        let series = vec![
-            CurveSeries {
-                label: "cKAM".into(),
-                points: vec![point(0.1, 3.0), point(1.0, 0.3), point(10.0, 0.03)],
-                reference: false,
-            },
-            CurveSeries {
-                label: "iid floor".into(),
-                // the non-positive and infinite points cannot be drawn on log axes
-                points: vec![
-                    point(0.0, 1.0),
-                    point(1.0, f64::INFINITY),
-                    point(10.0, 0.01),
-                ],
-                reference: true,
-            },
-        ];
-        let scales = Scales {
-            log_x: true,
-            log_y: true,
-        };
-        curves(&path, "KL vs time", &series, ("seconds", "J"), scales).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        for text in ["KL vs time", "cKAM", "iid floor", "seconds"] {
-            assert!(svg.contains(text), "missing {text}");
-        }
-        // one shaded band per series with a band: the floor keeps one point
-        // (a polygon of two vertices is still drawn), the sampler three
-        assert!(svg.matches("<polygon").count() >= 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

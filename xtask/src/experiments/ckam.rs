@@ -5,7 +5,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{Bar, BarSeries, CurvePoint, CurveSeries, Scales, curves, grouped_bars};
+use crate::plot::{Axes, Bar, BarSeries, Curve, CurveKind, CurvePoint, curves, grouped_bars};
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::{CellSummary, ClaimCheck, CurveStats, Summary, fmt};
 use anyhow::Result;
@@ -361,7 +361,7 @@ fn points(stats: &CurveStats, x: Option<&[f64]>) -> Vec<CurvePoint> {
 /// 14) and the ESS per second (Fig. 11, as bars).
 fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
     let mut files = Vec::new();
-    let log = Scales {
+    let log = Axes {
         log_x: true,
         log_y: true,
     };
@@ -371,19 +371,21 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             .iter()
             .filter(|c| c.target == key && c.status == "done")
             .collect();
-        let sampler_curves = |name: &str, x_from: Option<&str>| -> Vec<CurveSeries> {
+        let sampler_curves = |name: &str, x_from: Option<&str>| -> Vec<Curve> {
             cells
                 .iter()
-                .filter_map(|c| {
+                .enumerate()
+                .filter_map(|(colour, c)| {
                     let stats = c.curves.get(name)?;
                     let x = match x_from {
                         Some(other) => Some(c.curves.get(other)?.mean.as_slice()),
                         None => None,
                     };
-                    Some(CurveSeries {
+                    Some(Curve {
                         label: legend(c),
                         points: points(stats, x),
-                        reference: false,
+                        kind: CurveKind::Banded,
+                        colour,
                     })
                 })
                 .collect()
@@ -394,9 +396,9 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
         curves(
             &dir.join(&file),
             &format!("{label}: symmetric KL vs wall time (mean, 10%–90% of chains)"),
-            &sampler_curves("kl", Some("seconds")),
             ("seconds since the start (burn-in included)", "symmetric KL"),
             log,
+            &sampler_curves("kl", Some("seconds")),
         )?;
         files.push(file);
         // KL vs draws with the iid floor of the longest run.
@@ -405,47 +407,46 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             .iter()
             .filter_map(|c| c.curves.get("kl_floor"))
             .max_by(|a, b| {
-                a.x.len().cmp(&b.x.len()).then(
-                    a.x.last()
-                        .partial_cmp(&b.x.last())
-                        .unwrap_or(std::cmp::Ordering::Equal),
-                )
+                let last = |c: &CurveStats| c.x.last().copied().unwrap_or(0.0);
+                last(a).total_cmp(&last(b))
             })
         {
-            series.push(CurveSeries {
+            series.push(Curve {
                 label: "iid floor".into(),
                 points: points(floor, None),
-                reference: true,
+                kind: CurveKind::Reference,
+                colour: 0,
             });
         }
         let file = format!("kl-draws-{key}.svg");
         curves(
             &dir.join(&file),
             &format!("{label}: symmetric KL vs kept draws, with the iid floor"),
-            &series,
             ("kept draws", "symmetric KL"),
             log,
+            &series,
         )?;
         files.push(file);
         // The first marginal.
         let mut series = sampler_curves("marginal_x1", None);
         if let Some(exact) = cells.iter().find_map(|c| c.curves.get("marginal_x1_exact")) {
-            series.push(CurveSeries {
+            series.push(Curve {
                 label: "exact".into(),
                 points: points(exact, None),
-                reference: true,
+                kind: CurveKind::Reference,
+                colour: 0,
             });
         }
         let file = format!("marginal-{key}.svg");
         curves(
             &dir.join(&file),
             &format!("{label}: marginal density of x₁ (mean over chains, 10%–90%)"),
-            &series,
             ("x₁", "density"),
-            Scales {
+            Axes {
                 log_x: false,
                 log_y: false,
             },
+            &series,
         )?;
         files.push(file);
         // ESS per second as bars.

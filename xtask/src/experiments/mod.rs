@@ -2,6 +2,7 @@
 
 mod ckam;
 mod fkamh;
+mod fkamh_covariance;
 mod kamh;
 mod kmc;
 mod proposals;
@@ -41,13 +42,7 @@ pub fn all() -> Vec<Experiment> {
             "protocol not written yet: needs a benchmark of 30 SM chains × 500000 pseudo-marginal steps (hours)",
         ),
         fkamh::ess(),
-        planned(
-            "fkamh-covariance",
-            "F-KAMH thesis, Fig. 5.7 and A.2–A.5",
-            "Frobenius error of F-KAMH proposal covariances vs KAMH n = 5000; log-log slopes",
-            "thesis sizes",
-            "protocol not written yet: Frobenius errors of FKamh::proposal_covariance_at against KAMH n = 5000",
-        ),
+        fkamh_covariance::covariance(),
         kmc::banana(),
         planned(
             "kmc-trajectories",
