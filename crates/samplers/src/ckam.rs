@@ -272,8 +272,8 @@ impl<K: Kernel> Ckam<K> {
         self.nu0
     }
 
-    /// Σ = (γ/ν_exp)²I + M H Mᵀ frozen at the last switch (d × d; zeros
-    /// before the first switch).
+    /// Σ = (γ/ν_exp)²I + M H Mᵀ frozen at the last switch, with M at
+    /// [`Ckam::sigma_point`] (d × d; zeros before the first switch).
     pub fn frozen_covariance(&self) -> &[f64] {
         &self.frozen
     }

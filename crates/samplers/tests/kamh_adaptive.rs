@@ -78,10 +78,9 @@ fn run_in_two_halves<P: Proposal, S: PartialEq + std::fmt::Debug>(
     let mut run = Run::new(&target, proposal, &mean, config, seed, 0).unwrap();
     run.advance(&target, BURN_IN, None);
     let at_burn_in = snapshot(run.sampler().proposal());
-    let mut run_rest = run;
-    run_rest.advance(&target, RECORDED, None);
-    let at_end = snapshot(run_rest.sampler().proposal());
-    let chain = run_rest.into_chain();
+    run.advance(&target, RECORDED, None);
+    let at_end = snapshot(run.sampler().proposal());
+    let chain = run.into_chain();
     assert_eq!(chain.len() as u64, RECORDED);
     let acceptance = chain.accepted.iter().filter(|&&a| a).count() as f64 / chain.len() as f64;
     let score = Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain);

@@ -6,6 +6,7 @@ mod fkamh_covariance;
 mod kamh;
 mod kmc;
 mod proposals;
+mod trajectories;
 
 use crate::experiment::Experiment;
 
@@ -44,13 +45,7 @@ pub fn all() -> Vec<Experiment> {
         fkamh::ess(),
         fkamh_covariance::covariance(),
         kmc::banana(),
-        planned(
-            "kmc-trajectories",
-            "KMC, Fig. 2",
-            "acceptance along kernel-induced trajectories on the rotated Gamma-eigenvalue Gaussian vs n = m and d",
-            "KMC sizes",
-            "needs the KMC trajectory study (no MCMC: acceptance along surrogate trajectories)",
-        ),
+        trajectories::trajectories(),
         planned(
             "kmc-glass",
             "KMC, Fig. 4 left",
