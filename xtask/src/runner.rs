@@ -605,20 +605,31 @@ fn run_job(
     let built = cell.target.build()?;
     let target = built.target();
     let seed = cell_seed(params.seed, cell);
-    // The starting point is an exact draw from the target, from a stream of
-    // its own (so it does not shift the sampler's stream).
-    let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
-    let mut x0 = vec![0.0; target.dim()];
-    target.sample_iid(&mut setup, &mut x0)?;
+    // The starting point is the paper's fixed one if it has one, else an
+    // exact draw from the target, from a stream of its own (so it does not
+    // shift the sampler's stream).
+    let x0 = match cell.target.fixed_start() {
+        Some(x0) => x0,
+        None => {
+            let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
+            let mut x0 = vec![0.0; target.dim()];
+            target.sample_iid(&mut setup, &mut x0)?;
+            x0
+        }
+    };
     let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
-    let chain = cell
+    let run = cell
         .sampler
         .run(target, &x0, config, seed, job.chain as u64, &|p| {
             bar.set_position(p.step)
         })?;
+    let chain = &run.chain;
     let mut metrics = BTreeMap::new();
+    let mut curves = BTreeMap::new();
     for m in protocol.metrics {
-        metrics.extend(m.compute(&chain, &built)?);
+        let evaluation = m.evaluate(&run, &built, seed)?;
+        metrics.extend(evaluation.scalars);
+        curves.extend(evaluation.curves);
     }
     let (t, s, set) = cell.key();
     let record = JobRecord {
@@ -634,6 +645,7 @@ fn run_job(
         wall_time_secs: chain.wall_time_secs,
         final_scale: chain.adaptation.scale,
         metrics,
+        curves,
     };
     if opts.write_chains {
         let path = chain_path(dir, &record);
@@ -652,6 +664,7 @@ fn run_job(
 mod tests {
     use super::*;
     use crate::experiments;
+    use crate::summary::depends_on_clock;
     use serde_json::Value;
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -728,6 +741,36 @@ mod tests {
                 assert!(min <= lo && lo <= hi && hi <= max, "{name}: {lo} {hi}");
                 assert!(m["ci80_half_width"].as_f64().unwrap() >= 0.0);
             }
+            if let Some(curves) = c.get("curves") {
+                for (name, curve) in curves.as_object().unwrap() {
+                    let column = |key: &str| -> Vec<f64> {
+                        curve[key]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_f64().unwrap())
+                            .collect()
+                    };
+                    let (x, mean, lo, hi) =
+                        (column("x"), column("mean"), column("q10"), column("q90"));
+                    assert!(!x.is_empty(), "{name}");
+                    for v in [&mean, &lo, &hi] {
+                        assert_eq!(v.len(), x.len(), "{name}");
+                    }
+                    let per_chain = curve["chains"].as_array().unwrap();
+                    assert_eq!(per_chain.len(), chains, "{name}");
+                    for k in 0..x.len() {
+                        let values: Vec<f64> =
+                            per_chain.iter().map(|c| c[k].as_f64().unwrap()).collect();
+                        let avg = values.iter().sum::<f64>() / chains as f64;
+                        assert!(
+                            (mean[k] - avg).abs() <= 1e-12 * avg.abs().max(1.0),
+                            "{name}"
+                        );
+                        assert!(lo[k] <= hi[k], "{name}");
+                    }
+                }
+            }
             if let Some(accept) = metrics.get("accept") {
                 assert!((0.0..=1.0).contains(&accept["mean"].as_f64().unwrap()));
             }
@@ -789,9 +832,11 @@ mod tests {
     fn timeless(mut s: Summary) -> Summary {
         for c in &mut s.cells {
             c.wall_time_secs = 0.0;
-            c.metrics.retain(|name, _| !name.ends_with("_per_s"));
+            c.metrics.retain(|name, _| !depends_on_clock(name));
+            c.curves.retain(|name, _| !depends_on_clock(name));
         }
-        s.claims.retain(|c| !c.claim.contains("per second"));
+        s.claims
+            .retain(|c| !c.claim.contains("per second") && !c.claim.contains("wall time"));
         s
     }
 
@@ -800,8 +845,15 @@ mod tests {
     /// the missing jobs.
     #[test]
     fn shards_merge_into_the_single_run_summary() {
-        let e = experiments::find("kamh-banana").unwrap();
-        let root = temp_dir("shards");
+        // a grid experiment with scalar metrics and one with curves
+        for name in ["kamh-banana", "ckam-bimodal"] {
+            check_shards_merge(name);
+        }
+    }
+
+    fn check_shards_merge(name: &str) {
+        let e = experiments::find(name).unwrap();
+        let root = temp_dir(&format!("shards-{name}"));
         let single_dir = root.join("single");
         let single = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
@@ -826,7 +878,7 @@ mod tests {
         assert_eq!(timeless(merged), timeless(single.clone()));
         for c in single.cells.iter().filter(|c| c.status == "done") {
             for k in 0..c.chains {
-                let rel = PathBuf::from("kamh-banana")
+                let rel = PathBuf::from(name)
                     .join("chains")
                     .join(&c.target)
                     .join(&c.sampler)

@@ -46,6 +46,72 @@ pub struct JobRecord {
     pub final_scale: Option<f64>,
     /// Every metric's value for this chain.
     pub metrics: BTreeMap<String, f64>,
+    /// Every curve metric of this chain (e.g. the symmetric KL at
+    /// checkpoints along the chain), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub curves: BTreeMap<String, Curve>,
+}
+
+/// One chain's curve: values `y` at points `x` (e.g. numbers of draws).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Curve {
+    /// The points, the same for every chain of a cell.
+    pub x: Vec<f64>,
+    /// The chain's value at each point.
+    pub y: Vec<f64>,
+}
+
+/// A curve over the chains of a cell: per point the mean and the 10% / 90%
+/// quantiles over chains, and every chain's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurveStats {
+    /// The points.
+    pub x: Vec<f64>,
+    /// The mean over chains at each point.
+    pub mean: Vec<f64>,
+    /// The 10% quantile over chains at each point.
+    pub q10: Vec<f64>,
+    /// The 90% quantile over chains at each point.
+    pub q90: Vec<f64>,
+    /// Every chain's values, in chain order.
+    pub chains: Vec<Vec<f64>>,
+}
+
+impl CurveStats {
+    /// Statistics of the given per-chain curves (at least one; all with the
+    /// same points, else an error naming the curve).
+    pub fn new(name: &str, curves: &[&Curve]) -> Result<Self> {
+        let Some(first) = curves.first() else {
+            bail!("curve {name}: no chains");
+        };
+        if let Some(c) = curves
+            .iter()
+            .find(|c| c.x != first.x || c.y.len() != first.x.len())
+        {
+            bail!(
+                "curve {name}: chains disagree on the points ({} vs {} points)",
+                first.x.len(),
+                c.x.len()
+            );
+        }
+        let points: Vec<MetricStats> = (0..first.x.len())
+            .map(|k| MetricStats::new(curves.iter().map(|c| c.y[k]).collect()))
+            .collect();
+        Ok(Self {
+            x: first.x.clone(),
+            mean: points.iter().map(|p| p.mean).collect(),
+            q10: points.iter().map(|p| p.q10).collect(),
+            q90: points.iter().map(|p| p.q90).collect(),
+            chains: curves.iter().map(|c| c.y.clone()).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+/// Whether a metric or curve named `name` depends on the clock (wall time),
+/// so that it differs between two runs with the same seed.
+pub fn depends_on_clock(name: &str) -> bool {
+    name.ends_with("_per_s") || name == "seconds"
 }
 
 /// One row of a study's replicate: the metrics of one target × method ×
@@ -153,6 +219,10 @@ pub struct CellSummary {
     pub wall_time_secs: f64,
     /// Every metric over chains (empty when pending).
     pub metrics: BTreeMap<String, MetricStats>,
+    /// Every curve metric over chains (empty when pending or when the
+    /// experiment has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub curves: BTreeMap<String, CurveStats>,
 }
 
 /// The verdict on one claim of the paper.
@@ -244,6 +314,7 @@ impl Summary {
                 burn_in: cell.burn_in,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
+                curves: BTreeMap::new(),
             };
             if let Some(reason) = cell.sampler.pending() {
                 summary.status = format!("pending: {reason}");
@@ -252,6 +323,7 @@ impl Summary {
                 continue;
             }
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut curves: BTreeMap<String, Vec<&Curve>> = BTreeMap::new();
             for k in 0..params.chains {
                 let key = (target.clone(), sampler.clone(), setting.clone(), k);
                 let Some(r) = by_job.get(&key) else {
@@ -262,7 +334,14 @@ impl Summary {
                 for (name, v) in &r.metrics {
                     values.entry(name.clone()).or_default().push(*v);
                 }
+                for (name, c) in &r.curves {
+                    curves.entry(name.clone()).or_default().push(c);
+                }
             }
+            summary.curves = curves
+                .into_iter()
+                .map(|(name, c)| Ok((name.clone(), CurveStats::new(&name, &c)?)))
+                .collect::<Result<_>>()?;
             summary.metrics = values
                 .into_iter()
                 .map(|(name, v)| (name, MetricStats::new(v)))
@@ -337,6 +416,7 @@ impl Summary {
                 burn_in: 0,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
+                curves: BTreeMap::new(),
             })
             .collect();
         let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); cells.len()];
@@ -453,6 +533,24 @@ impl Summary {
                 let _ = writeln!(md, "Quantile errors per level:\n");
                 table(&mut md, &cells, &levels, false);
             }
+        }
+        let curve_names: Vec<&str> = {
+            let mut names: Vec<&str> = self
+                .cells
+                .iter()
+                .flat_map(|c| c.curves.keys().map(String::as_str))
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        if !curve_names.is_empty() {
+            let _ = writeln!(
+                md,
+                "Curves along the chains (every chain's values, their mean and 10%/90% quantiles at \
+                 each point are in `summary.json` under `curves`): {}.\n",
+                curve_names.join(", ")
+            );
         }
         self.claims_and_figures(&mut md, figures);
         md
@@ -583,5 +681,36 @@ mod tests {
         assert!((s.ci80_half_width - 1.2816 * 2.5f64.sqrt() / 5f64.sqrt()).abs() < 1e-15);
         let one = MetricStats::new(vec![7.0]);
         assert_eq!((one.q10, one.q90, one.ci80_half_width), (7.0, 7.0, 0.0));
+    }
+
+    #[test]
+    fn curve_stats_are_pointwise_metric_stats_and_need_equal_points() {
+        let x = vec![10.0, 20.0];
+        let chains: Vec<Curve> = [[3.0, 0.5], [1.0, 1.5], [2.0, 2.5], [4.0, 3.5], [5.0, 4.5]]
+            .iter()
+            .map(|y| Curve {
+                x: x.clone(),
+                y: y.to_vec(),
+            })
+            .collect();
+        let refs: Vec<&Curve> = chains.iter().collect();
+        let s = CurveStats::new("kl", &refs).unwrap();
+        assert_eq!(s.x, x);
+        for k in 0..2 {
+            let pointwise = MetricStats::new(chains.iter().map(|c| c.y[k]).collect());
+            assert_eq!(
+                (s.mean[k], s.q10[k], s.q90[k]),
+                (pointwise.mean, pointwise.q10, pointwise.q90)
+            );
+        }
+        assert_eq!(s.chains[1], vec![1.0, 1.5]);
+        let other = Curve {
+            x: vec![10.0, 30.0],
+            y: vec![0.0, 0.0],
+        };
+        assert!(CurveStats::new("kl", &[&chains[0], &other]).is_err());
+        assert!(CurveStats::new("kl", &[]).is_err());
+        assert!(depends_on_clock("seconds") && depends_on_clock("ess_min_per_s"));
+        assert!(!depends_on_clock("kl"));
     }
 }

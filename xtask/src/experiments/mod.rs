@@ -1,10 +1,12 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
+mod ckam;
 mod fkamh;
 mod fkamh_covariance;
 mod kamh;
 mod kmc;
 mod proposals;
+mod trajectories;
 
 use crate::experiment::Experiment;
 
@@ -43,13 +45,7 @@ pub fn all() -> Vec<Experiment> {
         fkamh::ess(),
         fkamh_covariance::covariance(),
         kmc::banana(),
-        planned(
-            "kmc-trajectories",
-            "KMC, Fig. 2",
-            "acceptance along kernel-induced trajectories on the rotated Gamma-eigenvalue Gaussian vs n = m and d",
-            "KMC sizes",
-            "needs the KMC trajectory study (no MCMC: acceptance along surrogate trajectories)",
-        ),
+        trajectories::trajectories(),
         planned(
             "kmc-glass",
             "KMC, Fig. 4 left",
@@ -64,27 +60,9 @@ pub fn all() -> Vec<Experiment> {
             "KMC sizes",
             "needs KMC lite and Hamiltonian ABC wiring",
         ),
-        planned(
-            "ckam-bimodal",
-            "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the bimodal mixture: symmetric KL vs time, marginals, ESS",
-            "cKAM Table 1",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm2d",
-            "cKAM, Figs. 3–14, Table 2",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the five-component mixture",
-            "cKAM Table 2",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm32",
-            "cKAM, Figs. 3–14, Table 3",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the 32-d grid mixture",
-            "cKAM Table 3",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
+        ckam::bimodal(),
+        ckam::gmm2d(),
+        ckam::gmm32(),
     ]
 }
 

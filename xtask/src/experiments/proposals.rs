@@ -359,6 +359,9 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
                 petals,
                 sigma,
             },
+            TargetSpec::CkamBimodal | TargetSpec::CkamFiveComponents | TargetSpec::CkamGrid32 => {
+                anyhow::bail!("no proposal panels for {}", panel.target.label())
+            }
         }
         .build()?;
         let mut rng = chain_rng(0, 0);
