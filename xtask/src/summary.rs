@@ -1,7 +1,7 @@
-//! Per-job records (one chain each), their aggregation into `summary.json`,
-//! and the `summary.md` report.
+//! Per-job records (one chain each, or one replicate of a study), their
+//! aggregation into `summary.json`, and the `summary.md` report.
 
-use crate::experiment::{Cell, Experiment, Protocol};
+use crate::experiment::{Cell, Experiment, Protocol, Study};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,6 +46,109 @@ pub struct JobRecord {
     pub final_scale: Option<f64>,
     /// Every metric's value for this chain.
     pub metrics: BTreeMap<String, f64>,
+    /// Every curve metric of this chain (e.g. the symmetric KL at
+    /// checkpoints along the chain), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub curves: BTreeMap<String, Curve>,
+}
+
+/// One chain's curve: values `y` at points `x` (e.g. numbers of draws).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Curve {
+    /// The points, the same for every chain of a cell.
+    pub x: Vec<f64>,
+    /// The chain's value at each point.
+    pub y: Vec<f64>,
+}
+
+/// A curve over the chains of a cell: per point the mean and the 10% / 90%
+/// quantiles over chains, and every chain's values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurveStats {
+    /// The points.
+    pub x: Vec<f64>,
+    /// The mean over chains at each point.
+    pub mean: Vec<f64>,
+    /// The 10% quantile over chains at each point.
+    pub q10: Vec<f64>,
+    /// The 90% quantile over chains at each point.
+    pub q90: Vec<f64>,
+    /// Every chain's values, in chain order.
+    pub chains: Vec<Vec<f64>>,
+}
+
+impl CurveStats {
+    /// Statistics of the given per-chain curves (at least one; all with the
+    /// same points, else an error naming the curve).
+    pub fn new(name: &str, curves: &[&Curve]) -> Result<Self> {
+        let Some(first) = curves.first() else {
+            bail!("curve {name}: no chains");
+        };
+        if let Some(c) = curves
+            .iter()
+            .find(|c| c.x != first.x || c.y.len() != first.x.len())
+        {
+            bail!(
+                "curve {name}: chains disagree on the points ({} vs {} points)",
+                first.x.len(),
+                c.x.len()
+            );
+        }
+        let points: Vec<MetricStats> = (0..first.x.len())
+            .map(|k| MetricStats::new(curves.iter().map(|c| c.y[k]).collect()))
+            .collect();
+        Ok(Self {
+            x: first.x.clone(),
+            mean: points.iter().map(|p| p.mean).collect(),
+            q10: points.iter().map(|p| p.q10).collect(),
+            q90: points.iter().map(|p| p.q90).collect(),
+            chains: curves.iter().map(|c| c.y.clone()).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+/// Whether a metric or curve named `name` depends on the clock (wall time),
+/// so that it differs between two runs with the same seed.
+pub fn depends_on_clock(name: &str) -> bool {
+    name.ends_with("_per_s") || name == "seconds"
+}
+
+/// One row of a study's replicate: the metrics of one target × method ×
+/// setting (the study's analogue of a chain's metrics).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Target key.
+    pub target: String,
+    /// The target in the paper's notation.
+    pub target_label: String,
+    /// What is measured (a sampler's proposal, an estimator, …); shown in the
+    /// summary's `sampler` column.
+    pub method: String,
+    /// A setting that varies along the study (e.g. `D=100`), empty if none.
+    pub setting: String,
+    /// Wall-clock seconds this row took (0 if not timed separately).
+    pub wall_time_secs: f64,
+    /// Every metric's value in this replicate (finite).
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// What one replicate of a study produced: written as
+/// `jobs/replicate-<index>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyRecord {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The run parameters (`chains` = replicates).
+    pub params: RunParams,
+    /// The replicate's index.
+    pub replicate: usize,
+    /// The replicate's seed.
+    pub seed: u64,
+    /// Wall-clock seconds of the whole replicate.
+    pub wall_time_secs: f64,
+    /// The replicate's rows, in the study's order.
+    pub rows: Vec<Measurement>,
 }
 
 /// Statistics of one metric over the chains of a cell.
@@ -116,6 +219,10 @@ pub struct CellSummary {
     pub wall_time_secs: f64,
     /// Every metric over chains (empty when pending).
     pub metrics: BTreeMap<String, MetricStats>,
+    /// Every curve metric over chains (empty when pending or when the
+    /// experiment has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub curves: BTreeMap<String, CurveStats>,
 }
 
 /// The verdict on one claim of the paper.
@@ -207,6 +314,7 @@ impl Summary {
                 burn_in: cell.burn_in,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
+                curves: BTreeMap::new(),
             };
             if let Some(reason) = cell.sampler.pending() {
                 summary.status = format!("pending: {reason}");
@@ -215,6 +323,7 @@ impl Summary {
                 continue;
             }
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut curves: BTreeMap<String, Vec<&Curve>> = BTreeMap::new();
             for k in 0..params.chains {
                 let key = (target.clone(), sampler.clone(), setting.clone(), k);
                 let Some(r) = by_job.get(&key) else {
@@ -225,7 +334,14 @@ impl Summary {
                 for (name, v) in &r.metrics {
                     values.entry(name.clone()).or_default().push(*v);
                 }
+                for (name, c) in &r.curves {
+                    curves.entry(name.clone()).or_default().push(c);
+                }
             }
+            summary.curves = curves
+                .into_iter()
+                .map(|(name, c)| Ok((name.clone(), CurveStats::new(&name, &c)?)))
+                .collect::<Result<_>>()?;
             summary.metrics = values
                 .into_iter()
                 .map(|(name, v)| (name, MetricStats::new(v)))
@@ -248,6 +364,93 @@ impl Summary {
             claims: Vec::new(),
         };
         summary.claims = (protocol.claims)(&summary);
+        Ok(summary)
+    }
+
+    /// Aggregates the replicates of a study: one cell per row (target ×
+    /// method × setting, in the first replicate's order) with every metric
+    /// over the replicates; fails listing missing replicates, or if the
+    /// replicates disagree on the rows.
+    pub fn from_study(
+        experiment: &Experiment,
+        study: &Study,
+        params: RunParams,
+        records: &[StudyRecord],
+    ) -> Result<Self> {
+        let mut by_replicate: BTreeMap<usize, &StudyRecord> = BTreeMap::new();
+        for r in records {
+            if r.params != params || r.experiment != experiment.name {
+                bail!(
+                    "replicate {} was run with {:?} of {}, expected {:?} of {}",
+                    r.replicate,
+                    r.params,
+                    r.experiment,
+                    params,
+                    experiment.name
+                );
+            }
+            by_replicate.insert(r.replicate, r);
+        }
+        let missing: Vec<String> = (0..params.chains)
+            .filter(|k| !by_replicate.contains_key(k))
+            .map(crate::runner::replicate_id)
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{} replicate(s) missing (run the shards that hold them): {}",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+        let first = &by_replicate[&0].rows;
+        let mut cells: Vec<CellSummary> = first
+            .iter()
+            .map(|row| CellSummary {
+                target: row.target.clone(),
+                target_label: row.target_label.clone(),
+                sampler: row.method.clone(),
+                setting: row.setting.clone(),
+                status: "done".into(),
+                chains: params.chains,
+                iterations: 0,
+                burn_in: 0,
+                wall_time_secs: 0.0,
+                metrics: BTreeMap::new(),
+                curves: BTreeMap::new(),
+            })
+            .collect();
+        let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); cells.len()];
+        for (k, record) in by_replicate.range(..params.chains) {
+            let same_rows = record.rows.len() == first.len()
+                && record.rows.iter().zip(first).all(|(a, b)| {
+                    (&a.target, &a.method, &a.setting) == (&b.target, &b.method, &b.setting)
+                        && a.metrics.keys().eq(b.metrics.keys())
+                });
+            if !same_rows {
+                bail!("replicate {k} measured other rows or metrics than replicate 0");
+            }
+            for ((cell, row), v) in cells.iter_mut().zip(&record.rows).zip(&mut values) {
+                cell.wall_time_secs += row.wall_time_secs;
+                for (name, x) in &row.metrics {
+                    v.entry(name.clone()).or_default().push(*x);
+                }
+            }
+        }
+        for (cell, v) in cells.iter_mut().zip(values) {
+            cell.metrics = v
+                .into_iter()
+                .map(|(name, v)| (name, MetricStats::new(v)))
+                .collect();
+        }
+        let mut summary = Self {
+            experiment: experiment.name.into(),
+            source: experiment.source.into(),
+            params,
+            notes: study.notes.into(),
+            cells,
+            claims: Vec::new(),
+        };
+        summary.claims = (study.claims)(&summary);
         Ok(summary)
     }
 
@@ -331,6 +534,67 @@ impl Summary {
                 table(&mut md, &cells, &levels, false);
             }
         }
+        let curve_names: Vec<&str> = {
+            let mut names: Vec<&str> = self
+                .cells
+                .iter()
+                .flat_map(|c| c.curves.keys().map(String::as_str))
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        if !curve_names.is_empty() {
+            let _ = writeln!(
+                md,
+                "Curves along the chains (every chain's values, their mean and 10%/90% quantiles at \
+                 each point are in `summary.json` under `curves`): {}.\n",
+                curve_names.join(", ")
+            );
+        }
+        self.claims_and_figures(&mut md, figures);
+        md
+    }
+
+    /// The `summary.md` report of a study: one table per target with the
+    /// mean and 10%–90% range over replicates, claims, figures.
+    pub fn study_markdown(&self, figures: &[String]) -> String {
+        let mut md = String::new();
+        let size = if self.params.quick {
+            "--quick size (too small to judge the paper's claims)"
+        } else {
+            "full size"
+        };
+        let _ = writeln!(
+            md,
+            "# {}\n\nSource: {}. Run at {size}; master seed {}, {} replicate(s).\n",
+            self.experiment, self.source, self.params.seed, self.params.chains
+        );
+        let _ = writeln!(md, "{}\n", self.notes);
+        let _ = writeln!(
+            md,
+            "Each entry is the mean over replicates with their 10%–90% range in brackets; \
+             every per-replicate value is in `summary.json`.\n"
+        );
+        for (key, label) in self.targets() {
+            let cells: Vec<&CellSummary> = self.cells.iter().filter(|c| c.target == key).collect();
+            let mut names: Vec<&str> = Vec::new();
+            for c in &cells {
+                for n in c.metrics.keys() {
+                    if !names.contains(&n.as_str()) {
+                        names.push(n);
+                    }
+                }
+            }
+            let _ = writeln!(md, "## {label}\n");
+            table(&mut md, &cells, &names, false);
+        }
+        self.claims_and_figures(&mut md, figures);
+        md
+    }
+
+    /// Appends the claims with their verdicts and the figure links.
+    fn claims_and_figures(&self, md: &mut String, figures: &[String]) {
         let _ = writeln!(md, "## The paper's claims\n");
         for claim in &self.claims {
             let verdict = match claim.verdict {
@@ -346,7 +610,6 @@ impl Summary {
                 let _ = writeln!(md, "![{f}]({f})");
             }
         }
-        md
     }
 }
 
@@ -418,5 +681,36 @@ mod tests {
         assert!((s.ci80_half_width - 1.2816 * 2.5f64.sqrt() / 5f64.sqrt()).abs() < 1e-15);
         let one = MetricStats::new(vec![7.0]);
         assert_eq!((one.q10, one.q90, one.ci80_half_width), (7.0, 7.0, 0.0));
+    }
+
+    #[test]
+    fn curve_stats_are_pointwise_metric_stats_and_need_equal_points() {
+        let x = vec![10.0, 20.0];
+        let chains: Vec<Curve> = [[3.0, 0.5], [1.0, 1.5], [2.0, 2.5], [4.0, 3.5], [5.0, 4.5]]
+            .iter()
+            .map(|y| Curve {
+                x: x.clone(),
+                y: y.to_vec(),
+            })
+            .collect();
+        let refs: Vec<&Curve> = chains.iter().collect();
+        let s = CurveStats::new("kl", &refs).unwrap();
+        assert_eq!(s.x, x);
+        for k in 0..2 {
+            let pointwise = MetricStats::new(chains.iter().map(|c| c.y[k]).collect());
+            assert_eq!(
+                (s.mean[k], s.q10[k], s.q90[k]),
+                (pointwise.mean, pointwise.q10, pointwise.q90)
+            );
+        }
+        assert_eq!(s.chains[1], vec![1.0, 1.5]);
+        let other = Curve {
+            x: vec![10.0, 30.0],
+            y: vec![0.0, 0.0],
+        };
+        assert!(CurveStats::new("kl", &[&chains[0], &other]).is_err());
+        assert!(CurveStats::new("kl", &[]).is_err());
+        assert!(depends_on_clock("seconds") && depends_on_clock("ess_min_per_s"));
+        assert!(!depends_on_clock("kl"));
     }
 }

@@ -84,6 +84,7 @@ pub fn banana() -> Experiment {
             claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }

@@ -1,8 +1,12 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
+mod ckam;
 mod fkamh;
+mod fkamh_covariance;
 mod kamh;
 mod kmc;
+mod proposals;
+mod trajectories;
 
 use crate::experiment::Experiment;
 
@@ -20,6 +24,7 @@ fn planned(
         description,
         paper_size,
         protocol: None,
+        study: None,
         missing,
     }
 }
@@ -29,13 +34,7 @@ pub fn all() -> Vec<Experiment> {
     vec![
         kamh::banana(),
         kamh::flower(),
-        planned(
-            "kamh-proposals",
-            "KAMH, Fig. 2 and Fig. 6",
-            "95% proposal contours of KAMH on the banana, flower and ring",
-            "one subsample of 1000 points per target",
-            "protocol not written yet: contours of KAMH's proposal at given points for a fixed subsample",
-        ),
+        proposals::proposals(),
         planned(
             "kamh-glass",
             "KAMH, Fig. 4",
@@ -44,21 +43,9 @@ pub fn all() -> Vec<Experiment> {
             "protocol not written yet: needs a benchmark of 30 SM chains × 500000 pseudo-marginal steps (hours)",
         ),
         fkamh::ess(),
-        planned(
-            "fkamh-covariance",
-            "F-KAMH thesis, Fig. 5.7 and A.2–A.5",
-            "Frobenius error of F-KAMH proposal covariances vs KAMH n = 5000; log-log slopes",
-            "thesis sizes",
-            "protocol not written yet: Frobenius errors of FKamh::proposal_covariance_at against KAMH n = 5000",
-        ),
+        fkamh_covariance::covariance(),
         kmc::banana(),
-        planned(
-            "kmc-trajectories",
-            "KMC, Fig. 2",
-            "acceptance along kernel-induced trajectories on the rotated Gamma-eigenvalue Gaussian vs n = m and d",
-            "KMC sizes",
-            "needs the KMC trajectory study (no MCMC: acceptance along surrogate trajectories)",
-        ),
+        trajectories::trajectories(),
         planned(
             "kmc-glass",
             "KMC, Fig. 4 left",
@@ -73,27 +60,9 @@ pub fn all() -> Vec<Experiment> {
             "KMC sizes",
             "needs KMC lite and Hamiltonian ABC wiring",
         ),
-        planned(
-            "ckam-bimodal",
-            "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the bimodal mixture: symmetric KL vs time, marginals, ESS",
-            "cKAM Table 1",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm2d",
-            "cKAM, Figs. 3–14, Table 2",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the five-component mixture",
-            "cKAM Table 2",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
-        planned(
-            "ckam-gmm32",
-            "cKAM, Figs. 3–14, Table 3",
-            "RW, AM, RBAM, GAM, KAM, cKAM on the 32-d grid mixture",
-            "cKAM Table 3",
-            "protocol not written yet: needs KL-vs-time checkpoints, the tables' constant-step AM/RBAM, and KAM/cKAM wiring",
-        ),
+        ckam::bimodal(),
+        ckam::gmm2d(),
+        ckam::gmm32(),
     ]
 }
 
