@@ -6,6 +6,7 @@
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
 //! `cargo xtask merge <name> DIR…` combines shard outputs.
 
+mod benchmark;
 mod experiment;
 mod experiments;
 mod npy;

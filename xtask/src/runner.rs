@@ -3,6 +3,7 @@
 
 use crate::experiment::{Cell, Experiment, Protocol};
 use crate::npy::write_chain;
+use crate::spec::{BuiltTarget, RunEnv, TargetSpec};
 use crate::summary::{JobRecord, RunParams, Summary};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -188,6 +189,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     )
     .expect("static template")
     .progress_chars("=> ");
+    // Each target is built once, with its reference sample if it needs one
+    // (computed here, before the chains, if not cached in the output root).
+    let env = RunEnv {
+        out: opts.out.clone(),
+        quick: opts.quick,
+        seed: opts.seed,
+    };
+    let mut targets: Vec<(TargetSpec, BuiltTarget)> = Vec::new();
+    for job in &mine {
+        if !targets.iter().any(|(t, _)| *t == job.cell.target) {
+            targets.push((job.cell.target, job.cell.target.prepare(&env)?));
+        }
+    }
     let started = Instant::now();
     let new_records: Vec<JobRecord> = mine
         .par_iter()
@@ -204,7 +218,12 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
                 job.cell.setting,
                 job.chain
             ));
-            let record = run_job(experiment, protocol, params, &dir, job, opts, &bar)?;
+            let built = targets
+                .iter()
+                .find(|(t, _)| *t == job.cell.target)
+                .map(|(_, b)| b)
+                .expect("every job's target was prepared");
+            let record = run_job(experiment, protocol, params, &dir, job, built, opts, &bar)?;
             bar.finish_and_clear();
             bars.remove(&bar);
             overall.inc(1);
@@ -371,33 +390,34 @@ fn read_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<JobRecord>> {
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_job(
     experiment: &Experiment,
     protocol: &Protocol,
     params: RunParams,
     dir: &Path,
     job: &Job,
+    built: &BuiltTarget,
     opts: &RunOptions,
     bar: &ProgressBar,
 ) -> Result<JobRecord> {
     let cell = job.cell;
-    let built = cell.target.build()?;
-    let target = built.target();
     let seed = cell_seed(params.seed, cell);
-    // The starting point is an exact draw from the target, from a stream of
-    // its own (so it does not shift the sampler's stream).
+    // The starting point (an exact draw where the target has them) comes
+    // from a stream of its own, so it does not shift the sampler's stream.
     let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
-    let mut x0 = vec![0.0; target.dim()];
-    target.sample_iid(&mut setup, &mut x0)?;
+    let x0 = cell.target.start(built, &mut setup)?;
     let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
     let chain = cell
         .sampler
-        .run(target, &x0, config, seed, job.chain as u64, &|p| {
+        .run_on(built, &x0, config, seed, job.chain as u64, &|p| {
             bar.set_position(p.step)
         })?;
     let mut metrics = BTreeMap::new();
+    let mut traces = BTreeMap::new();
     for m in protocol.metrics {
-        metrics.extend(m.compute(&chain, &built)?);
+        metrics.extend(m.compute(&chain, built)?);
+        traces.extend(m.compute_curves(&chain, built)?);
     }
     let (t, s, set) = cell.key();
     let record = JobRecord {
@@ -413,6 +433,7 @@ fn run_job(
         wall_time_secs: chain.wall_time_secs,
         final_scale: chain.adaptation.scale,
         metrics,
+        traces,
     };
     if opts.write_chains {
         let path = chain_path(dir, &record);
@@ -501,6 +522,40 @@ mod tests {
             }
             let accept = metrics["accept"]["mean"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&accept));
+            // Curves (optional): per-chain curves on common abscissae, with
+            // pointwise mean and 10%/90% quantiles.
+            let Some(traces) = c.get("traces") else {
+                continue;
+            };
+            for (name, t) in traces.as_object().unwrap() {
+                let floats = |v: &Value| -> Vec<f64> {
+                    v.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                };
+                let x = floats(&t["x"]);
+                assert!(!x.is_empty(), "{name}");
+                let values: Vec<Vec<f64>> =
+                    t["values"].as_array().unwrap().iter().map(floats).collect();
+                assert_eq!(values.len(), chains, "{name}");
+                let (mean, q10, q90) = (floats(&t["mean"]), floats(&t["q10"]), floats(&t["q90"]));
+                for i in 0..x.len() {
+                    let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
+                    let m = column.iter().sum::<f64>() / chains as f64;
+                    assert!(
+                        (mean[i] - m).abs() <= 1e-12 * m.abs().max(1.0),
+                        "{name}[{i}]"
+                    );
+                    let min = column.iter().copied().fold(f64::INFINITY, f64::min);
+                    let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    assert!(
+                        min <= q10[i] && q10[i] <= q90[i] && q90[i] <= max,
+                        "{name}[{i}]"
+                    );
+                }
+            }
         }
         assert!(done > 0, "no cell ran");
         for claim in v["claims"].as_array().unwrap() {
@@ -563,11 +618,18 @@ mod tests {
 
     /// Three shards merged give the one-run summary and the same chain files,
     /// whatever the thread count; a merge with a shard missing fails and names
-    /// the missing jobs.
+    /// the missing jobs. Checked on a plain grid and on one with curves and a
+    /// cached reference sample.
     #[test]
     fn shards_merge_into_the_single_run_summary() {
-        let e = experiments::find("kamh-banana").unwrap();
-        let root = temp_dir("shards");
+        for name in ["kamh-banana", "kmc-abc"] {
+            shards_merge_into_the_single_run_summary_of(name);
+        }
+    }
+
+    fn shards_merge_into_the_single_run_summary_of(name: &str) {
+        let e = experiments::find(name).unwrap();
+        let root = temp_dir(&format!("shards-{name}"));
         let single_dir = root.join("single");
         let single = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
@@ -592,7 +654,7 @@ mod tests {
         assert_eq!(timeless(merged), timeless(single.clone()));
         for c in single.cells.iter().filter(|c| c.status == "done") {
             for k in 0..c.chains {
-                let rel = PathBuf::from("kamh-banana")
+                let rel = PathBuf::from(name)
                     .join("chains")
                     .join(&c.target)
                     .join(&c.sampler)

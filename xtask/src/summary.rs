@@ -46,6 +46,70 @@ pub struct JobRecord {
     pub final_scale: Option<f64>,
     /// Every metric's value for this chain.
     pub metrics: BTreeMap<String, f64>,
+    /// Every curve metric of this chain (absent in older records).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub traces: BTreeMap<String, Trace>,
+}
+
+/// One chain's curve of a metric: y at each x (checkpoint iterations, lags
+/// or bin centres; the same x for every chain of a cell).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    /// The abscissae.
+    pub x: Vec<f64>,
+    /// The values.
+    pub y: Vec<f64>,
+}
+
+impl Trace {
+    /// Appends the point (x, y).
+    pub fn push(&mut self, x: f64, y: f64) {
+        self.x.push(x);
+        self.y.push(y);
+    }
+}
+
+/// Statistics of one curve metric over the chains of a cell, pointwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceStats {
+    /// The common abscissae.
+    pub x: Vec<f64>,
+    /// Every chain's curve (chain order), each of the length of `x`.
+    pub values: Vec<Vec<f64>>,
+    /// The pointwise mean over chains.
+    pub mean: Vec<f64>,
+    /// The pointwise 10% quantile over chains (R type 7).
+    pub q10: Vec<f64>,
+    /// The pointwise 90% quantile over chains.
+    pub q90: Vec<f64>,
+}
+
+impl TraceStats {
+    /// Pointwise statistics of the chains' curves (at least one; all on the
+    /// same abscissae, else an error naming the metric).
+    pub fn new(name: &str, traces: Vec<Trace>) -> Result<Self> {
+        let Some(first) = traces.first() else {
+            bail!("curve {name}: no chains");
+        };
+        let x = first.x.clone();
+        if let Some(t) = traces.iter().find(|t| t.x != x || t.y.len() != x.len()) {
+            bail!(
+                "curve {name}: chains disagree on the abscissae ({} vs {} points)",
+                t.x.len(),
+                x.len()
+            );
+        }
+        let pointwise: Vec<MetricStats> = (0..x.len())
+            .map(|i| MetricStats::new(traces.iter().map(|t| t.y[i]).collect()))
+            .collect();
+        Ok(Self {
+            mean: pointwise.iter().map(|s| s.mean).collect(),
+            q10: pointwise.iter().map(|s| s.q10).collect(),
+            q90: pointwise.iter().map(|s| s.q90).collect(),
+            values: traces.into_iter().map(|t| t.y).collect(),
+            x,
+        })
+    }
 }
 
 /// Statistics of one metric over the chains of a cell.
@@ -116,6 +180,9 @@ pub struct CellSummary {
     pub wall_time_secs: f64,
     /// Every metric over chains (empty when pending).
     pub metrics: BTreeMap<String, MetricStats>,
+    /// Every curve metric over chains (absent for experiments without curves).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub traces: BTreeMap<String, TraceStats>,
 }
 
 /// The verdict on one claim of the paper.
@@ -207,6 +274,7 @@ impl Summary {
                 burn_in: cell.burn_in,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
+                traces: BTreeMap::new(),
             };
             if let Some(reason) = cell.sampler.pending() {
                 summary.status = format!("pending: {reason}");
@@ -215,6 +283,7 @@ impl Summary {
                 continue;
             }
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut curves: BTreeMap<String, Vec<Trace>> = BTreeMap::new();
             for k in 0..params.chains {
                 let key = (target.clone(), sampler.clone(), setting.clone(), k);
                 let Some(r) = by_job.get(&key) else {
@@ -225,11 +294,18 @@ impl Summary {
                 for (name, v) in &r.metrics {
                     values.entry(name.clone()).or_default().push(*v);
                 }
+                for (name, t) in &r.traces {
+                    curves.entry(name.clone()).or_default().push(t.clone());
+                }
             }
             summary.metrics = values
                 .into_iter()
                 .map(|(name, v)| (name, MetricStats::new(v)))
                 .collect();
+            summary.traces = curves
+                .into_iter()
+                .map(|(name, t)| Ok((name.clone(), TraceStats::new(&name, t)?)))
+                .collect::<Result<_>>()?;
             out.push(summary);
         }
         if !missing.is_empty() {
@@ -330,6 +406,7 @@ impl Summary {
                 let _ = writeln!(md, "Quantile errors per level:\n");
                 table(&mut md, &cells, &levels, false);
             }
+            curve_tables(&mut md, &cells);
         }
         let _ = writeln!(md, "## The paper's claims\n");
         for claim in &self.claims {
@@ -392,6 +469,51 @@ fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool)
     md.push('\n');
 }
 
+/// Appends one table per curve metric: rows are cells, columns at most
+/// eight evenly spaced abscissae (every value is in `summary.json`).
+fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
+    let mut names: Vec<&str> = Vec::new();
+    for c in cells {
+        for n in c.traces.keys() {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    for name in names {
+        let Some(x) = cells.iter().find_map(|c| c.traces.get(name)).map(|t| &t.x) else {
+            continue;
+        };
+        let columns: Vec<usize> = if x.len() <= 8 {
+            (0..x.len()).collect()
+        } else {
+            (0..8).map(|k| k * (x.len() - 1) / 7).collect()
+        };
+        let _ = writeln!(md, "Curve `{name}` (mean [10%, 90%] over chains) at x =\n");
+        md.push_str("| sampler | setting |");
+        for &i in &columns {
+            let _ = write!(md, " {} |", fmt(x[i]));
+        }
+        let _ = writeln!(md, "\n|---|---|{}", "---|".repeat(columns.len()));
+        for c in cells {
+            let Some(t) = c.traces.get(name) else {
+                continue;
+            };
+            let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
+            for &i in &columns {
+                match (t.mean.get(i), t.q10.get(i), t.q90.get(i)) {
+                    (Some(m), Some(lo), Some(hi)) => {
+                        let _ = write!(md, " {} [{}, {}] |", fmt(*m), fmt(*lo), fmt(*hi));
+                    }
+                    _ => md.push_str(" – |"),
+                }
+            }
+            md.push('\n');
+        }
+        md.push('\n');
+    }
+}
+
 /// Compact number formatting for tables.
 pub fn fmt(v: f64) -> String {
     let a = v.abs();
@@ -418,5 +540,30 @@ mod tests {
         assert!((s.ci80_half_width - 1.2816 * 2.5f64.sqrt() / 5f64.sqrt()).abs() < 1e-15);
         let one = MetricStats::new(vec![7.0]);
         assert_eq!((one.q10, one.q90, one.ci80_half_width), (7.0, 7.0, 0.0));
+    }
+
+    /// Curve statistics are the scalar statistics taken pointwise, and
+    /// chains on different abscissae are an error.
+    #[test]
+    fn trace_stats_are_pointwise_metric_stats() {
+        let curve = |ys: [f64; 2]| Trace {
+            x: vec![10.0, 20.0],
+            y: ys.to_vec(),
+        };
+        let traces: Vec<Trace> = [[3.0, 0.5], [1.0, 0.1], [2.0, 0.3], [4.0, 0.2], [5.0, 0.4]]
+            .into_iter()
+            .map(curve)
+            .collect();
+        let s = TraceStats::new("c", traces.clone()).unwrap();
+        assert_eq!(s.x, vec![10.0, 20.0]);
+        for i in 0..2 {
+            let m = MetricStats::new(traces.iter().map(|t| t.y[i]).collect());
+            assert_eq!((s.mean[i], s.q10[i], s.q90[i]), (m.mean, m.q10, m.q90));
+            assert_eq!(s.values.iter().map(|v| v[i]).collect::<Vec<_>>(), m.values);
+        }
+        let mut shifted = traces;
+        shifted[2].x[1] = 21.0;
+        assert!(TraceStats::new("c", shifted).is_err());
+        assert!(TraceStats::new("c", vec![]).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! Every experiment of the papers, by its fixed name (issue 8).
 
+mod abc;
 mod fkamh;
+mod glass;
 mod kamh;
 mod kmc;
 
@@ -36,13 +38,7 @@ pub fn all() -> Vec<Experiment> {
             "one subsample of 1000 points per target",
             "protocol not written yet: contours of KAMH's proposal at given points for a fixed subsample",
         ),
-        planned(
-            "kamh-glass",
-            "KAMH, Fig. 4",
-            "SM, AM-FS, AM-LS, KAMH-LS on the GP Glass posterior: ‖mean − benchmark‖ and MMD² vs iterations",
-            "benchmark 30 SM chains × 500000; 30 chains × 100000 (20000 burn-in)",
-            "protocol not written yet: needs a benchmark of 30 SM chains × 500000 pseudo-marginal steps (hours)",
-        ),
+        glass::kamh(),
         fkamh::ess(),
         planned(
             "fkamh-covariance",
@@ -59,20 +55,8 @@ pub fn all() -> Vec<Experiment> {
             "KMC sizes",
             "needs the KMC trajectory study (no MCMC: acceptance along surrogate trajectories)",
         ),
-        planned(
-            "kmc-glass",
-            "KMC, Fig. 4 left",
-            "KMC lite vs KAMH vs RW: MMD² to the benchmark over 6000 iterations",
-            "KMC sizes",
-            "needs KMC lite and a Glass benchmark sample (hours of SM chains)",
-        ),
-        planned(
-            "kmc-abc",
-            "KMC, Fig. 4 middle/right",
-            "RW, HABC, KMC on ABC skew-normal: autocorrelation and the θ₁ marginal",
-            "KMC sizes",
-            "needs KMC lite and Hamiltonian ABC wiring",
-        ),
+        glass::kmc(),
+        abc::kmc(),
         planned(
             "ckam-bimodal",
             "Li et al. 2022 (cKAM), Figs. 3–14, Table 1",
