@@ -2,13 +2,14 @@
 //! factorisations, accept/reject on the banana, Welford update of the D × D
 //! feature scatter) for D ∈ {100, 350, 1000}, d = 8, with dense random
 //! Fourier features in both embeddings and with Fastfood; and one cKAM
-//! sampling-phase iteration (frozen random walk) in d = 8.
+//! sampling-phase iteration in d = 8 (the paper's frozen random walk, and
+//! the exact delayed-rejection rule).
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    Ckam, FKamh, MetropolisHastings, Proposal, RobbinsMonro, Scale, StepSchedule,
+    Ckam, FKamh, MetropolisHastings, Proposal, RobbinsMonro, Scale, StepSchedule, SwitchRule,
 };
 use kameleon_targets::{Banana, Target};
 use rand::SeedableRng;
@@ -71,22 +72,31 @@ fn fkamh_iteration(c: &mut Criterion) {
 
 fn ckam_sampling_iteration(c: &mut Criterion) {
     // a cycle so long that after its 101 exploration steps (n = 50) every
-    // benchmarked step is a sampling step
+    // benchmarked step is a sampling step: the paper's frozen random walk,
+    // and the exact delayed-rejection rule (a KAMH covariance per step)
     let target = Banana::new(DIM, 0.1, 100.0).unwrap();
-    let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-    let kernel = Gaussian::new(10.0).unwrap();
-    let ckam = Ckam::new(kernel, DIM, 0.2, 50, nu, 1_000_000_000_000, 1e-10).unwrap();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
-    let mut x = vec![0.0; DIM];
-    target.sample_iid(&mut rng, &mut x).unwrap();
-    let mut sampler = MetropolisHastings::new(&target, ckam, &x, rng, None).unwrap();
-    for _ in 0..101 {
-        sampler.step(&target);
+    for (name, rule) in [
+        ("ckam_sampling_iteration_d8", SwitchRule::AsWritten),
+        (
+            "ckam_sampling_iteration_d8_delayed_rejection",
+            SwitchRule::DelayedRejection,
+        ),
+    ] {
+        let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
+        let kernel = Gaussian::new(10.0).unwrap();
+        let ckam = Ckam::new(kernel, DIM, 0.2, 50, nu, 1_000_000_000_000, 1e-10)
+            .unwrap()
+            .with_switch_rule(rule);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut x = vec![0.0; DIM];
+        target.sample_iid(&mut rng, &mut x).unwrap();
+        let mut sampler = MetropolisHastings::new(&target, ckam, &x, rng, None).unwrap();
+        for _ in 0..101 {
+            sampler.step(&target);
+        }
+        assert!(sampler.proposal().is_sampling_step(102));
+        c.bench_function(name, |b| b.iter(|| sampler.step(&target)));
     }
-    assert!(sampler.proposal().is_sampling_step(102));
-    c.bench_function("ckam_sampling_iteration_d8", |b| {
-        b.iter(|| sampler.step(&target))
-    });
 }
 
 criterion_group!(benches, fkamh_iteration, ckam_sampling_iteration);

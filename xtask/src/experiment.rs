@@ -1,10 +1,11 @@
 //! The experiment framework: an experiment is a named protocol from one
-//! figure of a paper — a grid of cells (target × sampler × setting), each run
-//! for a number of chains — plus the per-chain metrics, the paper's claims
-//! checked against our summary, and the figures.
+//! figure of a paper — either a grid of cells (target × sampler × setting),
+//! each run for a number of chains ([`Protocol`]), or a study that is not a
+//! chain grid, run as independent replicates ([`Study`]) — plus the paper's
+//! claims checked against our summary, and the figures.
 
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
-use crate::summary::{ClaimCheck, Summary};
+use crate::summary::{ClaimCheck, Measurement, Summary};
 
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.
@@ -43,9 +44,12 @@ pub struct Experiment {
     pub description: &'static str,
     /// The paper's size (chains, iterations, burn-in) in words.
     pub paper_size: &'static str,
-    /// `None` for experiments whose protocol is not implemented yet (with the
-    /// reason in `missing`).
+    /// The chain grid, for experiments that are one (`None` otherwise).
     pub protocol: Option<Protocol>,
+    /// The study, for experiments that are not a chain grid (`None`
+    /// otherwise). At most one of `protocol` and `study` is set; with
+    /// neither the experiment is not implemented yet (reason in `missing`).
+    pub study: Option<Study>,
     /// Why the experiment (or part of it) is not implemented yet.
     pub missing: &'static str,
 }
@@ -68,9 +72,55 @@ pub struct Protocol {
     pub figures: fn(&Summary, &std::path::Path) -> anyhow::Result<Vec<String>>,
 }
 
+/// A study: an experiment that is not a grid of MCMC chains (proposal
+/// covariances at given points, trajectories from exact draws, …). It runs
+/// as independent replicates (the papers' "runs" or "trials"), each with its
+/// own seed; a replicate measures every row (target × method × setting) once,
+/// and the summary aggregates every metric of a row over the replicates
+/// exactly as a grid aggregates over chains (`summary.json` has the same
+/// schema, with `chains` = replicates and `iterations` = `burn_in` = 0).
+/// Shards split the replicates round robin (a study with one replicate runs
+/// whole in shard 1/N, and the other shards have nothing to do).
+pub struct Study {
+    /// Replicates at full size.
+    pub replicates: usize,
+    /// Replicates with `--quick`.
+    pub quick_replicates: usize,
+    /// One replicate's size in words, at full (`false`) or quick size.
+    pub size: fn(quick: bool) -> String,
+    /// Runs one replicate: its rows, in a fixed order (every replicate must
+    /// give the same rows).
+    pub run: fn(&Replicate) -> anyhow::Result<Vec<Measurement>>,
+    /// Fixed choices and deviations from the paper, for summary.md.
+    pub notes: &'static str,
+    /// The paper's claims, checked against a summary.
+    pub claims: fn(&Summary) -> Vec<ClaimCheck>,
+    /// The figures drawn from a summary (file names).
+    pub figures: fn(&Summary, &std::path::Path) -> anyhow::Result<Vec<String>>,
+}
+
+/// What one replicate of a study gets.
+pub struct Replicate<'a> {
+    /// `--quick`.
+    pub quick: bool,
+    /// The replicate's own seed (from the master seed, the experiment's name
+    /// and the index; independent of the shard and the thread count).
+    pub seed: u64,
+    /// Reports progress as (units done, units in total).
+    pub progress: &'a (dyn Fn(u64, u64) + Sync),
+}
+
 impl Experiment {
+    /// Whether the experiment can run (a grid or a study).
+    pub fn is_runnable(&self) -> bool {
+        self.protocol.is_some() || self.study.is_some()
+    }
+
     /// Whether every cell of the grid can run now, some, or none.
     pub fn status(&self) -> String {
+        if self.study.is_some() {
+            return "implemented (study)".into();
+        }
         let Some(protocol) = &self.protocol else {
             return format!("not implemented ({})", self.missing);
         };
@@ -91,6 +141,14 @@ impl Experiment {
 
     /// A one-line description of a size of the runnable grid.
     pub fn size_description(&self, quick: bool) -> String {
+        if let Some(study) = &self.study {
+            let replicates = if quick {
+                study.quick_replicates
+            } else {
+                study.replicates
+            };
+            return format!("{replicates} replicate(s) of {}", (study.size)(quick));
+        }
         let Some(protocol) = &self.protocol else {
             return if quick {
                 "-".into()

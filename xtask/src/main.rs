@@ -6,6 +6,7 @@
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
 //! `cargo xtask merge <name> DIR…` combines shard outputs.
 
+mod bench_report;
 mod benchmark;
 mod experiment;
 mod experiments;
@@ -41,7 +42,8 @@ enum Command {
         /// Master seed; every chain's stream derives from it and the cell's name.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Chains per target × sampler × setting (default: the paper's, or 2 with --quick).
+        /// Chains per target × sampler × setting, or replicates of a study
+        /// (default: the paper's, or a small number with --quick).
         #[arg(long)]
         chains: Option<usize>,
         /// Output root; results go to DIR/<name>/.
@@ -50,7 +52,8 @@ enum Command {
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
-        /// Run only the i-th of N disjoint parts of the chain grid (1-based), e.g. 3/8.
+        /// Run only the i-th of N disjoint parts of the chain grid or of a
+        /// study's replicates (1-based, round robin), e.g. 3/8.
         #[arg(long)]
         shard: Option<Shard>,
         /// Take the shard from SLURM_ARRAY_TASK_ID (0- or 1-based: taken as
@@ -74,6 +77,18 @@ enum Command {
         /// Output root for the merged results.
         #[arg(long, default_value = "results")]
         out: PathBuf,
+    },
+    /// Time every hot path of issue 9 and write DIR/bench-report.{md,json}.
+    BenchReport {
+        /// Few repetitions, shorter F-KAMH history and memory chain (CI).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Internal: run the memory chain of N iterations and print VmHWM.
+        #[arg(long, hide = true)]
+        memory_child: Option<u64>,
     },
 }
 
@@ -116,6 +131,14 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::BenchReport {
+            quick,
+            out,
+            memory_child,
+        } => match memory_child {
+            Some(iterations) => bench_report::memory_child(iterations),
+            None => bench_report::main(quick, out),
+        },
     }
 }
 
@@ -132,10 +155,7 @@ fn list() -> Result<()> {
 
 fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
     if name == "all" {
-        for e in experiments::all()
-            .into_iter()
-            .filter(|e| e.protocol.is_some())
-        {
+        for e in experiments::all().into_iter().filter(|e| e.is_runnable()) {
             runner::reproduce(&e, opts)?;
         }
         return Ok(());

@@ -1,5 +1,6 @@
 //! SVG figures drawn like the papers': grouped bars with interval whiskers,
-//! and curves with shaded bands.
+//! curves with interval whiskers on linear or log axes, curves with shaded
+//! bands, and 95% proposal ellipses over a density heat map.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -32,6 +33,14 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+];
+
+/// Greys for reference levels, dark to light.
+const GREYS: [RGBColor; 4] = [
+    RGBColor(0, 0, 0),
+    RGBColor(80, 80, 80),
+    RGBColor(140, 140, 140),
+    RGBColor(190, 190, 190),
 ];
 
 /// Draws grouped bars (groups along x, one colour per series) with whiskers
@@ -132,7 +141,7 @@ pub struct CurveSeries {
 
 /// Draws curves (one colour per series) with shaded bands into an SVG file.
 /// Non-finite points are skipped.
-pub fn curves(
+pub fn band_curves(
     path: &Path,
     title: &str,
     series: &[CurveSeries],
@@ -218,9 +227,358 @@ pub fn curves(
     Ok(())
 }
 
+/// One point of a curve with its interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurvePoint {
+    /// Abscissa.
+    pub x: f64,
+    /// Value.
+    pub y: f64,
+    /// Lower end of the interval (= `y` for none).
+    pub low: f64,
+    /// Upper end of the interval (= `y` for none).
+    pub high: f64,
+}
+
+/// How a curve is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurveKind {
+    /// Data: a thick line with markers and interval whiskers.
+    Data,
+    /// A fitted line: thin, no markers, in the colour of its data.
+    Fit,
+    /// A reference level (e.g. another method's value): thin, in greys.
+    Reference,
+}
+
+/// One labelled curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend label.
+    pub label: String,
+    /// The points, by increasing x.
+    pub points: Vec<CurvePoint>,
+    /// How it is drawn.
+    pub kind: CurveKind,
+    /// Its colour's index (in the data palette, or in the greys for
+    /// references).
+    pub colour: usize,
+}
+
+/// Axis scales of [`curves`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes {
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+}
+
+/// Draws curves with interval whiskers (one colour per curve) into an SVG
+/// file; non-positive values are dropped on a log axis.
+pub fn curves(
+    path: &Path,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    axes: Axes,
+    series: &[Curve],
+) -> Result<()> {
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let keep = |p: &CurvePoint| {
+        p.x.is_finite()
+            && p.y.is_finite()
+            && (!axes.log_x || p.x > 0.0)
+            && (!axes.log_y || p.low.min(p.y) > 0.0)
+    };
+    let all: Vec<&CurvePoint> = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .filter(|p| keep(p))
+        .collect();
+    let range = |values: &mut dyn Iterator<Item = f64>, log: bool| {
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        if !lo.is_finite() {
+            return (1.0, 10.0);
+        }
+        if log {
+            (lo / 1.3, hi * 1.3)
+        } else {
+            let pad = ((hi - lo) * 0.05).max(1e-12);
+            (lo - pad, hi + pad)
+        }
+    };
+    let (x0, x1) = range(&mut all.iter().map(|p| p.x), axes.log_x);
+    let (y0, y1) = range(
+        &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
+        axes.log_y,
+    );
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(65);
+    // The four axis combinations have different coordinate types.
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = builder
+                .build_cartesian_2d($x, $y)
+                .map_err(|e| plot_err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+            for s in series {
+                let colour = match s.kind {
+                    CurveKind::Reference => GREYS[s.colour % GREYS.len()],
+                    _ => PALETTE[s.colour % PALETTE.len()],
+                };
+                let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
+                let width = if s.kind == CurveKind::Data { 2 } else { 1 };
+                chart
+                    .draw_series(LineSeries::new(
+                        points.iter().map(|p| (p.x, p.y)),
+                        colour.stroke_width(width),
+                    ))
+                    .map_err(|e| plot_err(&e))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+                    });
+                if s.kind == CurveKind::Data {
+                    chart
+                        .draw_series(points.iter().map(|p| {
+                            PathElement::new(
+                                vec![(p.x, p.low), (p.x, p.high)],
+                                colour.stroke_width(1),
+                            )
+                        }))
+                        .map_err(|e| plot_err(&e))?;
+                    chart
+                        .draw_series(
+                            points
+                                .iter()
+                                .map(|p| Circle::new((p.x, p.y), 3, colour.filled())),
+                        )
+                        .map_err(|e| plot_err(&e))?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|e| plot_err(&e))?;
+        }};
+    }
+    match (axes.log_x, axes.log_y) {
+        (false, false) => draw!(x0..x1, y0..y1),
+        (true, false) => draw!((x0..x1).log_scale(), y0..y1),
+        (false, true) => draw!(x0..x1, (y0..y1).log_scale()),
+        (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
+    }
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
+/// A 2-d Gaussian N(centre, Σ) whose region of given mass is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ellipse {
+    /// The mean.
+    pub centre: (f64, f64),
+    /// Σ as (Σ₁₁, Σ₁₂, Σ₂₂); positive definite.
+    pub covariance: (f64, f64, f64),
+}
+
+/// −2 log(0.05): the squared Mahalanobis radius of a 2-d Gaussian's 95%
+/// region (χ²₂ has the CDF 1 − e^{−r/2}).
+pub const CHI2_2_95: f64 = 5.991_464_547_107_979;
+
+impl Ellipse {
+    /// `count` points on the boundary {x : (x − c)ᵀΣ⁻¹(x − c) = r²}, the
+    /// image of the circle of radius r under the Cholesky factor of Σ
+    /// (closed: the last point equals the first).
+    pub fn boundary(&self, radius: f64, count: usize) -> Vec<(f64, f64)> {
+        let (s11, s12, s22) = self.covariance;
+        let a = s11.sqrt();
+        let b = s12 / a;
+        let c = (s22 - b * b).max(0.0).sqrt();
+        (0..=count)
+            .map(|i| {
+                let t = std::f64::consts::TAU * i as f64 / count as f64;
+                let (u, v) = (radius * t.cos(), radius * t.sin());
+                (self.centre.0 + a * u, self.centre.1 + b * u + c * v)
+            })
+            .collect()
+    }
+}
+
+/// A panel like KAMH Fig. 2: the target's density as a heat map (from its
+/// log density on a grid), the samples as blue dots and each ellipse's 95%
+/// region in red with its centre.
+pub fn proposal_contours(
+    path: &Path,
+    title: &str,
+    (x_range, y_range): ((f64, f64), (f64, f64)),
+    log_density: &mut dyn FnMut(f64, f64) -> f64,
+    samples: &[(f64, f64)],
+    ellipses: &[Ellipse],
+) -> Result<()> {
+    const GRID: usize = 80;
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let root = SVGBackend::new(path, (760, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(45)
+        .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    let (dx, dy) = (
+        (x_range.1 - x_range.0) / GRID as f64,
+        (y_range.1 - y_range.0) / GRID as f64,
+    );
+    let cells: Vec<(f64, f64, f64)> = (0..GRID * GRID)
+        .map(|k| {
+            let (x, y) = (
+                x_range.0 + (k % GRID) as f64 * dx,
+                y_range.0 + (k / GRID) as f64 * dy,
+            );
+            (x, y, log_density(x + dx / 2.0, y + dy / 2.0))
+        })
+        .collect();
+    let top = cells.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max);
+    // Heat: white at zero density to dark grey at the maximum; cells below
+    // 1% of the maximum stay white (keeps the SVG small).
+    chart
+        .draw_series(cells.iter().filter_map(|&(x, y, l)| {
+            let w = (l - top).exp();
+            (w >= 0.01).then(|| {
+                let g = (235.0 - 130.0 * w) as u8;
+                Rectangle::new([(x, y), (x + dx, y + dy)], RGBColor(g, g, g).filled())
+            })
+        }))
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .draw_series(
+            samples
+                .iter()
+                .map(|&p| Circle::new(p, 1, RGBColor(31, 119, 180).filled())),
+        )
+        .map_err(|e| plot_err(&e))?;
+    let red = RGBColor(214, 39, 40);
+    for e in ellipses {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                e.boundary(CHI2_2_95.sqrt(), 96),
+                red.stroke_width(2),
+            )))
+            .map_err(|e| plot_err(&e))?;
+        chart
+            .draw_series(std::iter::once(Circle::new(e.centre, 3, red.filled())))
+            .map_err(|e| plot_err(&e))?;
+    }
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The boundary points have Mahalanobis radius r: (x − c)ᵀΣ⁻¹(x − c)
+    /// with the explicit 2 × 2 inverse.
+    #[test]
+    fn ellipse_boundary_has_the_given_mahalanobis_radius() {
+        let e = Ellipse {
+            centre: (1.0, -2.0),
+            covariance: (4.0, 1.5, 1.0),
+        };
+        let det = 4.0 * 1.0 - 1.5 * 1.5;
+        for (x, y) in e.boundary(2.0, 17) {
+            let (u, v) = (x - 1.0, y + 2.0);
+            let m = (1.0 * u * u - 2.0 * 1.5 * u * v + 4.0 * v * v) / det;
+            assert!((m - 4.0).abs() < 1e-12, "{m}");
+        }
+        // χ²₂ CDF at the radius: 1 − exp(−r/2) = 0.95.
+        assert!((1.0 - (-CHI2_2_95 / 2.0).exp() - 0.95).abs() < 1e-15);
+    }
+
+    #[test]
+    fn draws_curves_on_linear_and_log_axes() {
+        let dir = std::env::temp_dir().join(format!("xtask-plot-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let point = |x: f64| CurvePoint {
+            x,
+            y: 1.0 / x,
+            low: 0.8 / x,
+            high: 1.2 / x,
+        };
+        let series = vec![
+            Curve {
+                label: "error".into(),
+                points: vec![point(10.0), point(100.0), point(1000.0)],
+                kind: CurveKind::Data,
+                colour: 0,
+            },
+            Curve {
+                label: "fit".into(),
+                points: vec![point(10.0), point(1000.0)],
+                kind: CurveKind::Fit,
+                colour: 0,
+            },
+        ];
+        for (log_x, log_y) in [(false, false), (true, true)] {
+            let path = dir.join(format!("curves-{log_x}.svg"));
+            curves(
+                &path,
+                "curves",
+                ("D", "err"),
+                Axes { log_x, log_y },
+                &series,
+            )
+            .unwrap();
+            let svg = std::fs::read_to_string(&path).unwrap();
+            assert!(svg.contains("error") && svg.contains("fit") && svg.contains("curves"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn draws_contours() {
+        let dir = std::env::temp_dir().join(format!("xtask-plot-contours-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("contours.svg");
+        let ellipse = Ellipse {
+            centre: (0.0, 0.0),
+            covariance: (1.0, 0.0, 1.0),
+        };
+        proposal_contours(
+            &path,
+            "panel",
+            ((-3.0, 3.0), (-3.0, 3.0)),
+            &mut |x, y| -0.5 * (x * x + y * y),
+            &[(0.5, 0.5)],
+            &[ellipse],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("panel"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn draws_an_svg_with_labels_and_one_rect_per_bar() {
@@ -278,7 +636,7 @@ mod tests {
                 high: vec![2.0, 1.0, 0.8],
             })
             .collect();
-        curves(&path, "mmd", &series, "iterations", "MMD²").unwrap();
+        band_curves(&path, "mmd", &series, "iterations", "MMD²").unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         for text in ["KMC", "RW", "mmd", "iterations"] {
             assert!(svg.contains(text), "missing {text}");

@@ -1,10 +1,11 @@
 //! Running an experiment's grid (all of it or one shard), writing one record
-//! and one `.npy` per chain, and merging records into the summary.
+//! and one `.npy` per chain, and merging records into the summary; and the
+//! same for studies, with one record per replicate.
 
-use crate::experiment::{Cell, Experiment, Protocol};
+use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
 use crate::npy::write_chain;
 use crate::spec::{BuiltTarget, RunEnv, TargetSpec};
-use crate::summary::{JobRecord, RunParams, Summary};
+use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kameleon_samplers::chain_rng;
@@ -48,6 +49,9 @@ impl Shard {
 }
 
 /// How to run an experiment.
+///
+/// For a study, `chains` is the number of replicates, `shard` splits the
+/// replicates round robin, and `write_chains` does not apply.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// The small size.
@@ -115,6 +119,17 @@ pub fn cell_seed(master: u64, cell: &Cell) -> u64 {
     splitmix64(master ^ fnv1a(&format!("{t}|{s}|{set}")))
 }
 
+/// The id of a study's replicate (its record's file stem).
+pub fn replicate_id(replicate: usize) -> String {
+    format!("replicate-{replicate}")
+}
+
+/// The seed of a study's replicate: from the master seed, the experiment's
+/// name and the replicate's index.
+pub fn replicate_seed(master: u64, experiment: &str, replicate: usize) -> u64 {
+    splitmix64(splitmix64(master ^ fnv1a(experiment)) ^ replicate as u64)
+}
+
 /// The experiment's output directory.
 pub fn experiment_dir(out: &Path, experiment: &Experiment) -> PathBuf {
     out.join(experiment.name)
@@ -135,6 +150,9 @@ fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
 /// grid is present in the output directory afterwards (always without
 /// `--shard`).
 pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
+    if let Some(study) = &experiment.study {
+        return reproduce_study(experiment, study, opts);
+    }
     let Some(protocol) = &experiment.protocol else {
         bail!(
             "{} is not implemented yet: {}",
@@ -253,7 +271,127 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         }
         _ => {
             let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
-            write_outputs(&summary, protocol, &dir)?;
+            write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+            Ok(Some(summary))
+        }
+    }
+}
+
+/// Runs a study (or the replicates of one shard), writing one record per
+/// replicate; like [`reproduce`] for grids.
+fn reproduce_study(
+    experiment: &Experiment,
+    study: &Study,
+    opts: &RunOptions,
+) -> Result<Option<Summary>> {
+    let params = RunParams {
+        quick: opts.quick,
+        seed: opts.seed,
+        chains: opts.chains.unwrap_or(if opts.quick {
+            study.quick_replicates
+        } else {
+            study.replicates
+        }),
+    };
+    if params.chains == 0 {
+        bail!("--chains (replicates of a study) must be at least 1");
+    }
+    let dir = experiment_dir(&opts.out, experiment);
+    let jobs_dir = dir.join("jobs");
+    std::fs::create_dir_all(&jobs_dir)
+        .with_context(|| format!("creating {}", jobs_dir.display()))?;
+    let existing: Vec<usize> = read_study_records(&jobs_dir, experiment.name)?
+        .into_iter()
+        .filter(|r| r.params == params)
+        .map(|r| r.replicate)
+        .collect();
+    let mine: Vec<usize> = (0..params.chains)
+        .filter(|&k| opts.shard.is_none_or(|s| s.contains(k)))
+        .filter(|k| opts.force || !existing.contains(k))
+        .collect();
+
+    let bars = if opts.progress && std::io::stderr().is_terminal() {
+        MultiProgress::new()
+    } else {
+        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+    };
+    let style = ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos}/{len} ETA {eta}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let started = Instant::now();
+    mine.par_iter()
+        .map(|&k| {
+            let bar = bars.add(ProgressBar::new(1));
+            bar.set_style(style.clone());
+            bar.set_prefix(format!("{} replicate {k}", experiment.name));
+            let progress = |done: u64, total: u64| {
+                bar.set_length(total);
+                bar.set_position(done);
+            };
+            let seed = replicate_seed(params.seed, experiment.name, k);
+            let replicate = Replicate {
+                quick: params.quick,
+                seed,
+                progress: &progress,
+            };
+            let clock = Instant::now();
+            let rows = (study.run)(&replicate)
+                .with_context(|| format!("{} replicate {k}", experiment.name))?;
+            for row in &rows {
+                if let Some((name, v)) = row.metrics.iter().find(|(_, v)| !v.is_finite()) {
+                    bail!(
+                        "{} replicate {k}: {name} of {} {} {} is {v}",
+                        experiment.name,
+                        row.target,
+                        row.method,
+                        row.setting
+                    );
+                }
+            }
+            let record = StudyRecord {
+                experiment: experiment.name.into(),
+                params,
+                replicate: k,
+                seed,
+                wall_time_secs: clock.elapsed().as_secs_f64(),
+                rows,
+            };
+            let id = replicate_id(k);
+            let tmp = jobs_dir.join(format!("{id}.json.tmp"));
+            std::fs::write(&tmp, serde_json::to_string_pretty(&record)?)?;
+            std::fs::rename(&tmp, jobs_dir.join(format!("{id}.json")))?;
+            bar.finish_and_clear();
+            bars.remove(&bar);
+            Ok(())
+        })
+        .collect::<Result<()>>()?;
+    println!(
+        "  ran {} replicate(s) of {}; elapsed {:.1} s",
+        mine.len(),
+        experiment.name,
+        started.elapsed().as_secs_f64()
+    );
+    let records: Vec<StudyRecord> = read_study_records(&jobs_dir, experiment.name)?
+        .into_iter()
+        .filter(|r| r.params == params)
+        .collect();
+    match opts.shard {
+        Some(s) if s.count > 1 => {
+            println!(
+                "shard {}/{}: {} replicate(s) run, {} record(s) in {}; combine the shards with \
+                 `cargo xtask merge {} DIR…`",
+                s.index,
+                s.count,
+                mine.len(),
+                records.len(),
+                jobs_dir.display(),
+                experiment.name
+            );
+            Ok(None)
+        }
+        _ => {
+            let summary = Summary::from_study(experiment, study, params, &records)?;
+            write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
             Ok(Some(summary))
         }
     }
@@ -262,6 +400,9 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
 /// Merges the shard outputs found in `inputs` (each `DIR/<name>/` or `DIR`)
 /// into `out/<name>/`: copies their records and chains and writes the summary.
 pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
+    if let Some(study) = &experiment.study {
+        return merge_study(experiment, study, inputs, out);
+    }
     let Some(protocol) = &experiment.protocol else {
         bail!("{} is not implemented yet", experiment.name);
     };
@@ -308,14 +449,69 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
     }
     let cells = (protocol.cells)(params.quick);
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
-    write_outputs(&summary, protocol, &dir)?;
+    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     Ok(summary)
 }
 
-fn write_outputs(summary: &Summary, protocol: &Protocol, dir: &Path) -> Result<()> {
-    let figures = (protocol.figures)(summary, dir)?;
+/// [`merge`] for a study: takes each replicate from whichever input holds it.
+fn merge_study(
+    experiment: &Experiment,
+    study: &Study,
+    inputs: &[PathBuf],
+    out: &Path,
+) -> Result<Summary> {
+    let dir = experiment_dir(out, experiment);
+    std::fs::create_dir_all(dir.join("jobs"))?;
+    let mut records: BTreeMap<usize, StudyRecord> = BTreeMap::new();
+    for input in inputs {
+        let src = if input.join(experiment.name).join("jobs").is_dir() {
+            input.join(experiment.name)
+        } else {
+            input.clone()
+        };
+        if !src.join("jobs").is_dir() {
+            bail!("{} holds no jobs/ directory", input.display());
+        }
+        let same_dir = std::fs::canonicalize(&src)? == std::fs::canonicalize(&dir)?;
+        for r in read_study_records(&src.join("jobs"), experiment.name)? {
+            if !same_dir {
+                let file = format!("{}.json", replicate_id(r.replicate));
+                let from = src.join("jobs").join(&file);
+                std::fs::copy(&from, dir.join("jobs").join(&file))
+                    .with_context(|| format!("copying {}", from.display()))?;
+            }
+            records.entry(r.replicate).or_insert(r);
+        }
+    }
+    let Some(first) = records.values().next() else {
+        bail!("no replicate records found in the given directories");
+    };
+    let params = first.params;
+    if let Some(r) = records.values().find(|r| r.params != params) {
+        bail!(
+            "shards disagree: {:?} and {:?} (different --quick, --seed or --chains)",
+            params,
+            r.params
+        );
+    }
+    let records: Vec<StudyRecord> = records.into_values().collect();
+    let summary = Summary::from_study(experiment, study, params, &records)?;
+    write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+    Ok(summary)
+}
+
+/// The figures and the report of a summary.
+type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
+
+fn write_outputs(
+    summary: &Summary,
+    figures: Figures,
+    dir: &Path,
+    markdown: fn(&Summary, &[String]) -> String,
+) -> Result<()> {
+    let figures = figures(summary, dir)?;
     summary.write_json(&dir.join("summary.json"))?;
-    std::fs::write(dir.join("summary.md"), summary.markdown(&figures))?;
+    std::fs::write(dir.join("summary.md"), markdown(summary, &figures))?;
     println!("{}", summary_table(summary));
     println!("wrote {}", dir.display());
     Ok(())
@@ -325,7 +521,7 @@ fn write_outputs(summary: &Summary, protocol: &Protocol, dir: &Path) -> Result<(
 fn summary_table(summary: &Summary) -> String {
     let mut s = format!("{}:\n", summary.experiment);
     for c in &summary.cells {
-        let metrics: Vec<String> = ["accept", "mean_norm", "q_avg", "ess_min"]
+        let mut metrics: Vec<String> = ["accept", "mean_norm", "q_avg", "ess_min"]
             .iter()
             .filter_map(|m| {
                 c.metrics
@@ -333,6 +529,15 @@ fn summary_table(summary: &Summary) -> String {
                     .map(|st| format!("{m} {}", crate::summary::fmt(st.mean)))
             })
             .collect();
+        if metrics.is_empty() {
+            // A study's metrics have names of their own: show the first few.
+            metrics = c
+                .metrics
+                .iter()
+                .take(4)
+                .map(|(m, st)| format!("{m} {}", crate::summary::fmt(st.mean)))
+                .collect();
+        }
         let state = if c.status == "done" {
             format!("{:>8.1} s  {}", c.wall_time_secs, metrics.join("  "))
         } else {
@@ -372,6 +577,22 @@ fn existing_record(
     let text = std::fs::read_to_string(path).ok()?;
     let r: JobRecord = serde_json::from_str(&text).ok()?;
     (r.params == *params && r.experiment == experiment.name).then_some(r)
+}
+
+fn read_study_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<StudyRecord>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(jobs_dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path)?;
+            let r: StudyRecord = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", path.display()))?;
+            if r.experiment == experiment {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn read_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<JobRecord>> {
@@ -474,8 +695,10 @@ mod tests {
     }
 
     /// Checks a summary.json against the schema, reading it as untyped JSON
-    /// (so a field renamed in the struct breaks this test).
-    fn check_schema(path: &Path, name: &str) {
+    /// (so a field renamed in the struct breaks this test). A grid's cells
+    /// must have `accept` and `mean_norm`; a study's cells have
+    /// `iterations` = `burn_in` = 0 and metrics of their own.
+    fn check_schema(path: &Path, name: &str, study: bool) {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(v["experiment"], name);
         assert!(v["source"].as_str().is_some_and(|s| !s.is_empty()));
@@ -501,8 +724,14 @@ mod tests {
             }
             done += 1;
             assert_eq!(c["chains"].as_u64().unwrap() as usize, chains);
-            for required in ["accept", "mean_norm"] {
-                assert!(metrics.contains_key(required), "{required} missing in {c}");
+            if study {
+                assert_eq!(c["iterations"], 0);
+                assert_eq!(c["burn_in"], 0);
+                assert!(!metrics.is_empty(), "no metric in {c}");
+            } else {
+                for required in ["accept", "mean_norm"] {
+                    assert!(metrics.contains_key(required), "{required} missing in {c}");
+                }
             }
             for (name, m) in metrics {
                 let values: Vec<f64> = m["values"]
@@ -520,8 +749,9 @@ mod tests {
                 assert!(min <= lo && lo <= hi && hi <= max, "{name}: {lo} {hi}");
                 assert!(m["ci80_half_width"].as_f64().unwrap() >= 0.0);
             }
-            let accept = metrics["accept"]["mean"].as_f64().unwrap();
-            assert!((0.0..=1.0).contains(&accept));
+            if let Some(accept) = metrics.get("accept") {
+                assert!((0.0..=1.0).contains(&accept["mean"].as_f64().unwrap()));
+            }
             // Curves (optional): per-chain curves on common abscissae, with
             // pointwise mean and 10%/90% quantiles.
             let Some(traces) = c.get("traces") else {
@@ -565,16 +795,16 @@ mod tests {
         }
     }
 
-    /// Every implemented experiment runs end to end at --quick size and
-    /// writes a summary.json that fits the schema, summary.md, its figures
-    /// and one .npy per chain.
+    /// Every implemented experiment (grid or study) runs end to end at
+    /// --quick size and writes a summary.json that fits the schema,
+    /// summary.md, its figures and (grids) one .npy per chain.
     #[test]
     fn every_implemented_experiment_runs_at_quick_size() {
         let out = temp_dir("quick");
-        for e in experiments::all().iter().filter(|e| e.protocol.is_some()) {
+        for e in experiments::all().iter().filter(|e| e.is_runnable()) {
             let summary = reproduce(e, &options(&out, None)).unwrap().unwrap();
             let dir = out.join(e.name);
-            check_schema(&dir.join("summary.json"), e.name);
+            check_schema(&dir.join("summary.json"), e.name, e.study.is_some());
             assert_eq!(
                 Summary::read_json(&dir.join("summary.json")).unwrap(),
                 summary
@@ -590,7 +820,11 @@ mod tests {
                 let svg = std::fs::read_to_string(dir.join(f)).unwrap();
                 assert!(svg.starts_with("<svg"), "{f}");
             }
-            for c in summary.cells.iter().filter(|c| c.status == "done") {
+            for c in summary
+                .cells
+                .iter()
+                .filter(|c| c.status == "done" && e.study.is_none())
+            {
                 for k in 0..c.chains {
                     let mut npy = dir.join("chains").join(&c.target).join(&c.sampler);
                     if !c.setting.is_empty() {
@@ -664,6 +898,97 @@ mod tests {
                 assert_eq!(a, b, "{}", rel.display());
             }
         }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A study for the framework's tests: two rows, each the mean of
+    /// normal draws from the replicate's seed, and a figure.
+    fn fixture_study() -> Experiment {
+        fn run(r: &Replicate) -> Result<Vec<crate::summary::Measurement>> {
+            use rand::RngExt;
+            let mut rng = chain_rng(r.seed, 0);
+            (r.progress)(0, 2);
+            let rows = (0..2)
+                .map(|row| {
+                    let draws = (0..100).map(|_| rng.sample::<f64, _>(rand_distr::StandardNormal));
+                    crate::summary::Measurement {
+                        target: "normal".into(),
+                        target_label: "N(0, 1)".into(),
+                        method: "mean".into(),
+                        setting: format!("row={row}"),
+                        wall_time_secs: 0.0,
+                        metrics: BTreeMap::from([("mean".into(), draws.sum::<f64>() / 100.0)]),
+                    }
+                })
+                .collect();
+            (r.progress)(2, 2);
+            Ok(rows)
+        }
+        fn figures(_: &Summary, dir: &Path) -> Result<Vec<String>> {
+            std::fs::write(dir.join("fixture.svg"), "<svg/>")?;
+            Ok(vec!["fixture.svg".into()])
+        }
+        Experiment {
+            name: "fixture-study",
+            source: "the framework's tests",
+            description: "means of normal draws",
+            paper_size: "-",
+            protocol: None,
+            study: Some(Study {
+                replicates: 5,
+                quick_replicates: 5,
+                size: |_| "two means of 100 draws".into(),
+                run,
+                notes: "A test fixture.",
+                claims: |_| Vec::new(),
+                figures,
+            }),
+            missing: "",
+        }
+    }
+
+    /// A study runs, fits the schema, and three shards merged give the
+    /// one-run summary (replicates split round robin); a merge with a shard
+    /// missing fails naming the missing replicates.
+    #[test]
+    fn study_shards_merge_into_the_single_run_summary() {
+        let e = fixture_study();
+        let root = temp_dir("study-shards");
+        let single = reproduce(&e, &options(&root.join("single"), None))
+            .unwrap()
+            .unwrap();
+        check_schema(
+            &root.join("single").join(e.name).join("summary.json"),
+            e.name,
+            true,
+        );
+        assert_eq!(single.cells.len(), 2);
+        assert_eq!(single.cells[0].metrics["mean"].values.len(), 5);
+        // Replicates differ (own seeds) and are N(0, 1/100) means: |mean| < 5/√100.
+        let values = &single.cells[0].metrics["mean"].values;
+        assert!(values.windows(2).all(|w| w[0] != w[1]));
+        assert!(values.iter().all(|v| v.abs() < 0.5));
+        let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
+        for (i, dir) in shard_dirs.iter().enumerate() {
+            let shard = Shard {
+                index: i + 1,
+                count: 3,
+            };
+            assert!(reproduce(&e, &options(dir, Some(shard))).unwrap().is_none());
+        }
+        let message = format!(
+            "{:#}",
+            merge(&e, &shard_dirs[1..], &root.join("bad")).unwrap_err()
+        );
+        assert!(
+            message.contains("missing") && message.contains("replicate-0"),
+            "{message}"
+        );
+        let merged = merge(&e, &shard_dirs, &root.join("merged")).unwrap();
+        assert_eq!(timeless(merged), timeless(single));
+        let md =
+            std::fs::read_to_string(root.join("merged").join(e.name).join("summary.md")).unwrap();
+        assert!(md.contains("5 replicate(s)") && md.contains("![fixture.svg](fixture.svg)"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

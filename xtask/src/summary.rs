@@ -1,7 +1,7 @@
-//! Per-job records (one chain each), their aggregation into `summary.json`,
-//! and the `summary.md` report.
+//! Per-job records (one chain each, or one replicate of a study), their
+//! aggregation into `summary.json`, and the `summary.md` report.
 
-use crate::experiment::{Cell, Experiment, Protocol};
+use crate::experiment::{Cell, Experiment, Protocol, Study};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -110,6 +110,43 @@ impl TraceStats {
             x,
         })
     }
+}
+
+/// One row of a study's replicate: the metrics of one target × method ×
+/// setting (the study's analogue of a chain's metrics).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Target key.
+    pub target: String,
+    /// The target in the paper's notation.
+    pub target_label: String,
+    /// What is measured (a sampler's proposal, an estimator, …); shown in the
+    /// summary's `sampler` column.
+    pub method: String,
+    /// A setting that varies along the study (e.g. `D=100`), empty if none.
+    pub setting: String,
+    /// Wall-clock seconds this row took (0 if not timed separately).
+    pub wall_time_secs: f64,
+    /// Every metric's value in this replicate (finite).
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// What one replicate of a study produced: written as
+/// `jobs/replicate-<index>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyRecord {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The run parameters (`chains` = replicates).
+    pub params: RunParams,
+    /// The replicate's index.
+    pub replicate: usize,
+    /// The replicate's seed.
+    pub seed: u64,
+    /// Wall-clock seconds of the whole replicate.
+    pub wall_time_secs: f64,
+    /// The replicate's rows, in the study's order.
+    pub rows: Vec<Measurement>,
 }
 
 /// Statistics of one metric over the chains of a cell.
@@ -327,6 +364,93 @@ impl Summary {
         Ok(summary)
     }
 
+    /// Aggregates the replicates of a study: one cell per row (target ×
+    /// method × setting, in the first replicate's order) with every metric
+    /// over the replicates; fails listing missing replicates, or if the
+    /// replicates disagree on the rows.
+    pub fn from_study(
+        experiment: &Experiment,
+        study: &Study,
+        params: RunParams,
+        records: &[StudyRecord],
+    ) -> Result<Self> {
+        let mut by_replicate: BTreeMap<usize, &StudyRecord> = BTreeMap::new();
+        for r in records {
+            if r.params != params || r.experiment != experiment.name {
+                bail!(
+                    "replicate {} was run with {:?} of {}, expected {:?} of {}",
+                    r.replicate,
+                    r.params,
+                    r.experiment,
+                    params,
+                    experiment.name
+                );
+            }
+            by_replicate.insert(r.replicate, r);
+        }
+        let missing: Vec<String> = (0..params.chains)
+            .filter(|k| !by_replicate.contains_key(k))
+            .map(crate::runner::replicate_id)
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "{} replicate(s) missing (run the shards that hold them): {}",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+        let first = &by_replicate[&0].rows;
+        let mut cells: Vec<CellSummary> = first
+            .iter()
+            .map(|row| CellSummary {
+                target: row.target.clone(),
+                target_label: row.target_label.clone(),
+                sampler: row.method.clone(),
+                setting: row.setting.clone(),
+                status: "done".into(),
+                chains: params.chains,
+                iterations: 0,
+                burn_in: 0,
+                wall_time_secs: 0.0,
+                metrics: BTreeMap::new(),
+                traces: BTreeMap::new(),
+            })
+            .collect();
+        let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); cells.len()];
+        for (k, record) in by_replicate.range(..params.chains) {
+            let same_rows = record.rows.len() == first.len()
+                && record.rows.iter().zip(first).all(|(a, b)| {
+                    (&a.target, &a.method, &a.setting) == (&b.target, &b.method, &b.setting)
+                        && a.metrics.keys().eq(b.metrics.keys())
+                });
+            if !same_rows {
+                bail!("replicate {k} measured other rows or metrics than replicate 0");
+            }
+            for ((cell, row), v) in cells.iter_mut().zip(&record.rows).zip(&mut values) {
+                cell.wall_time_secs += row.wall_time_secs;
+                for (name, x) in &row.metrics {
+                    v.entry(name.clone()).or_default().push(*x);
+                }
+            }
+        }
+        for (cell, v) in cells.iter_mut().zip(values) {
+            cell.metrics = v
+                .into_iter()
+                .map(|(name, v)| (name, MetricStats::new(v)))
+                .collect();
+        }
+        let mut summary = Self {
+            experiment: experiment.name.into(),
+            source: experiment.source.into(),
+            params,
+            notes: study.notes.into(),
+            cells,
+            claims: Vec::new(),
+        };
+        summary.claims = (study.claims)(&summary);
+        Ok(summary)
+    }
+
     /// The statistics of `metric` for a target key, sampler label and setting.
     pub fn stats(
         &self,
@@ -408,6 +532,49 @@ impl Summary {
             }
             curve_tables(&mut md, &cells);
         }
+        self.claims_and_figures(&mut md, figures);
+        md
+    }
+
+    /// The `summary.md` report of a study: one table per target with the
+    /// mean and 10%–90% range over replicates, claims, figures.
+    pub fn study_markdown(&self, figures: &[String]) -> String {
+        let mut md = String::new();
+        let size = if self.params.quick {
+            "--quick size (too small to judge the paper's claims)"
+        } else {
+            "full size"
+        };
+        let _ = writeln!(
+            md,
+            "# {}\n\nSource: {}. Run at {size}; master seed {}, {} replicate(s).\n",
+            self.experiment, self.source, self.params.seed, self.params.chains
+        );
+        let _ = writeln!(md, "{}\n", self.notes);
+        let _ = writeln!(
+            md,
+            "Each entry is the mean over replicates with their 10%–90% range in brackets; \
+             every per-replicate value is in `summary.json`.\n"
+        );
+        for (key, label) in self.targets() {
+            let cells: Vec<&CellSummary> = self.cells.iter().filter(|c| c.target == key).collect();
+            let mut names: Vec<&str> = Vec::new();
+            for c in &cells {
+                for n in c.metrics.keys() {
+                    if !names.contains(&n.as_str()) {
+                        names.push(n);
+                    }
+                }
+            }
+            let _ = writeln!(md, "## {label}\n");
+            table(&mut md, &cells, &names, false);
+        }
+        self.claims_and_figures(&mut md, figures);
+        md
+    }
+
+    /// Appends the claims with their verdicts and the figure links.
+    fn claims_and_figures(&self, md: &mut String, figures: &[String]) {
         let _ = writeln!(md, "## The paper's claims\n");
         for claim in &self.claims {
             let verdict = match claim.verdict {
@@ -423,7 +590,6 @@ impl Summary {
                 let _ = writeln!(md, "![{f}]({f})");
             }
         }
-        md
     }
 }
 

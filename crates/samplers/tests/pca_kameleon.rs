@@ -2,14 +2,21 @@
 //! j ~ ω ∝ λ_j, ρ ~ N(0, 1), x* ~ N(y + ρ ν M H α⁽ʲ⁾, γ²I), with the
 //! eigenvectors of an explicitly built HKH. The closed-form mixture density
 //! (ρ integrated out) is checked against numerical integration over ρ, and
-//! the sampler's draws against the mixture's covariance.
+//! the sampler's draws against the mixture's covariance. Invariance on the
+//! 8-d banana B(0.1, 100) and a correlated Gaussian, with the reverse
+//! density at the wrong point failing the same checks.
 
+mod common;
+
+use common::{Reference, ReverseAtCurrent, assert_verdict, z_chain};
 use faer::{Mat, Side};
 use kameleon_kernels::{Gaussian, Kernel};
 use kameleon_samplers::{
-    Bandwidth, FnTarget, Gamma, PcaKameleon, PcaKameleonConfig, Proposal, Refresh, RunningMoments,
-    Scale, SubsampleConfig,
+    AdaptProbability, Bandwidth, FnTarget, Gamma, PcaKameleon, PcaKameleonConfig, Proposal,
+    Refresh, RobbinsMonro, RunConfig, RunningMoments, Scale, StepSchedule, SubsampleConfig,
+    run_chain,
 };
+use kameleon_targets::Banana;
 use rand::{RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -165,5 +172,106 @@ fn draws_have_the_mixture_covariance() {
             means[k],
             expected[k]
         );
+    }
+}
+
+// ------------------------------------------------------------- invariance
+//
+// Tolerances: as in `kamh_invariance.rs` (chain averages within Z_TOL = 5
+// Geyer-ESS standard errors, see `common/mod.rs`), with the same targets,
+// run lengths and seeds.
+
+const SEEDS: u64 = 3;
+
+fn adaptive_scale() -> Scale {
+    Scale::Adaptive(RobbinsMonro::new(0.1f64.sqrt(), 0.234, StepSchedule::InverseSqrt).unwrap())
+}
+
+/// PCA-Kameleon on the 8-d banana B(0.1, 100) with an oracle subsample of
+/// n = 300 exact draws, frozen; the top 8 kernel principal directions, each
+/// ν_j learned by Robbins–Monro during burn-in.
+fn banana_pca(target: &Banana, seed: u64) -> PcaKameleon<Gaussian> {
+    let n = 300;
+    let config = PcaKameleonConfig {
+        subsample: SubsampleConfig {
+            subsample_size: n,
+            gamma: Gamma::Fixed(0.2),
+            refresh: Refresh::Never,
+            bandwidth: Bandwidth::Fixed,
+            warmup_scale: 1.0,
+        },
+        components: 8,
+        scale: adaptive_scale(),
+    };
+    let mut pca = PcaKameleon::new(8, Gaussian::new(15.0).unwrap(), config).unwrap();
+    pca.set_subsample(common::oracle_subsample(target, n, seed).as_ref())
+        .unwrap();
+    pca
+}
+
+fn banana_score(target: &Banana, proposal: impl Proposal, seed: u64) -> (f64, String) {
+    let config = RunConfig::new(5_000, 30_000);
+    let chain = run_chain(target, proposal, &[0.0; 8], config, seed).unwrap();
+    eprintln!("acceptance {:.3}", chain.acceptance_rate());
+    Reference::banana(target).worst_z(&chain.samples, &z_chain)
+}
+
+#[test]
+fn pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
+    let target = Banana::new(8, 0.1, 100.0).unwrap();
+    for seed in 0..SEEDS {
+        let score = banana_score(&target, banana_pca(&target, seed), seed);
+        assert_verdict(&format!("pca banana seed {seed}"), score, true);
+    }
+}
+
+#[test]
+fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails_on_the_banana() {
+    let target = Banana::new(8, 0.1, 100.0).unwrap();
+    for seed in 0..SEEDS {
+        let proposal = ReverseAtCurrent(banana_pca(&target, seed));
+        let score = banana_score(&target, proposal, seed);
+        assert_verdict(&format!("broken pca banana seed {seed}"), score, false);
+    }
+}
+
+/// PCA-Kameleon learning from its own history on a correlated 4-d
+/// Gaussian: z redrawn with probability t^(−1/2) during burn-in, 3
+/// directions, one Robbins–Monro scale per direction.
+fn gaussian_pca() -> PcaKameleon<Gaussian> {
+    let config = PcaKameleonConfig {
+        subsample: SubsampleConfig {
+            subsample_size: 100,
+            gamma: Gamma::Fixed(0.2),
+            refresh: Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
+            bandwidth: Bandwidth::Fixed,
+            warmup_scale: 1.0,
+        },
+        components: 3,
+        scale: adaptive_scale(),
+    };
+    PcaKameleon::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
+}
+
+fn gaussian_score(proposal: impl Proposal, seed: u64) -> (f64, String) {
+    let (target, mean, cov) = common::correlated_gaussian(4);
+    let config = RunConfig::new(3_000, 20_000);
+    let chain = run_chain(&target, proposal, &[0.0; 4], config, seed).unwrap();
+    Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain)
+}
+
+#[test]
+fn pca_kameleon_is_invariant_on_a_correlated_gaussian() {
+    for seed in 0..SEEDS {
+        let score = gaussian_score(gaussian_pca(), seed);
+        assert_verdict(&format!("pca gaussian seed {seed}"), score, true);
+    }
+}
+
+#[test]
+fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_gaussian() {
+    for seed in 0..SEEDS {
+        let score = gaussian_score(ReverseAtCurrent(gaussian_pca()), seed);
+        assert_verdict(&format!("broken pca gaussian seed {seed}"), score, false);
     }
 }

@@ -4,7 +4,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{CurveSeries, curves};
+use crate::plot::{CurveSeries, band_curves};
 use crate::spec::{LiteBasis, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Summary, fmt};
 use anyhow::Result;
@@ -87,6 +87,7 @@ pub fn kmc() -> Experiment {
             claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -121,7 +122,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
                 })
             })
             .collect();
-        curves(
+        band_curves(
             &dir.join(file),
             &format!("ABC skew-normal: {title}, 10%–90% of chains"),
             &series,

@@ -86,6 +86,7 @@ pub fn ess() -> Experiment {
             claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }

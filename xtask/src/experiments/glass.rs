@@ -5,7 +5,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{CurveSeries, curves};
+use crate::plot::{CurveSeries, band_curves};
 use crate::spec::{LiteBasis, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Summary, fmt};
 use anyhow::Result;
@@ -78,6 +78,7 @@ pub fn kamh() -> Experiment {
             claims: kamh_claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -157,6 +158,7 @@ pub fn kmc() -> Experiment {
             claims: kmc_claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -183,7 +185,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             })
             .collect();
         let file = format!("fig4-{trace}.svg");
-        curves(
+        band_curves(
             &dir.join(&file),
             &format!("Glass: {title} (mean, 10%–90% of chains)"),
             &series,

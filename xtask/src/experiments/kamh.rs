@@ -99,6 +99,7 @@ pub fn banana() -> Experiment {
             claims: fig5_claims,
             figures: fig5_figures,
         }),
+        study: None,
         missing: "",
     }
 }
@@ -119,6 +120,7 @@ pub fn flower() -> Experiment {
             claims: fig5_claims,
             figures: fig5_figures,
         }),
+        study: None,
         missing: "",
     }
 }

@@ -96,6 +96,7 @@ pub fn banana() -> Experiment {
             claims,
             figures,
         }),
+        study: None,
         missing: "",
     }
 }

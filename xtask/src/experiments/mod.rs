@@ -2,9 +2,11 @@
 
 mod abc;
 mod fkamh;
+mod fkamh_covariance;
 mod glass;
 mod kamh;
 mod kmc;
+mod proposals;
 
 use crate::experiment::Experiment;
 
@@ -22,6 +24,7 @@ fn planned(
         description,
         paper_size,
         protocol: None,
+        study: None,
         missing,
     }
 }
@@ -31,22 +34,10 @@ pub fn all() -> Vec<Experiment> {
     vec![
         kamh::banana(),
         kamh::flower(),
-        planned(
-            "kamh-proposals",
-            "KAMH, Fig. 2 and Fig. 6",
-            "95% proposal contours of KAMH on the banana, flower and ring",
-            "one subsample of 1000 points per target",
-            "protocol not written yet: contours of KAMH's proposal at given points for a fixed subsample",
-        ),
+        proposals::proposals(),
         glass::kamh(),
         fkamh::ess(),
-        planned(
-            "fkamh-covariance",
-            "F-KAMH thesis, Fig. 5.7 and A.2–A.5",
-            "Frobenius error of F-KAMH proposal covariances vs KAMH n = 5000; log-log slopes",
-            "thesis sizes",
-            "protocol not written yet: Frobenius errors of FKamh::proposal_covariance_at against KAMH n = 5000",
-        ),
+        fkamh_covariance::covariance(),
         kmc::banana(),
         planned(
             "kmc-trajectories",

@@ -16,9 +16,13 @@
 //! wrong sampler by a wide margin.
 #![allow(dead_code)]
 
-use faer::Mat;
-use kameleon_samplers::Chain;
+use faer::{Mat, Side};
+use kameleon_samplers::{
+    AdaptationStop, Chain, Proposal, RunConfig, StepOutcome, Target, chain_rng, run_chain,
+};
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Standard errors allowed for a chain average.
 pub const Z_TOL: f64 = 5.0;
@@ -125,4 +129,268 @@ pub fn worst_coverage_z(chain: &Chain, target: &Banana) -> f64 {
             z_and_ess(&inside, q).0
         })
         .fold(0.0, f64::max)
+}
+
+// ------------------------------------------------------------------------
+// Invariance checks shared by the kernel adaptive samplers' tests (KAMH,
+// PCA-Kameleon, F-KAMH, cKAM): an exact reference per target, z-scores of
+// any set of draws against it, and the broken-sampler wrapper.
+
+/// A z-score of a series of f(x) values against E_π f: the chain CLT one
+/// ([`z_chain`]), the iid one ([`z_iid`]) or a blocked one ([`z_blocks`]).
+pub type ZScore<'a> = &'a dyn Fn(&[f64], f64) -> f64;
+
+/// |f̄ − expected| / (sd/√ESS) with Geyer's ESS (the first value of [`z_and_ess`]).
+pub fn z_chain(series: &[f64], expected: f64) -> f64 {
+    z_and_ess(series, expected).0
+}
+
+/// |f̄ − expected| / (sd/√n) for independent draws.
+pub fn z_iid(series: &[f64], expected: f64) -> f64 {
+    let n = series.len() as f64;
+    let mean = series.iter().sum::<f64>() / n;
+    let var = series.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
+    (mean - expected).abs() / (var / n).sqrt()
+}
+
+/// The chain z-score of the means of consecutive blocks of `block` values
+/// (a trailing partial block is dropped). For cyclical samplers whose kept
+/// states come in blocks (one per cycle) of strongly dependent states: the
+/// block means form a stationary series of expectation E_π f, and Geyer's
+/// ESS of that series absorbs the remaining dependence between blocks.
+pub fn z_blocks(block: usize) -> impl Fn(&[f64], f64) -> f64 {
+    move |series, expected| {
+        let means: Vec<f64> = series
+            .chunks_exact(block)
+            .map(|b| b.iter().sum::<f64>() / block as f64)
+            .collect();
+        z_chain(&means, expected)
+    }
+}
+
+/// Quantile levels whose exact regions are checked.
+pub const LEVELS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+
+/// x ↦ T(x), written into the second argument.
+type Transform = Box<dyn Fn(&[f64], &mut [f64])>;
+/// x ↦ s(x).
+type Statistic = Box<dyn Fn(&[f64]) -> f64>;
+
+/// An exact reference for draws of a target: a map T whose image T(x) has a
+/// known mean and covariance under π, and a statistic s(x) with known
+/// quantiles, so that the regions {s ≤ t_q} have mass q.
+pub struct Reference {
+    /// The dimension of x and of T(x).
+    pub dim: usize,
+    transform: Transform,
+    mean: Vec<f64>,
+    cov: Vec<f64>,
+    statistic: Statistic,
+    /// t_q for q in [`LEVELS`].
+    thresholds: Vec<f64>,
+}
+
+impl Reference {
+    /// The banana B(b, v) through its untwisting map
+    /// T(y) = (y₁/√v, y₂ − b(y₁² − v), y₃, …), which is exactly N(0, I) under
+    /// the target, and the regions ‖T(y)‖² ≤ χ²_d⁻¹(q). (The raw second
+    /// moments of y₂ involve y₁⁴ and are too heavy-tailed for short chains.)
+    pub fn banana(target: &Banana) -> Self {
+        let d = target.dim();
+        let (b, v) = (target.bananicity(), target.variance());
+        let mut identity = vec![0.0; d * d];
+        (0..d).for_each(|i| identity[i * d + i] = 1.0);
+        let regions = target.clone();
+        Self {
+            dim: d,
+            transform: Box::new(move |x, out| {
+                out.copy_from_slice(x);
+                out[0] = x[0] / v.sqrt();
+                out[1] = x[1] - b * (x[0] * x[0] - v);
+            }),
+            mean: vec![0.0; d],
+            cov: identity,
+            statistic: Box::new(move |x| regions.region_statistic(x)),
+            thresholds: LEVELS.iter().map(|&q| chi2_quantile(d, q)).collect(),
+        }
+    }
+
+    /// N(mean, cov) (d even, cov d × d row-major): raw moments, and the
+    /// Mahalanobis regions (x − μ)ᵀΣ⁻¹(x − μ) ≤ χ²_d⁻¹(q).
+    pub fn gaussian(mean: &[f64], cov: &[f64]) -> Self {
+        let d = mean.len();
+        let c = Mat::<f64>::from_fn(d, d, |i, j| cov[i * d + j]);
+        let l = c
+            .llt(Side::Lower)
+            .expect("positive definite")
+            .L()
+            .to_owned();
+        let mu = mean.to_vec();
+        Self {
+            dim: d,
+            transform: Box::new(|x, out| out.copy_from_slice(x)),
+            mean: mean.to_vec(),
+            cov: cov.to_vec(),
+            statistic: Box::new(move |x| {
+                // ‖L⁻¹(x − μ)‖² by forward substitution
+                let mut w = vec![0.0; d];
+                for i in 0..d {
+                    let s: f64 = (0..i).map(|k| l[(i, k)] * w[k]).sum();
+                    w[i] = (x[i] - mu[i] - s) / l[(i, i)];
+                }
+                w.iter().map(|v| v * v).sum()
+            }),
+            thresholds: LEVELS.iter().map(|&q| chi2_quantile(d, q)).collect(),
+        }
+    }
+
+    /// The worst z-score (by `z`) of the draws (n × d row-major) over the
+    /// means and covariance entries of T(x) (chain averages of
+    /// (T_i − μ_i)(T_j − μ_j) with the exact μ) and the coverage of the
+    /// regions of every level in [`LEVELS`], with the name of the worst
+    /// statistic.
+    pub fn worst_z(&self, samples: &[f64], z: ZScore<'_>) -> (f64, String) {
+        let d = self.dim;
+        let mut image = vec![0.0; samples.len()];
+        for (x, t) in samples.chunks_exact(d).zip(image.chunks_exact_mut(d)) {
+            (self.transform)(x, t);
+        }
+        let series =
+            |f: &dyn Fn(&[f64]) -> f64| -> Vec<f64> { image.chunks_exact(d).map(f).collect() };
+        let mut worst = (0.0, String::new());
+        let mut record = |value: f64, name: String| {
+            if value > worst.0 || value.is_nan() {
+                worst = (value, name);
+            }
+        };
+        for i in 0..d {
+            record(z(&series(&|t| t[i]), self.mean[i]), format!("mean {i}"));
+            for j in 0..=i {
+                let centred = series(&|t| (t[i] - self.mean[i]) * (t[j] - self.mean[j]));
+                record(z(&centred, self.cov[i * d + j]), format!("cov {i},{j}"));
+            }
+        }
+        let stats: Vec<f64> = samples
+            .chunks_exact(d)
+            .map(|x| (self.statistic)(x))
+            .collect();
+        for (&q, &t) in LEVELS.iter().zip(&self.thresholds) {
+            let inside: Vec<f64> = stats.iter().map(|&s| f64::from(u8::from(s <= t))).collect();
+            record(z(&inside, q), format!("coverage {q}"));
+        }
+        worst
+    }
+}
+
+/// χ²_d⁻¹(q) for even d, inverting the closed-form CDF
+/// P(χ²_d ≤ t) = 1 − e^{−t/2} Σ_{j<d/2} (t/2)^j / j! by bisection.
+pub fn chi2_quantile(d: usize, q: f64) -> f64 {
+    assert!(d.is_multiple_of(2) && d > 0, "closed form for even d only");
+    let cdf = |t: f64| {
+        let (mut term, mut sum) = (1.0, 0.0);
+        for j in 0..d / 2 {
+            if j > 0 {
+                term *= t / 2.0 / j as f64;
+            }
+            sum += term;
+        }
+        1.0 - (-t / 2.0).exp() * sum
+    };
+    let (mut lo, mut hi) = (0.0, 10.0 * d as f64 + 100.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if cdf(mid) < q {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// A proposal whose Hastings correction is computed as if the reverse
+/// density q(x_t | x*) used the proposal's shape at x_t instead of at x*
+/// (the bug of several public implementations): forward and reverse
+/// densities are then the same function of x* − x_t, and the correction is
+/// 0. Non-finite corrections (the inner proposal's rejections) pass through.
+#[derive(Clone)]
+pub struct ReverseAtCurrent<P>(pub P);
+
+impl<P: Proposal> Proposal for ReverseAtCurrent<P> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> kameleon_samplers::Result<()> {
+        self.0.initialise(target, x)
+    }
+
+    fn propose(
+        &mut self,
+        target: &dyn Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn Rng,
+    ) -> f64 {
+        let correction = self.0.propose(target, current, proposed, rng);
+        if correction.is_finite() {
+            0.0
+        } else {
+            correction
+        }
+    }
+
+    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
+        self.0.observe(outcome, adapt, rng);
+    }
+}
+
+/// Invariance by stationarity: `chains` chains started at exact draws of π
+/// with the same frozen kernel (adaptation off). If the kernel leaves π
+/// invariant, each chain's state after `steps` steps is again an exact draw
+/// and the chains are independent, so the final states are iid π whatever
+/// the mixing speed (check them with [`z_iid`]). Returns them (chains × d).
+pub fn final_states<P: Proposal + Clone>(
+    target: &dyn Target,
+    proposal: &P,
+    chains: u64,
+    steps: u64,
+    seed: u64,
+) -> Vec<f64> {
+    let d = target.dim();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x57a7);
+    let mut x0 = vec![0.0; d];
+    let mut out = Vec::with_capacity(chains as usize * d);
+    let config = RunConfig::new(0, steps).adaptation(AdaptationStop::After(0));
+    for r in 0..chains {
+        target.sample_iid(&mut rng, &mut x0).unwrap();
+        let chain = run_chain(target, proposal.clone(), &x0, config, seed * chains + r).unwrap();
+        out.extend_from_slice(chain.sample(chain.len() - 1));
+    }
+    out
+}
+
+/// An n × d matrix of iid draws of `target` (an oracle subsample).
+pub fn oracle_subsample(target: &dyn Target, n: usize, seed: u64) -> Mat<f64> {
+    let d = target.dim();
+    let mut rng = chain_rng(seed, 1);
+    let mut z = Mat::<f64>::zeros(n, d);
+    let mut x = vec![0.0; d];
+    for i in 0..n {
+        target.sample_iid(&mut rng, &mut x).unwrap();
+        for j in 0..d {
+            z[(i, j)] = x[j];
+        }
+    }
+    z
+}
+
+/// Prints a worst z-score (from [`Reference::worst_z`]) and asserts that a
+/// correct sampler passes (z < Z_TOL) and a broken one fails (z > Z_TOL).
+pub fn assert_verdict(label: &str, (z, which): (f64, String), correct: bool) {
+    eprintln!("{label}: worst z {z:.2} ({which})");
+    if correct {
+        assert!(z < Z_TOL, "{label}: z {z} ({which})");
+    } else {
+        assert!(
+            z > Z_TOL,
+            "{label}: the broken sampler passed, z {z} ({which})"
+        );
+    }
 }
