@@ -180,7 +180,7 @@ impl ReferenceKey {
     fn sampler(self) -> SamplerSpec {
         match self {
             Self::Glass { .. } => SamplerSpec::Sm,
-            Self::Abc => SamplerSpec::RwFixed { scale: 0.55 },
+            Self::Abc => SamplerSpec::RwFixed { nu: 0.55, thin: 1 },
         }
     }
 
@@ -288,7 +288,11 @@ fn compute(key: ReferenceKey, plan: ReferencePlan) -> Result<Reference> {
     let x0 = spec.start(&built, &mut start_rng)?;
     let chains = (0..plan.chains)
         .into_par_iter()
-        .map(|k| sampler.run(target, &x0, config, plan.seed, k as u64, &|_| {}))
+        .map(|k| {
+            Ok(sampler
+                .run(target, &x0, config, plan.seed, k as u64, &|_| {})?
+                .chain)
+        })
         .collect::<Result<Vec<_>>>()?;
     let slices: Vec<&[f64]> = chains.iter().map(|c| c.samples.as_slice()).collect();
     let rhat_max = if chains.len() >= 2 {

@@ -1,6 +1,6 @@
 //! SVG figures drawn like the papers': grouped bars with interval whiskers,
-//! curves with interval whiskers on linear or log axes, curves with shaded
-//! bands, and 95% proposal ellipses over a density heat map.
+//! curves with interval whiskers or shaded bands on linear or log axes, and
+//! 95% proposal ellipses over a density heat map.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -249,6 +249,9 @@ pub enum CurveKind {
     Fit,
     /// A reference level (e.g. another method's value): thin, in greys.
     Reference,
+    /// Data with many points (e.g. a KL curve along the chains): a thick
+    /// line with its interval drawn as a shaded band, no markers.
+    Banded,
 }
 
 /// One labelled curve.
@@ -340,7 +343,22 @@ pub fn curves(
                     _ => PALETTE[s.colour % PALETTE.len()],
                 };
                 let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
-                let width = if s.kind == CurveKind::Data { 2 } else { 1 };
+                let width = if matches!(s.kind, CurveKind::Data | CurveKind::Banded) {
+                    2
+                } else {
+                    1
+                };
+                if s.kind == CurveKind::Banded && points.len() > 1 {
+                    let mut outline: Vec<(f64, f64)> =
+                        points.iter().map(|p| (p.x, p.low.min(p.y))).collect();
+                    outline.extend(points.iter().rev().map(|p| (p.x, p.high.max(p.y))));
+                    chart
+                        .draw_series(std::iter::once(Polygon::new(
+                            outline,
+                            colour.mix(0.2).filled(),
+                        )))
+                        .map_err(|e| plot_err(&e))?;
+                }
                 chart
                     .draw_series(LineSeries::new(
                         points.iter().map(|p| (p.x, p.y)),
@@ -498,6 +516,51 @@ pub fn proposal_contours(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn banded_curves_draw_one_band_each_on_log_axes() {
+        let dir = std::env::temp_dir().join(format!("xtask-bands-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bands.svg");
+        let point = |x: f64, y: f64| CurvePoint {
+            x,
+            y,
+            low: 0.5 * y,
+            high: 2.0 * y,
+        };
+        let series = vec![
+            Curve {
+                label: "cKAM".into(),
+                points: vec![point(0.1, 3.0), point(1.0, 0.3), point(10.0, 0.03)],
+                kind: CurveKind::Banded,
+                colour: 0,
+            },
+            Curve {
+                label: "RW".into(),
+                points: vec![point(0.2, 2.0), point(2.0, 0.2)],
+                kind: CurveKind::Banded,
+                colour: 1,
+            },
+            Curve {
+                label: "iid floor".into(),
+                // the non-positive point cannot be drawn on log axes
+                points: vec![point(0.0, 1.0), point(1.0, 0.1), point(10.0, 0.01)],
+                kind: CurveKind::Reference,
+                colour: 0,
+            },
+        ];
+        let axes = Axes {
+            log_x: true,
+            log_y: true,
+        };
+        curves(&path, "KL vs time", ("seconds", "J"), axes, &series).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["KL vs time", "cKAM", "RW", "iid floor", "seconds"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        assert_eq!(svg.matches("<polygon").count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The boundary points have Mahalanobis radius r: (x − c)ᵀΣ⁻¹(x − c)
     /// with the explicit 2 × 2 inverse.

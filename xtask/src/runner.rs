@@ -624,21 +624,24 @@ fn run_job(
 ) -> Result<JobRecord> {
     let cell = job.cell;
     let seed = cell_seed(params.seed, cell);
-    // The starting point (an exact draw where the target has them) comes
-    // from a stream of its own, so it does not shift the sampler's stream.
+    // The starting point (the paper's fixed one if it has one, else an exact
+    // draw from the target) comes from a stream of its own, so it does not
+    // shift the sampler's stream.
     let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
     let x0 = cell.target.start(built, &mut setup)?;
     let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
-    let chain = cell
+    let run = cell
         .sampler
         .run_on(built, &x0, config, seed, job.chain as u64, &|p| {
             bar.set_position(p.step)
         })?;
+    let chain = &run.chain;
     let mut metrics = BTreeMap::new();
-    let mut traces = BTreeMap::new();
+    let mut curves = BTreeMap::new();
     for m in protocol.metrics {
-        metrics.extend(m.compute(&chain, built)?);
-        traces.extend(m.compute_curves(&chain, built)?);
+        let evaluation = m.evaluate(&run, built, seed)?;
+        metrics.extend(evaluation.scalars);
+        curves.extend(evaluation.curves);
     }
     let (t, s, set) = cell.key();
     let record = JobRecord {
@@ -654,7 +657,7 @@ fn run_job(
         wall_time_secs: chain.wall_time_secs,
         final_scale: chain.adaptation.scale,
         metrics,
-        traces,
+        curves,
     };
     if opts.write_chains {
         let path = chain_path(dir, &record);
@@ -673,6 +676,7 @@ fn run_job(
 mod tests {
     use super::*;
     use crate::experiments;
+    use crate::summary::depends_on_clock;
     use serde_json::Value;
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -754,10 +758,10 @@ mod tests {
             }
             // Curves (optional): per-chain curves on common abscissae, with
             // pointwise mean and 10%/90% quantiles.
-            let Some(traces) = c.get("traces") else {
+            let Some(curves) = c.get("curves") else {
                 continue;
             };
-            for (name, t) in traces.as_object().unwrap() {
+            for (name, t) in curves.as_object().unwrap() {
                 let floats = |v: &Value| -> Vec<f64> {
                     v.as_array()
                         .unwrap()
@@ -768,7 +772,7 @@ mod tests {
                 let x = floats(&t["x"]);
                 assert!(!x.is_empty(), "{name}");
                 let values: Vec<Vec<f64>> =
-                    t["values"].as_array().unwrap().iter().map(floats).collect();
+                    t["chains"].as_array().unwrap().iter().map(floats).collect();
                 assert_eq!(values.len(), chains, "{name}");
                 let (mean, q10, q90) = (floats(&t["mean"]), floats(&t["q10"]), floats(&t["q90"]));
                 for i in 0..x.len() {
@@ -844,9 +848,11 @@ mod tests {
     fn timeless(mut s: Summary) -> Summary {
         for c in &mut s.cells {
             c.wall_time_secs = 0.0;
-            c.metrics.retain(|name, _| !name.ends_with("_per_s"));
+            c.metrics.retain(|name, _| !depends_on_clock(name));
+            c.curves.retain(|name, _| !depends_on_clock(name));
         }
-        s.claims.retain(|c| !c.claim.contains("per second"));
+        s.claims
+            .retain(|c| !c.claim.contains("per second") && !c.claim.contains("wall time"));
         s
     }
 
@@ -856,12 +862,14 @@ mod tests {
     /// cached reference sample.
     #[test]
     fn shards_merge_into_the_single_run_summary() {
-        for name in ["kamh-banana", "kmc-abc"] {
-            shards_merge_into_the_single_run_summary_of(name);
+        // a grid experiment with scalar metrics, one with curves, and one with
+        // curves and a cached reference sample
+        for name in ["kamh-banana", "ckam-bimodal", "kmc-abc"] {
+            check_shards_merge(name);
         }
     }
 
-    fn shards_merge_into_the_single_run_summary_of(name: &str) {
+    fn check_shards_merge(name: &str) {
         let e = experiments::find(name).unwrap();
         let root = temp_dir(&format!("shards-{name}"));
         let single_dir = root.join("single");

@@ -2,27 +2,31 @@
 //! per-chain metrics computed on its post-burn-in draws.
 
 use crate::benchmark::{Reference, ReferenceKey};
+use crate::summary::Curve;
 use anyhow::{Context, Result, bail};
 use faer::MatRef;
 use kameleon_diagnostics::{
-    MmdEstimator, PolynomialKernel, autocorrelation, column, ess_geyer_per_dim, mmd2_polynomial,
-    quantile_coverage_errors,
+    Axis, MmdEstimator, PolynomialKernel, ReferenceHistogram, autocorrelation, column,
+    ess_geyer_per_dim, mmd2_polynomial, quantile_coverage_errors,
 };
 use kameleon_features::{Embedding, RandomFourierFeatures};
-use kameleon_kernels::Gaussian;
+use kameleon_kernels::{Gaussian, Kernel, Matern};
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Chain, FKamh, FiniteSurrogate,
-    Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite, LiteSurrogate, ProgressFn,
-    Proposal, RandomWalk, Refresh, RobbinsMonro, Run, RunConfig, Scale, StepSchedule,
+    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Chain, Ckam, FKamh,
+    FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite,
+    LiteSurrogate, MetropolisHastings, MomentEstimator, Progress, ProgressFn, Proposal, RandomWalk,
+    Refresh, RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig,
     SyntheticLikelihood, Target, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use kameleon_targets::{
-    AbcSkewNormal, Banana, Flower, GpClassification, IsotropicGaussianPrior, PseudoMarginal,
-    QuantileRegions, abc_skew_normal_posterior, glass_posterior,
+    AbcSkewNormal, Banana, Flower, GaussianMixture, GpClassification, GridMixture,
+    IsotropicGaussianPrior, PseudoMarginal, QuantileRegions, abc_skew_normal_posterior,
+    glass_posterior,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A target of the papers, by its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +63,14 @@ pub enum TargetSpec {
     /// The KMC paper's 10-d ABC posterior of a skew-normal location
     /// (`abc_skew_normal_posterior`).
     AbcSkewNormal,
+    // ── The cKAM paper's mixtures (Li et al. 2022, Appendix A) ──
+    /// The 2-d bimodal ½N((−8, 0), 0.5I) + ½N((8, 0), 2I) (A.1).
+    CkamBimodal,
+    /// The 2-d mixture (1/5) Σᵢ N(2.5(i−1)(1, 1), √i·I) (A.2).
+    CkamFiveComponents,
+    /// The 32-d equal-weight mixture of the 5³² Gaussians N(μ, 15I),
+    /// μ ∈ {−30, −15, 0, 15, 30}³² (A.3).
+    CkamGrid32,
 }
 
 /// The ABC target's θ_true = α = 10·1 (KMC §6), where its chains start.
@@ -78,6 +90,9 @@ impl TargetSpec {
             } => format!("flower-r{radius}-a{amplitude}-w{petals}-s{sigma}-d{dim}"),
             Self::GlassPosterior { n_importance } => format!("glass-nimp{n_importance}"),
             Self::AbcSkewNormal => "abc-skew-normal-d10".into(),
+            Self::CkamBimodal => "ckam-bimodal-d2".into(),
+            Self::CkamFiveComponents => "ckam-gmm5-d2".into(),
+            Self::CkamGrid32 => "ckam-grid-d32".into(),
         }
     }
 
@@ -96,6 +111,24 @@ impl TargetSpec {
                 format!("GP Glass posterior (n_imp = {n_importance})")
             }
             Self::AbcSkewNormal => "10-d ABC skew-normal".into(),
+            Self::CkamBimodal => "2-d bimodal mixture".into(),
+            Self::CkamFiveComponents => "2-d five-component mixture".into(),
+            Self::CkamGrid32 => "32-d grid mixture".into(),
+        }
+    }
+
+    /// The paper's fixed starting point, for targets whose experiments
+    /// prescribe one (cKAM: μ₁ = (−8, 0) on the bimodal target, the origin
+    /// on the others); `None`: see [`TargetSpec::start`].
+    pub fn fixed_start(&self) -> Option<Vec<f64>> {
+        match self {
+            Self::Banana { .. }
+            | Self::Flower { .. }
+            | Self::GlassPosterior { .. }
+            | Self::AbcSkewNormal => None,
+            Self::CkamBimodal => Some(vec![-8.0, 0.0]),
+            Self::CkamFiveComponents => Some(vec![0.0; 2]),
+            Self::CkamGrid32 => Some(vec![0.0; 32]),
         }
     }
 
@@ -118,6 +151,11 @@ impl TargetSpec {
                 posterior: abc_skew_normal_posterior()?,
                 reference: None,
             },
+            Self::CkamBimodal => BuiltTarget::Mixture(GaussianMixture::ckam_bimodal(false)),
+            Self::CkamFiveComponents => {
+                BuiltTarget::Mixture(GaussianMixture::ckam_five_components())
+            }
+            Self::CkamGrid32 => BuiltTarget::Grid(GridMixture::ckam_high_dim()),
         })
     }
 
@@ -129,7 +167,11 @@ impl TargetSpec {
         let key = match *self {
             Self::GlassPosterior { n_importance } => Some(ReferenceKey::Glass { n_importance }),
             Self::AbcSkewNormal => Some(ReferenceKey::Abc),
-            Self::Banana { .. } | Self::Flower { .. } => None,
+            Self::Banana { .. }
+            | Self::Flower { .. }
+            | Self::CkamBimodal
+            | Self::CkamFiveComponents
+            | Self::CkamGrid32 => None,
         };
         if let Some(key) = key {
             let loaded = crate::benchmark::load_or_compute(key, env)?;
@@ -137,22 +179,29 @@ impl TargetSpec {
                 BuiltTarget::Glass { reference, .. } | BuiltTarget::Abc { reference, .. } => {
                     *reference = Some(loaded);
                 }
-                BuiltTarget::Banana(_) | BuiltTarget::Flower(_) => {}
+                BuiltTarget::Banana(_)
+                | BuiltTarget::Flower(_)
+                | BuiltTarget::Mixture(_)
+                | BuiltTarget::Grid(_) => {}
             }
         }
         Ok(built)
     }
 
-    /// The starting point of a chain: an exact draw where the target has
-    /// them (from `rng`), θ = 0 on Glass (KAMH's start), θ_true = 10·1 on
-    /// the ABC target (the KMC code's start).
+    /// The starting point of a chain: the paper's fixed one
+    /// ([`TargetSpec::fixed_start`]), θ = 0 on Glass (KAMH's start),
+    /// θ_true = 10·1 on the ABC target (the KMC code's start), else an exact
+    /// draw (from `rng`).
     pub fn start(&self, built: &BuiltTarget, rng: &mut dyn rand::Rng) -> Result<Vec<f64>> {
+        if let Some(x0) = self.fixed_start() {
+            return Ok(x0);
+        }
         let target = built.target();
         let mut x0 = vec![0.0; target.dim()];
         match self {
-            Self::Banana { .. } | Self::Flower { .. } => target.sample_iid(rng, &mut x0)?,
             Self::GlassPosterior { .. } => {}
             Self::AbcSkewNormal => x0.fill(ABC_THETA_TRUE),
+            _ => target.sample_iid(rng, &mut x0)?,
         }
         Ok(x0)
     }
@@ -190,6 +239,10 @@ pub enum BuiltTarget {
         /// The ground-truth sample (long random-walk chains), once prepared.
         reference: Option<Arc<Reference>>,
     },
+    /// A Gaussian mixture with axis-aligned covariances (cKAM's 2-d targets).
+    Mixture(GaussianMixture),
+    /// A product-grid mixture (cKAM's 32-d target).
+    Grid(GridMixture),
 }
 
 impl BuiltTarget {
@@ -200,6 +253,8 @@ impl BuiltTarget {
             Self::Flower(t) => t,
             Self::Glass { posterior, .. } => posterior,
             Self::Abc { posterior, .. } => posterior,
+            Self::Mixture(t) => t,
+            Self::Grid(t) => t,
         }
     }
 
@@ -208,7 +263,7 @@ impl BuiltTarget {
         match self {
             Self::Banana(t) => Some(t),
             Self::Flower(t) => Some(t),
-            Self::Glass { .. } | Self::Abc { .. } => None,
+            Self::Glass { .. } | Self::Abc { .. } | Self::Mixture(_) | Self::Grid(_) => None,
         }
     }
 
@@ -216,7 +271,7 @@ impl BuiltTarget {
     pub fn reference(&self) -> Option<&Reference> {
         match self {
             Self::Glass { reference, .. } | Self::Abc { reference, .. } => reference.as_deref(),
-            Self::Banana(_) | Self::Flower(_) => None,
+            Self::Banana(_) | Self::Flower(_) | Self::Mixture(_) | Self::Grid(_) => None,
         }
     }
 
@@ -224,6 +279,82 @@ impl BuiltTarget {
         self.reference()
             .context("the target has no reference sample (it was not prepared)")
     }
+
+    /// The exact CDF of coordinate `coord`'s marginal, for the targets that
+    /// have one in closed form.
+    pub fn marginal_cdf(&self, coord: usize) -> Option<Box<dyn Fn(f64) -> f64 + '_>> {
+        match self {
+            Self::Mixture(m) if coord < m.dim() => Some(Box::new(move |t| {
+                m.marginal_cdf(coord, t).expect("coordinate checked")
+            })),
+            Self::Grid(g) if coord < g.dim() => Some(Box::new(move |t| {
+                g.coordinate_marginal()
+                    .marginal_cdf(0, t)
+                    .expect("1-d mixture")
+            })),
+            _ => None,
+        }
+    }
+
+    /// The exact reference histograms of the symmetric-KL metric
+    /// (`notes/methodology.md` §1d): the joint histogram of a 2-d mixture on
+    /// [`KL_BINS_2D`]² bins, or one marginal histogram of [`KL_BINS_1D`] bins
+    /// per coordinate of the grid mixture (whose coordinates are
+    /// independent); J is averaged over them. Each box covers the target's
+    /// marginal quantiles 10⁻¹⁰ … 1 − 10⁻¹⁰ of its axis, plus an overflow bin.
+    pub fn kl_reference(&self) -> Result<Vec<ReferenceHistogram>> {
+        let axis = |coord: usize, bins: usize| -> Result<Axis> {
+            let cdf = self
+                .marginal_cdf(coord)
+                .expect("called for targets with marginals");
+            let (lo, hi) = (quantile(&cdf, 1e-10), quantile(&cdf, 1.0 - 1e-10));
+            Ok(Axis::new(lo, hi, bins)?)
+        };
+        Ok(match self {
+            Self::Mixture(m) if m.dim() == 2 => {
+                let (x, y) = (axis(0, KL_BINS_2D)?, axis(1, KL_BINS_2D)?);
+                vec![ReferenceHistogram::joint(
+                    x,
+                    y,
+                    (0, 1),
+                    |x0, x1, y0, y1| {
+                        m.pair_box_probability(0, 1, (x0, x1), (y0, y1))
+                            .unwrap_or(f64::NAN)
+                    },
+                )?]
+            }
+            Self::Grid(g) => {
+                let cdf = self.marginal_cdf(0).expect("grid marginals");
+                let a = axis(0, KL_BINS_1D)?;
+                (0..g.dim())
+                    .map(|j| Ok(ReferenceHistogram::marginal(a, j, &cdf)?))
+                    .collect::<Result<_>>()?
+            }
+            _ => bail!("the symmetric KL needs a 2-d axis-aligned mixture or the grid mixture"),
+        })
+    }
+}
+
+/// Bins per axis of the 2-d KL histograms: 2 500 bins, ≲ N_eff/10 at the
+/// full runs' 10⁵-scale effective sizes (`notes/methodology.md` §1d).
+pub const KL_BINS_2D: usize = 50;
+
+/// Bins of each 1-d marginal histogram of the 32-d KL (width ≈ 1 on the grid
+/// mixture's axis, a quarter of a component's standard deviation √15).
+pub const KL_BINS_1D: usize = 120;
+
+/// The p-quantile of a continuous CDF by bisection on [−10⁶, 10⁶].
+fn quantile(cdf: &dyn Fn(f64) -> f64, p: f64) -> f64 {
+    let (mut lo, mut hi) = (-1e6, 1e6);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if cdf(mid) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
 }
 
 /// A sampler with its settings, named as in the papers.
@@ -297,11 +428,6 @@ pub enum SamplerSpec {
         /// Where the basis comes from.
         basis: LiteBasis,
     },
-    /// Isotropic random walk N(x, s²I) with a fixed s (the KMC ABC RW).
-    RwFixed {
-        /// The proposal standard deviation s.
-        scale: f64,
-    },
     /// Hamiltonian ABC (Meeds et al. 2015) on the KMC ABC target with
     /// `HabcConfig::kmc_paper` and a synthetic likelihood of 10 simulations,
     /// ε = 0.55 — no MH correction, biased by design.
@@ -309,6 +435,67 @@ pub enum SamplerSpec {
     /// The inner sampler adapting at every step instead of during burn-in
     /// only (protocols without burn-in, KMC Fig. 4 left); same label.
     Adapting(&'static SamplerSpec),
+    // ── The cKAM paper's samplers (Li et al. 2022, §3 and Tables 1–3) ──
+    /// RW: N(x, ν²I) with a fixed ν.
+    RwFixed {
+        /// The step size ν.
+        nu: f64,
+        /// Keep every `thin`-th post-burn-in state (see [`SamplerSpec::thin`]).
+        thin: u64,
+    },
+    /// AM (Andrieu & Thoms Alg. 2): ν = 2.38/√d fixed, mean and covariance
+    /// learned by stochastic approximation with the constant step η from
+    /// Σ₀ = I.
+    AmConstant {
+        /// The Robbins–Monro step η.
+        eta: f64,
+        /// Keep every `thin`-th post-burn-in state.
+        thin: u64,
+    },
+    /// RBAM (Andrieu & Thoms Alg. 3): AM whose moments are fed x* with
+    /// weight α and x with weight 1 − α, constant step η, Σ₀ = I.
+    RbamConstant {
+        /// The Robbins–Monro step η.
+        eta: f64,
+        /// Keep every `thin`-th post-burn-in state.
+        thin: u64,
+    },
+    /// GAM (Andrieu & Thoms Alg. 4): moments and log ν learned with steps
+    /// t^−ε toward acceptance 0.234, ν₀ = 2.38/√d.
+    Gam {
+        /// The rate ε.
+        epsilon: f64,
+        /// Keep every `thin`-th post-burn-in state.
+        thin: u64,
+    },
+    /// KAM: KAMH with cKAM's Matérn kernel ([`CKAM_MATERN`]), subsample
+    /// redrawn at every burn-in step, γ decaying from 4 to 1 (the cKAM code's
+    /// noise schedule), log ν learned toward 0.234 with steps t^−0.75 from ν₀.
+    KamMatern {
+        /// Subsample size n.
+        n: usize,
+        /// The initial ν.
+        nu0: f64,
+        /// Keep every `thin`-th post-burn-in state.
+        thin: u64,
+    },
+    /// cKAM with cKAM's Matérn kernel: cycles of L steps, the first
+    /// fraction β exploring with KAMH on the cycle's history (fixed γ, log ν
+    /// learned toward 0.234 with steps t^−0.75 from ν₀), the rest sampling.
+    /// The cell's burn-in counts the exploration steps, its iterations the
+    /// kept sampling steps.
+    Ckam {
+        /// Subsample size n.
+        n: usize,
+        /// The initial ν.
+        nu0: f64,
+        /// Exploration noise γ.
+        gamma: f64,
+        /// Cycle length L (the paper's T/M).
+        cycle: u64,
+        /// Exploration fraction β.
+        beta: f64,
+    },
 }
 
 /// Where KMC lite's basis points come from.
@@ -344,6 +531,13 @@ const KAMH_ORACLE_TUNING: [(usize, f64, f64); 7] = [
 const KMC_FINITE_FREQUENCY_SCALE: f64 = 0.5 * 0.46 * 0.46;
 const KMC_FINITE_LAMBDA: f64 = 1e-6;
 
+/// cKAM's kernel for KAM and cKAM (Appendix A.1): Matérn with smoothness
+/// ν = 4 and length-scale ℓ = 2 (`k = 2^{1−ν}/Γ(ν) (√(2ν) r/ℓ)^ν K_ν(√(2ν) r/ℓ)`).
+pub const CKAM_MATERN: (f64, f64) = (4.0, 2.0);
+
+/// The Robbins–Monro rate ε of GAM's, KAM's and cKAM's step sizes t^−ε (Tables 1–3).
+pub const CKAM_RM_RATE: f64 = 0.75;
+
 impl SamplerSpec {
     /// The name used in the papers' figures (also the directory name).
     pub fn label(&self) -> &'static str {
@@ -365,9 +559,14 @@ impl SamplerSpec {
             Self::AmLs => "AM-LS",
             Self::KamhLs { .. } => "KAMH-LS",
             Self::KmcLite { .. } => "KMC",
-            Self::RwFixed { .. } => "RW",
             Self::Habc => "HABC",
             Self::Adapting(inner) => inner.label(),
+            Self::RwFixed { .. } => "RW",
+            Self::AmConstant { .. } => "AM",
+            Self::RbamConstant { .. } => "RBAM",
+            Self::Gam { .. } => "GAM",
+            Self::KamMatern { .. } => "KAM",
+            Self::Ckam { .. } => "cKAM",
         }
     }
 
@@ -385,8 +584,13 @@ impl SamplerSpec {
             | Self::KmcFinite { .. }
             | Self::KamhOracle { .. }
             | Self::KmcLite { .. }
+            | Self::Habc
             | Self::RwFixed { .. }
-            | Self::Habc => None,
+            | Self::AmConstant { .. }
+            | Self::RbamConstant { .. }
+            | Self::Gam { .. }
+            | Self::KamMatern { .. }
+            | Self::Ckam { .. } => None,
             Self::Adapting(inner) => inner.pending(),
         }
     }
@@ -401,7 +605,7 @@ impl SamplerSpec {
         seed: u64,
         chain: u64,
         progress: ProgressFn<'_>,
-    ) -> Result<Chain> {
+    ) -> Result<TimedChain> {
         let target = built.target();
         match *self {
             Self::KmcLite {
@@ -440,7 +644,24 @@ impl SamplerSpec {
         }
     }
 
-    /// Runs chain `chain` of base `seed` from `x0`.
+    /// The thinning of a sampler that keeps every `thin`-th post-burn-in
+    /// state: its cell's `iterations` counts the kept states, so it runs
+    /// `thin` × `iterations` steps after burn-in (and reports progress in
+    /// kept states). 1 for the others.
+    pub fn thin(&self) -> u64 {
+        match *self {
+            Self::RwFixed { thin, .. }
+            | Self::AmConstant { thin, .. }
+            | Self::RbamConstant { thin, .. }
+            | Self::Gam { thin, .. }
+            | Self::KamMatern { thin, .. } => thin.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Runs chain `chain` of base `seed` from `x0`, recording the wall time
+    /// at the [`checkpoints`] of its post-burn-in draws; `config.iterations`
+    /// counts kept states ([`SamplerSpec::thin`]).
     pub fn run(
         &self,
         target: &dyn Target,
@@ -449,8 +670,24 @@ impl SamplerSpec {
         seed: u64,
         chain: u64,
         progress: ProgressFn<'_>,
-    ) -> Result<Chain> {
+    ) -> Result<TimedChain> {
         let d = target.dim();
+        let thin = self.thin();
+        let config = RunConfig {
+            iterations: config.iterations * thin,
+            thin: config.thin * thin,
+            ..config
+        };
+        let kept_steps =
+            |step: u64| step.min(config.burn_in) + step.saturating_sub(config.burn_in) / thin;
+        let report = |p: Progress| {
+            progress(Progress {
+                step: kept_steps(p.step),
+                total: kept_steps(p.total),
+                ..p
+            })
+        };
+        let progress: ProgressFn<'_> = &report;
         match self {
             Self::Sm => run(
                 target,
@@ -548,6 +785,59 @@ impl SamplerSpec {
                 proposal.set_subsample(MatRef::from_row_major_slice(&z, n, d))?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
+            Self::RwFixed { nu, .. } => {
+                let proposal = RandomWalk::with_scale(d, Scale::fixed(*nu)?)?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::AmConstant { eta, .. } | Self::RbamConstant { eta, .. } => {
+                let schedule = StepSchedule::Constant { gamma: *eta };
+                let moments = if matches!(self, Self::AmConstant { .. }) {
+                    MomentEstimator::stochastic(d, schedule)?
+                } else {
+                    MomentEstimator::rao_blackwellised(d, schedule)?
+                };
+                let scale = Scale::fixed(Scale::optimal_for(d))?;
+                // ε and the warm-up of 2d updates as in the library's presets.
+                let proposal = AdaptiveMetropolis::new(d, scale, moments, 1e-6, 2 * d as u64)?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::Gam { epsilon, .. } => run(
+                target,
+                AdaptiveMetropolis::learned_scale(d, StepSchedule::Power { kappa: *epsilon })?,
+                x0,
+                config,
+                seed,
+                chain,
+                progress,
+            ),
+            Self::KamMatern { n, nu0, .. } => {
+                let kamh = KamhConfig {
+                    subsample: SubsampleConfig {
+                        subsample_size: *n,
+                        gamma: Gamma::Decaying {
+                            initial: 4.0,
+                            floor: 1.0,
+                            schedule: StepSchedule::Power { kappa: 0.55 },
+                        },
+                        refresh: Refresh::Probability(AdaptProbability::Always),
+                        bandwidth: Bandwidth::Fixed,
+                        warmup_scale: 1.0,
+                    },
+                    scale: Scale::Adaptive(ckam_nu(*nu0)?),
+                };
+                let proposal = Kamh::new(d, ckam_kernel()?, kamh)?;
+                run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::Ckam {
+                n,
+                nu0,
+                gamma,
+                cycle,
+                beta,
+            } => {
+                let ckam = Ckam::new(ckam_kernel()?, d, *gamma, *n, ckam_nu(*nu0)?, *cycle, *beta)?;
+                run_cyclical(target, ckam, x0, config, seed, chain, progress)
+            }
             Self::KmcFinite {
                 m,
                 step_size,
@@ -595,15 +885,6 @@ impl SamplerSpec {
                 basis: LiteBasis::Oracle,
                 ..
             } => bail!("oracle KMC lite needs the target's reference sample (use run_on)"),
-            Self::RwFixed { scale } => run(
-                target,
-                RandomWalk::with_scale(d, Scale::fixed(*scale)?)?,
-                x0,
-                config,
-                seed,
-                chain,
-                progress,
-            ),
             Self::Habc => {
                 let abc = AbcSkewNormal::kmc_paper()?;
                 if abc.simulator().dim() != d {
@@ -616,7 +897,15 @@ impl SamplerSpec {
                 let likelihood = SyntheticLikelihood::new(abc, HABC_SIMULATIONS, epsilon)?;
                 let prior = IsotropicGaussianPrior::new(ABC_PRIOR_VARIANCE)?;
                 let mut habc = Habc::new(likelihood, prior, HabcConfig::kmc_paper())?;
-                Ok(habc.run(x0, config, seed, chain)?)
+                let chain = habc.run(x0, config, seed, chain)?;
+                // HABC runs in one go: its timeline has the final point only.
+                let mut timeline = Timeline::default();
+                timeline.record(
+                    chain.len() as u64,
+                    config.burn_in + config.iterations,
+                    chain.wall_time_secs,
+                );
+                Ok(TimedChain { chain, timeline })
             }
             Self::Adapting(inner) => inner.run(
                 target,
@@ -695,9 +984,161 @@ fn run<P: Proposal>(
     seed: u64,
     chain: u64,
     progress: ProgressFn<'_>,
-) -> Result<Chain> {
-    Ok(Run::new(target, proposal, x0, config, seed, chain)?.finish(target, Some(progress)))
+) -> Result<TimedChain> {
+    let start = Instant::now();
+    let mut run = Run::new(target, proposal, x0, config, seed, chain)?;
+    run.advance(target, config.burn_in, Some(progress));
+    let mut timeline = Timeline::default();
+    for n in checkpoints(config.iterations / config.thin) {
+        let recorded = (run.steps_done() - config.burn_in) / config.thin;
+        run.advance(target, (n - recorded) * config.thin, Some(progress));
+        timeline.record(n, run.steps_done(), start.elapsed().as_secs_f64());
+    }
+    Ok(TimedChain {
+        chain: run.into_chain(),
+        timeline,
+    })
 }
+
+/// The kernel of KAM and cKAM in the cKAM experiments.
+fn ckam_kernel() -> Result<Matern> {
+    Ok(Matern::new(CKAM_MATERN.0, CKAM_MATERN.1)?)
+}
+
+/// The Robbins–Monro learner of ν of KAM and cKAM: from `nu0` toward 0.234
+/// with steps t^−0.75.
+fn ckam_nu(nu0: f64) -> Result<RobbinsMonro> {
+    Ok(RobbinsMonro::new(
+        nu0,
+        0.234,
+        StepSchedule::Power {
+            kappa: CKAM_RM_RATE,
+        },
+    )?)
+}
+
+/// Runs cKAM for `config.burn_in + config.iterations` steps (whole cycles),
+/// adapting at every step and keeping the sampling steps' states only, whose
+/// number must be `config.iterations`. (`kameleon_samplers::run_ckam` does
+/// the same for chain 0 of a seed without progress or checkpoints.)
+fn run_cyclical<K: Kernel>(
+    target: &dyn Target,
+    ckam: Ckam<K>,
+    x0: &[f64],
+    config: RunConfig,
+    seed: u64,
+    chain: u64,
+    progress: ProgressFn<'_>,
+) -> Result<TimedChain> {
+    let total = config.total_steps();
+    let cycle = ckam.cycle_length();
+    let kept_per_cycle = (1..=cycle).filter(|&t| ckam.is_sampling_step(t)).count() as u64;
+    if !total.is_multiple_of(cycle) || config.iterations != total / cycle * kept_per_cycle {
+        bail!(
+            "cKAM runs whole cycles of {cycle} steps keeping {kept_per_cycle} each: \
+             {} kept of {total} steps does not fit",
+            config.iterations
+        );
+    }
+    let start = Instant::now();
+    let mut sampler = MetropolisHastings::new(target, ckam, x0, chain_rng(seed, chain), None)?;
+    let d = target.dim();
+    let kept = config.iterations as usize;
+    let points = checkpoints(config.iterations);
+    let mut timeline = Timeline::default();
+    let (mut samples, mut accepted, mut log_densities) = (
+        Vec::with_capacity(kept * d),
+        Vec::with_capacity(kept),
+        Vec::with_capacity(kept),
+    );
+    let every = (total / 100).max(1);
+    for t in 1..=total {
+        let info = sampler.step(target);
+        if sampler.proposal().is_sampling_step(t) {
+            samples.extend_from_slice(sampler.position());
+            accepted.push(info.accepted);
+            log_densities.push(sampler.log_density());
+            if points.get(timeline.draws.len()) == Some(&(accepted.len() as u64)) {
+                timeline.record(accepted.len() as u64, t, start.elapsed().as_secs_f64());
+            }
+        }
+        if t.is_multiple_of(every) || t == total {
+            progress(Progress {
+                chain_index: chain,
+                step: t,
+                total,
+            });
+        }
+    }
+    let proposal = sampler.proposal();
+    Ok(TimedChain {
+        chain: Chain {
+            dim: d,
+            samples,
+            accepted,
+            log_densities,
+            wall_time_secs: start.elapsed().as_secs_f64(),
+            adaptation: proposal.summary(),
+            seed,
+            chain_index: chain,
+            config: config.adaptation(AdaptationStop::Never),
+            accepted_total: sampler.accepted(),
+            rejected_non_finite: sampler.rejected_non_finite(),
+            covariance_jitters: proposal.covariance_jitters(),
+        },
+        timeline,
+    })
+}
+
+/// A chain with the wall time at checkpoints of its post-burn-in draws.
+#[derive(Debug, Clone)]
+pub struct TimedChain {
+    /// The chain.
+    pub chain: Chain,
+    /// When its checkpoints were reached.
+    pub timeline: Timeline,
+}
+
+/// Wall-clock seconds since the chain started (burn-in included) at which
+/// it had recorded `draws[k]` post-burn-in draws, after `steps[k]` steps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    /// Post-burn-in draws at the checkpoints ([`checkpoints`]).
+    pub draws: Vec<u64>,
+    /// Steps taken (burn-in included).
+    pub steps: Vec<u64>,
+    /// Seconds since the start.
+    pub seconds: Vec<f64>,
+}
+
+impl Timeline {
+    fn record(&mut self, draws: u64, steps: u64, seconds: f64) {
+        self.draws.push(draws);
+        self.steps.push(steps);
+        self.seconds.push(seconds);
+    }
+}
+
+/// Checkpoints of the curve metrics along a chain of `n` post-burn-in
+/// draws: [`CHECKPOINTS`] draw counts spaced geometrically from
+/// max(n/1000, 50) (or n if smaller) to n, without duplicates, ending at n.
+pub fn checkpoints(n: u64) -> Vec<u64> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let first = (n / 1000).max(50).min(n) as f64;
+    let ratio = (n as f64 / first).powf(1.0 / (CHECKPOINTS - 1) as f64);
+    let mut out: Vec<u64> = (0..CHECKPOINTS)
+        .map(|k| (first * ratio.powi(k as i32)).round() as u64)
+        .map(|v| v.clamp(1, n))
+        .collect();
+    *out.last_mut().expect("CHECKPOINTS > 0") = n;
+    out.dedup();
+    out
+}
+
+/// The number of checkpoints of a curve metric.
+pub const CHECKPOINTS: usize = 40;
 
 /// KAMH's median heuristic uses at most this many points of each new
 /// subsample (itself a random draw from the history): the median of their
@@ -756,13 +1197,66 @@ pub enum Metric {
         /// Histogram bins.
         bins: usize,
     },
+    // ── Curve metrics of the cKAM experiments (need the run's timeline) ──
+    /// The symmetric KL (Jeffreys divergence J) of the draws from the target
+    /// on exact reference histograms ([`BuiltTarget::kl_reference`]),
+    /// averaged over the histograms: the curves `kl` (J of the first n
+    /// draws), `kl_floor` (the same J for n exact iid draws, mean over
+    /// [`KL_FLOOR_REPLICATES`] sets) and `seconds` (wall time since the
+    /// chain's start when it had n draws) at the [`checkpoints`] n, and the
+    /// scalars `kl`, `kl_floor`, `kl_p_q` (KL(p‖q̂), the part charged for
+    /// missed mass) of all draws.
+    SymmetricKl,
+    /// The curves `marginal_x1` (histogram density of the first coordinate
+    /// on [`MARGINAL_BINS`] bins over the KL box) and `marginal_x1_exact`
+    /// (the exact bin mass over the bin width), at the bin centres.
+    MarginalFirst,
+    /// `mass_x1_pos`: the fraction of draws with a positive first coordinate,
+    /// and `mass_x1_pos_err`, its distance to the exact mass.
+    PositiveMass,
 }
 
-/// A metric's curve for one chain: y at x (checkpoints, lags, bin centres).
-pub type Curve = crate::summary::Trace;
+/// Independent exact iid sample sets behind each point of the `kl_floor` curve.
+pub const KL_FLOOR_REPLICATES: usize = 8;
+
+/// Bins of the first-coordinate marginal histograms.
+pub const MARGINAL_BINS: usize = 80;
+
+/// What a metric family computes on one chain: scalars and curves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evaluation {
+    /// (name, value) pairs.
+    pub scalars: Vec<(String, f64)>,
+    /// (name, curve) pairs.
+    pub curves: Vec<(String, Curve)>,
+}
 
 impl Metric {
-    /// Computes this metric family on a chain, as (name, value) pairs.
+    /// Computes this metric family on a timed chain; `seed` is the cell's
+    /// seed (the iid floor's draws come from a stream of it, the same for
+    /// every chain of the cell).
+    pub fn evaluate(
+        &self,
+        run: &TimedChain,
+        target: &BuiltTarget,
+        seed: u64,
+    ) -> Result<Evaluation> {
+        let chain = &run.chain;
+        if chain.is_empty() {
+            bail!("the chain recorded no post-burn-in draws");
+        }
+        match self {
+            Self::SymmetricKl => symmetric_kl(run, target, seed),
+            Self::MarginalFirst => marginal_first(chain, target),
+            _ => Ok(Evaluation {
+                scalars: self.compute(chain, target)?,
+                curves: self.compute_curves(chain, target)?,
+            }),
+        }
+    }
+
+    /// Computes a scalar metric family on a chain, as (name, value) pairs
+    /// (curve metrics need [`Metric::evaluate`]).
     pub fn compute(&self, chain: &Chain, target: &BuiltTarget) -> Result<Vec<(String, f64)>> {
         let d = chain.dim;
         if chain.is_empty() {
@@ -843,6 +1337,23 @@ impl Metric {
                     (format!("theta{k}_ks"), ks_distance(&ours, &theirs)),
                 ]
             }
+            Self::PositiveMass => {
+                let Some(cdf) = target.marginal_cdf(0) else {
+                    bail!("mass_x1_pos needs the exact marginal of the first coordinate");
+                };
+                let positive = chain.samples.chunks_exact(d).filter(|x| x[0] > 0.0).count();
+                let fraction = positive as f64 / chain.len() as f64;
+                vec![
+                    ("mass_x1_pos".into(), fraction),
+                    (
+                        "mass_x1_pos_err".into(),
+                        (fraction - (1.0 - cdf(0.0))).abs(),
+                    ),
+                ]
+            }
+            Self::SymmetricKl | Self::MarginalFirst => {
+                bail!("{self:?} is a curve metric: use Metric::evaluate")
+            }
         })
     }
 
@@ -862,7 +1373,11 @@ impl Metric {
             | Self::MeanNorm
             | Self::QuantileErrors
             | Self::MinEss
-            | Self::EssFirstTwo => Vec::new(),
+            | Self::EssFirstTwo
+            | Self::PositiveMass => Vec::new(),
+            Self::SymmetricKl | Self::MarginalFirst => {
+                bail!("{self:?} needs the run's timeline: use Metric::evaluate")
+            }
             Self::BenchmarkTrace {
                 checkpoints,
                 thin,
@@ -991,6 +1506,111 @@ fn histogram_density(x: &[f64], lo: f64, hi: f64, bins: usize) -> Curve {
         );
     }
     curve
+}
+
+/// J and KL(p‖q̂) of draws, averaged over the reference histograms.
+fn mean_divergence(
+    references: &[ReferenceHistogram],
+    draws: &[f64],
+    d: usize,
+) -> Result<(f64, f64)> {
+    let (mut j, mut p_q) = (0.0, 0.0);
+    for r in references {
+        let e = r.divergence(draws, d)?;
+        j += e.jeffreys;
+        p_q += e.kl_reference_to_sample;
+    }
+    let m = references.len() as f64;
+    Ok((j / m, p_q / m))
+}
+
+/// [`Metric::SymmetricKl`].
+fn symmetric_kl(run: &TimedChain, target: &BuiltTarget, seed: u64) -> Result<Evaluation> {
+    let (chain, timeline) = (&run.chain, &run.timeline);
+    let d = chain.dim;
+    if timeline.draws.last() != Some(&(chain.len() as u64)) {
+        bail!("the timeline does not end at the chain's last draw");
+    }
+    let references = target.kl_reference()?;
+    let mut kl = Vec::with_capacity(timeline.draws.len());
+    let mut kl_p_q = 0.0;
+    for &n in &timeline.draws {
+        let (j, p_q) = mean_divergence(&references, &chain.samples[..n as usize * d], d)?;
+        kl.push(j);
+        kl_p_q = p_q;
+    }
+    // The floor: nested prefixes of independent exact iid sets, one stream
+    // per cell (so every chain of a cell gets the same floor).
+    let mut rng = chain_rng(seed ^ 0x0F10_0F10_u64, 0);
+    let mut iid = vec![0.0; chain.samples.len()];
+    let mut floor = vec![0.0; timeline.draws.len()];
+    for _ in 0..KL_FLOOR_REPLICATES {
+        for x in iid.chunks_exact_mut(d) {
+            target.target().sample_iid(&mut rng, x)?;
+        }
+        for (f, &n) in floor.iter_mut().zip(&timeline.draws) {
+            *f += mean_divergence(&references, &iid[..n as usize * d], d)?.0
+                / KL_FLOOR_REPLICATES as f64;
+        }
+    }
+    let x: Vec<f64> = timeline.draws.iter().map(|&n| n as f64).collect();
+    let curve = |y: Vec<f64>| Curve { x: x.clone(), y };
+    Ok(Evaluation {
+        scalars: vec![
+            ("kl".into(), *kl.last().expect("non-empty")),
+            ("kl_floor".into(), *floor.last().expect("non-empty")),
+            ("kl_p_q".into(), kl_p_q),
+        ],
+        curves: vec![
+            ("kl".into(), curve(kl)),
+            ("kl_floor".into(), curve(floor)),
+            ("seconds".into(), curve(timeline.seconds.clone())),
+        ],
+    })
+}
+
+/// [`Metric::MarginalFirst`].
+fn marginal_first(chain: &Chain, target: &BuiltTarget) -> Result<Evaluation> {
+    let Some(cdf) = target.marginal_cdf(0) else {
+        bail!("the marginal needs the exact CDF of the first coordinate");
+    };
+    let (lo, hi) = (quantile(&cdf, 1e-6), quantile(&cdf, 1.0 - 1e-6));
+    let width = (hi - lo) / MARGINAL_BINS as f64;
+    let mut counts = vec![0usize; MARGINAL_BINS];
+    for x in chain.samples.chunks_exact(chain.dim) {
+        let bin = ((x[0] - lo) / width).floor();
+        if bin >= 0.0 && bin < MARGINAL_BINS as f64 {
+            counts[bin as usize] += 1;
+        }
+    }
+    let n = chain.len() as f64;
+    let edge = |i: usize| lo + i as f64 * width;
+    let centres = (0..MARGINAL_BINS)
+        .map(|i| edge(i) + 0.5 * width)
+        .collect::<Vec<_>>();
+    let density = counts.iter().map(|&c| c as f64 / (n * width)).collect();
+    let exact = (0..MARGINAL_BINS)
+        .map(|i| (cdf(edge(i + 1)) - cdf(edge(i))) / width)
+        .collect();
+    Ok(Evaluation {
+        scalars: Vec::new(),
+        curves: vec![
+            (
+                "marginal_x1".into(),
+                Curve {
+                    x: centres.clone(),
+                    y: density,
+                },
+            ),
+            (
+                "marginal_x1_exact".into(),
+                Curve {
+                    x: centres,
+                    y: exact,
+                },
+            ),
+        ],
+    })
 }
 
 /// The metric name of the coverage error at level `q`, e.g. `q0.3`.
@@ -1284,5 +1904,223 @@ mod tests {
             );
             assert!(r.is_err());
         }
+    }
+
+    // ── cKAM experiments: curves, timelines, thinning ──
+
+    /// A timed chain of the given draws with a synthetic timeline.
+    fn timed(samples: Vec<f64>, dim: usize) -> TimedChain {
+        let n = samples.len() / dim;
+        let draws = checkpoints(n as u64);
+        TimedChain {
+            chain: chain_from(samples, dim, vec![true; n]),
+            timeline: Timeline {
+                steps: draws.clone(),
+                seconds: draws.iter().map(|&k| k as f64 * 1e-3).collect(),
+                draws,
+            },
+        }
+    }
+
+    fn iid_draws(target: &BuiltTarget, n: usize, seed: u64) -> Vec<f64> {
+        let t = target.target();
+        let mut rng = chain_rng(seed, 0);
+        let mut out = vec![0.0; n * t.dim()];
+        for x in out.chunks_exact_mut(t.dim()) {
+            t.sample_iid(&mut rng, x).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn checkpoints_grow_geometrically_to_the_last_draw() {
+        assert!(checkpoints(0).is_empty());
+        assert_eq!(checkpoints(7), vec![7]);
+        let c = checkpoints(1_000_000);
+        assert_eq!(
+            (c[0], *c.last().unwrap(), c.len()),
+            (1000, 1_000_000, CHECKPOINTS)
+        );
+        // constant ratio 1000^(1/39) up to rounding
+        let ratio = 1000f64.powf(1.0 / 39.0);
+        for w in c.windows(2) {
+            assert!((w[1] as f64 / w[0] as f64 - ratio).abs() < 2e-3, "{w:?}");
+        }
+        let small = checkpoints(120);
+        assert!(small.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!((small[0], *small.last().unwrap()), (50, 120));
+    }
+
+    /// Exact iid draws reach the iid floor: their J differs from the floor
+    /// (a mean of 8 replicates) by less than 4 standard deviations of
+    /// J − floor, sd(J)·√(1 + 1/8), with sd(J) estimated from 8 more
+    /// replicates. A chain stuck in the left mode is far above it.
+    #[test]
+    fn symmetric_kl_of_exact_draws_sits_on_the_floor_and_a_missed_mode_does_not() {
+        let target = TargetSpec::CkamBimodal.build().unwrap();
+        let n = 20_000;
+        let run = timed(iid_draws(&target, n, 11), 2);
+        let out = Metric::SymmetricKl.evaluate(&run, &target, 3).unwrap();
+        let scalar = |name: &str| out.scalars.iter().find(|(k, _)| k == name).unwrap().1;
+        let curve = |name: &str| &out.curves.iter().find(|(k, _)| k == name).unwrap().1;
+        let references = target.kl_reference().unwrap();
+        let js: Vec<f64> = (0..8)
+            .map(|r| {
+                references[0]
+                    .divergence(&iid_draws(&target, n, 100 + r), 2)
+                    .unwrap()
+                    .jeffreys
+            })
+            .collect();
+        let mean = js.iter().sum::<f64>() / 8.0;
+        let sd = (js.iter().map(|j| (j - mean).powi(2)).sum::<f64>() / 7.0).sqrt();
+        let (kl, floor) = (scalar("kl"), scalar("kl_floor"));
+        assert!(
+            (kl - floor).abs() < 4.0 * sd * (1.0 + 1.0 / 8.0f64).sqrt(),
+            "{kl} {floor} {sd}"
+        );
+        assert!(
+            (floor - mean).abs() < 4.0 * sd * (0.25f64).sqrt(),
+            "{floor} {mean}"
+        );
+        // the curves run along the checkpoints and end at the scalars
+        let kl_curve = curve("kl");
+        assert_eq!(
+            kl_curve.x,
+            run.timeline
+                .draws
+                .iter()
+                .map(|&d| d as f64)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(*kl_curve.y.last().unwrap(), kl);
+        assert_eq!(curve("seconds").y, run.timeline.seconds);
+        // the floor falls with n (≈ (bins − 1)/n to first order)
+        let floor_curve = &curve("kl_floor").y;
+        assert!(floor_curve[0] > 5.0 * floor_curve.last().unwrap());
+        // a chain in the left mode only: J ≥ ½ ln(½ / q̂(right)) ≫ floor, and
+        // mass_x1_pos = 0 against the exact ≈ ½
+        let left: Vec<f64> = iid_draws(&target, 4 * n, 12)
+            .chunks_exact(2)
+            .filter(|x| x[0] < 0.0)
+            .take(n)
+            .flatten()
+            .copied()
+            .collect();
+        let stuck = timed(left, 2);
+        let out = Metric::SymmetricKl.evaluate(&stuck, &target, 3).unwrap();
+        assert!(out.scalars[0].1 > 2.0, "{:?}", out.scalars);
+        let mass = Metric::PositiveMass.evaluate(&stuck, &target, 3).unwrap();
+        assert_eq!(mass.scalars[0], ("mass_x1_pos".to_string(), 0.0));
+        // exact mass ½(1 − Φ(−8/√2)) + ½(1 − Φ(8/√0.5)) = ½ − 3.8·10⁻⁹
+        assert!((mass.scalars[1].1 - 0.5).abs() < 1e-8);
+    }
+
+    /// The 32-d KL is the mean of the 32 per-coordinate J values.
+    #[test]
+    fn grid_kl_averages_the_coordinates() {
+        let target = TargetSpec::CkamGrid32.build().unwrap();
+        let draws = iid_draws(&target, 500, 5);
+        let references = target.kl_reference().unwrap();
+        assert_eq!(references.len(), 32);
+        let out = Metric::SymmetricKl
+            .evaluate(&timed(draws.clone(), 32), &target, 1)
+            .unwrap();
+        let mean: f64 = (0..32)
+            .map(|j| {
+                // zero every other coordinate: only coordinate j may matter
+                let mut padded = vec![0.0; draws.len()];
+                for (row, x) in padded.chunks_exact_mut(32).zip(draws.chunks_exact(32)) {
+                    row[j] = x[j];
+                }
+                references[j].divergence(&padded, 32).unwrap().jeffreys
+            })
+            .sum::<f64>()
+            / 32.0;
+        assert!((out.scalars[0].1 - mean).abs() < 1e-12);
+    }
+
+    /// The marginal histogram of exact draws matches the exact bin
+    /// densities within 5 binomial standard errors per bin, and the exact
+    /// curve integrates to the covered mass 1 − 2·10⁻⁶.
+    #[test]
+    fn marginal_of_exact_draws_matches_the_exact_density() {
+        let target = TargetSpec::CkamFiveComponents.build().unwrap();
+        let n = 50_000;
+        let out = Metric::MarginalFirst
+            .evaluate(&timed(iid_draws(&target, n, 2), 2), &target, 0)
+            .unwrap();
+        let (hist, exact) = (&out.curves[0].1, &out.curves[1].1);
+        let width = hist.x[1] - hist.x[0];
+        let total: f64 = exact.y.iter().sum::<f64>() * width;
+        assert!((total - (1.0 - 2e-6)).abs() < 1e-9, "{total}");
+        for (h, e) in hist.y.iter().zip(&exact.y) {
+            let p = e * width;
+            let se = (p * (1.0 - p) / n as f64).sqrt() / width;
+            assert!((h - e).abs() <= 5.0 * se + 1e-12, "{h} {e} {se}");
+        }
+    }
+
+    /// cKAM through the runner's loop keeps exactly the states of the
+    /// library's `run_ckam` for chain 0, with one timeline point per
+    /// checkpoint; a cell that does not hold whole cycles is an error.
+    #[test]
+    fn cyclical_runs_match_run_ckam_and_record_the_checkpoints() {
+        let target = TargetSpec::CkamBimodal.build().unwrap();
+        let t = target.target();
+        let spec = SamplerSpec::Ckam {
+            n: 10,
+            nu0: 3.0,
+            gamma: 4.0,
+            cycle: 100,
+            beta: 0.4,
+        };
+        // 41 exploration and 59 sampling steps per cycle
+        let config = RunConfig::new(3 * 41, 3 * 59);
+        let run = spec.run(t, &[-8.0, 0.0], config, 9, 0, &|_| {}).unwrap();
+        let ckam = Ckam::new(
+            ckam_kernel().unwrap(),
+            2,
+            4.0,
+            10,
+            ckam_nu(3.0).unwrap(),
+            100,
+            0.4,
+        )
+        .unwrap();
+        let reference = kameleon_samplers::run_ckam(t, ckam, &[-8.0, 0.0], 3, 9).unwrap();
+        assert_eq!(run.chain.samples, reference.samples);
+        assert_eq!(run.timeline.draws, checkpoints(3 * 59));
+        assert!(run.timeline.seconds.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*run.timeline.steps.last().unwrap(), 300);
+        let bad = spec.run(t, &[-8.0, 0.0], RunConfig::new(41, 60), 9, 0, &|_| {});
+        assert!(bad.is_err());
+    }
+
+    /// A thinned sampler keeps every `thin`-th post-burn-in state of the
+    /// same stream, and its cell's iterations count the kept states.
+    #[test]
+    fn thinning_keeps_every_thin_th_state_of_the_same_stream() {
+        let target = TargetSpec::CkamFiveComponents.build().unwrap();
+        let t = target.target();
+        let spec = |thin| SamplerSpec::RwFixed { nu: 1.5, thin };
+        let full = spec(1)
+            .run(t, &[0.0, 0.0], RunConfig::new(10, 300), 4, 2, &|_| {})
+            .unwrap();
+        let thinned = spec(3)
+            .run(t, &[0.0, 0.0], RunConfig::new(10, 100), 4, 2, &|_| {})
+            .unwrap();
+        assert_eq!(thinned.chain.len(), 100);
+        let every_third: Vec<f64> = full
+            .chain
+            .samples
+            .chunks_exact(2)
+            .skip(2)
+            .step_by(3)
+            .flatten()
+            .copied()
+            .collect();
+        assert_eq!(thinned.chain.samples, every_third);
+        assert_eq!(thinned.timeline.draws, checkpoints(100));
     }
 }

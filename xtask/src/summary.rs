@@ -46,22 +46,23 @@ pub struct JobRecord {
     pub final_scale: Option<f64>,
     /// Every metric's value for this chain.
     pub metrics: BTreeMap<String, f64>,
-    /// Every curve metric of this chain (absent in older records).
+    /// Every curve metric of this chain (e.g. the symmetric KL at
+    /// checkpoints along the chain), by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub traces: BTreeMap<String, Trace>,
+    pub curves: BTreeMap<String, Curve>,
 }
 
-/// One chain's curve of a metric: y at each x (checkpoint iterations, lags
-/// or bin centres; the same x for every chain of a cell).
+/// One chain's curve: values `y` at points `x` (e.g. numbers of draws,
+/// lags or bin centres).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Trace {
-    /// The abscissae.
+pub struct Curve {
+    /// The points, the same for every chain of a cell.
     pub x: Vec<f64>,
-    /// The values.
+    /// The chain's value at each point.
     pub y: Vec<f64>,
 }
 
-impl Trace {
+impl Curve {
     /// Appends the point (x, y).
     pub fn push(&mut self, x: f64, y: f64) {
         self.x.push(x);
@@ -69,47 +70,57 @@ impl Trace {
     }
 }
 
-/// Statistics of one curve metric over the chains of a cell, pointwise.
+/// A curve over the chains of a cell: per point the mean and the 10% / 90%
+/// quantiles over chains, and every chain's values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TraceStats {
-    /// The common abscissae.
+pub struct CurveStats {
+    /// The points.
     pub x: Vec<f64>,
-    /// Every chain's curve (chain order), each of the length of `x`.
-    pub values: Vec<Vec<f64>>,
-    /// The pointwise mean over chains.
+    /// The mean over chains at each point.
     pub mean: Vec<f64>,
-    /// The pointwise 10% quantile over chains (R type 7).
+    /// The 10% quantile over chains at each point.
     pub q10: Vec<f64>,
-    /// The pointwise 90% quantile over chains.
+    /// The 90% quantile over chains at each point.
     pub q90: Vec<f64>,
+    /// Every chain's values, in chain order.
+    pub chains: Vec<Vec<f64>>,
 }
 
-impl TraceStats {
-    /// Pointwise statistics of the chains' curves (at least one; all on the
-    /// same abscissae, else an error naming the metric).
-    pub fn new(name: &str, traces: Vec<Trace>) -> Result<Self> {
-        let Some(first) = traces.first() else {
+impl CurveStats {
+    /// Statistics of the given per-chain curves (at least one; all with the
+    /// same points, else an error naming the curve).
+    pub fn new(name: &str, curves: &[&Curve]) -> Result<Self> {
+        let Some(first) = curves.first() else {
             bail!("curve {name}: no chains");
         };
-        let x = first.x.clone();
-        if let Some(t) = traces.iter().find(|t| t.x != x || t.y.len() != x.len()) {
+        if let Some(c) = curves
+            .iter()
+            .find(|c| c.x != first.x || c.y.len() != first.x.len())
+        {
             bail!(
-                "curve {name}: chains disagree on the abscissae ({} vs {} points)",
-                t.x.len(),
-                x.len()
+                "curve {name}: chains disagree on the points ({} vs {} points)",
+                first.x.len(),
+                c.x.len()
             );
         }
-        let pointwise: Vec<MetricStats> = (0..x.len())
-            .map(|i| MetricStats::new(traces.iter().map(|t| t.y[i]).collect()))
+        let points: Vec<MetricStats> = (0..first.x.len())
+            .map(|k| MetricStats::new(curves.iter().map(|c| c.y[k]).collect()))
             .collect();
         Ok(Self {
-            mean: pointwise.iter().map(|s| s.mean).collect(),
-            q10: pointwise.iter().map(|s| s.q10).collect(),
-            q90: pointwise.iter().map(|s| s.q90).collect(),
-            values: traces.into_iter().map(|t| t.y).collect(),
-            x,
+            x: first.x.clone(),
+            mean: points.iter().map(|p| p.mean).collect(),
+            q10: points.iter().map(|p| p.q10).collect(),
+            q90: points.iter().map(|p| p.q90).collect(),
+            chains: curves.iter().map(|c| c.y.clone()).collect(),
         })
     }
+}
+
+#[cfg(test)]
+/// Whether a metric or curve named `name` depends on the clock (wall time),
+/// so that it differs between two runs with the same seed.
+pub fn depends_on_clock(name: &str) -> bool {
+    name.ends_with("_per_s") || name == "seconds"
 }
 
 /// One row of a study's replicate: the metrics of one target × method ×
@@ -217,9 +228,10 @@ pub struct CellSummary {
     pub wall_time_secs: f64,
     /// Every metric over chains (empty when pending).
     pub metrics: BTreeMap<String, MetricStats>,
-    /// Every curve metric over chains (absent for experiments without curves).
+    /// Every curve metric over chains (empty when pending or when the
+    /// experiment has none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub traces: BTreeMap<String, TraceStats>,
+    pub curves: BTreeMap<String, CurveStats>,
 }
 
 /// The verdict on one claim of the paper.
@@ -311,7 +323,7 @@ impl Summary {
                 burn_in: cell.burn_in,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
-                traces: BTreeMap::new(),
+                curves: BTreeMap::new(),
             };
             if let Some(reason) = cell.sampler.pending() {
                 summary.status = format!("pending: {reason}");
@@ -320,7 +332,7 @@ impl Summary {
                 continue;
             }
             let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            let mut curves: BTreeMap<String, Vec<Trace>> = BTreeMap::new();
+            let mut curves: BTreeMap<String, Vec<&Curve>> = BTreeMap::new();
             for k in 0..params.chains {
                 let key = (target.clone(), sampler.clone(), setting.clone(), k);
                 let Some(r) = by_job.get(&key) else {
@@ -331,18 +343,18 @@ impl Summary {
                 for (name, v) in &r.metrics {
                     values.entry(name.clone()).or_default().push(*v);
                 }
-                for (name, t) in &r.traces {
-                    curves.entry(name.clone()).or_default().push(t.clone());
+                for (name, c) in &r.curves {
+                    curves.entry(name.clone()).or_default().push(c);
                 }
             }
+            summary.curves = curves
+                .into_iter()
+                .map(|(name, c)| Ok((name.clone(), CurveStats::new(&name, &c)?)))
+                .collect::<Result<_>>()?;
             summary.metrics = values
                 .into_iter()
                 .map(|(name, v)| (name, MetricStats::new(v)))
                 .collect();
-            summary.traces = curves
-                .into_iter()
-                .map(|(name, t)| Ok((name.clone(), TraceStats::new(&name, t)?)))
-                .collect::<Result<_>>()?;
             out.push(summary);
         }
         if !missing.is_empty() {
@@ -413,7 +425,7 @@ impl Summary {
                 burn_in: 0,
                 wall_time_secs: 0.0,
                 metrics: BTreeMap::new(),
-                traces: BTreeMap::new(),
+                curves: BTreeMap::new(),
             })
             .collect();
         let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); cells.len()];
@@ -532,6 +544,24 @@ impl Summary {
             }
             curve_tables(&mut md, &cells);
         }
+        let curve_names: Vec<&str> = {
+            let mut names: Vec<&str> = self
+                .cells
+                .iter()
+                .flat_map(|c| c.curves.keys().map(String::as_str))
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        if !curve_names.is_empty() {
+            let _ = writeln!(
+                md,
+                "Curves along the chains (every chain's values, their mean and 10%/90% quantiles at \
+                 each point are in `summary.json` under `curves`): {}.\n",
+                curve_names.join(", ")
+            );
+        }
         self.claims_and_figures(&mut md, figures);
         md
     }
@@ -640,14 +670,14 @@ fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool)
 fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
     let mut names: Vec<&str> = Vec::new();
     for c in cells {
-        for n in c.traces.keys() {
+        for n in c.curves.keys() {
             if !names.contains(&n.as_str()) {
                 names.push(n);
             }
         }
     }
     for name in names {
-        let Some(x) = cells.iter().find_map(|c| c.traces.get(name)).map(|t| &t.x) else {
+        let Some(x) = cells.iter().find_map(|c| c.curves.get(name)).map(|t| &t.x) else {
             continue;
         };
         let columns: Vec<usize> = if x.len() <= 8 {
@@ -662,7 +692,7 @@ fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
         }
         let _ = writeln!(md, "\n|---|---|{}", "---|".repeat(columns.len()));
         for c in cells {
-            let Some(t) = c.traces.get(name) else {
+            let Some(t) = c.curves.get(name) else {
                 continue;
             };
             let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
@@ -708,28 +738,34 @@ mod tests {
         assert_eq!((one.q10, one.q90, one.ci80_half_width), (7.0, 7.0, 0.0));
     }
 
-    /// Curve statistics are the scalar statistics taken pointwise, and
-    /// chains on different abscissae are an error.
     #[test]
-    fn trace_stats_are_pointwise_metric_stats() {
-        let curve = |ys: [f64; 2]| Trace {
-            x: vec![10.0, 20.0],
-            y: ys.to_vec(),
-        };
-        let traces: Vec<Trace> = [[3.0, 0.5], [1.0, 0.1], [2.0, 0.3], [4.0, 0.2], [5.0, 0.4]]
-            .into_iter()
-            .map(curve)
+    fn curve_stats_are_pointwise_metric_stats_and_need_equal_points() {
+        let x = vec![10.0, 20.0];
+        let chains: Vec<Curve> = [[3.0, 0.5], [1.0, 1.5], [2.0, 2.5], [4.0, 3.5], [5.0, 4.5]]
+            .iter()
+            .map(|y| Curve {
+                x: x.clone(),
+                y: y.to_vec(),
+            })
             .collect();
-        let s = TraceStats::new("c", traces.clone()).unwrap();
-        assert_eq!(s.x, vec![10.0, 20.0]);
-        for i in 0..2 {
-            let m = MetricStats::new(traces.iter().map(|t| t.y[i]).collect());
-            assert_eq!((s.mean[i], s.q10[i], s.q90[i]), (m.mean, m.q10, m.q90));
-            assert_eq!(s.values.iter().map(|v| v[i]).collect::<Vec<_>>(), m.values);
+        let refs: Vec<&Curve> = chains.iter().collect();
+        let s = CurveStats::new("kl", &refs).unwrap();
+        assert_eq!(s.x, x);
+        for k in 0..2 {
+            let pointwise = MetricStats::new(chains.iter().map(|c| c.y[k]).collect());
+            assert_eq!(
+                (s.mean[k], s.q10[k], s.q90[k]),
+                (pointwise.mean, pointwise.q10, pointwise.q90)
+            );
         }
-        let mut shifted = traces;
-        shifted[2].x[1] = 21.0;
-        assert!(TraceStats::new("c", shifted).is_err());
-        assert!(TraceStats::new("c", vec![]).is_err());
+        assert_eq!(s.chains[1], vec![1.0, 1.5]);
+        let other = Curve {
+            x: vec![10.0, 30.0],
+            y: vec![0.0, 0.0],
+        };
+        assert!(CurveStats::new("kl", &[&chains[0], &other]).is_err());
+        assert!(CurveStats::new("kl", &[]).is_err());
+        assert!(depends_on_clock("seconds") && depends_on_clock("ess_min_per_s"));
+        assert!(!depends_on_clock("kl"));
     }
 }

@@ -86,7 +86,7 @@ impl Kernel for Laplacian {
         debug_assert_eq!(x.len(), z.ncols());
         for_each_column(z, out, |col, zi| {
             let mut l1 = 0.0;
-            for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi.iter()) {
+            for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi) {
                 *v = xl - zl;
                 l1 += v.abs();
             }

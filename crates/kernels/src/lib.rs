@@ -27,7 +27,8 @@
 //! (KMC lite `exp(−‖·‖²/σ)`), [`Laplacian::from_thesis_sigma`] (F-KAMH
 //! thesis `exp(−σ‖·‖₁)`), [`Matern::from_kamh_rho`] (KAMH `(r/ρ)^ν K_ν(r/ρ)`),
 //! [`InverseMultiquadric::from_thesis`] (thesis `(c² + r²)^{−β}`). The
-//! [`median_heuristic`] gives a data-driven `ℓ`.
+//! [`median_heuristic`] (or the buffer-reusing [`MedianHeuristic`]) gives a
+//! data-driven `ℓ`.
 //!
 //! Where a kernel is not differentiable (Laplacian at a vanishing coordinate
 //! of `x − y`, Matérn ν ≤ 1/2 at `x = y`), each type documents what its
@@ -56,7 +57,7 @@ pub use error::KernelError;
 pub use gaussian::Gaussian;
 pub use laplacian::Laplacian;
 pub use matern::Matern;
-pub use median::median_heuristic;
+pub use median::{MedianHeuristic, median_heuristic};
 pub use polynomial::{Linear, Polynomial};
 pub use rational_quadratic::{InverseMultiquadric, RationalQuadratic};
 

@@ -277,8 +277,9 @@ fn kamh_proposition_1_holds_for_differentiable_kernels() {
     }
 }
 
-/// `gradient_matrix` equals `2 grad_x(x, z_i)` column by column, for
-/// column-major and row-major `z` and `out`.
+/// `gradient_matrix` equals `2 grad_x(x, z_i)` column by column, for every
+/// combination of column-major and row-major `z` and `out` (row-major `z`
+/// with column-major `out` is the allocation-free path of the samplers).
 #[test]
 fn gradient_matrix_is_twice_the_gradients() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
@@ -288,29 +289,30 @@ fn gradient_matrix_is_twice_the_gradients() {
     let z_row_major = z_row_major_storage.transpose();
     let x = normal_vec(&mut rng, d, 1.0);
     for (name, k, _) in kernels() {
-        let mut out_col_major = Mat::<f64>::zeros(d, n);
-        let mut out_row_major_storage = Mat::<f64>::zeros(n, d);
-        k.gradient_matrix(&x, z_col_major.as_ref(), out_col_major.as_mut());
-        k.gradient_matrix(
-            &x,
-            z_row_major,
-            out_row_major_storage.as_mut().transpose_mut(),
-        );
-        let mut grad = vec![0.0; d];
-        for i in 0..n {
-            let zi: Vec<f64> = (0..d).map(|l| z_col_major[(i, l)]).collect();
-            k.grad_x(&x, &zi, &mut grad);
-            for l in 0..d {
-                let want = 2.0 * grad[l];
-                let tol = 1e-13 * (1.0 + want.abs());
-                for (layout, got) in [
-                    ("column-major", out_col_major[(l, i)]),
-                    ("row-major", out_row_major_storage[(i, l)]),
-                ] {
-                    assert!(
-                        (got - want).abs() <= tol,
-                        "{name} ({layout}): M[{l},{i}] = {got}, 2∇k = {want}"
-                    );
+        for (z_layout, z) in [
+            ("column-major z", z_col_major.as_ref()),
+            ("row-major z", z_row_major),
+        ] {
+            let mut out_col_major = Mat::<f64>::zeros(d, n);
+            let mut out_row_major_storage = Mat::<f64>::zeros(n, d);
+            k.gradient_matrix(&x, z, out_col_major.as_mut());
+            k.gradient_matrix(&x, z, out_row_major_storage.as_mut().transpose_mut());
+            let mut grad = vec![0.0; d];
+            for i in 0..n {
+                let zi: Vec<f64> = (0..d).map(|l| z_col_major[(i, l)]).collect();
+                k.grad_x(&x, &zi, &mut grad);
+                for l in 0..d {
+                    let want = 2.0 * grad[l];
+                    let tol = 1e-13 * (1.0 + want.abs());
+                    for (out_layout, got) in [
+                        ("column-major out", out_col_major[(l, i)]),
+                        ("row-major out", out_row_major_storage[(i, l)]),
+                    ] {
+                        assert!(
+                            (got - want).abs() <= tol,
+                            "{name} ({z_layout}, {out_layout}): M[{l},{i}] = {got}, 2∇k = {want}"
+                        );
+                    }
                 }
             }
         }

@@ -7,7 +7,10 @@ use crate::error::{Result, ensure};
 use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 
-/// A decreasing step-size sequence γ_t, t = 1, 2, … (Σγ_t = ∞ for all three).
+/// A step-size sequence γ_t, t = 1, 2, … (Σγ_t = ∞ for all of them). The
+/// first three decrease (vanishing adaptation); [`StepSchedule::Constant`]
+/// does not — an exponentially weighted average whose adaptation never
+/// vanishes, as the cKAM paper's AM and RBAM baselines use it (Tables 1–3).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum StepSchedule {
     /// γ_t = 1/√t.
@@ -22,6 +25,13 @@ pub enum StepSchedule {
         /// The exponent κ.
         kappa: f64,
     },
+    /// γ_t = γ for every t, with γ ∈ (0, 1]: not a vanishing schedule, so a
+    /// sampler adapting with it at every step has no ergodicity guarantee
+    /// (stop adaptation after a burn-in).
+    Constant {
+        /// The step γ.
+        gamma: f64,
+    },
 }
 
 impl StepSchedule {
@@ -33,6 +43,9 @@ impl StepSchedule {
             Self::Power { kappa } => {
                 ensure(kappa > 0.0 && kappa <= 1.0, "kappa", "must lie in (0, 1]")
             }
+            Self::Constant { gamma } => {
+                ensure(gamma > 0.0 && gamma <= 1.0, "gamma", "must lie in (0, 1]")
+            }
         }
     }
 
@@ -43,6 +56,7 @@ impl StepSchedule {
             Self::InverseSqrt => t.sqrt().recip(),
             Self::Harmonic { t0 } => (t - t0).recip(),
             Self::Power { kappa } => t.powf(-kappa),
+            Self::Constant { gamma } => gamma,
         }
     }
 }
@@ -442,6 +456,12 @@ mod tests {
         assert!((StepSchedule::Power { kappa: 0.6 }.step(10) - 10f64.powf(-0.6)).abs() < 1e-15);
         assert!(StepSchedule::Harmonic { t0: 1.0 }.validate().is_err());
         assert!(StepSchedule::Power { kappa: 1.5 }.validate().is_err());
+        let constant = StepSchedule::Constant { gamma: 0.1 };
+        assert!(constant.validate().is_ok());
+        assert_eq!((constant.step(1), constant.step(1_000_000)), (0.1, 0.1));
+        for bad in [0.0, -0.1, 1.5, f64::NAN] {
+            assert!(StepSchedule::Constant { gamma: bad }.validate().is_err());
+        }
         assert!(AdaptProbability::Power { kappa: 0.0 }.validate().is_err());
         assert_eq!(AdaptProbability::Power { kappa: 0.5 }.probability(4), 0.5);
         assert!(RobbinsMonro::new(0.0, 0.2, StepSchedule::InverseSqrt).is_err());

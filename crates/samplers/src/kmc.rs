@@ -45,6 +45,7 @@ use faer::MatRef;
 use kameleon_features::FeatureMap;
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, ScoreMatchingError};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 /// A gradient surrogate ∇f̂ ≈ ∇ log π that [`Kmc`] learns from the chain.
 pub trait KmcSurrogate: Send {
@@ -78,7 +79,10 @@ pub trait KmcSurrogate: Send {
 /// each adapting step refits with probability a_t (a vanishing
 /// [`AdaptProbability`]). A refit costs O(n³ + dn²) and allocates; the
 /// gradient costs O(nd) and does not.
-#[derive(Debug, Clone)]
+///
+/// Serialisable (with the fitted model and the history), so a [`KmcLite`]
+/// run checkpoints and resumes bit-identically.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LiteSurrogate {
     model: LiteEstimator,
     history: History,
@@ -203,7 +207,10 @@ impl KmcSurrogate for LiteSurrogate {
 /// Each update moves θ̂ by O(1/t), so adapting forever is a diminishing
 /// adaptation; stop it after burn-in to save the O(dm²) per step. The
 /// surrogate is ready once it has seen `min_points` points.
-#[derive(Debug, Clone)]
+///
+/// Serialisable (the estimator's sums, factor and θ̂), so a [`KmcFinite`]
+/// run checkpoints and resumes bit-identically.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FiniteSurrogate<F: FeatureMap> {
     model: FiniteEstimator<F>,
     min_points: usize,
@@ -299,7 +306,7 @@ fn surrogate_error(e: ScoreMatchingError) -> SamplerError {
 }
 
 /// How the engine treats the current state's log density.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum CurrentDensity {
     /// Reuse the stored estimate until a proposal is accepted (exact
     /// pseudo-marginal MCMC; the default).
@@ -339,7 +346,7 @@ pub enum CurrentDensity {
 /// println!("acceptance {:.2}", chain.acceptance_rate());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Kmc<S> {
     dim: usize,
     surrogate: S,

@@ -48,17 +48,27 @@ const BLOCK_COLUMNS: usize = 256;
 /// cost O(m³) at geometrically spaced counts: the first ~9 points and then a
 /// logarithmic number. The online result equals the batch fit on the same
 /// points to round-off.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FiniteEstimator<F: FeatureMap> {
     features: F,
     lambda: f64,
     count: usize,
     factor_count: usize,
     factorised: bool,
+    #[serde(with = "crate::serde_mat")]
     c_sum: Mat<f64>,
-    b_sum: Col<f64>,
+    b_sum: Vec<f64>,
+    #[serde(with = "crate::serde_mat")]
     cholesky: Mat<f64>,
     theta: Vec<f64>,
+    /// Scratch buffers, not part of the state (rebuilt after deserialisation).
+    #[serde(skip)]
+    work: Workspace,
+}
+
+/// The scratch buffers of [`FiniteEstimator`].
+#[derive(Debug, Clone)]
+struct Workspace {
     jacobian: Mat<f64>,
     second: Mat<f64>,
     clobbered: Mat<f64>,
@@ -68,6 +78,29 @@ pub struct FiniteEstimator<F: FeatureMap> {
     direction: Col<f64>,
     product: Col<f64>,
     embedding: Vec<f64>,
+}
+
+impl Default for Workspace {
+    /// Empty buffers, sized by `ensure_workspace` before use.
+    fn default() -> Self {
+        Self::new(0, 0)
+    }
+}
+
+impl Workspace {
+    fn new(m: usize, d: usize) -> Self {
+        Self {
+            jacobian: Mat::zeros(m, d),
+            second: Mat::zeros(m, d),
+            clobbered: Mat::zeros(m, d),
+            weights: Col::zeros(d),
+            residual: Col::zeros(m),
+            preconditioned: Col::zeros(m),
+            direction: Col::zeros(m),
+            product: Col::zeros(m),
+            embedding: vec![0.0; m],
+        }
+    }
 }
 
 impl<F: FeatureMap> FiniteEstimator<F> {
@@ -89,18 +122,10 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             factor_count: 0,
             factorised: false,
             c_sum: Mat::zeros(m, m),
-            b_sum: Col::zeros(m),
+            b_sum: vec![0.0; m],
             cholesky: Mat::zeros(m, m),
             theta: vec![0.0; m],
-            jacobian: Mat::zeros(m, d),
-            second: Mat::zeros(m, d),
-            clobbered: Mat::zeros(m, d),
-            weights: Col::zeros(d),
-            residual: Col::zeros(m),
-            preconditioned: Col::zeros(m),
-            direction: Col::zeros(m),
-            product: Col::zeros(m),
-            embedding: vec![0.0; m],
+            work: Workspace::new(m, d),
         })
     }
 
@@ -124,9 +149,18 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         &self.theta
     }
 
+    /// Sizes the scratch buffers (only needed after a deserialisation).
+    fn ensure_workspace(&mut self) {
+        let (m, d) = (self.features.dim_out(), self.features.dim_in());
+        if self.work.embedding.len() != m {
+            self.work = Workspace::new(m, d);
+        }
+    }
+
     /// Adds one point and updates θ̂ in O(dm²) (see the type's docs). Does not
     /// allocate, except during the periodic O(m³) refactorisations.
     pub fn update(&mut self, x: &[f64]) -> Result<(), ScoreMatchingError> {
+        self.ensure_workspace();
         let d = self.features.dim_in();
         if x.len() != d {
             return Err(ScoreMatchingError::DimensionMismatch {
@@ -137,9 +171,10 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         if x.iter().any(|v| !v.is_finite()) {
             return Err(ScoreMatchingError::NonFinitePoint { index: 0 });
         }
-        self.features.jacobian(x, self.jacobian.as_mut());
-        self.features.second_derivatives(x, self.second.as_mut());
-        let j = self.jacobian.as_ref();
+        self.features.jacobian(x, self.work.jacobian.as_mut());
+        self.features
+            .second_derivatives(x, self.work.second.as_mut());
+        let j = self.work.jacobian.as_ref();
         matmul(
             self.c_sum.as_mut(),
             Accum::Add,
@@ -148,20 +183,20 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             1.0,
             Par::Seq,
         );
-        for i in 0..self.b_sum.nrows() {
-            self.b_sum[i] -= (0..d).map(|l| self.second[(i, l)]).sum::<f64>();
+        for i in 0..self.b_sum.len() {
+            self.b_sum[i] -= (0..d).map(|l| self.work.second[(i, l)]).sum::<f64>();
         }
         self.count += 1;
         let stale = self.count as f64 > (1.0 + REFACTOR_GROWTH) * self.factor_count as f64;
         if !self.factorised || stale {
             return self.refactorise();
         }
-        self.clobbered.copy_from(&self.jacobian);
-        self.weights.fill(1.0);
+        self.work.clobbered.copy_from(&self.work.jacobian);
+        self.work.weights.fill(1.0);
         let updated = rank_r_update_clobber(
             self.cholesky.as_mut(),
-            self.clobbered.as_mut(),
-            self.weights.as_mut().as_diagonal_mut(),
+            self.work.clobbered.as_mut(),
+            self.work.weights.as_mut().as_diagonal_mut(),
         );
         if updated.is_err() || !self.solve_preconditioned() {
             return self.refactorise();
@@ -211,14 +246,14 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         let ridge = self.count as f64 * self.lambda;
         let l = self.cholesky.as_ref();
         let dot = |a: &Col<f64>, b: &Col<f64>| (0..m).map(|i| a[i] * b[i]).sum::<f64>();
-        let b_norm = dot(&self.b_sum, &self.b_sum).sqrt();
+        let b_norm = self.b_sum.iter().map(|v| v * v).sum::<f64>().sqrt();
         if b_norm == 0.0 {
             self.theta.fill(0.0);
             return true;
         }
         // residual = s − Aθ
         matmul(
-            self.residual.as_mat_mut(),
+            self.work.residual.as_mat_mut(),
             Accum::Replace,
             self.c_sum.as_ref(),
             ColRef::from_slice(&self.theta).as_mat(),
@@ -226,42 +261,43 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             Par::Seq,
         );
         for i in 0..m {
-            self.residual[i] += self.b_sum[i] - ridge * self.theta[i];
+            self.work.residual[i] += self.b_sum[i] - ridge * self.theta[i];
         }
         let precondition = |z: &mut Col<f64>, r: &Col<f64>| {
             z.copy_from(r);
             solve_lower_triangular_in_place(l, z.as_mat_mut(), Par::Seq);
             solve_upper_triangular_in_place(l.transpose(), z.as_mat_mut(), Par::Seq);
         };
-        precondition(&mut self.preconditioned, &self.residual);
-        self.direction.copy_from(&self.preconditioned);
-        let mut rz = dot(&self.residual, &self.preconditioned);
+        precondition(&mut self.work.preconditioned, &self.work.residual);
+        self.work.direction.copy_from(&self.work.preconditioned);
+        let mut rz = dot(&self.work.residual, &self.work.preconditioned);
         for _ in 0..MAX_SOLVE_ITERATIONS {
-            if dot(&self.residual, &self.residual).sqrt() <= SOLVE_TOLERANCE * b_norm {
+            if dot(&self.work.residual, &self.work.residual).sqrt() <= SOLVE_TOLERANCE * b_norm {
                 return true;
             }
             matmul(
-                self.product.as_mat_mut(),
+                self.work.product.as_mat_mut(),
                 Accum::Replace,
                 self.c_sum.as_ref(),
-                self.direction.as_mat(),
+                self.work.direction.as_mat(),
                 1.0,
                 Par::Seq,
             );
             for i in 0..m {
-                self.product[i] += ridge * self.direction[i];
+                self.work.product[i] += ridge * self.work.direction[i];
             }
-            let step = rz / dot(&self.direction, &self.product);
+            let step = rz / dot(&self.work.direction, &self.work.product);
             for i in 0..m {
-                self.theta[i] += step * self.direction[i];
-                self.residual[i] -= step * self.product[i];
+                self.theta[i] += step * self.work.direction[i];
+                self.work.residual[i] -= step * self.work.product[i];
             }
-            precondition(&mut self.preconditioned, &self.residual);
-            let rz_next = dot(&self.residual, &self.preconditioned);
+            precondition(&mut self.work.preconditioned, &self.work.residual);
+            let rz_next = dot(&self.work.residual, &self.work.preconditioned);
             let beta = rz_next / rz;
             rz = rz_next;
             for i in 0..m {
-                self.direction[i] = self.preconditioned[i] + beta * self.direction[i];
+                self.work.direction[i] =
+                    self.work.preconditioned[i] + beta * self.work.direction[i];
             }
         }
         false
@@ -280,6 +316,7 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         if n == 0 {
             return Err(ScoreMatchingError::TooFewPoints { needed: 1, got: 0 });
         }
+        self.ensure_workspace();
         let per_block = (BLOCK_COLUMNS / d).max(1);
         let mut block = Mat::<f64>::zeros(m, per_block * d);
         let mut x = vec![0.0; d];
@@ -293,9 +330,10 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
                 }
                 self.features
                     .jacobian(&x, block.as_mut().subcols_mut(p * d, d));
-                self.features.second_derivatives(&x, self.second.as_mut());
+                self.features
+                    .second_derivatives(&x, self.work.second.as_mut());
                 for i in 0..m {
-                    self.b_sum[i] -= (0..d).map(|l| self.second[(i, l)]).sum::<f64>();
+                    self.b_sum[i] -= (0..d).map(|l| self.work.second[(i, l)]).sum::<f64>();
                 }
             }
             let used = block.as_ref().subcols(0, rows * d);
@@ -314,8 +352,10 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
 
     fn log_density_unnormalised(&mut self, x: &[f64]) -> f64 {
         debug_assert_eq!(x.len(), self.dim());
-        self.features.embed(x, &mut self.embedding);
-        self.embedding
+        self.ensure_workspace();
+        self.features.embed(x, &mut self.work.embedding);
+        self.work
+            .embedding
             .iter()
             .enumerate()
             .map(|(i, p)| p * self.theta[i])
@@ -329,9 +369,11 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
         self.grad_log_density(x, grad);
-        self.features.second_derivatives(x, self.second.as_mut());
+        self.ensure_workspace();
+        self.features
+            .second_derivatives(x, self.work.second.as_mut());
         (0..self.theta.len())
-            .map(|i| self.theta[i] * (0..x.len()).map(|l| self.second[(i, l)]).sum::<f64>())
+            .map(|i| self.theta[i] * (0..x.len()).map(|l| self.work.second[(i, l)]).sum::<f64>())
             .sum()
     }
 }

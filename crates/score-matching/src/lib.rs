@@ -38,8 +38,10 @@
 
 mod cross_validation;
 mod error;
+mod exp;
 mod finite;
 mod lite;
+mod serde_mat;
 
 pub use cross_validation::{
     CrossValidation, CrossValidationResult, Hyperparameters, cross_validate,

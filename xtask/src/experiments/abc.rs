@@ -28,7 +28,7 @@ fn cells(quick: bool) -> Vec<Cell> {
     };
     let habc = HabcConfig::kmc_paper();
     [
-        SamplerSpec::RwFixed { scale: 0.55 },
+        SamplerSpec::RwFixed { nu: 0.55, thin: 1 },
         SamplerSpec::Habc,
         SamplerSpec::KmcLite {
             n,
@@ -112,7 +112,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             .cells
             .iter()
             .filter_map(|c| {
-                let t = c.traces.get(trace)?;
+                let t = c.curves.get(trace)?;
                 Some(CurveSeries {
                     label: legend(c),
                     x: t.x.clone(),
@@ -142,7 +142,7 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
             .cells
             .iter()
             .find(|c| c.sampler == sampler)?
-            .traces
+            .curves
             .get("acf")?;
         let i = t.x.iter().position(|&x| x == CLAIM_LAG as f64)?;
         Some(t.mean[i])

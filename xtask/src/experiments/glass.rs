@@ -174,7 +174,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             .cells
             .iter()
             .filter_map(|c| {
-                let t = c.traces.get(trace)?;
+                let t = c.curves.get(trace)?;
                 Some(CurveSeries {
                     label: legend(c),
                     x: t.x.clone(),
@@ -203,7 +203,7 @@ fn final_mean(summary: &Summary, sampler: &str, trace: &str) -> Option<f64> {
         .cells
         .iter()
         .find(|c| c.sampler == sampler)?
-        .traces
+        .curves
         .get(trace)?
         .mean
         .last()
@@ -249,7 +249,7 @@ fn kmc_claims(summary: &Summary) -> Vec<ClaimCheck> {
             .cells
             .iter()
             .find(|c| c.sampler == sampler)?
-            .traces
+            .curves
             .get("mmd2")?;
         let i = ((t.x.len() - 1) as f64 * fraction).round() as usize;
         t.mean.get(i).copied()

@@ -359,8 +359,12 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
                 petals,
                 sigma,
             },
-            TargetSpec::GlassPosterior { .. } | TargetSpec::AbcSkewNormal => {
-                anyhow::bail!("proposal contours are drawn on the banana and flower only")
+            TargetSpec::GlassPosterior { .. }
+            | TargetSpec::AbcSkewNormal
+            | TargetSpec::CkamBimodal
+            | TargetSpec::CkamFiveComponents
+            | TargetSpec::CkamGrid32 => {
+                anyhow::bail!("no proposal panels for {}", panel.target.label())
             }
         }
         .build()?;
