@@ -7,6 +7,7 @@
 //! `cargo xtask merge <name> DIR…` combines shard outputs.
 
 mod bench_report;
+mod benchmark;
 mod experiment;
 mod experiments;
 mod npy;

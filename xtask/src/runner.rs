@@ -4,6 +4,7 @@
 
 use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
 use crate::npy::write_chain;
+use crate::spec::{BuiltTarget, RunEnv, TargetSpec};
 use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -206,6 +207,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     )
     .expect("static template")
     .progress_chars("=> ");
+    // Each target is built once, with its reference sample if it needs one
+    // (computed here, before the chains, if not cached in the output root).
+    let env = RunEnv {
+        out: opts.out.clone(),
+        quick: opts.quick,
+        seed: opts.seed,
+    };
+    let mut targets: Vec<(TargetSpec, BuiltTarget)> = Vec::new();
+    for job in &mine {
+        if !targets.iter().any(|(t, _)| *t == job.cell.target) {
+            targets.push((job.cell.target, job.cell.target.prepare(&env)?));
+        }
+    }
     let started = Instant::now();
     let new_records: Vec<JobRecord> = mine
         .par_iter()
@@ -222,7 +236,12 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
                 job.cell.setting,
                 job.chain
             ));
-            let record = run_job(experiment, protocol, params, &dir, job, opts, &bar)?;
+            let built = targets
+                .iter()
+                .find(|(t, _)| *t == job.cell.target)
+                .map(|(_, b)| b)
+                .expect("every job's target was prepared");
+            let record = run_job(experiment, protocol, params, &dir, job, built, opts, &bar)?;
             bar.finish_and_clear();
             bars.remove(&bar);
             overall.inc(1);
@@ -592,42 +611,35 @@ fn read_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<JobRecord>> {
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_job(
     experiment: &Experiment,
     protocol: &Protocol,
     params: RunParams,
     dir: &Path,
     job: &Job,
+    built: &BuiltTarget,
     opts: &RunOptions,
     bar: &ProgressBar,
 ) -> Result<JobRecord> {
     let cell = job.cell;
-    let built = cell.target.build()?;
-    let target = built.target();
     let seed = cell_seed(params.seed, cell);
-    // The starting point is the paper's fixed one if it has one, else an
-    // exact draw from the target, from a stream of its own (so it does not
-    // shift the sampler's stream).
-    let x0 = match cell.target.fixed_start() {
-        Some(x0) => x0,
-        None => {
-            let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
-            let mut x0 = vec![0.0; target.dim()];
-            target.sample_iid(&mut setup, &mut x0)?;
-            x0
-        }
-    };
+    // The starting point (the paper's fixed one if it has one, else an exact
+    // draw from the target) comes from a stream of its own, so it does not
+    // shift the sampler's stream.
+    let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
+    let x0 = cell.target.start(built, &mut setup)?;
     let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
     let run = cell
         .sampler
-        .run(target, &x0, config, seed, job.chain as u64, &|p| {
+        .run_on(built, &x0, config, seed, job.chain as u64, &|p| {
             bar.set_position(p.step)
         })?;
     let chain = &run.chain;
     let mut metrics = BTreeMap::new();
     let mut curves = BTreeMap::new();
     for m in protocol.metrics {
-        let evaluation = m.evaluate(&run, &built, seed)?;
+        let evaluation = m.evaluate(&run, built, seed)?;
         metrics.extend(evaluation.scalars);
         curves.extend(evaluation.curves);
     }
@@ -741,38 +753,42 @@ mod tests {
                 assert!(min <= lo && lo <= hi && hi <= max, "{name}: {lo} {hi}");
                 assert!(m["ci80_half_width"].as_f64().unwrap() >= 0.0);
             }
-            if let Some(curves) = c.get("curves") {
-                for (name, curve) in curves.as_object().unwrap() {
-                    let column = |key: &str| -> Vec<f64> {
-                        curve[key]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|x| x.as_f64().unwrap())
-                            .collect()
-                    };
-                    let (x, mean, lo, hi) =
-                        (column("x"), column("mean"), column("q10"), column("q90"));
-                    assert!(!x.is_empty(), "{name}");
-                    for v in [&mean, &lo, &hi] {
-                        assert_eq!(v.len(), x.len(), "{name}");
-                    }
-                    let per_chain = curve["chains"].as_array().unwrap();
-                    assert_eq!(per_chain.len(), chains, "{name}");
-                    for k in 0..x.len() {
-                        let values: Vec<f64> =
-                            per_chain.iter().map(|c| c[k].as_f64().unwrap()).collect();
-                        let avg = values.iter().sum::<f64>() / chains as f64;
-                        assert!(
-                            (mean[k] - avg).abs() <= 1e-12 * avg.abs().max(1.0),
-                            "{name}"
-                        );
-                        assert!(lo[k] <= hi[k], "{name}");
-                    }
-                }
-            }
             if let Some(accept) = metrics.get("accept") {
                 assert!((0.0..=1.0).contains(&accept["mean"].as_f64().unwrap()));
+            }
+            // Curves (optional): per-chain curves on common abscissae, with
+            // pointwise mean and 10%/90% quantiles.
+            let Some(curves) = c.get("curves") else {
+                continue;
+            };
+            for (name, t) in curves.as_object().unwrap() {
+                let floats = |v: &Value| -> Vec<f64> {
+                    v.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                };
+                let x = floats(&t["x"]);
+                assert!(!x.is_empty(), "{name}");
+                let values: Vec<Vec<f64>> =
+                    t["chains"].as_array().unwrap().iter().map(floats).collect();
+                assert_eq!(values.len(), chains, "{name}");
+                let (mean, q10, q90) = (floats(&t["mean"]), floats(&t["q10"]), floats(&t["q90"]));
+                for i in 0..x.len() {
+                    let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
+                    let m = column.iter().sum::<f64>() / chains as f64;
+                    assert!(
+                        (mean[i] - m).abs() <= 1e-12 * m.abs().max(1.0),
+                        "{name}[{i}]"
+                    );
+                    let min = column.iter().copied().fold(f64::INFINITY, f64::min);
+                    let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    assert!(
+                        min <= q10[i] && q10[i] <= q90[i] && q90[i] <= max,
+                        "{name}[{i}]"
+                    );
+                }
             }
         }
         assert!(done > 0, "no cell ran");
@@ -842,11 +858,13 @@ mod tests {
 
     /// Three shards merged give the one-run summary and the same chain files,
     /// whatever the thread count; a merge with a shard missing fails and names
-    /// the missing jobs.
+    /// the missing jobs. Checked on a plain grid and on one with curves and a
+    /// cached reference sample.
     #[test]
     fn shards_merge_into_the_single_run_summary() {
-        // a grid experiment with scalar metrics and one with curves
-        for name in ["kamh-banana", "ckam-bimodal"] {
+        // a grid experiment with scalar metrics, one with curves, and one with
+        // curves and a cached reference sample
+        for name in ["kamh-banana", "ckam-bimodal", "kmc-abc"] {
             check_shards_merge(name);
         }
     }

@@ -52,13 +52,22 @@ pub struct JobRecord {
     pub curves: BTreeMap<String, Curve>,
 }
 
-/// One chain's curve: values `y` at points `x` (e.g. numbers of draws).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One chain's curve: values `y` at points `x` (e.g. numbers of draws,
+/// lags or bin centres).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Curve {
     /// The points, the same for every chain of a cell.
     pub x: Vec<f64>,
     /// The chain's value at each point.
     pub y: Vec<f64>,
+}
+
+impl Curve {
+    /// Appends the point (x, y).
+    pub fn push(&mut self, x: f64, y: f64) {
+        self.x.push(x);
+        self.y.push(y);
+    }
 }
 
 /// A curve over the chains of a cell: per point the mean and the 10% / 90%
@@ -533,6 +542,7 @@ impl Summary {
                 let _ = writeln!(md, "Quantile errors per level:\n");
                 table(&mut md, &cells, &levels, false);
             }
+            curve_tables(&mut md, &cells);
         }
         let curve_names: Vec<&str> = {
             let mut names: Vec<&str> = self
@@ -653,6 +663,51 @@ fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool)
         md.push('\n');
     }
     md.push('\n');
+}
+
+/// Appends one table per curve metric: rows are cells, columns at most
+/// eight evenly spaced abscissae (every value is in `summary.json`).
+fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
+    let mut names: Vec<&str> = Vec::new();
+    for c in cells {
+        for n in c.curves.keys() {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    for name in names {
+        let Some(x) = cells.iter().find_map(|c| c.curves.get(name)).map(|t| &t.x) else {
+            continue;
+        };
+        let columns: Vec<usize> = if x.len() <= 8 {
+            (0..x.len()).collect()
+        } else {
+            (0..8).map(|k| k * (x.len() - 1) / 7).collect()
+        };
+        let _ = writeln!(md, "Curve `{name}` (mean [10%, 90%] over chains) at x =\n");
+        md.push_str("| sampler | setting |");
+        for &i in &columns {
+            let _ = write!(md, " {} |", fmt(x[i]));
+        }
+        let _ = writeln!(md, "\n|---|---|{}", "---|".repeat(columns.len()));
+        for c in cells {
+            let Some(t) = c.curves.get(name) else {
+                continue;
+            };
+            let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
+            for &i in &columns {
+                match (t.mean.get(i), t.q10.get(i), t.q90.get(i)) {
+                    (Some(m), Some(lo), Some(hi)) => {
+                        let _ = write!(md, " {} [{}, {}] |", fmt(*m), fmt(*lo), fmt(*hi));
+                    }
+                    _ => md.push_str(" – |"),
+                }
+            }
+            md.push('\n');
+        }
+        md.push('\n');
+    }
 }
 
 /// Compact number formatting for tables.

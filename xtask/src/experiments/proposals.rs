@@ -359,7 +359,11 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
                 petals,
                 sigma,
             },
-            TargetSpec::CkamBimodal | TargetSpec::CkamFiveComponents | TargetSpec::CkamGrid32 => {
+            TargetSpec::GlassPosterior { .. }
+            | TargetSpec::AbcSkewNormal
+            | TargetSpec::CkamBimodal
+            | TargetSpec::CkamFiveComponents
+            | TargetSpec::CkamGrid32 => {
                 anyhow::bail!("no proposal panels for {}", panel.target.label())
             }
         }
