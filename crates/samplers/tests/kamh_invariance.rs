@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{Reference, ReverseAtCurrent, assert_verdict, z_chain};
+use common::{Reference, ReverseAtCurrent, assert_verdict, banana_score, z_chain};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
     AdaptProbability, Bandwidth, Gamma, Kamh, KamhConfig, Proposal, Refresh, RobbinsMonro,
@@ -70,13 +70,6 @@ fn banana_kamh(target: &Banana, seed: u64) -> Kamh<Gaussian> {
     kamh.set_subsample(common::oracle_subsample(target, BANANA_N, seed).as_ref())
         .unwrap();
     kamh
-}
-
-/// The worst z-score of a 30 000-step banana chain and its statistic.
-fn banana_score(target: &Banana, proposal: impl Proposal, seed: u64) -> (f64, String) {
-    let config = RunConfig::new(5_000, 30_000);
-    let chain = run_chain(target, proposal, &[0.0; 8], config, seed).unwrap();
-    Reference::banana(target).worst_z(&chain.samples, &z_chain)
 }
 
 #[test]

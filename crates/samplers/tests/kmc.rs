@@ -10,13 +10,16 @@
 
 mod common;
 
+/// The accept step without the kinetic energies, log u < log π(x*) − log π(x):
+/// dropping KMC's finite correction is exactly what `ReverseAtCurrent` does.
+use common::ReverseAtCurrent as DropKinetic;
 use common::{banana, correlated_gaussian, worst_coverage_z};
 use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
     AdaptProbability, AdaptationStop, Chain, CurrentDensity, FiniteSurrogate, FnTarget, KmcFinite,
-    KmcLite, LiteSurrogate, Proposal, Run, RunConfig, StepOutcome, Target, run_chain,
+    KmcLite, LiteSurrogate, Proposal, Run, RunConfig, Target, run_chain,
 };
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator};
 use rand::{Rng, RngExt, SeedableRng};
@@ -228,34 +231,6 @@ fn adaptive_kmc_is_valid_on_the_gaussian() {
         // every state: the start point and all 12000 steps
         assert_eq!(points.unwrap().1, 12_001.0);
         assert_valid("adaptive KMC finite", "gaussian", seed, &chain);
-    }
-}
-
-/// The accept step without the kinetic energies: log u < log π(x*) − log π(x).
-struct DropKinetic<P>(P);
-
-impl<P: Proposal> Proposal for DropKinetic<P> {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> kameleon_samplers::Result<()> {
-        self.0.initialise(target, x)
-    }
-
-    fn propose(
-        &mut self,
-        target: &dyn Target,
-        current: &[f64],
-        proposed: &mut [f64],
-        rng: &mut dyn Rng,
-    ) -> f64 {
-        let correction = self.0.propose(target, current, proposed, rng);
-        if correction.is_finite() {
-            0.0
-        } else {
-            correction
-        }
-    }
-
-    fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
-        self.0.observe(outcome, adapt, rng);
     }
 }
 

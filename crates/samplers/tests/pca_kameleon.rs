@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Reference, ReverseAtCurrent, assert_verdict, z_chain};
+use common::{Reference, ReverseAtCurrent, assert_verdict, banana_score, z_chain};
 use faer::{Mat, Side};
 use kameleon_kernels::{Gaussian, Kernel};
 use kameleon_samplers::{
@@ -207,13 +207,6 @@ fn banana_pca(target: &Banana, seed: u64) -> PcaKameleon<Gaussian> {
     pca.set_subsample(common::oracle_subsample(target, n, seed).as_ref())
         .unwrap();
     pca
-}
-
-fn banana_score(target: &Banana, proposal: impl Proposal, seed: u64) -> (f64, String) {
-    let config = RunConfig::new(5_000, 30_000);
-    let chain = run_chain(target, proposal, &[0.0; 8], config, seed).unwrap();
-    eprintln!("acceptance {:.3}", chain.acceptance_rate());
-    Reference::banana(target).worst_z(&chain.samples, &z_chain)
 }
 
 #[test]

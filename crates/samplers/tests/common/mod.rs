@@ -308,6 +308,15 @@ pub fn chi2_quantile(d: usize, q: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// The worst z-score (and its statistic) of a 30 000-step chain (5 000
+/// burn-in) on the 8-d banana started at the origin, against the exact
+/// banana reference: the shared invariance check of the kernel samplers.
+pub fn banana_score(target: &Banana, proposal: impl Proposal, seed: u64) -> (f64, String) {
+    let config = RunConfig::new(5_000, 30_000);
+    let chain = run_chain(target, proposal, &[0.0; 8], config, seed).unwrap();
+    Reference::banana(target).worst_z(&chain.samples, &z_chain)
+}
+
 /// A proposal whose Hastings correction is computed as if the reverse
 /// density q(x_t | x*) used the proposal's shape at x_t instead of at x*
 /// (the bug of several public implementations): forward and reverse
