@@ -2,6 +2,7 @@
 //! curves with interval whiskers or shaded bands on linear or log axes, and
 //! 95% proposal ellipses over a density heat map.
 
+use crate::summary::CurveStats;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use std::path::Path;
@@ -124,109 +125,6 @@ pub fn grouped_bars(
     Ok(())
 }
 
-/// One sampler's curve: the mean and a band (e.g. 10%–90% of chains) at x.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CurveSeries {
-    /// The legend label.
-    pub label: String,
-    /// The abscissae.
-    pub x: Vec<f64>,
-    /// The curve.
-    pub mean: Vec<f64>,
-    /// The lower edge of the band.
-    pub low: Vec<f64>,
-    /// The upper edge of the band.
-    pub high: Vec<f64>,
-}
-
-/// Draws curves (one colour per series) with shaded bands into an SVG file.
-/// Non-finite points are skipped.
-pub fn band_curves(
-    path: &Path,
-    title: &str,
-    series: &[CurveSeries],
-    x_label: &str,
-    y_label: &str,
-) -> Result<()> {
-    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let finite = |v: &f64| v.is_finite();
-    let xs = series.iter().flat_map(|s| s.x.iter()).filter(|v| finite(v));
-    let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-        (a.min(v), b.max(v))
-    });
-    let ys = series
-        .iter()
-        .flat_map(|s| s.mean.iter().chain(&s.low).chain(&s.high))
-        .filter(|v| finite(v));
-    let (y_lo, y_hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-        (a.min(v), b.max(v))
-    });
-    let (x_lo, x_hi) = if x_lo < x_hi {
-        (x_lo, x_hi)
-    } else {
-        (0.0, 1.0)
-    };
-    let (y_lo, y_hi) = if y_lo < y_hi {
-        let pad = 0.05 * (y_hi - y_lo);
-        (y_lo - pad, y_hi + pad)
-    } else if y_lo.is_finite() {
-        (y_lo - 1.0, y_lo + 1.0)
-    } else {
-        (0.0, 1.0)
-    };
-    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
-        .map_err(|e| plot_err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| plot_err(&e))?;
-    for (k, s) in series.iter().enumerate() {
-        let colour = PALETTE[k % PALETTE.len()];
-        let points = |ys: &[f64]| -> Vec<(f64, f64)> {
-            s.x.iter()
-                .zip(ys)
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .map(|(x, y)| (*x, *y))
-                .collect()
-        };
-        let mut band = points(&s.high);
-        band.extend(points(&s.low).into_iter().rev());
-        if band.len() >= 3 {
-            chart
-                .draw_series(std::iter::once(Polygon::new(
-                    band,
-                    colour.mix(0.2).filled(),
-                )))
-                .map_err(|e| plot_err(&e))?;
-        }
-        chart
-            .draw_series(LineSeries::new(points(&s.mean), colour.stroke_width(2)))
-            .map_err(|e| plot_err(&e))?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 14, y)], colour.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(&e))?;
-    root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
-}
-
 /// One point of a curve with its interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CurvePoint {
@@ -238,6 +136,22 @@ pub struct CurvePoint {
     pub low: f64,
     /// Upper end of the interval (= `y` for none).
     pub high: f64,
+}
+
+/// A cell's curve over chains as points: the mean with the 10%–90%
+/// quantiles of the chains as its interval, at the curve's own points or at
+/// `x` (e.g. another curve's means).
+pub fn interval_points(stats: &CurveStats, x: Option<&[f64]>) -> Vec<CurvePoint> {
+    let x = x.unwrap_or(&stats.x);
+    x.iter()
+        .enumerate()
+        .map(|(k, &x)| CurvePoint {
+            x,
+            y: stats.mean[k],
+            low: stats.q10[k],
+            high: stats.q90[k],
+        })
+        .collect()
 }
 
 /// How a curve is drawn.
@@ -678,34 +592,6 @@ mod tests {
         for text in ["accept", "q0.5", "SM", "AM-LS", "test"] {
             assert!(svg.contains(text), "missing {text}");
         }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Curves draw one band polygon and one line per series, with labels,
-    /// skipping non-finite points.
-    #[test]
-    fn draws_curves_with_bands_and_labels() {
-        let dir = std::env::temp_dir().join(format!("xtask-curves-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("curves.svg");
-        let series: Vec<CurveSeries> = ["KMC", "RW"]
-            .iter()
-            .enumerate()
-            .map(|(k, label)| CurveSeries {
-                label: label.to_string(),
-                x: vec![1.0, 2.0, 3.0],
-                mean: vec![1.0 + k as f64, 0.5, f64::NAN],
-                low: vec![0.5, 0.2, 0.1],
-                high: vec![2.0, 1.0, 0.8],
-            })
-            .collect();
-        band_curves(&path, "mmd", &series, "iterations", "MMD²").unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        for text in ["KMC", "RW", "mmd", "iterations"] {
-            assert!(svg.contains(text), "missing {text}");
-        }
-        assert_eq!(svg.matches("<polygon").count(), 2);
-        assert!(svg.matches("<polyline").count() >= 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{CurveSeries, band_curves};
+use crate::plot::{Axes, Curve, CurveKind, curves, interval_points};
 use crate::spec::{LiteBasis, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Summary, fmt};
 use anyhow::Result;
@@ -108,26 +108,27 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             "fig4-theta1.svg",
         ),
     ] {
-        let series: Vec<CurveSeries> = summary
+        let series: Vec<Curve> = summary
             .cells
             .iter()
-            .filter_map(|c| {
-                let t = c.curves.get(trace)?;
-                Some(CurveSeries {
-                    label: legend(c),
-                    x: t.x.clone(),
-                    mean: t.mean.clone(),
-                    low: t.q10.clone(),
-                    high: t.q90.clone(),
-                })
+            .filter_map(|c| Some((c, c.curves.get(trace)?)))
+            .enumerate()
+            .map(|(colour, (c, stats))| Curve {
+                label: legend(c),
+                points: interval_points(stats, None),
+                kind: CurveKind::Banded,
+                colour,
             })
             .collect();
-        band_curves(
+        curves(
             &dir.join(file),
             &format!("ABC skew-normal: {title}, 10%–90% of chains"),
+            (x_label, trace),
+            Axes {
+                log_x: false,
+                log_y: false,
+            },
             &series,
-            x_label,
-            trace,
         )?;
         files.push(file.to_string());
     }

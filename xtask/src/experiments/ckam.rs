@@ -5,7 +5,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{Axes, Bar, BarSeries, Curve, CurveKind, CurvePoint, curves, grouped_bars};
+use crate::plot::{Axes, Bar, BarSeries, Curve, CurveKind, curves, grouped_bars, interval_points};
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::{CellSummary, ClaimCheck, CurveStats, Summary, fmt};
 use anyhow::Result;
@@ -341,21 +341,6 @@ pub fn gmm32() -> Experiment {
     }
 }
 
-/// A cell's curve `name` as plot points (mean with the 10%–90% band) at
-/// the x values `x` (default: the curve's own points).
-fn points(stats: &CurveStats, x: Option<&[f64]>) -> Vec<CurvePoint> {
-    let x = x.unwrap_or(&stats.x);
-    x.iter()
-        .enumerate()
-        .map(|(k, &x)| CurvePoint {
-            x,
-            y: stats.mean[k],
-            low: stats.q10[k],
-            high: stats.q90[k],
-        })
-        .collect()
-}
-
 /// The figures: KL vs wall time (the paper's Figs. 3, 6, 9), KL vs draws
 /// with the iid floor, the first marginal against the exact one (Figs. 10,
 /// 14) and the ESS per second (Fig. 11, as bars).
@@ -383,7 +368,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
                     };
                     Some(Curve {
                         label: legend(c),
-                        points: points(stats, x),
+                        points: interval_points(stats, x),
                         kind: CurveKind::Banded,
                         colour,
                     })
@@ -413,7 +398,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
         {
             series.push(Curve {
                 label: "iid floor".into(),
-                points: points(floor, None),
+                points: interval_points(floor, None),
                 kind: CurveKind::Reference,
                 colour: 0,
             });
@@ -432,7 +417,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
         if let Some(exact) = cells.iter().find_map(|c| c.curves.get("marginal_x1_exact")) {
             series.push(Curve {
                 label: "exact".into(),
-                points: points(exact, None),
+                points: interval_points(exact, None),
                 kind: CurveKind::Reference,
                 colour: 0,
             });

@@ -5,7 +5,7 @@
 
 use super::kamh::{check, legend};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{CurveSeries, band_curves};
+use crate::plot::{Axes, Curve, CurveKind, curves, interval_points};
 use crate::spec::{LiteBasis, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Summary, fmt};
 use anyhow::Result;
@@ -170,27 +170,28 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
         ("mmd2", "MMD² to the benchmark"),
         ("mean_norm", "‖mean − benchmark mean‖"),
     ] {
-        let series: Vec<CurveSeries> = summary
+        let series: Vec<Curve> = summary
             .cells
             .iter()
-            .filter_map(|c| {
-                let t = c.curves.get(trace)?;
-                Some(CurveSeries {
-                    label: legend(c),
-                    x: t.x.clone(),
-                    mean: t.mean.clone(),
-                    low: t.q10.clone(),
-                    high: t.q90.clone(),
-                })
+            .filter_map(|c| Some((c, c.curves.get(trace)?)))
+            .enumerate()
+            .map(|(colour, (c, stats))| Curve {
+                label: legend(c),
+                points: interval_points(stats, None),
+                kind: CurveKind::Banded,
+                colour,
             })
             .collect();
         let file = format!("fig4-{trace}.svg");
-        band_curves(
+        curves(
             &dir.join(&file),
             &format!("Glass: {title} (mean, 10%–90% of chains)"),
+            ("iterations", trace),
+            Axes {
+                log_x: false,
+                log_y: false,
+            },
             &series,
-            "iterations",
-            trace,
         )?;
         files.push(file);
     }
