@@ -45,6 +45,7 @@
 //! ```
 
 mod error;
+pub mod fastmath;
 mod gaussian;
 mod laplacian;
 mod matern;

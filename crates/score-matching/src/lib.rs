@@ -38,7 +38,6 @@
 
 mod cross_validation;
 mod error;
-mod exp;
 mod finite;
 mod lite;
 mod serde_mat;

@@ -1,13 +1,13 @@
 //! The lite estimator (KMC Prop. 1): `f = Σ αᵢ k(zᵢ, ·)` with a Gaussian kernel.
 
 use crate::error::{check_points, positive};
-use crate::exp::exp;
 use crate::{GradientModel, ScoreMatchingError};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::solvers::Solve;
 use faer::{Accum, Col, Mat, MatRef, Par, Side};
 use kameleon_kernels::Gaussian;
+use kameleon_kernels::fastmath::exp;
 
 /// The regulariser added to the lite system matrix `C`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -1,8 +1,10 @@
-//! A branch-free `exp` that the compiler vectorises in loops over slices.
+//! Elementary functions that the compiler vectorises in loops over slices.
 //!
-//! The lite gradient needs `exp` of n arguments per evaluation; the scalar
-//! libm call costs more than all the arithmetic around it and blocks
-//! vectorisation of the loop. This version reduces `x = k ln 2 + r` with
+//! Kernel sums (the KAMH gradient matrix, the KMC lite gradient) need `exp`
+//! of n arguments per evaluation; the scalar libm call costs more than all
+//! the arithmetic around it and blocks vectorisation of the loop.
+//!
+//! [`exp`] is branch-free: it reduces `x = k ln 2 + r` with
 //! `k = round(x / ln 2)` (round-to-nearest by the 1.5·2⁵² shift trick) and
 //! `|r| ≤ ln 2 / 2`, two-part Cody–Waite constants for `ln 2`, evaluates
 //! `exp(r)` by its Taylor polynomial of degree 13 (truncation error
@@ -36,10 +38,17 @@ const INV_FACTORIALS: [f64; 12] = [
     0.5,
 ];
 
-/// `exp(x)` by the branch-free algorithm (NaN → NaN); inlined, so a loop
-/// over a slice calling it vectorises.
+/// `exp(x)` within 2 ulp of the correctly rounded value, by the branch-free
+/// algorithm of the module docs (NaN → NaN, saturating to 0 and +∞);
+/// inlined, so a loop over a slice calling it vectorises.
+///
+/// ```
+/// let x = [-1.0, 0.0, 2.5];
+/// let y = x.map(kameleon_kernels::fastmath::exp);
+/// assert!((y[2] - 2.5f64.exp()).abs() < 1e-14);
+/// ```
 #[inline(always)]
-pub(crate) fn exp(x: f64) -> f64 {
+pub fn exp(x: f64) -> f64 {
     let clamped = x.clamp(MIN_ARG, MAX_ARG);
     let shifted = clamped * std::f64::consts::LOG2_E + SHIFT;
     let kf = shifted - SHIFT;
