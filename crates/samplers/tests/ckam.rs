@@ -92,42 +92,12 @@ fn frozen_sigma_contains_the_kernel_term() {
             assert!((p.nu0() - 2.0 * nu_exp / (beta_pi.cos() + 1.0)).abs() < 1e-12);
         }
     }
-    assert!(
-        Ckam::new(
-            Gaussian::new(1.0).unwrap(),
-            2,
-            0.3,
-            20,
-            RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap(),
-            10,
-            0.95
-        )
-        .is_err()
-    );
-    assert!(
-        Ckam::new(
-            Gaussian::new(1.0).unwrap(),
-            2,
-            0.0,
-            20,
-            RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap(),
-            10,
-            0.5
-        )
-        .is_err()
-    );
-    assert!(
-        Ckam::new(
-            Gaussian::new(1.0).unwrap(),
-            2,
-            0.3,
-            1,
-            RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap(),
-            10,
-            0.5
-        )
-        .is_err()
-    );
+    // invalid: no sampling step left by β, γ = 0, n = 1
+    for (gamma, n, beta) in [(0.3, 20, 0.95), (0.0, 20, 0.5), (0.3, 1, 0.5)] {
+        let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap();
+        let kernel = Gaussian::new(1.0).unwrap();
+        assert!(Ckam::new(kernel, 2, gamma, n, nu, 10, beta).is_err());
+    }
 }
 
 #[test]
