@@ -2,7 +2,7 @@
 
 use crate::error::{check_finite, check_len};
 use crate::{FeatureError, FeatureMap};
-use faer::{MatMut, MatRef};
+use faer::{Mat, MatMut, MatRef};
 use kameleon_kernels::{SpectralDensity, fastmath};
 use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
@@ -423,6 +423,30 @@ impl FeatureMap for RandomFourierFeatures {
 
     fn second_derivatives(&self, x: &[f64], out: MatMut<'_, f64>) {
         self.derivative_matrix(x, out, 2);
+    }
+
+    fn feature_frequencies(&self) -> Option<Mat<f64>> {
+        let rows_per_frequency = self.embedding.dim_out(1);
+        Some(Mat::from_fn(self.dim_out, self.dim_in, |r, l| {
+            self.frequencies[(r / rows_per_frequency) * self.dim_in + l]
+        }))
+    }
+
+    fn argument_derivatives(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) -> bool {
+        debug_assert!(x.len() == self.dim_in);
+        debug_assert!(first.len() == self.dim_out && second.len() == self.dim_out);
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
+        let m = self.num_frequencies();
+        for start in (0..m).step_by(TILE) {
+            let rows = self.embedding.dim_out(TILE.min(m - start));
+            let first_row = self.embedding.dim_out(start);
+            self.tile_arguments(start, x, &mut args);
+            for (order, out) in [(1, &mut *first), (2, &mut *second)] {
+                feature_values(self.embedding, order, &args, self.scale, &mut values);
+                out[first_row..][..rows].copy_from_slice(&values[..rows]);
+            }
+        }
+        true
     }
 
     fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {

@@ -85,6 +85,19 @@ fn derivatives_match_finite_differences() {
                 "{embedding:?} d={d}: second-derivative error {err}"
             );
 
+            // The factored form J = diag(ψ') Ω, ∂²_lφ = ψ'' ω_l², against
+            // the same (finite-difference-checked) matrices.
+            let omega = phi.feature_frequencies().unwrap();
+            let (mut first, mut second_arg) = (vec![0.0; big_d], vec![0.0; big_d]);
+            assert!(phi.argument_derivatives(&x, &mut first, &mut second_arg));
+            for r in 0..big_d {
+                for l in 0..d {
+                    let w = omega[(r, l)];
+                    assert!((first[r] * w - jac[(r, l)]).abs() < 1e-15);
+                    assert!((second_arg[r] * w * w - second[(r, l)]).abs() < 1e-15);
+                }
+            }
+
             // Jᵀw against the explicit product with the Jacobian.
             let w = random_point(&mut rng, big_d, 1.0);
             let mut jtw = vec![0.0; d];
