@@ -1,9 +1,11 @@
 //! One KMC iteration on the 8-d banana B(0.03, 100) with L = 55 leapfrog
-//! steps (the mean of the paper's L ~ U{10, …, 100}): KMC lite on a basis of
-//! n = 1000 points, KMC finite on m = 1000 random Fourier features (D = m),
-//! both warm-started on 1000 exact draws ("oracle"). Lite and finite are timed
-//! with the surrogate frozen; finite also with adaptation on, where every
-//! iteration adds the new state by an O(dm²) online update.
+//! steps (the mean of the paper's L ~ U{10, …, 100}, the Python comparison)
+//! and with the L = 50: KMC lite on a basis of n = 1000 points, KMC
+//! finite on m = 1000 random Fourier features (D = m), both warm-started on
+//! 1000 exact draws ("oracle"). Lite and finite are timed with the surrogate
+//! frozen; finite also with adaptation on, where every iteration adds the new
+//! state by an O(dm²) online update (default ridge, and
+//! `RidgeSchedule::FixedOnSums`).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use faer::Mat;
@@ -13,7 +15,7 @@ use kameleon_samplers::{
     AdaptProbability, FiniteSurrogate, KmcFinite, KmcLite, LiteSurrogate, MetropolisHastings,
     Proposal, Target, chain_rng,
 };
-use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
+use kameleon_score_matching::{FiniteEstimator, LiteEstimator, RidgeSchedule};
 use kameleon_targets::Banana;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -22,7 +24,8 @@ use std::hint::black_box;
 const D: usize = 8;
 const N: usize = 1000;
 const STEP_SIZE: (f64, f64) = (0.3, 0.6);
-const STEPS: (u32, u32) = (55, 55);
+/// The Python comparison's L = 55 and the L = 50.
+const STEPS: [u32; 2] = [55, 50];
 
 fn oracle(target: &Banana) -> Mat<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
@@ -54,37 +57,49 @@ fn bench_one<P: Proposal>(c: &mut Criterion, name: &str, proposal: P, adapt: boo
 fn bench_kmc(c: &mut Criterion) {
     let target = Banana::new(D, 0.03, 100.0).unwrap();
     let points = oracle(&target);
-    let lite = LiteSurrogate::new(
-        LiteEstimator::new(200.0, 1.0).unwrap(),
-        D,
-        N,
-        AdaptProbability::Always,
-    )
-    .unwrap();
-    let kmc = KmcLite::new(lite, STEP_SIZE, STEPS)
-        .unwrap()
-        .with_oracle_points(points.as_ref())
+    for steps in STEPS {
+        let lite = LiteSurrogate::new(
+            LiteEstimator::new(200.0, 1.0).unwrap(),
+            D,
+            N,
+            AdaptProbability::Always,
+        )
         .unwrap();
-    bench_one(c, "kmc_iteration_banana8/lite_n1000_L55", kmc, false);
+        let kmc = KmcLite::new(lite, STEP_SIZE, (steps, steps))
+            .unwrap()
+            .with_oracle_points(points.as_ref())
+            .unwrap();
+        let name = format!("kmc_iteration_banana8/lite_n1000_L{steps}");
+        bench_one(c, &name, kmc, false);
 
-    let finite = || {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let kernel = Gaussian::new(5.0).unwrap();
-        let features =
-            RandomFourierFeatures::new(&kernel, D, N, Embedding::CosPhase, &mut rng).unwrap();
-        let model = FiniteEstimator::new(features, 1e-4).unwrap();
-        KmcFinite::new(FiniteSurrogate::new(model, 1).unwrap(), STEP_SIZE, STEPS)
+        let finite = |lambda: f64, schedule: RidgeSchedule| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+            let kernel = Gaussian::new(5.0).unwrap();
+            let features =
+                RandomFourierFeatures::new(&kernel, D, N, Embedding::CosPhase, &mut rng).unwrap();
+            let model = FiniteEstimator::new(features, lambda)
+                .unwrap()
+                .with_ridge_schedule(schedule)
+                .unwrap();
+            KmcFinite::new(
+                FiniteSurrogate::new(model, 1).unwrap(),
+                STEP_SIZE,
+                (steps, steps),
+            )
             .unwrap()
             .with_oracle_points(points.as_ref())
             .unwrap()
-    };
-    bench_one(c, "kmc_iteration_banana8/finite_m1000_L55", finite(), false);
-    bench_one(
-        c,
-        "kmc_iteration_banana8/finite_m1000_L55_online_update",
-        finite(),
-        true,
-    );
+        };
+        let growing = || finite(1e-4, RidgeSchedule::GrowingWithCount);
+        let name = format!("kmc_iteration_banana8/finite_m1000_L{steps}");
+        bench_one(c, &name, growing(), false);
+        let name = format!("kmc_iteration_banana8/finite_m1000_L{steps}_online_update");
+        bench_one(c, &name, growing(), true);
+        // λ₀ = 0.1: the default's ridge 10⁻⁴ on the means at t = 1000 points
+        let fixed = finite(0.1, RidgeSchedule::FixedOnSums);
+        let name = format!("kmc_iteration_banana8/finite_m1000_L{steps}_online_update_fixed_ridge");
+        bench_one(c, &name, fixed, true);
+    }
 }
 
 criterion_group! {

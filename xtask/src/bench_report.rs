@@ -24,7 +24,7 @@ use kameleon_samplers::{
     KmcFinite, KmcLite, LiteSurrogate, MetropolisHastings, Proposal, Refresh, RobbinsMonro,
     RunConfig, Scale, StepSchedule, SubsampleConfig, chain_rng, run_chain,
 };
-use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator};
+use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, RidgeSchedule};
 use kameleon_targets::{Banana, GpClassification, Target, glass_posterior};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -431,11 +431,31 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
     });
     add(
         "finite_online_update",
-        format!("finite estimator: add one point, m = {m}"),
+        format!("finite estimator: add one point, m = {m} (default ridge tλ on the sums)"),
         timing,
         Some(2e-3),
         None,
         finite_update_flops(m as f64, d),
+    );
+
+    eprintln!("bench-report: finite online update, fixed ridge on the sums");
+    // RidgeSchedule::FixedOnSums with λ₀ = 2m · 10⁻³ (the default's ridge at
+    // the fitted count 2m): a rank-d Cholesky update and two triangular
+    // solves, no iteration
+    let features = finite_estimator(m)?.features().clone();
+    let mut model = FiniteEstimator::new(features, 2.0 * m as f64 * 1e-3)?
+        .with_ridge_schedule(RidgeSchedule::FixedOnSums)?;
+    model.fit(uniform_points(2 * m, 4).as_ref())?;
+    let timing = time(s.warmup, s.repetitions, 0.0, || {
+        model.update(black_box(&x)).expect("online update");
+    });
+    add(
+        "finite_online_update_fixed_ridge",
+        format!("finite estimator: add one point, m = {m} (RidgeSchedule::FixedOnSums)"),
+        timing,
+        Some(2e-3),
+        None,
+        finite_fixed_ridge_update_flops(m as f64, d),
     );
 
     eprintln!("bench-report: lite fit");
@@ -568,16 +588,23 @@ fn finite_update_flops(m: f64, d: f64) -> f64 {
     2.0 * d * m * m + 4.0 * m * m
 }
 
+/// Flops of one online update with a fixed ridge on the sums: the rank-d
+/// Cholesky update (2dm²) and two triangular solves (2m²).
+fn finite_fixed_ridge_update_flops(m: f64, d: f64) -> f64 {
+    2.0 * d * m * m + 2.0 * m * m
+}
+
 /// Flops of the lite fit: the kernel matrix's triangle (n²/2 (3d + exp)),
 /// two symmetric n × n products (n³ each) and a Cholesky (n³/3).
 fn lite_fit_flops(n: f64, d: f64) -> f64 {
     0.5 * n * n * (3.0 * d + TRANSCENDENTAL_FLOPS) + 2.0 * n.powi(3) + n.powi(3) / 3.0
 }
 
-/// Flops of the finite fit on n points: the triangle of Σ JJᵀ (ndm²), the
+/// Flops of the finite fit on n points with the factored sums of random
+/// Fourier features: the triangle of Σ ψ'ψ'ᵀ (nm²), that of ΩΩᵀ (dm²), the
 /// features (nm(2d + 2 transcendental)) and a Cholesky (m³/3).
 fn finite_fit_flops(n: f64, m: f64, d: f64) -> f64 {
-    n * d * m * m + n * m * (2.0 * d + 2.0 * TRANSCENDENTAL_FLOPS) + m.powi(3) / 3.0
+    n * m * m + d * m * m + n * m * (2.0 * d + 2.0 * TRANSCENDENTAL_FLOPS) + m.powi(3) / 3.0
 }
 
 /// Flops of one Glass estimate with N points, d covariates, m draws and k
@@ -1000,6 +1027,7 @@ mod tests {
                 "kmc_lite_step",
                 "kmc_finite_step",
                 "finite_online_update",
+                "finite_online_update_fixed_ridge",
                 "lite_fit",
                 "finite_fit",
                 "glass_estimate"

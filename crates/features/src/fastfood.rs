@@ -4,7 +4,7 @@
 
 use crate::error::check_finite;
 use crate::fwht::fwht;
-use crate::rff::{Embedding, feature_derivative};
+use crate::rff::{Embedding, feature_values};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
 use faer::MatMut;
 use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
@@ -207,10 +207,8 @@ impl Fastfood {
         for b in 0..self.num_blocks() {
             let (first, count) = self.block_range(b);
             self.arguments(b, x, t);
-            for j in 0..count {
-                let emb = self.embedding;
-                feature_derivative(emb, first + j, t[j], self.scale, 0, |r, v| out[r] = v);
-            }
+            let rows = &mut out[self.embedding.dim_out(first)..][..self.embedding.dim_out(count)];
+            feature_values(self.embedding, 0, &t[..count], self.scale, rows);
         }
     }
 
@@ -242,17 +240,26 @@ impl Fastfood {
         debug_assert!(x.len() == self.dim_in && out.len() == self.dim_in);
         debug_assert!(weights.len() == self.dim_out);
         out.fill(0.0);
-        let t = &mut scratch.buf[..self.padded];
+        let (t, values) = scratch.buf.split_at_mut(self.padded);
+        let rows_per_frequency = self.embedding.dim_out(1);
         for b in 0..self.num_blocks() {
             let (first, count) = self.block_range(b);
             self.arguments(b, x, t);
+            let rows = self.embedding.dim_out(count);
+            feature_values(
+                self.embedding,
+                1,
+                &t[..count],
+                self.scale,
+                &mut values[..rows],
+            );
+            let w = &weights[self.embedding.dim_out(first)..][..rows];
             // t_j ← Σ_r (∂φ_r/∂a_j) w_r over the rows r of frequency j.
-            for j in 0..count {
-                let mut g = 0.0;
-                feature_derivative(self.embedding, first + j, t[j], self.scale, 1, |r, v| {
-                    g += v * weights[r];
-                });
-                t[j] = g;
+            let pairs = values[..rows]
+                .chunks_exact(rows_per_frequency)
+                .zip(w.chunks_exact(rows_per_frequency));
+            for (g, (v, w)) in t.iter_mut().zip(pairs) {
+                *g = v.iter().zip(w).map(|(v, w)| v * w).sum();
             }
             t[count..].fill(0.0);
             self.transpose_transform(b, t);
@@ -364,18 +371,14 @@ impl Fastfood {
             let (first, count) = self.block_range(b);
             let first_row = self.embedding.dim_out(first);
             self.arguments(b, x, col);
-            for j in 0..count {
-                feature_derivative(
-                    self.embedding,
-                    first + j,
-                    col[j],
-                    self.scale,
-                    order,
-                    |r, v| {
-                        values[r - first_row] = v;
-                    },
-                );
-            }
+            let rows = count * rows_per_frequency;
+            feature_values(
+                self.embedding,
+                order,
+                &col[..count],
+                self.scale,
+                &mut values[..rows],
+            );
             for l in 0..self.dim_in {
                 self.column(b, l, col);
                 for q in 0..count * rows_per_frequency {

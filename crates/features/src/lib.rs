@@ -104,6 +104,28 @@ pub trait FeatureMap: Send + Sync + std::fmt::Debug {
     /// forming the Jacobian.
     fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]);
 
+    /// The frequencies of a map whose every feature is a function of one
+    /// linear argument, `φ_r(x) = ψ_r(ω_rᵀx)` (random Fourier features: `ψ_r`
+    /// a scaled, phase-shifted sine or cosine): row r of the returned D × d
+    /// matrix is `ω_r` (the two features of a sine/cosine pair share a row
+    /// value). Then the Jacobian factors as `J = diag(ψ'(a)) Ω`, so sums of
+    /// `J Jᵀ` over points are `(Σ ψ'ψ'ᵀ) ∘ (ΩΩᵀ)`: d× fewer flops (what
+    /// the KMC finite batch fit exploits). `None` (the default) for maps
+    /// without this structure.
+    fn feature_frequencies(&self) -> Option<faer::Mat<f64>> {
+        None
+    }
+
+    /// For maps with [`FeatureMap::feature_frequencies`]: writes `ψ'_r(a_r)`
+    /// into `first` and `ψ''_r(a_r)` into `second` (length D each), so that
+    /// `∂_lφ_r = ψ'_r ω_{r,l}` and `∂²_lφ_r = ψ''_r ω_{r,l}²`, and returns
+    /// `true`. Maps without the structure (the default) write nothing and
+    /// return `false`.
+    fn argument_derivatives(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) -> bool {
+        let _ = (x, first, second);
+        false
+    }
+
     /// Embeds every row of `points` (n × d) into the matching row of `out`
     /// (n × D). Runs in parallel with rayon when `n · D · d` exceeds
     /// [`PARALLEL_WORK_THRESHOLD`]; the result is identical to the sequential

@@ -2,14 +2,17 @@
 
 use crate::error::{check_finite, check_len};
 use crate::{FeatureError, FeatureMap};
-use faer::{MatMut, MatRef};
-use kameleon_kernels::SpectralDensity;
+use faer::{Mat, MatMut, MatRef};
+use kameleon_kernels::{SpectralDensity, fastmath};
 use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::TAU;
 
-/// Frequencies per tile in the dense derivative matrices.
-const TILE: usize = 16;
+/// Frequencies per tile: the arguments and feature values of one tile sit in
+/// stack arrays, so the per-point methods allocate nothing.
+const TILE: usize = 64;
+/// Partial sums in [`tile_dot`]: two AVX2 registers.
+const LANES: usize = 8;
 
 /// The two random-feature embeddings of the F-KAMH thesis (§2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,40 +50,84 @@ impl Embedding {
     }
 }
 
-/// Writes the features of one frequency whose argument is `a = ωᵀx (+ b)`,
-/// and calls `write(row, value)` for each of the (one or two) rows involved.
+/// Writes the `order`-th derivatives with respect to the argument `a` of the
+/// features of the frequencies whose arguments `a_j = ω_jᵀx (+ b_j)` are
+/// `args` into the first `embedding.dim_out(args.len())` values of `out` (one per
+/// frequency for [`Embedding::CosPhase`], the interleaved pair for
+/// [`Embedding::SinCos`]). Order 0 gives φ, 1 gives ∂φ/∂a, 2 gives ∂²φ/∂a².
 ///
-/// `derivative` selects the order: 0 gives φ, 1 gives ∂φ/∂a, 2 gives ∂²φ/∂a².
 /// Shared by the dense and the Fastfood maps so both follow one convention.
-#[inline]
-pub(crate) fn feature_derivative(
+/// The sines and cosines come from the vectorisable
+/// [`kameleon_kernels::fastmath::sin_cos`] when every argument lies in its
+/// accurate range (checked once per call), else from libm. Inlined, so that
+/// it is compiled for the caller's instruction set (see
+/// [`JacobianTransposeMul`]).
+#[inline(always)]
+pub(crate) fn feature_values(
     embedding: Embedding,
-    frequency_index: usize,
-    a: f64,
+    order: u8,
+    args: &[f64],
     scale: f64,
-    derivative: u8,
-    mut write: impl FnMut(usize, f64),
+    out: &mut [f64],
 ) {
-    let (s, c) = a.sin_cos();
+    debug_assert!(out.len() >= embedding.dim_out(args.len()));
+    let fast = args
+        .iter()
+        .fold(true, |ok, a| ok & (a.abs() <= fastmath::SIN_COS_MAX_ARG));
+    if fast {
+        write_feature_values(embedding, order, args, scale, out, fastmath::sin_cos);
+    } else {
+        write_feature_values(embedding, order, args, scale, out, f64::sin_cos);
+    }
+}
+
+/// [`feature_values`] with the given `sin_cos`: one simple loop per case so
+/// that each vectorises.
+#[inline(always)]
+fn write_feature_values(
+    embedding: Embedding,
+    order: u8,
+    args: &[f64],
+    scale: f64,
+    out: &mut [f64],
+    sin_cos: impl Fn(f64) -> (f64, f64),
+) {
     match embedding {
         Embedding::CosPhase => {
-            let v = match derivative {
-                0 => c,
-                1 => -s,
-                _ => -c,
-            };
-            write(frequency_index, scale * v);
+            // φ = scale·cos a, φ' = −scale·sin a, φ'' = −scale·cos a
+            let sign = if order == 0 { scale } else { -scale };
+            for (o, a) in out.iter_mut().zip(args) {
+                let (s, c) = sin_cos(*a);
+                *o = sign * if order == 1 { s } else { c };
+            }
         }
         Embedding::SinCos => {
-            let (vs, vc) = match derivative {
-                0 => (s, c),
-                1 => (c, -s),
-                _ => (-s, -c),
-            };
-            write(2 * frequency_index, scale * vs);
-            write(2 * frequency_index + 1, scale * vc);
+            // (sin, cos) → (cos, −sin) → (−sin, −cos)
+            for (pair, a) in out.chunks_exact_mut(2).zip(args) {
+                let (s, c) = sin_cos(*a);
+                let (first, second) = match order {
+                    0 => (s, c),
+                    1 => (c, -s),
+                    _ => (-s, -c),
+                };
+                pair[0] = scale * first;
+                pair[1] = scale * second;
+            }
         }
     }
+}
+
+/// `Σ_j a_j b_j` over one tile in [`LANES`] interleaved partial sums, so
+/// that the loop vectorises.
+#[inline(always)]
+fn tile_dot(a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
+    let mut lanes = [0.0; LANES];
+    for chunk in 0..TILE / LANES {
+        for k in 0..LANES {
+            lanes[k] += a[chunk * LANES + k] * b[chunk * LANES + k];
+        }
+    }
+    lanes.iter().sum()
 }
 
 /// Dense random Fourier features `φ: Rᵈ → R^D` with
@@ -98,6 +145,13 @@ pub struct RandomFourierFeatures {
     dim_in: usize,
     dim_out: usize,
     frequencies: Vec<f64>,
+    /// The frequencies again, by input coordinate: row l (of length
+    /// `padded`, the multiple of [`TILE`] ≥ m, zero beyond m) holds
+    /// `ω_{1,l} … ω_{m,l}`; for [`Embedding::CosPhase`] a last row holds the
+    /// phases. The per-point loops run over whole tiles of contiguous memory
+    /// and vectorise.
+    by_input: Vec<f64>,
+    padded: usize,
     phases: Vec<f64>,
     scale: f64,
 }
@@ -190,11 +244,21 @@ impl RandomFourierFeatures {
         check_finite("frequency", &frequencies)?;
         check_finite("phase", &phases)?;
         let dim_out = embedding.dim_out(m);
+        let padded = m.div_ceil(TILE) * TILE;
+        let mut by_input = vec![0.0; (dim_in + 1) * padded];
+        for (j, omega) in frequencies.chunks_exact(dim_in).enumerate() {
+            for (l, w) in omega.iter().enumerate() {
+                by_input[l * padded + j] = *w;
+            }
+        }
+        by_input[dim_in * padded..][..phases.len()].copy_from_slice(&phases);
         Ok(Self {
             embedding,
             dim_in,
             dim_out,
             frequencies,
+            by_input,
+            padded,
             phases,
             scale: (2.0 / dim_out as f64).sqrt(),
         })
@@ -232,19 +296,16 @@ impl RandomFourierFeatures {
         debug_assert!(out.nrows() == self.dim_out && out.ncols() == self.dim_in);
         let (d, m) = (self.dim_in, self.num_frequencies());
         let rows_per_frequency = self.embedding.dim_out(1);
-        let mut values = [0.0; 2 * TILE];
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
         for first in (0..m).step_by(TILE) {
             let count = TILE.min(m - first);
-            for j in 0..count {
-                let (a, _) = self.argument(first + j, x);
-                feature_derivative(self.embedding, j, a, self.scale, order, |q, v| {
-                    values[q] = v;
-                });
-            }
+            self.tile_arguments(first, x, &mut args);
+            feature_values(self.embedding, order, &args, self.scale, &mut values);
             let first_row = self.embedding.dim_out(first);
             for l in 0..d {
+                let column = self.tile_column(l, first);
                 for q in 0..count * rows_per_frequency {
-                    let w = self.frequencies[(first + q / rows_per_frequency) * d + l];
+                    let w = column[q / rows_per_frequency];
                     let factor = if order == 1 { w } else { w * w };
                     out[(first_row + q, l)] = values[q] * factor;
                 }
@@ -252,13 +313,86 @@ impl RandomFourierFeatures {
         }
     }
 
-    /// The argument `ω_iᵀx (+ b_i)` of frequency `i`, and `ω_i`.
-    #[inline]
-    fn argument(&self, i: usize, x: &[f64]) -> (f64, &[f64]) {
-        let omega = &self.frequencies[i * self.dim_in..(i + 1) * self.dim_in];
-        let dot: f64 = omega.iter().zip(x).map(|(w, v)| w * v).sum();
-        let phase = self.phases.get(i).copied().unwrap_or(0.0);
-        (dot + phase, omega)
+    /// Row l of [`Self::by_input`] on the tile starting at frequency `first`.
+    #[inline(always)]
+    fn tile_column(&self, l: usize, first: usize) -> &[f64; TILE] {
+        let start = l * self.padded + first;
+        self.by_input[start..start + TILE]
+            .try_into()
+            .expect("tiles lie inside the padded rows")
+    }
+
+    /// Writes the arguments `ω_jᵀx (+ b_j)` of the tile of frequencies
+    /// starting at `first` into `args` (zero frequencies beyond m), one input
+    /// coordinate at a time.
+    #[inline(always)]
+    fn tile_arguments(&self, first: usize, x: &[f64], args: &mut [f64; TILE]) {
+        args.fill(0.0);
+        for (l, xl) in x.iter().enumerate() {
+            for (a, w) in args.iter_mut().zip(self.tile_column(l, first)) {
+                *a += w * xl;
+            }
+        }
+        if self.embedding == Embedding::CosPhase {
+            for (a, b) in args.iter_mut().zip(self.tile_column(x.len(), first)) {
+                *a += b;
+            }
+        }
+    }
+
+    /// The body of [`FeatureMap::jacobian_transpose_mul`], per tile: the
+    /// arguments, `g_j = Σ_r (∂φ_r/∂a_j) w_r` over the rows r of frequency j
+    /// (zero beyond m), and `out_l += Σ_j ω_{j,l} g_j`.
+    #[inline(always)]
+    fn jacobian_transpose_mul_tiles(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
+        let m = self.num_frequencies();
+        out.fill(0.0);
+        let (mut args, mut values, mut w) = ([0.0; TILE], [0.0; 2 * TILE], [0.0; 2 * TILE]);
+        for first in (0..m).step_by(TILE) {
+            let rows = self.embedding.dim_out(TILE.min(m - first));
+            self.tile_arguments(first, x, &mut args);
+            feature_values(self.embedding, 1, &args, self.scale, &mut values);
+            w[..rows].copy_from_slice(&weights[self.embedding.dim_out(first)..][..rows]);
+            w[rows..].fill(0.0);
+            let g = &mut args;
+            match self.embedding {
+                Embedding::CosPhase => {
+                    for ((g, v), w) in g.iter_mut().zip(&values).zip(&w) {
+                        *g = v * w;
+                    }
+                }
+                Embedding::SinCos => {
+                    let pairs = values.chunks_exact(2).zip(w.chunks_exact(2));
+                    for (g, (v, w)) in g.iter_mut().zip(pairs) {
+                        *g = v[0] * w[0] + v[1] * w[1];
+                    }
+                }
+            }
+            for (l, o) in out.iter_mut().enumerate() {
+                *o += tile_dot(self.tile_column(l, first), g);
+            }
+        }
+    }
+}
+
+/// [`RandomFourierFeatures::jacobian_transpose_mul_tiles`] as a
+/// [`pulp::WithSimd`] operation, compiled for the best instruction set of the
+/// running CPU (AVX2 where available). Rust never contracts to FMA, so the
+/// result does not depend on the CPU.
+struct JacobianTransposeMul<'a> {
+    map: &'a RandomFourierFeatures,
+    x: &'a [f64],
+    weights: &'a [f64],
+    out: &'a mut [f64],
+}
+
+impl pulp::WithSimd for JacobianTransposeMul<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        self.map
+            .jacobian_transpose_mul_tiles(self.x, self.weights, self.out);
     }
 }
 
@@ -273,9 +407,13 @@ impl FeatureMap for RandomFourierFeatures {
 
     fn embed(&self, x: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim_in && out.len() == self.dim_out);
-        for i in 0..self.num_frequencies() {
-            let (a, _) = self.argument(i, x);
-            feature_derivative(self.embedding, i, a, self.scale, 0, |r, v| out[r] = v);
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
+        let m = self.num_frequencies();
+        for first in (0..m).step_by(TILE) {
+            let rows = self.embedding.dim_out(TILE.min(m - first));
+            self.tile_arguments(first, x, &mut args);
+            feature_values(self.embedding, 0, &args, self.scale, &mut values);
+            out[self.embedding.dim_out(first)..][..rows].copy_from_slice(&values[..rows]);
         }
     }
 
@@ -287,19 +425,38 @@ impl FeatureMap for RandomFourierFeatures {
         self.derivative_matrix(x, out, 2);
     }
 
+    fn feature_frequencies(&self) -> Option<Mat<f64>> {
+        let rows_per_frequency = self.embedding.dim_out(1);
+        Some(Mat::from_fn(self.dim_out, self.dim_in, |r, l| {
+            self.frequencies[(r / rows_per_frequency) * self.dim_in + l]
+        }))
+    }
+
+    fn argument_derivatives(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) -> bool {
+        debug_assert!(x.len() == self.dim_in);
+        debug_assert!(first.len() == self.dim_out && second.len() == self.dim_out);
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
+        let m = self.num_frequencies();
+        for start in (0..m).step_by(TILE) {
+            let rows = self.embedding.dim_out(TILE.min(m - start));
+            let first_row = self.embedding.dim_out(start);
+            self.tile_arguments(start, x, &mut args);
+            for (order, out) in [(1, &mut *first), (2, &mut *second)] {
+                feature_values(self.embedding, order, &args, self.scale, &mut values);
+                out[first_row..][..rows].copy_from_slice(&values[..rows]);
+            }
+        }
+        true
+    }
+
     fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim_in && out.len() == self.dim_in);
         debug_assert!(weights.len() == self.dim_out);
-        out.fill(0.0);
-        for i in 0..self.num_frequencies() {
-            let (a, omega) = self.argument(i, x);
-            let mut g = 0.0;
-            feature_derivative(self.embedding, i, a, self.scale, 1, |r, v| {
-                g += v * weights[r];
-            });
-            for (o, w) in out.iter_mut().zip(omega) {
-                *o += g * w;
-            }
-        }
+        pulp::Arch::new().dispatch(JacobianTransposeMul {
+            map: self,
+            x,
+            weights,
+            out,
+        });
     }
 }

@@ -66,17 +66,18 @@ fn kernel_approximation_error_shrinks_like_inverse_sqrt_d() {
 #[test]
 fn derivatives_match_finite_differences() {
     let kernel = Gaussian::new(0.8).unwrap();
-    for embedding in EMBEDDINGS {
+    // D = 32 fits one tile of the implementation's loops, D = 150 spans three
+    for (embedding, big_d) in EMBEDDINGS.into_iter().flat_map(|e| [(e, 32), (e, 150)]) {
         for d in [1, 4] {
             let mut rng = rng(3);
-            let phi = RandomFourierFeatures::new(&kernel, d, 32, embedding, &mut rng).unwrap();
+            let phi = RandomFourierFeatures::new(&kernel, d, big_d, embedding, &mut rng).unwrap();
             let x = random_point(&mut rng, d, 1.0);
-            let mut jac = Mat::zeros(32, d);
+            let mut jac = Mat::zeros(big_d, d);
             phi.jacobian(&x, jac.as_mut());
             let err = max_abs_diff(&jac, &fd_jacobian(&phi, &x, 1e-5));
             assert!(err < 1e-7, "{embedding:?} d={d}: jacobian error {err}");
 
-            let mut second = Mat::zeros(32, d);
+            let mut second = Mat::zeros(big_d, d);
             phi.second_derivatives(&x, second.as_mut());
             let err = max_abs_diff(&second, &fd_second_derivatives(&phi, &x, 1e-5));
             assert!(
@@ -84,29 +85,49 @@ fn derivatives_match_finite_differences() {
                 "{embedding:?} d={d}: second-derivative error {err}"
             );
 
+            // The factored form J = diag(ψ') Ω, ∂²_lφ = ψ'' ω_l², against
+            // the same (finite-difference-checked) matrices.
+            let omega = phi.feature_frequencies().unwrap();
+            let (mut first, mut second_arg) = (vec![0.0; big_d], vec![0.0; big_d]);
+            assert!(phi.argument_derivatives(&x, &mut first, &mut second_arg));
+            for r in 0..big_d {
+                for l in 0..d {
+                    let w = omega[(r, l)];
+                    assert!((first[r] * w - jac[(r, l)]).abs() < 1e-15);
+                    assert!((second_arg[r] * w * w - second[(r, l)]).abs() < 1e-15);
+                }
+            }
+
             // Jᵀw against the explicit product with the Jacobian.
-            let w = random_point(&mut rng, 32, 1.0);
+            let w = random_point(&mut rng, big_d, 1.0);
             let mut jtw = vec![0.0; d];
             phi.jacobian_transpose_mul(&x, &w, &mut jtw);
             for l in 0..d {
-                let direct: f64 = (0..32).map(|i| jac[(i, l)] * w[i]).sum();
+                let direct: f64 = (0..big_d).map(|i| jac[(i, l)] * w[i]).sum();
                 assert!((jtw[l] - direct).abs() < 1e-12, "{embedding:?}: Jᵀw");
             }
         }
     }
 }
 
-/// The embedding's explicit formula, evaluated independently of the crate.
+/// The embedding's explicit formula, evaluated independently of the crate
+/// with libm's sine and cosine (to 1e-15: the crate's vectorised sine and
+/// cosine are within 2 ulp), for one and several tiles of frequencies, and
+/// at a point so far out that some arguments leave the vectorised sine's
+/// accurate range (the crate then falls back to libm).
 #[test]
 fn embed_follows_the_thesis_formulas() {
     let kernel = Gaussian::new(1.0).unwrap();
-    let x = [0.3, -1.2];
-    for embedding in EMBEDDINGS {
-        let phi = RandomFourierFeatures::new(&kernel, 2, 6, embedding, &mut rng(5)).unwrap();
-        let mut out = [0.0; 6];
+    let cases = EMBEDDINGS
+        .into_iter()
+        .flat_map(|e| [(e, 6), (e, 150)])
+        .flat_map(|(e, big_d)| [(e, big_d, [0.3, -1.2]), (e, big_d, [3e7, -1e6])]);
+    for (embedding, big_d, x) in cases {
+        let phi = RandomFourierFeatures::new(&kernel, 2, big_d, embedding, &mut rng(5)).unwrap();
+        let mut out = vec![0.0; big_d];
         phi.embed(&x, &mut out);
         let w = phi.frequencies();
-        let s = (2.0f64 / 6.0).sqrt();
+        let s = (2.0 / big_d as f64).sqrt();
         for i in 0..phi.num_frequencies() {
             let a = w[(i, 0)] * x[0] + w[(i, 1)] * x[1];
             match embedding {

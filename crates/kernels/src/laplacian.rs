@@ -84,7 +84,7 @@ impl Kernel for Laplacian {
     fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
         let inv_l = 1.0 / self.length_scale;
         debug_assert_eq!(x.len(), z.ncols());
-        for_each_column(z, out, |col, zi| {
+        for_each_column(z, out, |_, col, zi| {
             let mut l1 = 0.0;
             for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi) {
                 *v = xl - zl;

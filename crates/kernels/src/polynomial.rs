@@ -37,7 +37,7 @@ impl Kernel for Linear {
 
     fn gradient_matrix(&self, _x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
         debug_assert_eq!(_x.len(), z.ncols());
-        for_each_column(z, out, |col, zi| {
+        for_each_column(z, out, |_, col, zi| {
             for (v, zl) in col.iter_mut().zip(zi) {
                 *v = 2.0 * zl;
             }
@@ -122,7 +122,7 @@ impl Kernel for Polynomial {
 
     fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>) {
         debug_assert_eq!(x.len(), z.ncols());
-        for_each_column(z, out, |col, zi| {
+        for_each_column(z, out, |_, col, zi| {
             let mut t = self.offset;
             for ((v, xl), zl) in col.iter_mut().zip(x).zip(zi) {
                 *v = *zl;

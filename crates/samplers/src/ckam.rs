@@ -17,6 +17,11 @@
 //!   at s = βL), accepted with min(1, π(x*)/π(x)). Only these states are
 //!   kept ([`run_ckam`]).
 //!
+//! That is the paper's algorithm and the default; it is not π-invariant
+//! (next two sections). [`SwitchRule::DelayedRejection`] with
+//! [`CycleAdaptation::BetweenCycles`] makes every cycle exact (last
+//! section).
+//!
 //! # The approximation at the switch (paper §2.5)
 //!
 //! Each exploration step is an exact KAMH step and each sampling step an
@@ -27,7 +32,8 @@
 //! acceptance probability of Haario et al. (2006, eq. 3) at the first
 //! sampling step; the paper drops it, and so does this implementation (as
 //! written in Alg. 2). The kernel also keeps adapting from cycle to cycle, so
-//! cKAM is an adaptive sampler without a vanishing-adaptation guarantee.
+//! cKAM is an adaptive sampler without a vanishing-adaptation guarantee
+//! (unless the adaptation is stopped, [`run_ckam_with_burn_in`]).
 //!
 //! Concretely, even if θ entered the sampling phase exactly distributed as
 //! π, the first sampling state would not be: Σ is a function of θ, so the
@@ -51,7 +57,7 @@
 //! same bias). On the 8-d banana B(0.1, 100) the kept states under-cover the
 //! tails (Var y₁ at 0.3–0.5 of its exact value after 160 cycles of 1000
 //! steps). The delayed-rejection switch below removes the switch's
-//! approximation only.
+//! approximation only; [`CycleAdaptation::BetweenCycles`] removes this one.
 //!
 //! # The exact delayed-rejection switch ([`SwitchRule::DelayedRejection`])
 //!
@@ -69,21 +75,74 @@
 //! with this ratio is Metropolis–Hastings on the pair (x, θ') for the joint
 //! target π(x) q_z(θ'|x), whose x-marginal is π; drawing θ' at the switch is
 //! the exact Gibbs update of θ' given x. So, for any fixed subsample z and
-//! ν_exp, the whole sampling phase leaves π invariant (z itself still comes
-//! from the cycle's history, the adaptive dependence of the previous
-//! section). The price: every sampling step
+//! ν_exp, the whole sampling phase leaves π invariant (under
+//! [`CycleAdaptation::WithinCycle`] z itself still comes from the cycle's
+//! history, the adaptive dependence of the previous section). The price:
+//! every sampling step
 //! evaluates q_z(θ'|x*), i.e. builds the KAMH covariance at x* (O(n d²) plus
 //! a Cholesky factor, as a KAMH step) instead of the O(d²) random walk.
+//!
+//! # Exact cycles ([`CycleAdaptation::BetweenCycles`])
+//!
+//! All adaptation moves to the cycle boundaries. At the end of cycle c − 1
+//! (if the engine still adapts at that step) ν takes the Robbins–Monro
+//! updates of cycle c − 1's exploration steps, in order (the same recursion
+//! as within-cycle adaptation, applied late), and z_c is drawn without
+//! replacement (size min(n, available)) from the sampling-phase states of
+//! all adapting cycles so far; cycle c then uses z_c and ν_c for all its
+//! exploration steps and its switch (ν_exp = ν_c). The first cycle has no
+//! z (its kernel term is 0: a random-walk exploration with γ²I and Σ =
+//! (γ/ν_exp)²I), like KAMH's initial random-walk phase.
+//!
+//! Why the pool is the kept history of all past cycles rather than the
+//! previous cycle only: one cycle's kept states are few and, as the cosine
+//! schedule shrinks the sampling steps to zero, strongly dependent (nearly
+//! one cluster), so a z from them would carry the geometry of one spot of
+//! the target; the whole kept history is the sampler's own output, as
+//! KAMH's history is, and covers more of π as the run grows. Its cost is
+//! memory, (L − ⌊βL⌋ − 1)·d values per adapting cycle; the pool stops
+//! growing with the adaptation.
+//!
+//! Exactness. Let F_c be everything up to the start of cycle c; z_c and
+//! ν_c are F_c-measurable. Given F_c, the cycle's kernel is the composition
+//! P_c = E_0 ⋯ E_{m−1} G S_{m} ⋯ S_{L−1} (m = ⌊βL⌋ + 1 exploration steps):
+//!
+//! - each E_s is the KAMH Metropolis–Hastings kernel with the fixed
+//!   proposal q_{z_c}(·|x) = N(x, γ²I + ν_c² M_{z_c,x} H M_{z_c,x}ᵀ) and its
+//!   exact Hastings ratio, so πE_s = π;
+//! - G draws θ' ~ q_{z_c}(·|θ) from the switch state: the exact Gibbs
+//!   update of θ' for the joint π̃(x, θ') = π(x) q_{z_c}(θ'|x), so if θ ~ π
+//!   then (θ, θ') ~ π̃;
+//! - each S_s is Metropolis–Hastings on (x, θ') for π̃ with the symmetric
+//!   proposal x* ~ N(x, ν_s² Σ(θ')) and θ' held, the delayed-rejection
+//!   acceptance of the previous section; π̃S_s = π̃, and every x-marginal of
+//!   π̃ is π.
+//!
+//! So π P_c = π given F_c: each cycle is π-invariant, and so is every
+//! within-cycle step's x-marginal. Under [`SwitchRule::AsWritten`] G and S_s
+//! are replaced by a random walk whose Σ depends on θ itself, which breaks
+//! this (the switch's approximation). When the engine stops adapting
+//! (`adapt_until`, e.g. [`run_ckam_with_burn_in`]), z and ν are frozen at
+//! the last adapting boundary — no boundary after it touches them, and ν's
+//! pending updates are dropped — so from then on every cycle applies the
+//! same kernel P: the chain observed at cycle boundaries is a
+//! time-homogeneous Markov chain with πP = π, and the kept states are
+//! exactly π-distributed if the state at a boundary is (`tests/ckam.rs`
+//! checks this by stationarity from exact draws). During adaptation, cycle
+//! kernels are π-invariant given the past (the usual adaptive-MCMC
+//! setting); the adaptation itself does not vanish, so stop it.
 //!
 //! The KAMH kernel term `M H Mᵀ` is built by [`KamhCovariance`] in O(n d²)
 //! without forming H. During the first n − 1 steps of a cycle, when the
 //! cycle's history holds fewer than n states, the subsample is the whole
 //! history and a builder of that size is allocated per build; every other
-//! step allocates nothing except one history buffer per cycle.
+//! step allocates nothing except one history buffer per cycle (under
+//! [`CycleAdaptation::BetweenCycles`]: the growth of the kept-state pool,
+//! and a builder per boundary while the pool holds fewer than n states).
 
 use crate::Target;
 use crate::adaptation::{History, RobbinsMonro};
-use crate::chain::{Chain, RunConfig, chain_rng};
+use crate::chain::{AdaptationStop, Chain, RunConfig, chain_rng};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
@@ -106,6 +165,25 @@ pub enum SwitchRule {
     /// θ, every sampling step accepted with
     /// min{1, π(x*) q_z(θ'|x*) / (π(x) q_z(θ'|x))}.
     DelayedRejection,
+}
+
+/// When cKAM adapts its subsample z and its exploration scale ν (see the
+/// module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CycleAdaptation {
+    /// The paper's Alg. 2 as written: z redrawn at every exploration step
+    /// from the current cycle's states, ν updated by Robbins–Monro after
+    /// every exploration step (not π-invariant, see the module docs).
+    #[default]
+    WithinCycle,
+    /// Adaptation only at cycle boundaries: z drawn once per cycle from the
+    /// sampling-phase states of all earlier cycles and held fixed, ν fixed
+    /// during the cycle and updated by Robbins–Monro with the cycle's
+    /// exploration acceptance probabilities at its end. With
+    /// [`SwitchRule::DelayedRejection`] every cycle leaves π invariant given
+    /// the past, and the chain after the adaptation stops is an exactly
+    /// π-invariant Markov chain.
+    BetweenCycles,
 }
 
 /// The cKAM proposal (see the module docs): cycles of `cycle_length` steps,
@@ -136,10 +214,17 @@ pub struct Ckam<K> {
     /// Exploration steps per cycle: s = 0, …, ⌊βL⌋.
     exploration_steps: u64,
     switch_rule: SwitchRule,
+    cycle_adaptation: CycleAdaptation,
     /// Steps taken so far.
     steps: u64,
-    /// The current cycle's states.
+    /// The current cycle's states ([`CycleAdaptation::WithinCycle`]).
     history: History,
+    /// The sampling-phase states of the adapting cycles so far, the pool
+    /// of z ([`CycleAdaptation::BetweenCycles`]).
+    kept: History,
+    /// The current cycle's exploration acceptance probabilities, applied
+    /// to ν at its end ([`CycleAdaptation::BetweenCycles`]).
+    pending: Vec<f64>,
     /// The subsample of the last exploration step (n × d row-major, first
     /// `subsample_len` rows valid).
     subsample: Vec<f64>,
@@ -211,8 +296,11 @@ impl<K: Kernel> Ckam<K> {
             exploration_fraction,
             exploration_steps,
             switch_rule: SwitchRule::AsWritten,
+            cycle_adaptation: CycleAdaptation::WithinCycle,
             steps: 0,
             history: History::with_capacity(dim, exploration_steps as usize + 1),
+            kept: History::new(dim),
+            pending: Vec::with_capacity(exploration_steps as usize),
             subsample: vec![0.0; n * dim],
             subsample_len: 0,
             builder: KamhCovariance::new(dim, n),
@@ -241,6 +329,17 @@ impl<K: Kernel> Ckam<K> {
         self.switch_rule
     }
 
+    /// Sets when z and ν adapt (default [`CycleAdaptation::WithinCycle`]).
+    pub fn with_cycle_adaptation(mut self, adaptation: CycleAdaptation) -> Self {
+        self.cycle_adaptation = adaptation;
+        self
+    }
+
+    /// When z and ν adapt.
+    pub fn cycle_adaptation(&self) -> CycleAdaptation {
+        self.cycle_adaptation
+    }
+
     /// The cycle length L.
     pub fn cycle_length(&self) -> u64 {
         self.cycle_length
@@ -257,7 +356,8 @@ impl<K: Kernel> Ckam<K> {
         t >= 1 && (t - 1) % self.cycle_length >= self.exploration_steps
     }
 
-    /// The current exploration scale ν (Robbins–Monro).
+    /// The current exploration scale ν (Robbins–Monro; under
+    /// [`CycleAdaptation::BetweenCycles`] the current cycle's ν).
     pub fn nu(&self) -> f64 {
         self.nu.scale()
     }
@@ -295,7 +395,9 @@ impl<K: Kernel> Ckam<K> {
     }
 
     /// The subsample z of the last exploration step (rows of d values; at
-    /// the switch this is the z of Σ).
+    /// the switch this is the z of Σ). Under
+    /// [`CycleAdaptation::BetweenCycles`], the current cycle's z (empty
+    /// until two sampling-phase states exist: the kernel term is then 0).
     pub fn last_subsample(&self) -> &[f64] {
         &self.subsample[..self.subsample_len * self.dim]
     }
@@ -310,6 +412,12 @@ impl<K: Kernel> Ckam<K> {
     /// [`KamhCovariance`]).
     fn assemble_kamh(&mut self, y: &[f64], scale_identity: f64, weight: f64) {
         let (d, n) = (self.dim, self.subsample_len);
+        if n == 0 {
+            // no subsample yet (BetweenCycles' first cycle): no kernel term
+            self.assembled.fill(0.0);
+            combine_in_place(&mut self.assembled, d, scale_identity, weight);
+            return;
+        }
         if self.builder.subsample_size() != n {
             // the cycle's history is shorter than n (its first n − 1
             // steps, or a sampling phase after a short exploration): a
@@ -322,14 +430,17 @@ impl<K: Kernel> Ckam<K> {
         combine_in_place(&mut self.assembled, d, scale_identity, weight);
     }
 
-    /// A KAMH exploration proposal with a fresh subsample of the cycle's history.
+    /// A KAMH exploration proposal: with a fresh subsample of the cycle's
+    /// history ([`CycleAdaptation::WithinCycle`]) or the cycle's z.
     fn explore(&mut self, current: &[f64], proposed: &mut [f64], rng: &mut dyn Rng) -> f64 {
-        let available = self.history.len();
-        self.subsample_len = self.subsample_size.min(available);
-        let n = self.subsample_len;
-        if self
-            .history
-            .subsample_into(rng, &mut self.subsample[..n * self.dim])
+        if self.cycle_adaptation == CycleAdaptation::WithinCycle
+            && draw_subsample(
+                &mut self.history,
+                self.subsample_size,
+                &mut self.subsample,
+                &mut self.subsample_len,
+                rng,
+            )
             .is_err()
         {
             return f64::NAN;
@@ -386,6 +497,30 @@ impl<K: Kernel> Ckam<K> {
         }
     }
 
+    /// The cycle boundary of [`CycleAdaptation::BetweenCycles`]: if the
+    /// engine still adapts, ν takes the Robbins–Monro updates of the
+    /// cycle's exploration steps (in order, as within-cycle adaptation
+    /// would) and the next cycle's z is drawn from the kept states.
+    fn adapt_between_cycles(&mut self, adapt: bool, rng: &mut dyn Rng) {
+        if adapt {
+            for &accept_prob in &self.pending {
+                self.nu.update(accept_prob);
+            }
+            if self.kept.len() >= 2 {
+                // cannot fail: the size is at most the pool's
+                let drawn = draw_subsample(
+                    &mut self.kept,
+                    self.subsample_size,
+                    &mut self.subsample,
+                    &mut self.subsample_len,
+                    rng,
+                );
+                debug_assert!(drawn.is_ok());
+            }
+        }
+        self.pending.clear();
+    }
+
     /// The delayed-rejection correction log q_z(θ'|x*) − log q_z(θ'|x) of a
     /// sampling step, building the KAMH covariance at x* (and at x if not
     /// cached).
@@ -421,7 +556,7 @@ impl<K: Kernel> Proposal for Ckam<K> {
         rng: &mut dyn Rng,
     ) -> f64 {
         let s = self.steps % self.cycle_length;
-        if s == 0 {
+        if s == 0 && self.cycle_adaptation == CycleAdaptation::WithinCycle {
             // a new cycle: its history starts with its first state
             self.history = History::with_capacity(self.dim, self.exploration_steps as usize + 1);
             self.history.push(current);
@@ -450,17 +585,30 @@ impl<K: Kernel> Proposal for Ckam<K> {
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
         let s = self.steps % self.cycle_length;
         self.steps += 1;
+        let within = self.cycle_adaptation == CycleAdaptation::WithinCycle;
         if s < self.exploration_steps {
-            self.history.push(outcome.current);
-            if adapt {
-                self.nu.update(outcome.accept_prob);
+            if within {
+                self.history.push(outcome.current);
+                if adapt {
+                    self.nu.update(outcome.accept_prob);
+                }
+            } else {
+                self.pending.push(outcome.accept_prob);
             }
             if s + 1 == self.exploration_steps {
                 self.switch(outcome.current, rng);
             }
-        } else if outcome.accepted && self.switch_rule == SwitchRule::DelayedRejection {
-            // the KAMH covariance at x* becomes the current state's
-            std::mem::swap(&mut self.forward, &mut self.reverse);
+        } else {
+            if outcome.accepted && self.switch_rule == SwitchRule::DelayedRejection {
+                // the KAMH covariance at x* becomes the current state's
+                std::mem::swap(&mut self.forward, &mut self.reverse);
+            }
+            if !within && adapt {
+                self.kept.push(outcome.current);
+            }
+        }
+        if !within && s + 1 == self.cycle_length {
+            self.adapt_between_cycles(adapt, rng);
         }
     }
 
@@ -487,10 +635,25 @@ impl<K: Kernel> Proposal for Ckam<K> {
     }
 }
 
+/// Draws min(`size`, pool length) points of `pool` without replacement into
+/// `subsample`, recording the number drawn in `len`.
+fn draw_subsample(
+    pool: &mut History,
+    size: usize,
+    subsample: &mut [f64],
+    len: &mut usize,
+    rng: &mut dyn Rng,
+) -> Result<()> {
+    *len = size.min(pool.len());
+    pool.subsample_into(rng, &mut subsample[..*len * pool.dim()])
+}
+
 /// Runs `cycles` cKAM cycles (cycles × L steps) from `x0` with the rng of
-/// chain 0 of `seed` ([`chain_rng`]) and keeps the states of the sampling
-/// steps only. The chain's `config` is `RunConfig::new(0, cycles × L)` (so
-/// `acceptance_rate` is over all steps); its length is cycles × (L − ⌊βL⌋ − 1).
+/// chain 0 of `seed` ([`chain_rng`]), adapting at every step, and keeps the
+/// states of the sampling steps only. The chain's `config` is
+/// `RunConfig::new(0, cycles × L)` with [`AdaptationStop::Never`] (so
+/// `acceptance_rate` is over all steps); its length is
+/// cycles × (L − ⌊βL⌋ − 1).
 pub fn run_ckam<K: Kernel>(
     target: &dyn Target,
     proposal: Ckam<K>,
@@ -499,18 +662,62 @@ pub fn run_ckam<K: Kernel>(
     seed: u64,
 ) -> Result<Chain> {
     let total = cycles * proposal.cycle_length;
-    let config = RunConfig::new(0, total).adaptation(crate::AdaptationStop::Never);
-    let mut sampler = MetropolisHastings::new(target, proposal, x0, chain_rng(seed, 0), None)?;
+    let config = RunConfig::new(0, total).adaptation(AdaptationStop::Never);
+    run_cycles(target, proposal, x0, config, seed)
+}
+
+/// Runs `burn_in_cycles` adapting cycles, then `cycles` cycles with the
+/// adaptation frozen, from `x0` with the rng of chain 0 of `seed`, and keeps
+/// the sampling steps' states of the frozen cycles only. The last adapting
+/// step is the last step of the burn-in, a cycle boundary, so under
+/// [`CycleAdaptation::BetweenCycles`] the frozen cycles all use the z and ν
+/// chosen there (and with [`SwitchRule::DelayedRejection`] the kept chain
+/// is exactly π-invariant). The chain's `config` is
+/// `RunConfig::new(burn_in_cycles × L, cycles × L)` (adaptation after
+/// burn-in; with `burn_in_cycles` = 0 nothing adapts); its length is
+/// cycles × (L − ⌊βL⌋ − 1).
+pub fn run_ckam_with_burn_in<K: Kernel>(
+    target: &dyn Target,
+    proposal: Ckam<K>,
+    x0: &[f64],
+    burn_in_cycles: u64,
+    cycles: u64,
+    seed: u64,
+) -> Result<Chain> {
+    let cycle = proposal.cycle_length;
+    let config = RunConfig::new(burn_in_cycles * cycle, cycles * cycle);
+    run_cycles(target, proposal, x0, config, seed)
+}
+
+/// Runs `config.total_steps()` steps (whole cycles) adapting until
+/// `config.adapt_until()`, keeping the sampling steps' states after
+/// `config.burn_in`.
+fn run_cycles<K: Kernel>(
+    target: &dyn Target,
+    proposal: Ckam<K>,
+    x0: &[f64],
+    config: RunConfig,
+    seed: u64,
+) -> Result<Chain> {
+    let (burn_in, total) = (config.burn_in, config.total_steps());
+    let mut sampler = MetropolisHastings::new(
+        target,
+        proposal,
+        x0,
+        chain_rng(seed, 0),
+        config.adapt_until(),
+    )?;
     let dim = target.dim();
-    let kept = (cycles * (sampler.proposal().cycle_length - sampler.proposal().exploration_steps))
-        as usize;
+    let p = sampler.proposal();
+    let kept =
+        (config.iterations / p.cycle_length * (p.cycle_length - p.exploration_steps)) as usize;
     let mut samples = Vec::with_capacity(kept * dim);
     let mut accepted = Vec::with_capacity(kept);
     let mut log_densities = Vec::with_capacity(kept);
     let start = Instant::now();
     for t in 1..=total {
         let info = sampler.step(target);
-        if sampler.proposal().is_sampling_step(t) {
+        if t > burn_in && sampler.proposal().is_sampling_step(t) {
             samples.extend_from_slice(sampler.position());
             accepted.push(info.accepted);
             log_densities.push(sampler.log_density());

@@ -124,7 +124,7 @@ impl<F: FeatureMap> FKamh<F> {
             gamma,
             eta,
             freeze_after: None,
-            moments: RunningMoments::new(big),
+            moments: RunningMoments::lower_triangle(big),
             jacobian: vec![0.0; big * dim],
             jacobian_proposed: vec![0.0; big * dim],
             embedding: vec![0.0; big],
@@ -261,8 +261,12 @@ impl<F: FeatureMap> FKamh<F> {
     }
 }
 
-/// `out = Jᵀ S J` (d × d, exactly symmetric) for S (D × D, symmetric) and J
-/// (D × d, column-major), through `product = S J`.
+/// `out = Jᵀ S J` (d × d, exactly symmetric) for S (D × D, symmetric, given
+/// by its lower triangle in row-major storage as [`RunningMoments::scatter`]
+/// holds it) and J (D × d, column-major), through `product = (L + ½ diag S) J`
+/// with L the strict lower triangle of S: with `X = Jᵀ product`,
+/// `Jᵀ S J = X + Xᵀ`. The triangular product costs half of the full
+/// `S J` (D²d/2 multiply-adds; see [`HalfLowerProduct`]).
 fn quadratic_form(
     scatter: &[f64],
     jacobian: &[f64],
@@ -271,19 +275,120 @@ fn quadratic_form(
     product: &mut [f64],
     out: &mut [f64],
 ) {
-    let s = MatRef::from_column_major_slice(scatter, big, big);
+    pulp::Arch::new().dispatch(HalfLowerProduct {
+        scatter,
+        jacobian,
+        big,
+        d,
+        product,
+    });
     let j = MatRef::from_column_major_slice(jacobian, big, d);
-    let mut w = MatMut::from_column_major_slice_mut(product, big, d);
-    matmul(w.as_mut(), Accum::Replace, s, j, 1.0, Par::Seq);
-    let q = MatMut::from_column_major_slice_mut(out, d, d);
-    matmul(q, Accum::Replace, j.transpose(), w.as_ref(), 1.0, Par::Seq);
+    let w = MatRef::from_column_major_slice(product, big, d);
+    let x = MatMut::from_column_major_slice_mut(out, d, d);
+    matmul(x, Accum::Replace, j.transpose(), w, 1.0, Par::Seq);
     for a in 0..d {
-        for b in (a + 1)..d {
-            let v = 0.5 * (out[a * d + b] + out[b * d + a]);
+        for b in a..d {
+            let v = out[a * d + b] + out[b * d + a];
             out[a * d + b] = v;
             out[b * d + a] = v;
         }
     }
+}
+
+/// `product = (L + ½ diag S) J` (D × d, column-major) for S given by its
+/// lower triangle in row-major storage (L its strict lower triangle) and J
+/// (D × d, column-major): entry (a, l) is the dot product of row a of L with
+/// column l of J, plus `½ S_aa J_al`.
+///
+/// Blocks of [`ROWS`] rows × [`COLUMNS`] columns run with explicit SIMD
+/// vectors over the common prefix `b < a₀` of the rows (each S vector feeds
+/// four columns, each J vector two rows, eight sums in registers; three
+/// rows spill); the rest (the triangle inside a block, leftover rows and
+/// columns) is scalar. Measured with callgrind (D = 350, d = 8), the whole
+/// form: 644k instructions with faer's full `S J` before (810k with faer's
+/// strict-triangular product), 409k after.
+struct HalfLowerProduct<'a> {
+    scatter: &'a [f64],
+    jacobian: &'a [f64],
+    big: usize,
+    d: usize,
+    product: &'a mut [f64],
+}
+
+/// Rows of a [`HalfLowerProduct`] block.
+const ROWS: usize = 2;
+/// Columns of a [`HalfLowerProduct`] block.
+const COLUMNS: usize = 4;
+
+impl pulp::WithSimd for HalfLowerProduct<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self {
+            scatter,
+            jacobian,
+            big,
+            d,
+            product,
+        } = self;
+        let lanes = S::F64_LANES;
+        let row = |a: usize| &scatter[a * big..a * big + a];
+        let column = |l: usize| &jacobian[l * big..(l + 1) * big];
+        // the scalar rest of entry (a, l): b from `from` to a − 1, and the diagonal
+        let rest = |a: usize, l: usize, from: usize| {
+            let (s, j) = (row(a), column(l));
+            let mut sum = 0.5 * scatter[a * big + a] * j[a];
+            for b in from..a {
+                sum += s[b] * j[b];
+            }
+            sum
+        };
+        let full_rows = big / ROWS * ROWS;
+        let full_columns = d / COLUMNS * COLUMNS;
+        for a0 in (0..full_rows).step_by(ROWS) {
+            let prefix = a0 / lanes * lanes;
+            for l0 in (0..full_columns).step_by(COLUMNS) {
+                let mut sums = [[simd.splat_f64s(0.0); COLUMNS]; ROWS];
+                let r = |k: usize| row(a0 + k)[..prefix].chunks_exact(lanes);
+                let c = |k: usize| column(l0 + k)[..prefix].chunks_exact(lanes);
+                // ROWS = 2 row chunks and COLUMNS = 4 column chunks per step
+                for ((r0, r1), (((c0, c1), c2), c3)) in
+                    r(0).zip(r(1)).zip(c(0).zip(c(1)).zip(c(2)).zip(c(3)))
+                {
+                    let (s0, s1) = (load::<S>(r0), load::<S>(r1));
+                    for (k, j) in [c0, c1, c2, c3].into_iter().enumerate() {
+                        let j = load::<S>(j);
+                        sums[0][k] = simd.mul_add_f64s(s0, j, sums[0][k]);
+                        sums[1][k] = simd.mul_add_f64s(s1, j, sums[1][k]);
+                    }
+                }
+                for r in 0..ROWS {
+                    for c in 0..COLUMNS {
+                        let (a, l) = (a0 + r, l0 + c);
+                        product[l * big + a] =
+                            simd.reduce_sum_f64s(sums[r][c]) + rest(a, l, prefix);
+                    }
+                }
+            }
+            for l in full_columns..d {
+                for a in a0..a0 + ROWS {
+                    product[l * big + a] = rest(a, l, 0);
+                }
+            }
+        }
+        for a in full_rows..big {
+            for l in 0..d {
+                product[l * big + a] = rest(a, l, 0);
+            }
+        }
+    }
+}
+
+/// A full SIMD vector from `values` (exactly its lane count long).
+#[inline(always)]
+fn load<S: pulp::Simd>(values: &[f64]) -> S::f64s {
+    pulp::bytemuck::pod_read_unaligned(pulp::bytemuck::cast_slice(values))
 }
 
 impl<F: FeatureMap> Proposal for FKamh<F> {

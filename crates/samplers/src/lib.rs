@@ -56,7 +56,7 @@ pub use am::{AdaptiveMetropolis, MomentEstimator};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
-pub use ckam::{Ckam, SwitchRule, run_ckam};
+pub use ckam::{Ckam, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
 pub use covariance::ProposalCovariance;
 pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
 pub use error::{Result, SamplerError};

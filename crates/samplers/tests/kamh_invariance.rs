@@ -19,19 +19,10 @@
 
 mod common;
 
-use common::{Reference, ReverseAtCurrent, assert_verdict, banana_score, z_chain};
+use common::{Invariance, adaptive_scale, subsample_config};
 use kameleon_kernels::Gaussian;
-use kameleon_samplers::{
-    AdaptProbability, Bandwidth, Gamma, Kamh, KamhConfig, Proposal, Refresh, RobbinsMonro,
-    RunConfig, Scale, StepSchedule, SubsampleConfig, run_chain,
-};
+use kameleon_samplers::{AdaptProbability, Kamh, KamhConfig, Refresh};
 use kameleon_targets::{Banana, QuantileRegions};
-
-const SEEDS: u64 = 3;
-
-fn adaptive_scale() -> Scale {
-    Scale::Adaptive(RobbinsMonro::new(0.1f64.sqrt(), 0.234, StepSchedule::InverseSqrt).unwrap())
-}
 
 #[test]
 fn the_closed_form_chi_squared_quantile_matches_the_targets_crate() {
@@ -55,80 +46,46 @@ const BANANA_N: usize = 300;
 
 /// KAMH-LS with an oracle subsample of n iid banana draws (as the KMC
 /// paper's KAMH baselines), frozen; ν adapted during burn-in.
-fn banana_kamh(target: &Banana, seed: u64) -> Kamh<Gaussian> {
+fn banana_kamh(seed: u64) -> Kamh<Gaussian> {
     let config = KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: BANANA_N,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: subsample_config(BANANA_N, 0.2, Refresh::Never),
         scale: adaptive_scale(),
     };
     let mut kamh = Kamh::new(8, Gaussian::new(15.0).unwrap(), config).unwrap();
-    kamh.set_subsample(common::oracle_subsample(target, BANANA_N, seed).as_ref())
-        .unwrap();
+    let z = common::oracle_subsample(&Invariance::banana(), BANANA_N, seed);
+    kamh.set_subsample(z.as_ref()).unwrap();
     kamh
 }
 
 #[test]
 fn kamh_is_invariant_on_the_strongly_twisted_banana() {
-    let target = Banana::new(8, 0.1, 100.0).unwrap();
-    for seed in 0..SEEDS {
-        let score = banana_score(&target, banana_kamh(&target, seed), seed);
-        assert_verdict(&format!("kamh banana seed {seed}"), score, true);
-    }
+    Invariance::Banana.assert("kamh", banana_kamh, false);
 }
 
 #[test]
 fn kamh_with_the_reverse_density_at_the_wrong_point_fails_on_the_banana() {
-    let target = Banana::new(8, 0.1, 100.0).unwrap();
-    for seed in 0..SEEDS {
-        let proposal = ReverseAtCurrent(banana_kamh(&target, seed));
-        let score = banana_score(&target, proposal, seed);
-        assert_verdict(&format!("broken kamh banana seed {seed}"), score, false);
-    }
+    Invariance::Banana.assert("kamh", banana_kamh, true);
 }
 
 // -------------------------------------------------------------- Gaussian
 
 /// Full adaptive KAMH-LS: z from the chain history, redrawn with
 /// probability t^(−1/2) during burn-in, ν by Robbins–Monro.
-fn gaussian_kamh() -> Kamh<Gaussian> {
+fn gaussian_kamh(_seed: u64) -> Kamh<Gaussian> {
+    let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
     let config = KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: 100,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: subsample_config(100, 0.2, refresh),
         scale: adaptive_scale(),
     };
     Kamh::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
 }
 
-/// The worst z-score of a 20 000-step chain on `common::correlated_gaussian(4)`.
-fn gaussian_score(proposal: impl Proposal, seed: u64) -> (f64, String) {
-    let (target, mean, cov) = common::correlated_gaussian(4);
-    let config = RunConfig::new(3_000, 20_000);
-    let chain = run_chain(&target, proposal, &[0.0; 4], config, seed).unwrap();
-    Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain)
-}
-
 #[test]
 fn kamh_is_invariant_on_a_correlated_gaussian() {
-    for seed in 0..SEEDS {
-        let score = gaussian_score(gaussian_kamh(), seed);
-        assert_verdict(&format!("kamh gaussian seed {seed}"), score, true);
-    }
+    Invariance::Gaussian.assert("kamh", gaussian_kamh, false);
 }
 
 #[test]
 fn kamh_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_gaussian() {
-    for seed in 0..SEEDS {
-        let score = gaussian_score(ReverseAtCurrent(gaussian_kamh()), seed);
-        assert_verdict(&format!("broken kamh gaussian seed {seed}"), score, false);
-    }
+    Invariance::Gaussian.assert("kamh", gaussian_kamh, true);
 }

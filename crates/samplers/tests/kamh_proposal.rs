@@ -4,12 +4,14 @@
 //! across accept and reject, the linear kernel against AM's 4ν²ZᵀHZ + γ²I,
 //! and the empirical covariance of proposal draws.
 
+mod common;
+
 use faer::Mat;
 use faer::linalg::solvers::DenseSolveCore;
 use kameleon_kernels::{Gaussian, Kernel, Linear};
 use kameleon_samplers::{
-    Bandwidth, FnTarget, Gamma, Kamh, KamhConfig, KamhCovariance, Proposal, Refresh,
-    RunningMoments, Scale, StepOutcome, SubsampleConfig,
+    Bandwidth, FnTarget, Kamh, KamhConfig, KamhCovariance, Proposal, Refresh, RunningMoments,
+    Scale, StepOutcome,
 };
 use rand::{RngExt, SeedableRng};
 use rand_distr::StandardNormal;
@@ -20,15 +22,32 @@ const NU: f64 = 0.8;
 
 fn fixed_config(n: usize) -> KamhConfig {
     KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: n,
-            gamma: Gamma::Fixed(GAMMA),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: common::subsample_config(n, GAMMA, Refresh::Never),
         scale: Scale::fixed(NU).unwrap(),
     }
+}
+
+/// KAMH with a fixed ν, a Gaussian kernel of length-scale `ell` and a
+/// subsample of n random points (also returned), from the rng seeded with
+/// `seed` (returned too, after the points).
+fn kamh_on_random_points(
+    n: usize,
+    d: usize,
+    ell: f64,
+    seed: u64,
+) -> (Kamh<Gaussian>, Mat<f64>, Xoshiro256PlusPlus) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let z = random_points(n, d, &mut rng);
+    let mut kamh = Kamh::new(d, Gaussian::new(ell).unwrap(), fixed_config(n)).unwrap();
+    kamh.set_subsample(z.as_ref()).unwrap();
+    (kamh, z, rng)
+}
+
+/// The Hastings correction log q(x | x*) − log q(x* | x) by brute force.
+fn brute_force_correction<K: Kernel>(kernel: &K, x: &[f64], proposed: &[f64], z: &Mat<f64>) -> f64 {
+    let forward = brute_force_log_normal(proposed, x, &brute_force_covariance(kernel, x, z));
+    let reverse = brute_force_log_normal(x, proposed, &brute_force_covariance(kernel, proposed, z));
+    reverse - forward
 }
 
 fn random_points(n: usize, d: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
@@ -92,11 +111,8 @@ fn outcome<'a>(
 #[test]
 fn hastings_correction_matches_brute_force_densities_across_accepts_and_rejects() {
     let (n, d) = (30, 3);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
-    let z = random_points(n, d, &mut rng);
-    let kernel = Gaussian::new(1.5).unwrap();
-    let mut kamh = Kamh::new(d, kernel, fixed_config(n)).unwrap();
-    kamh.set_subsample(z.as_ref()).unwrap();
+    let (mut kamh, z, mut rng) = kamh_on_random_points(n, d, 1.5, 11);
+    let kernel = *kamh.kernel();
     let target = dummy_target(d);
     let mut x = vec![0.4, -0.2, 1.0];
     kamh.initialise(&target, &x).unwrap();
@@ -104,14 +120,7 @@ fn hastings_correction_matches_brute_force_densities_across_accepts_and_rejects(
     // alternate accepts and rejects so both cache paths are exercised
     for step in 0..12u64 {
         let correction = kamh.propose(&target, &x, &mut proposed, &mut rng);
-        let forward =
-            brute_force_log_normal(&proposed, &x, &brute_force_covariance(&kernel, &x, &z));
-        let reverse = brute_force_log_normal(
-            &x,
-            &proposed,
-            &brute_force_covariance(&kernel, &proposed, &z),
-        );
-        let expected = reverse - forward;
+        let expected = brute_force_correction(&kernel, &x, &proposed, &z);
         assert!(
             (correction - expected).abs() < 1e-9 * expected.abs().max(1.0),
             "step {step}: {correction} vs {expected}"
@@ -148,17 +157,8 @@ fn same_subsample_for_forward_and_reverse_while_z_is_redrawn_every_step() {
         let z = kamh.subsample().map(|z| z.to_owned());
         let correction = kamh.propose(&target, &x, &mut proposed, &mut rng);
         if let Some(z) = z {
-            let forward =
-                brute_force_log_normal(&proposed, &x, &brute_force_covariance(&kernel, &x, &z));
-            let reverse = brute_force_log_normal(
-                &x,
-                &proposed,
-                &brute_force_covariance(&kernel, &proposed, &z),
-            );
-            assert!(
-                (correction - (reverse - forward)).abs()
-                    < 1e-9 * (reverse - forward).abs().max(1.0)
-            );
+            let expected = brute_force_correction(&kernel, &x, &proposed, &z);
+            assert!((correction - expected).abs() < 1e-9 * expected.abs().max(1.0));
             checked += 1;
         } else {
             assert_eq!(correction, 0.0); // the initial random walk
@@ -210,11 +210,8 @@ fn empirical_covariance_of_proposal_draws_matches_the_formula() {
     // standard error sqrt((Σ_ii Σ_jj + Σ_ij²)/N) (Gaussian fourth moments);
     // the mean has standard error sqrt(Σ_ii/N). Allow 5 standard errors.
     let (n, d, draws) = (40, 3, 100_000);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
-    let z = random_points(n, d, &mut rng);
-    let kernel = Gaussian::new(1.2).unwrap();
-    let mut kamh = Kamh::new(d, kernel, fixed_config(n)).unwrap();
-    kamh.set_subsample(z.as_ref()).unwrap();
+    let (mut kamh, z, mut rng) = kamh_on_random_points(n, d, 1.2, 21);
+    let kernel = *kamh.kernel();
     let target = dummy_target(d);
     let x = [0.5, 0.0, -1.0];
     kamh.initialise(&target, &x).unwrap();

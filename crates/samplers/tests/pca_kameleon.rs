@@ -8,15 +8,13 @@
 
 mod common;
 
-use common::{Reference, ReverseAtCurrent, assert_verdict, banana_score, z_chain};
+use common::{Invariance, adaptive_scale, subsample_config};
 use faer::{Mat, Side};
 use kameleon_kernels::{Gaussian, Kernel};
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, FnTarget, Gamma, PcaKameleon, PcaKameleonConfig, Proposal,
-    Refresh, RobbinsMonro, RunConfig, RunningMoments, Scale, StepSchedule, SubsampleConfig,
-    run_chain,
+    AdaptProbability, FnTarget, PcaKameleon, PcaKameleonConfig, Proposal, Refresh, RunningMoments,
+    Scale,
 };
-use kameleon_targets::Banana;
 use rand::{RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -33,13 +31,7 @@ fn setup(seed: u64) -> (PcaKameleon<Gaussian>, Mat<f64>, Gaussian) {
     });
     let kernel = Gaussian::new(1.5).unwrap();
     let config = PcaKameleonConfig {
-        subsample: SubsampleConfig {
-            subsample_size: n,
-            gamma: Gamma::Fixed(GAMMA),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: subsample_config(n, GAMMA, Refresh::Never),
         components: COMPONENTS,
         scale: Scale::fixed(NU).unwrap(),
     };
@@ -181,90 +173,51 @@ fn draws_have_the_mixture_covariance() {
 // Geyer-ESS standard errors, see `common/mod.rs`), with the same targets,
 // run lengths and seeds.
 
-const SEEDS: u64 = 3;
-
-fn adaptive_scale() -> Scale {
-    Scale::Adaptive(RobbinsMonro::new(0.1f64.sqrt(), 0.234, StepSchedule::InverseSqrt).unwrap())
-}
-
 /// PCA-Kameleon on the 8-d banana B(0.1, 100) with an oracle subsample of
 /// n = 300 exact draws, frozen; the top 8 kernel principal directions, each
 /// ν_j learned by Robbins–Monro during burn-in.
-fn banana_pca(target: &Banana, seed: u64) -> PcaKameleon<Gaussian> {
+fn banana_pca(seed: u64) -> PcaKameleon<Gaussian> {
     let n = 300;
     let config = PcaKameleonConfig {
-        subsample: SubsampleConfig {
-            subsample_size: n,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: subsample_config(n, 0.2, Refresh::Never),
         components: 8,
         scale: adaptive_scale(),
     };
     let mut pca = PcaKameleon::new(8, Gaussian::new(15.0).unwrap(), config).unwrap();
-    pca.set_subsample(common::oracle_subsample(target, n, seed).as_ref())
-        .unwrap();
+    let z = common::oracle_subsample(&Invariance::banana(), n, seed);
+    pca.set_subsample(z.as_ref()).unwrap();
     pca
 }
 
 #[test]
 fn pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
-    let target = Banana::new(8, 0.1, 100.0).unwrap();
-    for seed in 0..SEEDS {
-        let score = banana_score(&target, banana_pca(&target, seed), seed);
-        assert_verdict(&format!("pca banana seed {seed}"), score, true);
-    }
+    Invariance::Banana.assert("pca", banana_pca, false);
 }
 
 #[test]
 fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails_on_the_banana() {
-    let target = Banana::new(8, 0.1, 100.0).unwrap();
-    for seed in 0..SEEDS {
-        let proposal = ReverseAtCurrent(banana_pca(&target, seed));
-        let score = banana_score(&target, proposal, seed);
-        assert_verdict(&format!("broken pca banana seed {seed}"), score, false);
-    }
+    Invariance::Banana.assert("pca", banana_pca, true);
 }
 
 /// PCA-Kameleon learning from its own history on a correlated 4-d
 /// Gaussian: z redrawn with probability t^(−1/2) during burn-in, 3
 /// directions, one Robbins–Monro scale per direction.
-fn gaussian_pca() -> PcaKameleon<Gaussian> {
+fn gaussian_pca(_seed: u64) -> PcaKameleon<Gaussian> {
+    let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
     let config = PcaKameleonConfig {
-        subsample: SubsampleConfig {
-            subsample_size: 100,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
+        subsample: subsample_config(100, 0.2, refresh),
         components: 3,
         scale: adaptive_scale(),
     };
     PcaKameleon::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
 }
 
-fn gaussian_score(proposal: impl Proposal, seed: u64) -> (f64, String) {
-    let (target, mean, cov) = common::correlated_gaussian(4);
-    let config = RunConfig::new(3_000, 20_000);
-    let chain = run_chain(&target, proposal, &[0.0; 4], config, seed).unwrap();
-    Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain)
-}
-
 #[test]
 fn pca_kameleon_is_invariant_on_a_correlated_gaussian() {
-    for seed in 0..SEEDS {
-        let score = gaussian_score(gaussian_pca(), seed);
-        assert_verdict(&format!("pca gaussian seed {seed}"), score, true);
-    }
+    Invariance::Gaussian.assert("pca", gaussian_pca, false);
 }
 
 #[test]
 fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_gaussian() {
-    for seed in 0..SEEDS {
-        let score = gaussian_score(ReverseAtCurrent(gaussian_pca()), seed);
-        assert_verdict(&format!("broken pca gaussian seed {seed}"), score, false);
-    }
+    Invariance::Gaussian.assert("pca", gaussian_pca, true);
 }

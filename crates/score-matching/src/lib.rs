@@ -46,7 +46,7 @@ pub use cross_validation::{
     CrossValidation, CrossValidationResult, Hyperparameters, cross_validate,
 };
 pub use error::ScoreMatchingError;
-pub use finite::FiniteEstimator;
+pub use finite::{FiniteEstimator, RidgeSchedule};
 pub use lite::{LiteEstimator, LiteRegulariser};
 
 use faer::MatRef;

@@ -6,9 +6,12 @@ use common::{
     Fourier, finite_differences, gaussian_points, relative_error, row, score_error, solve_spd,
     uniform_points,
 };
-use faer::Mat;
-use kameleon_features::FeatureMap;
-use kameleon_score_matching::{FiniteEstimator, GradientModel, ScoreMatchingError};
+use faer::{Mat, MatMut};
+use kameleon_features::{Embedding, FeatureMap, RandomFourierFeatures};
+use kameleon_kernels::Gaussian;
+use kameleon_score_matching::{FiniteEstimator, GradientModel, RidgeSchedule, ScoreMatchingError};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Ĵ(θ) = aᵀθ + ½θᵀQθ on `points` for `f = θᵀφ`, with the feature
 /// derivatives taken by central finite differences of `embed` only (so the
@@ -108,6 +111,101 @@ fn online_updates_equal_the_batch_fit() {
     }
     let err = relative_error(continued.theta(), batch.theta());
     assert!(err < 1e-9, "continued: {err}");
+}
+
+/// Dense random Fourier features with their factored structure
+/// (`FeatureMap::feature_frequencies`) hidden, so the estimator takes the
+/// generic path through the full Jacobians.
+#[derive(Debug, Clone)]
+struct Unstructured(RandomFourierFeatures);
+
+impl FeatureMap for Unstructured {
+    fn dim_in(&self) -> usize {
+        self.0.dim_in()
+    }
+    fn dim_out(&self) -> usize {
+        self.0.dim_out()
+    }
+    fn embed(&self, x: &[f64], out: &mut [f64]) {
+        self.0.embed(x, out)
+    }
+    fn jacobian(&self, x: &[f64], out: MatMut<'_, f64>) {
+        self.0.jacobian(x, out)
+    }
+    fn second_derivatives(&self, x: &[f64], out: MatMut<'_, f64>) {
+        self.0.second_derivatives(x, out)
+    }
+    fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
+        self.0.jacobian_transpose_mul(x, weights, out)
+    }
+}
+
+fn rff(d: usize, m: usize, embedding: Embedding, seed: u64) -> RandomFourierFeatures {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    RandomFourierFeatures::new(&Gaussian::new(1.5).unwrap(), d, m, embedding, &mut rng).unwrap()
+}
+
+/// The factored batch fit `S = (Σ ψ'ψ'ᵀ) ∘ (ΩΩᵀ)` of random Fourier
+/// features equals the generic fit through the full Jacobians (the same
+/// sums in another order: agreement to round-off, amplified by
+/// cond(S + tλI) ≲ 10⁴ here), for both embeddings and with n spanning
+/// several blocks of points.
+#[test]
+fn factored_batch_fit_equals_the_generic_fit() {
+    for embedding in [Embedding::CosPhase, Embedding::SinCos] {
+        let features = rff(3, 60, embedding, 31);
+        let points = uniform_points(700, 3, 32);
+        let mut factored = FiniteEstimator::new(features.clone(), 1e-3).unwrap();
+        let mut generic = FiniteEstimator::new(Unstructured(features), 1e-3).unwrap();
+        factored.fit(points.as_ref()).unwrap();
+        generic.fit(points.as_ref()).unwrap();
+        let err = relative_error(factored.theta(), generic.theta());
+        assert!(err < 1e-9, "{embedding:?}: {err}");
+    }
+}
+
+/// `RidgeSchedule::FixedOnSums` with λ solves `(S + λI)θ = s`, the system of
+/// the default schedule with λ/t after t points — checked against that
+/// independent fit — and its exact rank-d online updates equal its batch
+/// fit, from scratch and continued from a batch fit.
+#[test]
+fn fixed_ridge_on_the_sums_is_updated_exactly_online() {
+    let lambda = 0.5;
+    let features = rff(3, 50, Embedding::CosPhase, 41);
+    let points = uniform_points(300, 3, 42);
+    let fixed = |f: RandomFourierFeatures| {
+        FiniteEstimator::new(f, lambda)
+            .unwrap()
+            .with_ridge_schedule(RidgeSchedule::FixedOnSums)
+            .unwrap()
+    };
+    let mut online = fixed(features.clone());
+    let mut continued = fixed(features.clone());
+    let first = Mat::from_fn(40, 3, |i, l| points[(i, l)]);
+    continued.fit(first.as_ref()).unwrap();
+    for i in 0..points.nrows() {
+        online.update(&row(&points, i)).unwrap();
+        if i >= 40 {
+            continued.update(&row(&points, i)).unwrap();
+        }
+        if [0, 4, 99, 299].contains(&i) {
+            let t = i + 1;
+            let seen = Mat::from_fn(t, 3, |r, l| points[(r, l)]);
+            let mut batch = fixed(features.clone());
+            batch.fit(seen.as_ref()).unwrap();
+            let mut on_means = FiniteEstimator::new(features.clone(), lambda / t as f64).unwrap();
+            on_means.fit(seen.as_ref()).unwrap();
+            // direct solves of one system (batch) and rank-d updates of its
+            // factor (online): round-off times cond ≲ 10⁵
+            let err = relative_error(online.theta(), batch.theta());
+            assert!(err < 1e-9, "after {t} points: online {err}");
+            let err = relative_error(batch.theta(), on_means.theta());
+            assert!(err < 1e-9, "after {t} points: λ/t on the means {err}");
+        }
+    }
+    let err = relative_error(continued.theta(), online.theta());
+    assert!(err < 1e-9, "continued: {err}");
+    assert_eq!(online.ridge_schedule(), RidgeSchedule::FixedOnSums);
 }
 
 #[test]

@@ -18,7 +18,8 @@
 
 use faer::{Mat, Side};
 use kameleon_samplers::{
-    AdaptationStop, Chain, Proposal, RunConfig, StepOutcome, Target, chain_rng, run_chain,
+    AdaptationStop, Bandwidth, Chain, Gamma, Proposal, Refresh, RobbinsMonro, RunConfig, Scale,
+    StepOutcome, StepSchedule, SubsampleConfig, Target, chain_rng, run_chain,
 };
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
 use rand::{Rng, SeedableRng};
@@ -308,13 +309,81 @@ pub fn chi2_quantile(d: usize, q: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
-/// The worst z-score (and its statistic) of a 30 000-step chain (5 000
-/// burn-in) on the 8-d banana started at the origin, against the exact
-/// banana reference: the shared invariance check of the kernel samplers.
-pub fn banana_score(target: &Banana, proposal: impl Proposal, seed: u64) -> (f64, String) {
-    let config = RunConfig::new(5_000, 30_000);
-    let chain = run_chain(target, proposal, &[0.0; 8], config, seed).unwrap();
-    Reference::banana(target).worst_z(&chain.samples, &z_chain)
+/// Seeds of the invariance checks: 0..SEEDS.
+pub const SEEDS: u64 = 3;
+
+/// The invariance checks shared by the kernel samplers (KAMH,
+/// PCA-Kameleon): a chain from the origin scored against an exact reference
+/// with [`z_chain`].
+#[derive(Debug, Clone, Copy)]
+pub enum Invariance {
+    /// The 8-d banana B(0.1, 100), 30 000 steps (5 000 burn-in), scored
+    /// with [`Reference::banana`].
+    Banana,
+    /// [`correlated_gaussian`]`(4)`, 20 000 steps (3 000 burn-in), scored
+    /// with [`Reference::gaussian`].
+    Gaussian,
+}
+
+impl Invariance {
+    /// The worst z-score (and its statistic) of a chain of `proposal`.
+    pub fn score(self, proposal: impl Proposal, seed: u64) -> (f64, String) {
+        match self {
+            Self::Banana => {
+                let target = Self::banana();
+                let config = RunConfig::new(5_000, 30_000);
+                let chain = run_chain(&target, proposal, &[0.0; 8], config, seed).unwrap();
+                Reference::banana(&target).worst_z(&chain.samples, &z_chain)
+            }
+            Self::Gaussian => {
+                let (target, mean, cov) = correlated_gaussian(4);
+                let config = RunConfig::new(3_000, 20_000);
+                let chain = run_chain(&target, proposal, &[0.0; 4], config, seed).unwrap();
+                Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain)
+            }
+        }
+    }
+
+    /// Asserts for every seed in 0..[`SEEDS`] that the chain of
+    /// `proposal(seed)` passes, or, with the reverse density at the wrong
+    /// point ([`ReverseAtCurrent`], `broken`), fails.
+    pub fn assert<P: Proposal>(self, label: &str, proposal: impl Fn(u64) -> P, broken: bool) {
+        for seed in 0..SEEDS {
+            let score = if broken {
+                self.score(ReverseAtCurrent(proposal(seed)), seed)
+            } else {
+                self.score(proposal(seed), seed)
+            };
+            let name = if broken { "broken " } else { "" };
+            assert_verdict(
+                &format!("{name}{label} {self:?} seed {seed}"),
+                score,
+                !broken,
+            );
+        }
+    }
+
+    /// The banana of [`Invariance::Banana`].
+    pub fn banana() -> Banana {
+        Banana::new(8, 0.1, 100.0).unwrap()
+    }
+}
+
+/// A subsample of `subsample_size` points with a fixed γ and bandwidth, the
+/// given refresh and no warm-up shrinkage.
+pub fn subsample_config(subsample_size: usize, gamma: f64, refresh: Refresh) -> SubsampleConfig {
+    SubsampleConfig {
+        subsample_size,
+        gamma: Gamma::Fixed(gamma),
+        refresh,
+        bandwidth: Bandwidth::Fixed,
+        warmup_scale: 1.0,
+    }
+}
+
+/// ν learned by Robbins–Monro from √0.1 toward 0.234 with steps t^(−1/2).
+pub fn adaptive_scale() -> Scale {
+    Scale::Adaptive(RobbinsMonro::new(0.1f64.sqrt(), 0.234, StepSchedule::InverseSqrt).unwrap())
 }
 
 /// A proposal whose Hastings correction is computed as if the reverse
