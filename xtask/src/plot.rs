@@ -44,6 +44,66 @@ const GREYS: [RGBColor; 4] = [
     RGBColor(190, 190, 190),
 ];
 
+/// How a legend entry is marked: a filled box (bars) or a line segment of
+/// the curve's colour and width.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    Box(RGBColor),
+    Line(RGBColor, u32),
+}
+
+/// Legend text size (px).
+const LEGEND_FONT: u32 = 14;
+/// Height of one legend row (px).
+const LEGEND_ROW: i32 = 22;
+
+/// The width (px) of a legend column for `labels`: the mark, a gap and the
+/// longest label at a generous 0.62 em per character (SVG text is measured
+/// by the viewer, so this errs on the wide side).
+fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
+    let chars = labels.map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+    44 + (0.62 * f64::from(LEGEND_FONT) * chars).ceil() as u32
+}
+
+/// An SVG of `size` with a white legend column at its right, holding
+/// `entries` from `top` px down; returns the area left of the column for
+/// the chart, so the legend never covers data.
+fn with_legend<'a>(
+    path: &'a Path,
+    (width, height): (u32, u32),
+    entries: &[(String, Mark)],
+    top: i32,
+) -> Result<DrawingArea<SVGBackend<'a>, plotters::coord::Shift>> {
+    let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    let legend = legend_width(entries.iter().map(|(l, _)| l.as_str()));
+    let root = SVGBackend::new(path, (width + legend, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let (chart_area, legend_area) = root.split_horizontally(width);
+    let style = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Left,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    for (k, (label, mark)) in entries.iter().enumerate() {
+        let y = top + LEGEND_ROW * k as i32;
+        match *mark {
+            Mark::Box(colour) => {
+                legend_area.draw(&Rectangle::new([(6, y - 6), (24, y + 6)], colour.filled()))
+            }
+            Mark::Line(colour, width) => legend_area.draw(&PathElement::new(
+                vec![(4, y), (28, y)],
+                colour.stroke_width(width.max(2)),
+            )),
+        }
+        .map_err(|e| plot_err(&e))?;
+        legend_area
+            .draw(&Text::new(label.clone(), (36, y), style.clone()))
+            .map_err(|e| plot_err(&e))?;
+    }
+    Ok(chart_area)
+}
+
 /// Draws grouped bars (groups along x, one colour per series) with whiskers
 /// into an SVG file.
 pub fn grouped_bars(
@@ -61,8 +121,12 @@ pub fn grouped_bars(
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
-    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let entries: Vec<(String, Mark)> = series
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.label.clone(), Mark::Box(PALETTE[k % PALETTE.len()])))
+        .collect();
+    let root = with_legend(path, (1000, 460), &entries, 50)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(10)
@@ -91,9 +155,7 @@ pub fn grouped_bars(
             .draw_series(present.iter().map(|&(x, b)| {
                 Rectangle::new([(x, 0.0), (x + width * 0.9, b.value)], colour.filled())
             }))
-            .map_err(|e| plot_err(&e))?
-            .label(s.label.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+            .map_err(|e| plot_err(&e))?;
         chart
             .draw_series(present.iter().map(|&(x, b)| {
                 let mid = x + width * 0.45;
@@ -114,13 +176,6 @@ pub fn grouped_bars(
         root.draw(&Text::new(name.clone(), (px, py + 8), style))
             .map_err(|e| plot_err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(&e))?;
     root.present().map_err(|e| plot_err(&e))?;
     Ok(())
 }
@@ -231,8 +286,19 @@ pub fn curves(
         &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
         axes.log_y,
     );
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let colour_of = |s: &Curve| match s.kind {
+        CurveKind::Reference => GREYS[s.colour % GREYS.len()],
+        _ => PALETTE[s.colour % PALETTE.len()],
+    };
+    let width_of = |s: &Curve| match s.kind {
+        CurveKind::Data | CurveKind::Banded => 2,
+        CurveKind::Fit | CurveKind::Reference => 1,
+    };
+    let entries: Vec<(String, Mark)> = series
+        .iter()
+        .map(|s| (s.label.clone(), Mark::Line(colour_of(s), width_of(s))))
+        .collect();
+    let root = with_legend(path, (900, 560), &entries, 50)?;
     let mut builder = ChartBuilder::on(&root);
     builder
         .caption(title, ("sans-serif", 20))
@@ -252,16 +318,8 @@ pub fn curves(
                 .draw()
                 .map_err(|e| plot_err(&e))?;
             for s in series {
-                let colour = match s.kind {
-                    CurveKind::Reference => GREYS[s.colour % GREYS.len()],
-                    _ => PALETTE[s.colour % PALETTE.len()],
-                };
+                let (colour, width) = (colour_of(s), width_of(s));
                 let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
-                let width = if matches!(s.kind, CurveKind::Data | CurveKind::Banded) {
-                    2
-                } else {
-                    1
-                };
                 if s.kind == CurveKind::Banded && points.len() > 1 {
                     let mut outline: Vec<(f64, f64)> =
                         points.iter().map(|p| (p.x, p.low.min(p.y))).collect();
@@ -278,11 +336,7 @@ pub fn curves(
                         points.iter().map(|p| (p.x, p.y)),
                         colour.stroke_width(width),
                     ))
-                    .map_err(|e| plot_err(&e))?
-                    .label(s.label.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
-                    });
+                    .map_err(|e| plot_err(&e))?;
                 if s.kind == CurveKind::Data {
                     chart
                         .draw_series(points.iter().map(|p| {
@@ -301,13 +355,6 @@ pub fn curves(
                         .map_err(|e| plot_err(&e))?;
                 }
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(|e| plot_err(&e))?;
         }};
     }
     match (axes.log_x, axes.log_y) {
@@ -472,8 +519,27 @@ mod tests {
         for text in ["KL vs time", "cKAM", "RW", "iid floor", "seconds"] {
             assert!(svg.contains(text), "missing {text}");
         }
+        assert_legend_right_of(&svg, 900, &["cKAM", "RW", "iid floor"]);
         assert_eq!(svg.matches("<polygon").count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The legend sits in a column right of the chart's `width` px, so it
+    /// cannot cover data: the SVG is wider than `width`, and every label is
+    /// a text element starting right of it.
+    fn assert_legend_right_of(svg: &str, width: u32, labels: &[&str]) {
+        let attr = |tag: &str, name: &str| -> f64 {
+            let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+            let len = tag[start..].find('"').unwrap();
+            tag[start..start + len].parse().unwrap()
+        };
+        let svg_tag = &svg[..svg.find('>').unwrap()];
+        assert!(attr(svg_tag, "width") > f64::from(width), "{svg_tag}");
+        for label in labels {
+            let end = svg.find(&format!(">\n{label}\n</text>")).unwrap();
+            let tag = &svg[svg[..end].rfind("<text").unwrap()..end];
+            assert!(attr(tag, "x") > f64::from(width), "{label}: {tag}");
+        }
     }
 
     /// The boundary points have Mahalanobis radius r: (x − c)ᵀΣ⁻¹(x − c)
@@ -592,6 +658,7 @@ mod tests {
         for text in ["accept", "q0.5", "SM", "AM-LS", "test"] {
             assert!(svg.contains(text), "missing {text}");
         }
+        assert_legend_right_of(&svg, 1000, &["SM", "AM-LS"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

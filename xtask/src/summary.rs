@@ -502,40 +502,45 @@ impl Summary {
         Ok(serde_json::from_str(&text)?)
     }
 
-    /// The `summary.md` report: tables per target, claims, figures.
+    /// The `summary.md` report: per target one table of the scalar metrics,
+    /// one of the per-level quantile errors and one per curve; then the
+    /// claims and the figures. A metric that is also the last point of the
+    /// curve of the same name is shown only in that curve's table.
     pub fn markdown(&self, figures: &[String]) -> String {
-        let mut md = String::new();
-        let size = if self.params.quick {
-            "--quick size (too small to judge the paper's claims)"
-        } else {
-            "full size"
+        let mut md = self.heading(&format!("{} chains per cell", self.params.chains));
+        let has = |pred: &dyn Fn(&str) -> bool| {
+            self.cells.iter().any(|c| c.metrics.keys().any(|n| pred(n)))
         };
-        let _ = writeln!(
-            md,
-            "# {}\n\nSource: {}. Run at {size}; master seed {}, {} chains per cell.\n",
-            self.experiment, self.source, self.params.seed, self.params.chains
-        );
-        let _ = writeln!(md, "{}\n", self.notes);
-        let _ = writeln!(
-            md,
-            "Each entry is the mean over chains with the 10%–90% range of the chains in brackets. \
-             `accept` is the post-burn-in acceptance rate, `mean_norm` the norm of the empirical mean \
-             minus the exact mean, `qX` the absolute error of the empirical coverage of the exact \
-             X-region, `q_avg` their average over the nine levels. Every per-chain value is in `summary.json`.\n"
-        );
+        let mut legend = vec![
+            "Each entry is the mean over chains with the 10%–90% range of the chains in brackets.",
+        ];
+        if has(&|n| n == "accept") {
+            legend.push("`accept` is the post-burn-in acceptance rate.");
+        }
+        if has(&|n| n == "mean_norm") {
+            legend.push("`mean_norm` is the norm of the empirical mean minus the exact mean.");
+        }
+        if has(&|n| n.starts_with("q0.") || n == "q_avg") {
+            legend.push(
+                "`qX` is the absolute error of the empirical coverage of the exact X-region, \
+                 `q_avg` their average over the nine levels.",
+            );
+        }
+        if self.cells.iter().any(|c| !c.curves.is_empty()) {
+            legend.push(
+                "Curve tables show up to eight of the curve's points (x), the last one included; \
+                 a metric that equals a curve's last point appears only in that curve's table.",
+            );
+        }
+        legend.push("Every per-chain value and every curve point is in `summary.json`.");
+        let _ = writeln!(md, "{}\n", legend.join(" "));
         for (key, label) in self.targets() {
             let cells: Vec<&CellSummary> = self.cells.iter().filter(|c| c.target == key).collect();
-            let mut names: Vec<&str> = Vec::new();
-            for c in &cells {
-                for n in c.metrics.keys() {
-                    if !names.contains(&n.as_str()) {
-                        names.push(n);
-                    }
-                }
-            }
-            // Per-level quantile errors get a table of their own.
-            let (levels, main): (Vec<&str>, Vec<&str>) =
-                names.iter().partition(|n| n.starts_with("q0."));
+            let names = entry_names(&cells, |c| &c.metrics);
+            let (levels, main): (Vec<&str>, Vec<&str>) = names
+                .iter()
+                .filter(|n| !ends_curve(&cells, n))
+                .partition(|n| n.starts_with("q0."));
             let _ = writeln!(md, "## {label}\n");
             table(&mut md, &cells, &main, true);
             if !levels.is_empty() {
@@ -544,24 +549,6 @@ impl Summary {
             }
             curve_tables(&mut md, &cells);
         }
-        let curve_names: Vec<&str> = {
-            let mut names: Vec<&str> = self
-                .cells
-                .iter()
-                .flat_map(|c| c.curves.keys().map(String::as_str))
-                .collect();
-            names.sort_unstable();
-            names.dedup();
-            names
-        };
-        if !curve_names.is_empty() {
-            let _ = writeln!(
-                md,
-                "Curves along the chains (every chain's values, their mean and 10%/90% quantiles at \
-                 each point are in `summary.json` under `curves`): {}.\n",
-                curve_names.join(", ")
-            );
-        }
         self.claims_and_figures(&mut md, figures);
         md
     }
@@ -569,18 +556,7 @@ impl Summary {
     /// The `summary.md` report of a study: one table per target with the
     /// mean and 10%–90% range over replicates, claims, figures.
     pub fn study_markdown(&self, figures: &[String]) -> String {
-        let mut md = String::new();
-        let size = if self.params.quick {
-            "--quick size (too small to judge the paper's claims)"
-        } else {
-            "full size"
-        };
-        let _ = writeln!(
-            md,
-            "# {}\n\nSource: {}. Run at {size}; master seed {}, {} replicate(s).\n",
-            self.experiment, self.source, self.params.seed, self.params.chains
-        );
-        let _ = writeln!(md, "{}\n", self.notes);
+        let mut md = self.heading(&format!("{} replicate(s)", self.params.chains));
         let _ = writeln!(
             md,
             "Each entry is the mean over replicates with their 10%–90% range in brackets; \
@@ -588,19 +564,24 @@ impl Summary {
         );
         for (key, label) in self.targets() {
             let cells: Vec<&CellSummary> = self.cells.iter().filter(|c| c.target == key).collect();
-            let mut names: Vec<&str> = Vec::new();
-            for c in &cells {
-                for n in c.metrics.keys() {
-                    if !names.contains(&n.as_str()) {
-                        names.push(n);
-                    }
-                }
-            }
             let _ = writeln!(md, "## {label}\n");
-            table(&mut md, &cells, &names, false);
+            table(&mut md, &cells, &entry_names(&cells, |c| &c.metrics), false);
         }
         self.claims_and_figures(&mut md, figures);
         md
+    }
+
+    /// The report's title, source, size (`runs`: chains or replicates) and notes.
+    fn heading(&self, runs: &str) -> String {
+        let size = if self.params.quick {
+            "--quick size (too small to judge the paper's claims)"
+        } else {
+            "full size"
+        };
+        format!(
+            "# {}\n\nSource: {}. Run at {size}; master seed {}, {runs}.\n\n{}\n\n",
+            self.experiment, self.source, self.params.seed, self.notes
+        )
     }
 
     /// Appends the claims with their verdicts and the figure links.
@@ -623,90 +604,171 @@ impl Summary {
     }
 }
 
-/// Appends a markdown table of `metrics` (mean [q10, q90]) for `cells`,
-/// with the run sizes when `sizes`.
-fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool) {
-    md.push_str("| sampler | setting |");
-    if sizes {
-        md.push_str(" chains | iterations / burn-in | wall time (s) |");
-    }
-    for n in metrics {
-        let _ = write!(md, " {n} |");
-    }
-    md.push_str("\n|---|---|");
-    if sizes {
-        md.push_str("---|---|---|");
-    }
-    md.push_str(&"---|".repeat(metrics.len()));
-    md.push('\n');
-    for c in cells {
-        let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
-        if c.status != "done" {
-            let _ = writeln!(md, " {} |", c.status);
-            continue;
-        }
-        if sizes {
-            let _ = write!(
-                md,
-                " {} | {} / {} | {:.1} |",
-                c.chains, c.iterations, c.burn_in, c.wall_time_secs
-            );
-        }
-        for n in metrics {
-            match c.metrics.get(*n) {
-                Some(s) => {
-                    let _ = write!(md, " {} [{}, {}] |", fmt(s.mean), fmt(s.q10), fmt(s.q90));
-                }
-                None => md.push_str(" – |"),
-            }
-        }
-        md.push('\n');
-    }
-    md.push('\n');
-}
-
-/// Appends one table per curve metric: rows are cells, columns at most
-/// eight evenly spaced abscissae (every value is in `summary.json`).
-fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
+/// The keys of `entries(cell)` over `cells`, in first-seen order.
+fn entry_names<'a, V: 'a>(
+    cells: &[&'a CellSummary],
+    entries: impl Fn(&'a CellSummary) -> &'a BTreeMap<String, V>,
+) -> Vec<&'a str> {
     let mut names: Vec<&str> = Vec::new();
-    for c in cells {
-        for n in c.curves.keys() {
+    for &c in cells {
+        for n in entries(c).keys() {
             if !names.contains(&n.as_str()) {
                 names.push(n);
             }
         }
     }
-    for name in names {
-        let Some(x) = cells.iter().find_map(|c| c.curves.get(name)).map(|t| &t.x) else {
-            continue;
-        };
+    names
+}
+
+/// Whether every cell that has metric `name` also has a curve `name` whose
+/// last point is that metric (its mean, 10% and 90% over chains).
+fn ends_curve(cells: &[&CellSummary], name: &str) -> bool {
+    let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300);
+    cells
+        .iter()
+        .filter_map(|c| c.metrics.get(name).map(|m| (c, m)))
+        .all(|(c, m)| {
+            c.curves
+                .get(name)
+                .is_some_and(|t| match (t.mean.last(), t.q10.last(), t.q90.last()) {
+                    (Some(&mean), Some(&lo), Some(&hi)) => {
+                        same(mean, m.mean) && same(lo, m.q10) && same(hi, m.q90)
+                    }
+                    _ => false,
+                })
+        })
+}
+
+/// `mean [q10, q90]` for a table entry; just the mean when all chains agree.
+fn entry(mean: f64, q10: f64, q90: f64) -> String {
+    if q10 == q90 {
+        fmt(mean)
+    } else {
+        format!("{} [{}, {}]", fmt(mean), fmt(q10), fmt(q90))
+    }
+}
+
+/// Appends a markdown table: the row labels (sampler, and the setting when
+/// any cell has one), then the columns of `head` and of each row.
+fn write_table(md: &mut String, cells: &[&CellSummary], head: &[String], rows: &[Vec<String>]) {
+    let settings = cells.iter().any(|c| !c.setting.is_empty());
+    let mut line = |columns: Vec<&str>| {
+        let _ = writeln!(md, "| {} |", columns.join(" | "));
+    };
+    let mut labels = vec!["sampler"];
+    if settings {
+        labels.push("setting");
+    }
+    line(
+        labels
+            .iter()
+            .copied()
+            .chain(head.iter().map(String::as_str))
+            .collect(),
+    );
+    line(vec!["---"; labels.len() + head.len()]);
+    for (c, row) in cells.iter().zip(rows) {
+        let mut columns = vec![c.sampler.as_str()];
+        if settings {
+            columns.push(&c.setting);
+        }
+        line(
+            columns
+                .into_iter()
+                .chain(row.iter().map(String::as_str))
+                .collect(),
+        );
+    }
+    md.push('\n');
+}
+
+/// Appends a table of `metrics` (mean [q10, q90]) for `cells`, with the run
+/// sizes when `sizes`.
+fn table(md: &mut String, cells: &[&CellSummary], metrics: &[&str], sizes: bool) {
+    let mut head: Vec<String> = Vec::new();
+    if sizes {
+        head.extend(["chains", "iterations / burn-in", "wall time (s)"].map(String::from));
+    }
+    head.extend(metrics.iter().map(|n| format!("`{n}`")));
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|c| {
+            if c.status != "done" {
+                return vec![c.status.clone()];
+            }
+            let mut row = Vec::new();
+            if sizes {
+                row.push(c.chains.to_string());
+                row.push(format!("{} / {}", c.iterations, c.burn_in));
+                row.push(format!("{:.1}", c.wall_time_secs));
+            }
+            row.extend(metrics.iter().map(|n| match c.metrics.get(*n) {
+                Some(s) => entry(s.mean, s.q10, s.q90),
+                None => "–".into(),
+            }));
+            row
+        })
+        .collect();
+    write_table(md, cells, &head, &rows);
+}
+
+/// Appends one table per curve: rows are the cells that have it, columns
+/// at most eight evenly spaced points, the last one included. When every
+/// cell has the same curve (e.g. an exact reference), one row says so.
+fn curve_tables(md: &mut String, cells: &[&CellSummary]) {
+    for name in entry_names(cells, |c| &c.curves) {
+        let with: Vec<&CellSummary> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.curves.contains_key(name))
+            .collect();
+        let x = &with[0].curves[name].x;
         let columns: Vec<usize> = if x.len() <= 8 {
             (0..x.len()).collect()
         } else {
             (0..8).map(|k| k * (x.len() - 1) / 7).collect()
         };
-        let _ = writeln!(md, "Curve `{name}` (mean [10%, 90%] over chains) at x =\n");
-        md.push_str("| sampler | setting |");
-        for &i in &columns {
-            let _ = write!(md, " {} |", fmt(x[i]));
-        }
-        let _ = writeln!(md, "\n|---|---|{}", "---|".repeat(columns.len()));
-        for c in cells {
-            let Some(t) = c.curves.get(name) else {
-                continue;
+        let head: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let v = abscissa(x[i]);
+                if k == 0 { format!("x = {v}") } else { v }
+            })
+            .collect();
+        let rows: Vec<Vec<String>> = with
+            .iter()
+            .map(|c| {
+                let t = &c.curves[name];
+                columns
+                    .iter()
+                    .map(|&i| match (t.mean.get(i), t.q10.get(i), t.q90.get(i)) {
+                        (Some(&m), Some(&lo), Some(&hi)) => entry(m, lo, hi),
+                        _ => "–".into(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let _ = writeln!(md, "Curve `{name}`:\n");
+        if with.len() > 1 && rows.iter().all(|r| *r == rows[0]) {
+            let every = CellSummary {
+                sampler: "(every sampler)".into(),
+                setting: String::new(),
+                ..with[0].clone()
             };
-            let _ = write!(md, "| {} | {} |", c.sampler, c.setting);
-            for &i in &columns {
-                match (t.mean.get(i), t.q10.get(i), t.q90.get(i)) {
-                    (Some(m), Some(lo), Some(hi)) => {
-                        let _ = write!(md, " {} [{}, {}] |", fmt(*m), fmt(*lo), fmt(*hi));
-                    }
-                    _ => md.push_str(" – |"),
-                }
-            }
-            md.push('\n');
+            write_table(md, &[&every], &head, &rows[..1]);
+        } else {
+            write_table(md, &with, &head, &rows);
         }
-        md.push('\n');
+    }
+}
+
+/// A curve's point: integers without decimals, else as [`fmt`].
+fn abscissa(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e9 {
+        format!("{x:.0}")
+    } else {
+        fmt(x)
     }
 }
 
@@ -767,5 +829,74 @@ mod tests {
         assert!(CurveStats::new("kl", &[]).is_err());
         assert!(depends_on_clock("seconds") && depends_on_clock("ess_min_per_s"));
         assert!(!depends_on_clock("kl"));
+    }
+
+    /// The report shows each metric once: `kl`, the last point of its
+    /// curve, only in the curve's table; `accept` in the main table; a
+    /// curve every sampler shares (the exact reference) in one row; no
+    /// setting column when no cell has a setting.
+    #[test]
+    fn markdown_shows_each_metric_once() {
+        let curve = |y: [f64; 3]| Curve {
+            x: vec![10.0, 20.0, 40.0],
+            y: y.to_vec(),
+        };
+        let cell = |sampler: &str, kl: [[f64; 3]; 2]| {
+            let chains: Vec<Curve> = kl.iter().map(|&y| curve(y)).collect();
+            let refs: Vec<&Curve> = chains.iter().collect();
+            let exact = curve([0.1, 0.2, 0.7]);
+            CellSummary {
+                target: "t".into(),
+                target_label: "T".into(),
+                sampler: sampler.into(),
+                setting: String::new(),
+                status: "done".into(),
+                chains: 2,
+                iterations: 40,
+                burn_in: 0,
+                wall_time_secs: 1.0,
+                metrics: BTreeMap::from([
+                    ("accept".into(), MetricStats::new(vec![0.2, 0.3])),
+                    (
+                        "kl".into(),
+                        MetricStats::new(kl.iter().map(|y| y[2]).collect()),
+                    ),
+                ]),
+                curves: BTreeMap::from([
+                    ("kl".into(), CurveStats::new("kl", &refs).unwrap()),
+                    (
+                        "exact".into(),
+                        CurveStats::new("exact", &[&exact, &exact]).unwrap(),
+                    ),
+                ]),
+            }
+        };
+        let summary = Summary {
+            experiment: "e".into(),
+            source: "s".into(),
+            params: RunParams {
+                quick: true,
+                seed: 1,
+                chains: 2,
+            },
+            notes: String::new(),
+            cells: vec![
+                cell("A", [[3.0, 2.0, 1.0], [5.0, 4.0, 3.0]]),
+                cell("B", [[6.0, 5.0, 4.0], [7.0, 6.0, 5.0]]),
+            ],
+            claims: Vec::new(),
+        };
+        let md = summary.markdown(&[]);
+        assert_eq!(md.matches("`accept`").count(), 2, "{md}"); // legend + table head
+        assert_eq!(md.matches("`kl`").count(), 1, "{md}"); // the curve table only
+        assert!(md.contains("| sampler | x = 10 | 20 | 40 |"), "{md}");
+        // kl's last point over chains A: mean 2 [q10 1.2, q90 2.8].
+        assert!(md.contains("| A | 4.0000 [3.2000, 4.8000] | 3.0000 [2.2000, 3.8000] | 2.0000 [1.2000, 2.8000] |"), "{md}");
+        assert!(
+            md.contains("| (every sampler) | 0.1000 | 0.2000 | 0.7000 |"),
+            "{md}"
+        );
+        assert!(!md.contains("setting"), "{md}");
+        assert!(!md.contains("Curves along the chains"), "{md}");
     }
 }

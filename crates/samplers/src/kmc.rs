@@ -206,7 +206,11 @@ impl KmcSurrogate for LiteSurrogate {
 ///
 /// Each update moves θ̂ by O(1/t), so adapting forever is a diminishing
 /// adaptation; stop it after burn-in to save the O(dm²) per step. The
-/// surrogate is ready once it has seen `min_points` points.
+/// surrogate is ready once it has seen `min_points` points. For the cheapest
+/// exact updates (a rank-d Cholesky update and two triangular solves, no
+/// iterative solve) give it an estimator with
+/// [`kameleon_score_matching::RidgeSchedule::FixedOnSums`] (a ridge fixed on
+/// the sums, fading like λ/t on the means; see its docs for the trade-off).
 ///
 /// Serialisable (the estimator's sums, factor and θ̂), so a [`KmcFinite`]
 /// run checkpoints and resumes bit-identically.
