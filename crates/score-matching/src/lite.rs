@@ -374,13 +374,21 @@ impl GradientModel for LiteEstimator {
         }
         check_points(points, points.ncols())?;
         let LiteSystem { kernel, b, mut c } = lite_system(points, self.sigma);
-        for i in 0..n {
-            for j in 0..n {
-                let reg = match self.regulariser {
-                    LiteRegulariser::Identity => 0.0,
-                    LiteRegulariser::KernelPlusIdentity => kernel[(i, j)],
-                };
-                c[(i, j)] += self.lambda * (reg + if i == j { 1.0 } else { 0.0 });
+        // column by column (faer is column-major); only the lower triangle
+        // is read by the Cholesky factorisation
+        match self.regulariser {
+            LiteRegulariser::Identity => {
+                for i in 0..n {
+                    c[(i, i)] += self.lambda;
+                }
+            }
+            LiteRegulariser::KernelPlusIdentity => {
+                for j in 0..n {
+                    for i in j..n {
+                        let identity = if i == j { 1.0 } else { 0.0 };
+                        c[(i, j)] += self.lambda * (kernel[(i, j)] + identity);
+                    }
+                }
             }
         }
         let llt = c
