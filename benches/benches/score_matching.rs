@@ -1,4 +1,4 @@
-//! Score-matching hot paths in d = 8: the lite fit (n = 250, 1000), the
+//! Score-matching hot paths in d = 8: the lite fit (n = 250, 1000, 2000), the
 //! finite batch fit and one online update (m = 250, 1000, random Fourier
 //! features of a Gaussian kernel; the update with the default ridge and with
 //! `RidgeSchedule::FixedOnSums`), and one gradient evaluation of each.
@@ -30,7 +30,7 @@ fn finite(m: usize) -> FiniteEstimator<RandomFourierFeatures> {
 fn lite(c: &mut Criterion) {
     let mut group = c.benchmark_group("lite");
     group.sample_size(10);
-    for n in [250, 1000] {
+    for n in [250, 1000, 2000] {
         let z = points(n, 2);
         group.bench_with_input(BenchmarkId::new("fit", n), &n, |b, _| {
             b.iter(|| {

@@ -45,12 +45,89 @@ pub struct LiteEstimator {
     /// streams through.
     basis: Vec<f64>,
     alpha: Vec<f64>,
-    /// Per-basis-point scratch of the evaluations: `‖x − zᵢ‖²`, then
-    /// `αᵢ k(zᵢ, x)` (sized at fit, or lazily after deserialisation).
+    /// The evaluation layout, derived from `basis` and `alpha` (rebuilt
+    /// after a deserialisation).
     #[serde(skip)]
-    squared_distances: Vec<f64>,
-    #[serde(skip)]
+    packed: Packed,
+}
+
+/// Basis points per block of the evaluation layout: two AVX2 vectors of
+/// `f64`, so that two independent exponential evaluations are in flight.
+const LANES: usize = 8;
+
+/// The fitted basis in the layout the evaluations stream through, and their
+/// scratch. With the centre `c` (the mean of the basis points), the
+/// evaluation at `x` uses the expanded distance
+/// `−‖x − zᵢ‖²/σ = −‖zᵢ − c‖²/σ − ‖x − c‖²/σ + (2/σ)(zᵢ − c)ᵀ(x − c)`:
+/// one pass over the basis computes the exponents (a d × n mat-vec), the
+/// weights `wᵢ = αᵢ exp(·)` and the sums `Σ wᵢ (zᵢ − c)` (a d × n mat-vec),
+/// from which `∇f(x) = (2/σ)[Σ wᵢ (zᵢ − c) − (x − c) Σ wᵢ]`.
+///
+/// Accuracy: the expanded exponent carries an absolute rounding error of a
+/// few ulp of `(‖zᵢ − c‖² + ‖x − c‖²)/σ` (the direct form: of `‖x − zᵢ‖²/σ`),
+/// i.e. a relative error of that size in `wᵢ`; centring keeps it at the
+/// scale of the data's spread rather than of its distance from the origin.
+/// The gradient's two terms cancel where `∇f ≈ 0`, with an absolute error of
+/// a few ulp of `(2/σ) Σ |wᵢ| (‖zᵢ − c‖ + ‖x − c‖)`. Both are tested against
+/// the direct form.
+#[derive(Debug, Clone, Default)]
+struct Packed {
+    /// The centre `c`, length d.
+    centre: Vec<f64>,
+    /// Blocks of [`LANES`] points: `z_{bL+k, l} − c_l` at `(b d + l) L + k`
+    /// (`L` = [`LANES`]); the padding points are zero.
+    points: Vec<f64>,
+    /// `−‖zᵢ − c‖²/σ` per point (0 for the padding).
+    offsets: Vec<f64>,
+    /// `αᵢ` per point (0 for the padding, so it never contributes).
+    alpha: Vec<f64>,
+    /// Scratch: `(2/σ)(x − c)`.
+    direction: Vec<f64>,
+    /// Scratch: `−‖x − zᵢ‖²/σ` per point.
+    exponents: Vec<f64>,
+    /// Scratch: `wᵢ = αᵢ k(zᵢ, x)` per point.
     weights: Vec<f64>,
+    /// Scratch: per coordinate l and lane k, the partial sums of
+    /// `wᵢ (z_il − c_l)` at `l L + k`.
+    sums: Vec<f64>,
+}
+
+impl Packed {
+    /// The layout of the basis `z` (n × d, column-major slice) and `alpha`.
+    fn new(basis: &[f64], alpha: &[f64], dim: usize, sigma: f64) -> Self {
+        let n = alpha.len();
+        let blocks = n.div_ceil(LANES);
+        let columns = || basis.chunks_exact(n.max(1)).take(dim);
+        let centre: Vec<f64> = columns()
+            .map(|column| column.iter().sum::<f64>() / n as f64)
+            .collect();
+        let mut points = vec![0.0; blocks * dim * LANES];
+        for (l, (column, cl)) in columns().zip(&centre).enumerate() {
+            for (i, z) in column.iter().enumerate() {
+                points[((i / LANES) * dim + l) * LANES + i % LANES] = z - cl;
+            }
+        }
+        let mut offsets = vec![0.0; blocks * LANES];
+        for (i, offset) in offsets.iter_mut().enumerate().take(n) {
+            let (b, k) = (i / LANES, i % LANES);
+            let norm: f64 = (0..dim)
+                .map(|l| points[(b * dim + l) * LANES + k].powi(2))
+                .sum();
+            *offset = -norm / sigma;
+        }
+        let mut padded_alpha = vec![0.0; blocks * LANES];
+        padded_alpha[..n].copy_from_slice(alpha);
+        Self {
+            centre,
+            points,
+            offsets,
+            alpha: padded_alpha,
+            direction: vec![0.0; dim],
+            exponents: vec![0.0; blocks * LANES],
+            weights: vec![0.0; blocks * LANES],
+            sums: vec![0.0; dim * LANES],
+        }
+    }
 }
 
 impl LiteEstimator {
@@ -64,8 +141,7 @@ impl LiteEstimator {
             dim: 0,
             basis: Vec::new(),
             alpha: Vec::new(),
-            squared_distances: Vec::new(),
-            weights: Vec::new(),
+            packed: Packed::default(),
         })
     }
 
@@ -105,71 +181,111 @@ impl LiteEstimator {
         &self.alpha
     }
 
-    /// Fills the scratch with `‖x − zᵢ‖²` and `αᵢ k(zᵢ, x)` for every basis
-    /// point, streaming through the basis one coordinate at a time so the
-    /// loops vectorise (the exponential included, see [`crate::exp`]).
-    #[inline(always)]
-    fn evaluate_weights(&mut self, x: &[f64]) {
-        let n = self.alpha.len();
-        if self.weights.len() != n {
+    /// Evaluates at `x` (of a fitted model): fills the scratch with the
+    /// exponents, the weights and the partial sums of [`Packed`] and returns
+    /// the lane-partial sums of the weights.
+    fn evaluate(&mut self, x: &[f64]) -> [f64; LANES] {
+        if self.packed.alpha.len() != self.alpha.len().next_multiple_of(LANES) {
             // only the first evaluation after a deserialisation
-            self.squared_distances = vec![0.0; n];
-            self.weights = vec![0.0; n];
+            self.packed = Packed::new(&self.basis, &self.alpha, self.dim, self.sigma);
         }
-        let r2 = &mut self.squared_distances;
-        r2.fill(0.0);
-        for (xl, column) in x.iter().zip(self.basis.chunks_exact(n.max(1))) {
-            for (r, z) in r2.iter_mut().zip(column) {
-                let diff = xl - z;
-                *r += diff * diff;
+        pulp::Arch::new().dispatch(Evaluation {
+            packed: &mut self.packed,
+            x,
+            sigma: self.sigma,
+        })
+    }
+}
+
+/// One evaluation pass over the basis as a [`pulp::WithSimd`] operation:
+/// dispatched to the best instruction set of the running CPU (AVX2 + FMA on
+/// x86-64 where available), where its loops over blocks of [`LANES`] points
+/// vectorise, the exponential included (see
+/// [`kameleon_kernels::fastmath::exp`]). The products are accumulated with
+/// `f64::mul_add`, a fused multiply-add on every CPU (in software where the
+/// instruction is missing), so the result does not depend on the CPU.
+struct Evaluation<'a> {
+    packed: &'a mut Packed,
+    x: &'a [f64],
+    sigma: f64,
+}
+
+impl pulp::WithSimd for Evaluation<'_> {
+    type Output = [f64; LANES];
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> [f64; LANES] {
+        let Self { packed, x, sigma } = self;
+        let Packed {
+            centre,
+            points,
+            offsets,
+            alpha,
+            direction,
+            exponents,
+            weights,
+            sums,
+        } = packed;
+        let mut norm = 0.0;
+        for ((y, xl), cl) in direction.iter_mut().zip(x).zip(centre.iter()) {
+            let v = xl - cl;
+            norm = v.mul_add(v, norm);
+            *y = 2.0 / sigma * v;
+        }
+        let base = simd.splat_f64s(-norm / sigma);
+        let block_len = direction.len() * LANES;
+        let block = |b: usize| {
+            points[b * block_len..(b + 1) * block_len]
+                .as_chunks::<LANES>()
+                .0
+        };
+        // the exponents, block by block: a d × n mat-vec
+        let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
+        let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
+        for (b, (exponent, offset)) in exponent_blocks.zip(offset_blocks).enumerate() {
+            let e = S::as_mut_simd_f64s(exponent).0;
+            for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
+                *e = simd.add_f64s(*o, base);
+            }
+            for (row, y) in block(b).iter().zip(direction.iter()) {
+                let y = simd.splat_f64s(*y);
+                for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
+                    *e = simd.mul_add_f64s(*z, y, *e);
+                }
             }
         }
-        let sigma = self.sigma;
-        for ((w, r), a) in self.weights.iter_mut().zip(r2.iter()).zip(&self.alpha) {
-            *w = a * exp(-r / sigma);
+        // the weights: one vectorised loop of exponentials
+        for ((w, e), a) in weights
+            .iter_mut()
+            .zip(exponents.iter_mut())
+            .zip(alpha.iter())
+        {
+            // the distance is ≥ 0: clip the rounding of the expansion
+            *e = e.min(0.0);
+            *w = a * exp(*e);
         }
+        // the weighted sums, block by block: a d × n mat-vec
+        sums.fill(0.0);
+        let mut total = [0.0; LANES];
+        for (b, weight) in weights.as_chunks::<LANES>().0.iter().enumerate() {
+            let w = S::as_simd_f64s(weight).0;
+            for (row, sum) in block(b).iter().zip(sums.as_chunks_mut::<LANES>().0) {
+                let sum = S::as_mut_simd_f64s(sum).0;
+                for ((s, z), w) in sum.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
+                    *s = simd.mul_add_f64s(*w, *z, *s);
+                }
+            }
+            for (t, w) in S::as_mut_simd_f64s(&mut total).0.iter_mut().zip(w) {
+                *t = simd.add_f64s(*t, *w);
+            }
+        }
+        total
     }
 }
 
-/// The lite gradient as a [`pulp::WithSimd`] operation: dispatched to the
-/// best instruction set of the running CPU (AVX2 on x86-64 where available),
-/// so its loops vectorise 4 wide. No FMA contraction happens (Rust never
-/// contracts), so the result does not depend on the CPU.
-struct LiteGradient<'a> {
-    model: &'a mut LiteEstimator,
-    x: &'a [f64],
-    out: &'a mut [f64],
-}
-
-impl pulp::WithSimd for LiteGradient<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        let Self { model, x, out } = self;
-        model.evaluate_weights(x);
-        // ∂_l f = −(2/σ) Σᵢ αᵢ kᵢ (x_l − z_il)
-        let n = model.alpha.len();
-        for ((g, xl), column) in out.iter_mut().zip(x).zip(model.basis.chunks_exact(n)) {
-            *g = -2.0 / model.sigma * weighted_differences(&model.weights, column, *xl);
-        }
-    }
-}
-
-/// `Σᵢ wᵢ (x_l − z_il)` over one basis column, in four interleaved partial
-/// sums so that the loop vectorises.
-#[inline(always)]
-fn weighted_differences(weights: &[f64], column: &[f64], xl: f64) -> f64 {
-    let mut lanes = [0.0; 4];
-    let (w_chunks, z_chunks) = (weights.chunks_exact(4), column.chunks_exact(4));
-    let (w_rest, z_rest) = (w_chunks.remainder(), z_chunks.remainder());
-    for (w, z) in w_chunks.zip(z_chunks) {
-        for k in 0..4 {
-            lanes[k] += w[k] * (xl - z[k]);
-        }
-    }
-    let tail: f64 = w_rest.iter().zip(z_rest).map(|(w, z)| w * (xl - z)).sum();
-    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
+/// The sum of lane-partial sums, in a fixed order.
+fn lane_sum(lanes: &[f64; LANES]) -> f64 {
+    lanes.iter().sum()
 }
 
 /// The lite statistics of Prop. 1 on basis = data `z` (n × d): the kernel
@@ -258,13 +374,21 @@ impl GradientModel for LiteEstimator {
         }
         check_points(points, points.ncols())?;
         let LiteSystem { kernel, b, mut c } = lite_system(points, self.sigma);
-        for i in 0..n {
-            for j in 0..n {
-                let reg = match self.regulariser {
-                    LiteRegulariser::Identity => 0.0,
-                    LiteRegulariser::KernelPlusIdentity => kernel[(i, j)],
-                };
-                c[(i, j)] += self.lambda * (reg + if i == j { 1.0 } else { 0.0 });
+        // column by column (faer is column-major); only the lower triangle
+        // is read by the Cholesky factorisation
+        match self.regulariser {
+            LiteRegulariser::Identity => {
+                for i in 0..n {
+                    c[(i, i)] += self.lambda;
+                }
+            }
+            LiteRegulariser::KernelPlusIdentity => {
+                for j in 0..n {
+                    for i in j..n {
+                        let identity = if i == j { 1.0 } else { 0.0 };
+                        c[(i, j)] += self.lambda * (kernel[(i, j)] + identity);
+                    }
+                }
             }
         }
         let llt = c
@@ -278,15 +402,16 @@ impl GradientModel for LiteEstimator {
         self.basis.clear();
         self.basis
             .extend((0..d).flat_map(|l| (0..n).map(move |i| points[(i, l)])));
-        self.squared_distances = vec![0.0; n];
-        self.weights = vec![0.0; n];
+        self.packed = Packed::new(&self.basis, &self.alpha, d, self.sigma);
         Ok(())
     }
 
     fn log_density_unnormalised(&mut self, x: &[f64]) -> f64 {
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
-        self.evaluate_weights(x);
-        self.weights.iter().sum()
+        if self.alpha.is_empty() {
+            return 0.0;
+        }
+        lane_sum(&self.evaluate(x))
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
@@ -296,22 +421,35 @@ impl GradientModel for LiteEstimator {
             out.fill(0.0);
             return;
         }
-        pulp::Arch::new().dispatch(LiteGradient {
-            model: self,
-            x,
-            out,
-        });
+        let total = lane_sum(&self.evaluate(x));
+        // ∇f = (2/σ) Σᵢ wᵢ (zᵢ − c) − (2/σ)(x − c) Σᵢ wᵢ
+        let scale = 2.0 / self.sigma;
+        let Packed {
+            direction, sums, ..
+        } = &self.packed;
+        for ((g, sum), y) in out
+            .iter_mut()
+            .zip(sums.as_chunks::<LANES>().0)
+            .zip(direction)
+        {
+            *g = scale * lane_sum(sum) - y * total;
+        }
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
         self.grad_log_density(x, grad);
-        // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k
-        let (s, d) = (self.sigma, x.len() as f64);
-        self.weights
-            .iter()
-            .zip(&self.squared_distances)
-            .map(|(w, r2)| (4.0 / (s * s) * r2 - 2.0 * d / s) * w)
-            .sum()
+        // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k = −(2/σ)(2e + d) k with the
+        // exponent e = −‖x − z‖²/σ
+        let d = x.len() as f64;
+        let Packed {
+            weights, exponents, ..
+        } = &self.packed;
+        -2.0 / self.sigma
+            * weights
+                .iter()
+                .zip(exponents)
+                .map(|(w, e)| (2.0 * e + d) * w)
+                .sum::<f64>()
     }
 }
 
