@@ -55,6 +55,10 @@ pub struct LiteEstimator {
 /// `f64`, so that two independent exponential evaluations are in flight.
 const LANES: usize = 8;
 
+/// Basis points per chunk of an evaluation pass (a multiple of [`LANES`]):
+/// the three steps of the pass run chunk by chunk on data in the L1 cache.
+const CHUNK: usize = 64;
+
 /// The fitted basis in the layout the evaluations stream through, and their
 /// scratch. With the centre `c` (the mean of the basis points), the
 /// evaluation at `x` uses the expanded distance
@@ -75,7 +79,8 @@ struct Packed {
     /// The centre `c`, length d.
     centre: Vec<f64>,
     /// Blocks of [`LANES`] points: `z_{bL+k, l} − c_l` at `(b d + l) L + k`
-    /// (`L` = [`LANES`]); the padding points are zero.
+    /// (`L` = [`LANES`]), padded with zero points to a whole number of
+    /// [`CHUNK`]s.
     points: Vec<f64>,
     /// `−‖zᵢ − c‖²/σ` per point (0 for the padding).
     offsets: Vec<f64>,
@@ -96,7 +101,7 @@ impl Packed {
     /// The layout of the basis `z` (n × d, column-major slice) and `alpha`.
     fn new(basis: &[f64], alpha: &[f64], dim: usize, sigma: f64) -> Self {
         let n = alpha.len();
-        let blocks = n.div_ceil(LANES);
+        let blocks = n.next_multiple_of(CHUNK) / LANES;
         let columns = || basis.chunks_exact(n.max(1)).take(dim);
         let centre: Vec<f64> = columns()
             .map(|column| column.iter().sum::<f64>() / n as f64)
@@ -185,7 +190,7 @@ impl LiteEstimator {
     /// exponents, the weights and the partial sums of [`Packed`] and returns
     /// the lane-partial sums of the weights.
     fn evaluate(&mut self, x: &[f64]) -> [f64; LANES] {
-        if self.packed.alpha.len() != self.alpha.len().next_multiple_of(LANES) {
+        if self.packed.alpha.len() != self.alpha.len().next_multiple_of(CHUNK) {
             // only the first evaluation after a deserialisation
             self.packed = Packed::new(&self.basis, &self.alpha, self.dim, self.sigma);
         }
@@ -204,6 +209,11 @@ impl LiteEstimator {
 /// [`kameleon_kernels::fastmath::exp`]). The products are accumulated with
 /// `f64::mul_add`, a fused multiply-add on every CPU (in software where the
 /// instruction is missing), so the result does not depend on the CPU.
+///
+/// The pass is fused chunk by chunk ([`CHUNK`] points, whose exponents,
+/// weights and basis rows stay in the L1 cache between the three steps);
+/// each lane of a partial sum adds its points in basis order, so the result
+/// does not depend on [`CHUNK`] either.
 struct Evaluation<'a> {
     packed: &'a mut Packed,
     x: &'a [f64],
@@ -215,6 +225,12 @@ impl pulp::WithSimd for Evaluation<'_> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) -> [f64; LANES] {
+        const {
+            assert!(
+                LANES.is_multiple_of(S::F64_LANES),
+                "a block of LANES points is a whole number of vectors"
+            )
+        };
         let Self { packed, x, sigma } = self;
         let Packed {
             centre,
@@ -234,49 +250,59 @@ impl pulp::WithSimd for Evaluation<'_> {
         }
         let base = simd.splat_f64s(-norm / sigma);
         let block_len = direction.len() * LANES;
-        let block = |b: usize| {
-            points[b * block_len..(b + 1) * block_len]
-                .as_chunks::<LANES>()
-                .0
-        };
-        // the exponents, block by block: a d × n mat-vec
-        let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
-        let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
-        for (b, (exponent, offset)) in exponent_blocks.zip(offset_blocks).enumerate() {
-            let e = S::as_mut_simd_f64s(exponent).0;
-            for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
-                *e = simd.add_f64s(*o, base);
-            }
-            for (row, y) in block(b).iter().zip(direction.iter()) {
-                let y = simd.splat_f64s(*y);
-                for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
-                    *e = simd.mul_add_f64s(*z, y, *e);
-                }
-            }
-        }
-        // the weights: one vectorised loop of exponentials
-        for ((w, e), a) in weights
-            .iter_mut()
-            .zip(exponents.iter_mut())
-            .zip(alpha.iter())
-        {
-            // the distance is ≥ 0: clip the rounding of the expansion
-            *e = e.min(0.0);
-            *w = a * exp(*e);
-        }
-        // the weighted sums, block by block: a d × n mat-vec
         sums.fill(0.0);
         let mut total = [0.0; LANES];
-        for (b, weight) in weights.as_chunks::<LANES>().0.iter().enumerate() {
-            let w = S::as_simd_f64s(weight).0;
-            for (row, sum) in block(b).iter().zip(sums.as_chunks_mut::<LANES>().0) {
-                let sum = S::as_mut_simd_f64s(sum).0;
-                for ((s, z), w) in sum.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
-                    *s = simd.mul_add_f64s(*w, *z, *s);
+        let chunks = points
+            .chunks_exact(CHUNK / LANES * block_len)
+            .zip(offsets.chunks_exact(CHUNK))
+            .zip(alpha.chunks_exact(CHUNK))
+            .zip(exponents.chunks_exact_mut(CHUNK))
+            .zip(weights.chunks_exact_mut(CHUNK));
+        for ((((points, offsets), alpha), exponents), weights) in chunks {
+            // the exponents, block by block: a d × CHUNK mat-vec
+            let rows = points.as_chunks::<LANES>().0;
+            let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
+            let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
+            let row_blocks = rows.chunks_exact(direction.len());
+            for ((exponent, offset), block) in exponent_blocks.zip(offset_blocks).zip(row_blocks) {
+                let e = S::as_mut_simd_f64s(exponent).0;
+                for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
+                    *e = simd.add_f64s(*o, base);
+                }
+                for (row, y) in block.iter().zip(direction.iter()) {
+                    let y = simd.splat_f64s(*y);
+                    for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
+                        *e = simd.mul_add_f64s(*z, y, *e);
+                    }
                 }
             }
-            for (t, w) in S::as_mut_simd_f64s(&mut total).0.iter_mut().zip(w) {
-                *t = simd.add_f64s(*t, *w);
+            // the weights: one vectorised loop of exponentials
+            for ((w, e), a) in weights.iter_mut().zip(exponents.iter_mut()).zip(alpha) {
+                // the distance is ≥ 0: clip the rounding of the expansion
+                *e = e.min(0.0);
+                *w = a * exp(*e);
+            }
+            // the weighted sums, coordinate by coordinate (a d × CHUNK
+            // mat-vec): the LANES partial sums of one coordinate stay in
+            // registers over the chunk's blocks
+            let weight_blocks = weights.as_chunks::<LANES>().0;
+            for (l, sum) in sums.as_chunks_mut::<LANES>().0.iter_mut().enumerate() {
+                let mut acc = *sum;
+                let s = S::as_mut_simd_f64s(&mut acc).0;
+                let column = rows.chunks_exact(direction.len()).map(|block| &block[l]);
+                for (weight, row) in weight_blocks.iter().zip(column) {
+                    let w = S::as_simd_f64s(weight).0;
+                    for ((s, z), w) in s.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
+                        *s = simd.mul_add_f64s(*w, *z, *s);
+                    }
+                }
+                *sum = acc;
+            }
+            for weight in weight_blocks {
+                let t = S::as_mut_simd_f64s(&mut total).0;
+                for (t, w) in t.iter_mut().zip(S::as_simd_f64s(weight).0) {
+                    *t = simd.add_f64s(*t, *w);
+                }
             }
         }
         total

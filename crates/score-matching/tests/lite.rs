@@ -163,16 +163,27 @@ fn lite_rejects_bad_input() {
 
 /// The fast evaluation (expanded distances `‖z − c‖² + ‖x − c‖² − 2(z − c)ᵀ(x − c)`
 /// about the basis mean `c`, and `∇f = (2/σ)[Σ wᵢ(zᵢ − c) − (x − c) Σ wᵢ]`)
-/// agrees with the direct form `Σ αᵢ exp(−‖x − zᵢ‖²/σ)` and
-/// `−(2/σ) Σ wᵢ (x − zᵢ)` (libm `exp`), on data far from the origin and at
-/// points on, between and away from the basis, n not a multiple of the
-/// block size. Rounding analysis: the exponent's absolute error is a few ulp
-/// of `(‖zᵢ − c‖² + ‖x − c‖²)/σ`, the gradient's cancellation error a few
-/// ulp of `(2/σ) Σ |wᵢ| (‖zᵢ − c‖ + ‖x − c‖)`; the bound below is 10⁻¹³
-/// (≈ 450 ulp, for sums of 37 terms) of their product scale.
+/// agrees with the direct form `Σ αᵢ exp(−‖x − zᵢ‖²/σ)`,
+/// `−(2/σ) Σ wᵢ (x − zᵢ)` and the Laplacian `Σ wᵢ ((4/σ²)‖x − zᵢ‖² − 2d/σ)`
+/// (libm `exp`), on data far from the origin and at points on, between and
+/// away from the basis; with n not a multiple of the block or chunk size,
+/// in one chunk of the evaluation pass (n = 37, d = 5) and in three
+/// (n = 150, d = 11). Rounding analysis: the
+/// exponent's absolute error is a few ulp of `(‖zᵢ − c‖² + ‖x − c‖²)/σ`,
+/// the gradient's cancellation error a few ulp of
+/// `(2/σ) Σ |wᵢ| (‖zᵢ − c‖ + ‖x − c‖)`; the bound below is 10⁻¹³
+/// (≈ 450 ulp, for sums of up to 150 terms) of their product scale, which
+/// also bounds the Laplacian's error (its terms are the exponents times
+/// `4wᵢ/σ` plus `2d wᵢ/σ`).
 #[test]
 fn fast_evaluation_matches_the_direct_form() {
-    let (n, d, sigma) = (37, 5, 3.0);
+    for (n, d) in [(37, 5), (150, 11)] {
+        check_fast_evaluation(n, d);
+    }
+}
+
+fn check_fast_evaluation(n: usize, d: usize) {
+    let sigma = 3.0;
     let mut points = uniform_points(n, d, 9);
     for i in 0..n {
         for l in 0..d {
@@ -185,7 +196,7 @@ fn fast_evaluation_matches_the_direct_form() {
         .map(|l| (0..n).map(|i| points[(i, l)]).sum::<f64>() / n as f64)
         .collect();
     let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
-    let mut xs: Vec<Vec<f64>> = vec![row(&points, 0), row(&points, 36), centre.clone()];
+    let mut xs: Vec<Vec<f64>> = vec![row(&points, 0), row(&points, n - 1), centre.clone()];
     xs.push(
         (0..d)
             .map(|l| 0.5 * (points[(3, l)] + points[(8, l)]))
@@ -193,13 +204,15 @@ fn fast_evaluation_matches_the_direct_form() {
     );
     xs.push(centre.iter().map(|c| c + 2.5).collect());
     for x in xs {
-        let (mut direct_grad, mut direct_f, mut scale) = (vec![0.0; d], 0.0, 0.0);
+        let (mut direct_grad, mut direct_f, mut direct_laplacian, mut scale) =
+            (vec![0.0; d], 0.0, 0.0, 0.0);
         let xc: Vec<f64> = x.iter().zip(&centre).map(|(a, c)| a - c).collect();
         for i in 0..n {
             let z = row(&points, i);
             let r2: f64 = x.iter().zip(&z).map(|(a, b)| (a - b).powi(2)).sum();
             let w = model.alpha()[i] * (-r2 / sigma).exp();
             direct_f += w;
+            direct_laplacian += w * (4.0 * r2 / (sigma * sigma) - 2.0 * d as f64 / sigma);
             for l in 0..d {
                 direct_grad[l] -= 2.0 / sigma * w * (x[l] - z[l]);
             }
@@ -208,7 +221,11 @@ fn fast_evaluation_matches_the_direct_form() {
             scale += 2.0 / sigma * w.abs() * (nz + nx + 1.0) * (1.0 + (nz * nz + nx * nx) / sigma);
         }
         let mut grad = vec![0.0; d];
-        model.grad_log_density(&x, &mut grad);
+        let laplacian = model.grad_and_laplacian(&x, &mut grad);
+        assert!(
+            (laplacian - direct_laplacian).abs() <= 1e-13 * scale * (1.0 + d as f64),
+            "{laplacian} vs {direct_laplacian} (scale {scale})"
+        );
         for l in 0..d {
             assert!(
                 (grad[l] - direct_grad[l]).abs() <= 1e-13 * scale,
