@@ -30,6 +30,10 @@
 //! [`median_heuristic`] (or the buffer-reusing [`MedianHeuristic`]) gives a
 //! data-driven `ℓ`.
 //!
+//! [`Kernel::gradient_gram`] gives the KAMH covariance's ingredients `M Mᵀ`
+//! and `M1` without forming M for the radial kernels; the [`simd`] module
+//! holds the block loads and stores its SIMD kernels share with callers.
+//!
 //! Where a kernel is not differentiable (Laplacian at a vanishing coordinate
 //! of `x − y`, Matérn ν ≤ 1/2 at `x = y`), each type documents what its
 //! gradient and Hessian diagonal return there.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// blocks without forming M; otherwise M is formed in a buffer here and
 /// multiplied out. A build costs O(n d²) and allocates nothing. Measured
 /// with callgrind (n = 1000, d = 8, Gaussian): 96 instructions per point
-/// with M formed point by point and multiplied out in SIMD panels, 77 with
+/// with M formed point by point and multiplied out in SIMD panels, 68 with
 /// the fused kernel. This is the building block of [`crate::Kamh`]; cKAM
 /// freezes the same matrix at its exploration/sampling switch.
 ///
