@@ -72,20 +72,10 @@ impl pulp::WithSimd for RankUpdate<'_> {
         } = self;
         let (m, k) = (factor.nrows(), vectors.ncols());
         for j in 0..m {
-            let column = factor
-                .as_mut()
-                .col_mut(j)
-                .try_as_col_major_mut()
-                .expect("contiguous factor columns")
-                .as_slice_mut();
+            let column = column_mut(factor.as_mut(), j);
             let (diagonal, below) = column[j..].split_first_mut().expect("j < m");
             for p in 0..k {
-                let v = vectors
-                    .as_mut()
-                    .col_mut(p)
-                    .try_as_col_major_mut()
-                    .expect("contiguous vectors")
-                    .as_slice_mut();
+                let v = column_mut(vectors.as_mut(), p);
                 let (head, v_below) = v[j..].split_first_mut().expect("j < m");
                 let (l, vj) = (*diagonal, *head);
                 let r = l.mul_add(l, vj * vj).sqrt();
@@ -99,6 +89,16 @@ impl pulp::WithSimd for RankUpdate<'_> {
         }
         Ok(())
     }
+}
+
+/// Column j of a matrix with contiguous columns, as a slice.
+#[inline(always)]
+fn column_mut(matrix: MatMut<'_, f64>, j: usize) -> &mut [f64] {
+    matrix
+        .col_mut(j)
+        .try_as_col_major_mut()
+        .expect("contiguous columns")
+        .as_slice_mut()
 }
 
 /// `(a_i, b_i) ← (c a_i + s b_i, c b_i − s a_i)`: one Givens rotation of two
