@@ -1,9 +1,10 @@
 //! The finite estimator (KMC Prop. 2): `f = θᵀφ(x)` on an explicit feature map.
 
+use crate::cholesky_update::rank_update;
 use crate::error::{check_points, positive};
 use crate::{GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::cholesky::llt::{factor, update::rank_r_update_clobber};
+use faer::linalg::cholesky::llt::factor;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{
@@ -39,7 +40,8 @@ const BLOCK_COLUMNS: usize = 256;
 /// with every point, a full-rank change that no low-rank update can follow.
 /// The estimator therefore keeps the Cholesky factor `L` of `S + t₀λI`, where
 /// `t₀` is the count at the last full factorisation; each new point updates
-/// `L` by the rank-d term `J Jᵀ` (`rank_r_update_clobber`), and `θ̂` is then
+/// `L` by the rank-d term `J Jᵀ` (Givens rotations, one pass over the
+/// triangle), and `θ̂` is then
 /// solved *exactly* for the true matrix `S + tλI = LLᵀ + (t − t₀)λI` by
 /// conjugate gradients preconditioned with `LLᵀ`, warm-started at the previous
 /// `θ̂`. The preconditioned matrix has eigenvalues in `[1, t/t₀]`; a full
@@ -116,7 +118,6 @@ struct Workspace {
     jacobian: Mat<f64>,
     second: Mat<f64>,
     clobbered: Mat<f64>,
-    weights: Col<f64>,
     residual: Col<f64>,
     preconditioned: Col<f64>,
     direction: Col<f64>,
@@ -138,7 +139,6 @@ impl Workspace {
             jacobian: Mat::zeros(m, d),
             second: Mat::zeros(m, d),
             clobbered: Mat::zeros(m, d),
-            weights: Col::zeros(d),
             residual: Col::zeros(m),
             preconditioned: Col::zeros(m),
             direction: Col::zeros(m),
@@ -268,13 +268,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             return self.refactorise();
         }
         self.work.clobbered.copy_from(&self.work.jacobian);
-        self.work.weights.fill(1.0);
-        let updated = rank_r_update_clobber(
-            self.cholesky.as_mut(),
-            self.work.clobbered.as_mut(),
-            self.work.weights.as_mut().as_diagonal_mut(),
-        );
-        if updated.is_err() {
+        if rank_update(self.cholesky.as_mut(), self.work.clobbered.as_mut()).is_err() {
             return self.refactorise();
         }
         match self.ridge_schedule {
