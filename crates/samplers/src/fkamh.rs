@@ -263,7 +263,7 @@ impl<F: FeatureMap> FKamh<F> {
 /// from [`FeatureMap::argument_derivatives`] scale the rows of the fixed
 /// frequency matrix Ω (copied here once). Measured with callgrind (D = 350,
 /// d = 8): 77k instructions per Jacobian through [`FeatureMap::jacobian`],
-/// 54k this way (45k of them the derivatives). Other maps (Fastfood) use their own Jacobian.
+/// 32k this way. Other maps (Fastfood) use their own Jacobian.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct JacobianSource {
     /// Ω, D × d column-major, if the map has the structure.
