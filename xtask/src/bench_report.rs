@@ -575,23 +575,32 @@ fn lite_gradient_flops(n: f64, d: f64) -> f64 {
     n * (4.0 * d + TRANSCENDENTAL_FLOPS)
 }
 
-/// Flops of one finite gradient `−√(2/m) Ωᵀ(θ ∘ sin(Ωx + b))`:
-/// 2md for Ωx, m sines, m products with θ and 2md for Ωᵀ.
+/// Flops of one finite gradient `−√(2/m) Ωᵀ(θ ∘ sin(Ωx + b))`, one fused
+/// pass over tiles of features: 2md for Ωx (fused multiply-adds), m sines,
+/// m products with θ and 2md for Ωᵀ.
 fn finite_gradient_flops(m: f64, d: f64) -> f64 {
     m * (4.0 * d + TRANSCENDENTAL_FLOPS + 1.0)
 }
 
-/// Flops of one online update: the rank-d Cholesky update (2dm²) and at
-/// least one preconditioned solve iteration (two triangular solves and a
-/// product with the factor: 4m²).
-fn finite_update_flops(m: f64, d: f64) -> f64 {
-    2.0 * d * m * m + 4.0 * m * m
+/// Flops of the rank-d Givens update of the m × m Cholesky factor: d
+/// rotations of each of the m²/2 entries below the diagonal, 6 flops each
+/// (`c·l + s·v` and `c·v − s·l`).
+fn rank_update_flops(m: f64, d: f64) -> f64 {
+    3.0 * d * m * m
 }
 
-/// Flops of one online update with a fixed ridge on the sums: the rank-d
-/// Cholesky update (2dm²) and two triangular solves (2m²).
+/// Flops of one online update with the default ridge: adding `J Jᵀ` to the
+/// sums (2dm²), the rank-d Cholesky update and at least one preconditioned
+/// solve iteration (a product with the sums and two triangular solves: 4m²).
+fn finite_update_flops(m: f64, d: f64) -> f64 {
+    2.0 * d * m * m + rank_update_flops(m, d) + 4.0 * m * m
+}
+
+/// Flops of one online update with a fixed ridge on the sums: adding `J Jᵀ`
+/// to the sums (2dm²), the rank-d Cholesky update and two triangular solves
+/// (2m²).
 fn finite_fixed_ridge_update_flops(m: f64, d: f64) -> f64 {
-    2.0 * d * m * m + 2.0 * m * m
+    2.0 * d * m * m + rank_update_flops(m, d) + 2.0 * m * m
 }
 
 /// Flops of the lite fit: the kernel matrix's triangle (n²/2 (3d + exp)),

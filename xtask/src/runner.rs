@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// One shard i/N (1-based i) of a grid's jobs.
@@ -191,11 +192,8 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         .filter(|j| opts.force || existing_record(&jobs_dir, j, &params, experiment).is_none())
         .collect();
 
-    let bars = if opts.progress && std::io::stderr().is_terminal() {
-        MultiProgress::new()
-    } else {
-        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-    };
+    let tracker = Progress::new(opts, experiment.name, mine.len());
+    let bars = &tracker.bars;
     let overall = bars.add(ProgressBar::new(mine.len() as u64));
     overall.set_style(
         ProgressStyle::with_template("{prefix} chains {pos}/{len} [{elapsed_precise}] ETA {eta}")
@@ -245,16 +243,14 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
             bar.finish_and_clear();
             bars.remove(&bar);
             overall.inc(1);
+            tracker.finished(&bar.prefix());
             Ok(record)
         })
         .collect::<Result<_>>()?;
     overall.finish_and_clear();
     report_wall_times(&new_records, started.elapsed().as_secs_f64());
 
-    let records = read_records(&jobs_dir, experiment.name)?
-        .into_iter()
-        .filter(|r| r.params == params)
-        .collect::<Vec<_>>();
+    let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, Some(params))?;
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(
@@ -300,21 +296,17 @@ fn reproduce_study(
     let jobs_dir = dir.join("jobs");
     std::fs::create_dir_all(&jobs_dir)
         .with_context(|| format!("creating {}", jobs_dir.display()))?;
-    let existing: Vec<usize> = read_study_records(&jobs_dir, experiment.name)?
+    let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, Some(params))?
         .into_iter()
-        .filter(|r| r.params == params)
-        .map(|r| r.replicate)
+        .map(|r: StudyRecord| r.replicate)
         .collect();
     let mine: Vec<usize> = (0..params.chains)
         .filter(|&k| opts.shard.is_none_or(|s| s.contains(k)))
         .filter(|k| opts.force || !existing.contains(k))
         .collect();
 
-    let bars = if opts.progress && std::io::stderr().is_terminal() {
-        MultiProgress::new()
-    } else {
-        MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-    };
+    let tracker = Progress::new(opts, experiment.name, mine.len());
+    let bars = &tracker.bars;
     let style = ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos}/{len} ETA {eta}")
         .expect("static template")
         .progress_chars("=> ");
@@ -362,6 +354,7 @@ fn reproduce_study(
             std::fs::rename(&tmp, jobs_dir.join(format!("{id}.json")))?;
             bar.finish_and_clear();
             bars.remove(&bar);
+            tracker.finished(&bar.prefix());
             Ok(())
         })
         .collect::<Result<()>>()?;
@@ -371,10 +364,7 @@ fn reproduce_study(
         experiment.name,
         started.elapsed().as_secs_f64()
     );
-    let records: Vec<StudyRecord> = read_study_records(&jobs_dir, experiment.name)?
-        .into_iter()
-        .filter(|r| r.params == params)
-        .collect();
+    let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, Some(params))?;
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(
@@ -410,15 +400,8 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
     std::fs::create_dir_all(dir.join("jobs"))?;
     let mut records = Vec::new();
     for input in inputs {
-        let src = if input.join(experiment.name).join("jobs").is_dir() {
-            input.join(experiment.name)
-        } else {
-            input.clone()
-        };
-        if !src.join("jobs").is_dir() {
-            bail!("{} holds no jobs/ directory", input.display());
-        }
-        let found = read_records(&src.join("jobs"), experiment.name)?;
+        let src = shard_source(input, experiment)?;
+        let found: Vec<JobRecord> = read_records(&src.join("jobs"), experiment.name, None)?;
         let same_dir = std::fs::canonicalize(&src)? == std::fs::canonicalize(&dir)?;
         if !same_dir {
             for r in &found {
@@ -436,17 +419,7 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         }
         records.extend(found);
     }
-    let Some(first) = records.first() else {
-        bail!("no job records found in the given directories");
-    };
-    let params = first.params;
-    if let Some(r) = records.iter().find(|r| r.params != params) {
-        bail!(
-            "shards disagree: {:?} and {:?} (different --quick, --seed or --chains)",
-            params,
-            r.params
-        );
-    }
+    let params = agreed_params(&records, "job")?;
     let cells = (protocol.cells)(params.quick);
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
@@ -464,16 +437,9 @@ fn merge_study(
     std::fs::create_dir_all(dir.join("jobs"))?;
     let mut records: BTreeMap<usize, StudyRecord> = BTreeMap::new();
     for input in inputs {
-        let src = if input.join(experiment.name).join("jobs").is_dir() {
-            input.join(experiment.name)
-        } else {
-            input.clone()
-        };
-        if !src.join("jobs").is_dir() {
-            bail!("{} holds no jobs/ directory", input.display());
-        }
+        let src = shard_source(input, experiment)?;
         let same_dir = std::fs::canonicalize(&src)? == std::fs::canonicalize(&dir)?;
-        for r in read_study_records(&src.join("jobs"), experiment.name)? {
+        for r in read_records::<StudyRecord>(&src.join("jobs"), experiment.name, None)? {
             if !same_dir {
                 let file = format!("{}.json", replicate_id(r.replicate));
                 let from = src.join("jobs").join(&file);
@@ -483,18 +449,8 @@ fn merge_study(
             records.entry(r.replicate).or_insert(r);
         }
     }
-    let Some(first) = records.values().next() else {
-        bail!("no replicate records found in the given directories");
-    };
-    let params = first.params;
-    if let Some(r) = records.values().find(|r| r.params != params) {
-        bail!(
-            "shards disagree: {:?} and {:?} (different --quick, --seed or --chains)",
-            params,
-            r.params
-        );
-    }
     let records: Vec<StudyRecord> = records.into_values().collect();
+    let params = agreed_params(&records, "replicate")?;
     let summary = Summary::from_study(experiment, study, params, &records)?;
     write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
     Ok(summary)
@@ -579,15 +535,47 @@ fn existing_record(
     (r.params == *params && r.experiment == experiment.name).then_some(r)
 }
 
-fn read_study_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<StudyRecord>> {
+/// A record file (`jobs/*.json`) of a chain or of a study's replicate.
+trait RecordFile: serde::de::DeserializeOwned {
+    /// The experiment that wrote it.
+    fn experiment(&self) -> &str;
+    /// The run parameters it was made with.
+    fn params(&self) -> RunParams;
+}
+
+impl RecordFile for JobRecord {
+    fn experiment(&self) -> &str {
+        &self.experiment
+    }
+    fn params(&self) -> RunParams {
+        self.params
+    }
+}
+
+impl RecordFile for StudyRecord {
+    fn experiment(&self) -> &str {
+        &self.experiment
+    }
+    fn params(&self) -> RunParams {
+        self.params
+    }
+}
+
+/// The records of `experiment` in `jobs_dir`, only those made with `params`
+/// if given.
+fn read_records<R: RecordFile>(
+    jobs_dir: &Path,
+    experiment: &str,
+    params: Option<RunParams>,
+) -> Result<Vec<R>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(jobs_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json") {
             let text = std::fs::read_to_string(&path)?;
-            let r: StudyRecord = serde_json::from_str(&text)
+            let r: R = serde_json::from_str(&text)
                 .with_context(|| format!("parsing {}", path.display()))?;
-            if r.experiment == experiment {
+            if r.experiment() == experiment && params.is_none_or(|p| r.params() == p) {
                 out.push(r);
             }
         }
@@ -595,20 +583,82 @@ fn read_study_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<StudyReco
     Ok(out)
 }
 
-fn read_records(jobs_dir: &Path, experiment: &str) -> Result<Vec<JobRecord>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(jobs_dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let text = std::fs::read_to_string(&path)?;
-            let r: JobRecord = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", path.display()))?;
-            if r.experiment == experiment {
-                out.push(r);
-            }
+/// The parameters every merged record was made with; an error if there are
+/// none or the shards disagree.
+fn agreed_params<R: RecordFile>(records: &[R], kind: &str) -> Result<RunParams> {
+    let Some(first) = records.first() else {
+        bail!("no {kind} records found in the given directories");
+    };
+    let params = first.params();
+    if let Some(r) = records.iter().find(|r| r.params() != params) {
+        bail!(
+            "shards disagree: {:?} and {:?} (different --quick, --seed or --chains)",
+            params,
+            r.params()
+        );
+    }
+    Ok(params)
+}
+
+/// The experiment's directory inside a merge input (`DIR/<name>/` or `DIR`
+/// itself), which must hold a `jobs/` directory.
+fn shard_source(input: &Path, experiment: &Experiment) -> Result<PathBuf> {
+    let src = if input.join(experiment.name).join("jobs").is_dir() {
+        input.join(experiment.name)
+    } else {
+        input.to_path_buf()
+    };
+    if !src.join("jobs").is_dir() {
+        bail!("{} holds no jobs/ directory", input.display());
+    }
+    Ok(src)
+}
+
+/// Progress of a run: bars on a terminal; otherwise (a log file, CI) one
+/// line on stderr per finished chain or replicate, so long runs still show
+/// how far they are.
+struct Progress {
+    /// The bars (drawn only on a terminal).
+    bars: MultiProgress,
+    /// Whether to print a line per finished unit.
+    lines: bool,
+    experiment: &'static str,
+    total: usize,
+    done: AtomicUsize,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(opts: &RunOptions, experiment: &'static str, total: usize) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let bars = if opts.progress && terminal {
+            MultiProgress::new()
+        } else {
+            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+        };
+        Self {
+            bars,
+            lines: opts.progress && !terminal,
+            experiment,
+            total,
+            done: AtomicUsize::new(0),
+            started: Instant::now(),
         }
     }
-    Ok(out)
+
+    /// Notes that the unit `label` finished.
+    fn finished(&self, label: &str) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.lines {
+            eprintln!(
+                "{}: {done}/{} done ({}, {:.1} s elapsed)",
+                self.experiment,
+                self.total,
+                label.trim().trim_start_matches(self.experiment).trim(),
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -61,7 +61,7 @@ impl Embedding {
 /// [`kameleon_kernels::fastmath::sin_cos`] when every argument lies in its
 /// accurate range (checked once per call), else from libm. Inlined, so that
 /// it is compiled for the caller's instruction set (see
-/// [`JacobianTransposeMul`]).
+/// [`PerPoint`]).
 #[inline(always)]
 pub(crate) fn feature_values(
     embedding: Embedding,
@@ -71,14 +71,20 @@ pub(crate) fn feature_values(
     out: &mut [f64],
 ) {
     debug_assert!(out.len() >= embedding.dim_out(args.len()));
-    let fast = args
-        .iter()
-        .fold(true, |ok, a| ok & (a.abs() <= fastmath::SIN_COS_MAX_ARG));
-    if fast {
+    if in_fast_range(args) {
         write_feature_values(embedding, order, args, scale, out, fastmath::sin_cos);
     } else {
         write_feature_values(embedding, order, args, scale, out, f64::sin_cos);
     }
+}
+
+/// Whether every argument lies in the accurate range of
+/// [`kameleon_kernels::fastmath::sin_cos`] (false for NaN): one vectorisable
+/// pass.
+#[inline(always)]
+fn in_fast_range(args: &[f64]) -> bool {
+    args.iter()
+        .fold(true, |ok, a| ok & (a.abs() <= fastmath::SIN_COS_MAX_ARG))
 }
 
 /// [`feature_values`] with the given `sin_cos`: one simple loop per case so
@@ -117,17 +123,58 @@ fn write_feature_values(
     }
 }
 
-/// `Σ_j a_j b_j` over one tile in [`LANES`] interleaved partial sums, so
-/// that the loop vectorises.
+/// `Σ_j a_j b_j` over one tile with fused multiply-adds in [`LANES`]
+/// interleaved partial sums (lane k sums the terms `j ≡ k mod LANES`, held in
+/// `LANES / S::F64_LANES` vector registers), added in a fixed order at the
+/// end: the result does not depend on the vector width of `S`.
 #[inline(always)]
-fn tile_dot(a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
+fn tile_dot<S: pulp::Simd>(simd: S, a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
     let mut lanes = [0.0; LANES];
-    for chunk in 0..TILE / LANES {
-        for k in 0..LANES {
-            lanes[k] += a[chunk * LANES + k] * b[chunk * LANES + k];
+    let sums = S::as_mut_simd_f64s(&mut lanes).0;
+    for (a, b) in a
+        .as_chunks::<LANES>()
+        .0
+        .iter()
+        .zip(b.as_chunks::<LANES>().0)
+    {
+        let (a, b) = (S::as_simd_f64s(a).0, S::as_simd_f64s(b).0);
+        for ((s, a), b) in sums.iter_mut().zip(a).zip(b) {
+            *s = simd.mul_add_f64s(*a, *b, *s);
         }
     }
     lanes.iter().sum()
+}
+
+/// `g_j = Σ_r (∂φ_r/∂a) w_r` over the rows r of the frequency with argument
+/// `args[j]`, for the weights `w` of those rows (one per frequency for
+/// [`Embedding::CosPhase`], the interleaved pair for [`Embedding::SinCos`]),
+/// with the given `sin_cos`: the derivatives of [`feature_values`] (order 1)
+/// contracted with the weights in the same loop, so that it vectorises and
+/// nothing is stored in between.
+#[inline(always)]
+fn weighted_derivatives(
+    embedding: Embedding,
+    scale: f64,
+    args: &[f64],
+    w: &[f64],
+    g: &mut [f64],
+    sin_cos: impl Fn(f64) -> (f64, f64),
+) {
+    match embedding {
+        // ∂φ/∂a = −scale·sin a
+        Embedding::CosPhase => {
+            for ((g, a), w) in g.iter_mut().zip(args).zip(w) {
+                *g = (-scale * sin_cos(*a).0) * w;
+            }
+        }
+        // ∂(sin a, cos a)/∂a = (cos a, −sin a)
+        Embedding::SinCos => {
+            for ((g, a), w) in g.iter_mut().zip(args).zip(w.chunks_exact(2)) {
+                let (s, c) = sin_cos(*a);
+                *g = (scale * c).mul_add(w[0], (-scale * s) * w[1]);
+            }
+        }
+    }
 }
 
 /// Dense random Fourier features `φ: Rᵈ → R^D` with
@@ -285,12 +332,14 @@ impl RandomFourierFeatures {
     }
 
     /// `out[r, l] = (∂^order φ_r/∂a^order) · ω_{r,l}^order`: the Jacobian
-    /// (order 1) or the second derivatives (order 2).
+    /// (order 1) or the second derivatives (order 2), under [`PerPoint`]'s
+    /// dispatch.
     ///
     /// Works on tiles of [`TILE`] frequencies whose derivative values sit in a
     /// stack array, so that `out` (column-major) is written column by column:
     /// writing it row by row strides through memory and was ~2× slower at
     /// D = 4096.
+    #[inline(always)]
     fn derivative_matrix(&self, x: &[f64], mut out: MatMut<'_, f64>, order: u8) {
         debug_assert!(x.len() == self.dim_in);
         debug_assert!(out.nrows() == self.dim_out && out.ncols() == self.dim_in);
@@ -323,76 +372,142 @@ impl RandomFourierFeatures {
     }
 
     /// Writes the arguments `ω_jᵀx (+ b_j)` of the tile of frequencies
-    /// starting at `first` into `args` (zero frequencies beyond m), one input
-    /// coordinate at a time.
+    /// starting at `first` into `args` (zero frequencies beyond m): one fused
+    /// multiply-add per input coordinate, the first one adding to the phases
+    /// (for [`Embedding::CosPhase`]). Only called under [`PerPoint`]'s
+    /// dispatch, where `mul_add` is the hardware instruction and the loops
+    /// vectorise.
     #[inline(always)]
     fn tile_arguments(&self, first: usize, x: &[f64], args: &mut [f64; TILE]) {
-        args.fill(0.0);
-        for (l, xl) in x.iter().enumerate() {
-            for (a, w) in args.iter_mut().zip(self.tile_column(l, first)) {
-                *a += w * xl;
+        let (x0, rest) = x.split_first().expect("the input dimension is ≥ 1");
+        let column = self.tile_column(0, first);
+        match self.embedding {
+            Embedding::CosPhase => {
+                let phases = self.tile_column(x.len(), first);
+                for ((a, w), b) in args.iter_mut().zip(column).zip(phases) {
+                    *a = w.mul_add(*x0, *b);
+                }
+            }
+            Embedding::SinCos => {
+                for (a, w) in args.iter_mut().zip(column) {
+                    *a = w * x0;
+                }
             }
         }
-        if self.embedding == Embedding::CosPhase {
-            for (a, b) in args.iter_mut().zip(self.tile_column(x.len(), first)) {
-                *a += b;
+        for (l, xl) in rest.iter().enumerate() {
+            for (a, w) in args.iter_mut().zip(self.tile_column(l + 1, first)) {
+                *a = w.mul_add(*xl, *a);
             }
         }
     }
 
-    /// The body of [`FeatureMap::jacobian_transpose_mul`], per tile: the
-    /// arguments, `g_j = Σ_r (∂φ_r/∂a_j) w_r` over the rows r of frequency j
-    /// (zero beyond m), and `out_l += Σ_j ω_{j,l} g_j`.
+    /// The body of [`FeatureMap::jacobian_transpose_mul`], one pass over
+    /// tiles of frequencies: the arguments, `g_j = Σ_r (∂φ_r/∂a_j) w_r` over
+    /// the rows r of frequency j ([`weighted_derivatives`], zero beyond m),
+    /// and `out_l += Σ_j ω_{j,l} g_j` by [`tile_dot`] against row l of
+    /// [`Self::by_input`].
     #[inline(always)]
-    fn jacobian_transpose_mul_tiles(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
+    fn jacobian_transpose_mul_tiles<S: pulp::Simd>(
+        &self,
+        simd: S,
+        x: &[f64],
+        weights: &[f64],
+        out: &mut [f64],
+    ) {
         let m = self.num_frequencies();
         out.fill(0.0);
-        let (mut args, mut values, mut w) = ([0.0; TILE], [0.0; 2 * TILE], [0.0; 2 * TILE]);
+        let (mut args, mut g) = ([0.0; TILE], [0.0; TILE]);
+        for first in (0..m).step_by(TILE) {
+            let count = TILE.min(m - first);
+            let w = &weights[self.embedding.dim_out(first)..][..self.embedding.dim_out(count)];
+            self.tile_arguments(first, x, &mut args);
+            let (a, tile_g) = (&args[..count], &mut g[..count]);
+            if in_fast_range(a) {
+                weighted_derivatives(self.embedding, self.scale, a, w, tile_g, fastmath::sin_cos);
+            } else {
+                weighted_derivatives(self.embedding, self.scale, a, w, tile_g, f64::sin_cos);
+            }
+            g[count..].fill(0.0);
+            for (l, o) in out.iter_mut().enumerate() {
+                *o += tile_dot(simd, self.tile_column(l, first), &g);
+            }
+        }
+    }
+
+    /// The body of [`FeatureMap::embed`].
+    #[inline(always)]
+    fn embed_tiles(&self, x: &[f64], out: &mut [f64]) {
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
+        let m = self.num_frequencies();
         for first in (0..m).step_by(TILE) {
             let rows = self.embedding.dim_out(TILE.min(m - first));
             self.tile_arguments(first, x, &mut args);
-            feature_values(self.embedding, 1, &args, self.scale, &mut values);
-            w[..rows].copy_from_slice(&weights[self.embedding.dim_out(first)..][..rows]);
-            w[rows..].fill(0.0);
-            let g = &mut args;
-            match self.embedding {
-                Embedding::CosPhase => {
-                    for ((g, v), w) in g.iter_mut().zip(&values).zip(&w) {
-                        *g = v * w;
-                    }
-                }
-                Embedding::SinCos => {
-                    let pairs = values.chunks_exact(2).zip(w.chunks_exact(2));
-                    for (g, (v, w)) in g.iter_mut().zip(pairs) {
-                        *g = v[0] * w[0] + v[1] * w[1];
-                    }
-                }
-            }
-            for (l, o) in out.iter_mut().enumerate() {
-                *o += tile_dot(self.tile_column(l, first), g);
+            feature_values(self.embedding, 0, &args, self.scale, &mut values);
+            out[self.embedding.dim_out(first)..][..rows].copy_from_slice(&values[..rows]);
+        }
+    }
+
+    /// The body of [`FeatureMap::argument_derivatives`].
+    #[inline(always)]
+    fn argument_derivative_tiles(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) {
+        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
+        let m = self.num_frequencies();
+        for start in (0..m).step_by(TILE) {
+            let rows = self.embedding.dim_out(TILE.min(m - start));
+            let first_row = self.embedding.dim_out(start);
+            self.tile_arguments(start, x, &mut args);
+            for (order, out) in [(1, &mut *first), (2, &mut *second)] {
+                feature_values(self.embedding, order, &args, self.scale, &mut values);
+                out[first_row..][..rows].copy_from_slice(&values[..rows]);
             }
         }
     }
 }
 
-/// [`RandomFourierFeatures::jacobian_transpose_mul_tiles`] as a
-/// [`pulp::WithSimd`] operation, compiled for the best instruction set of the
-/// running CPU (AVX2 where available). Rust never contracts to FMA, so the
-/// result does not depend on the CPU.
-struct JacobianTransposeMul<'a> {
-    map: &'a RandomFourierFeatures,
-    x: &'a [f64],
-    weights: &'a [f64],
-    out: &'a mut [f64],
+/// The per-point operations of [`RandomFourierFeatures`].
+enum PointOp<'a> {
+    Embed(&'a mut [f64]),
+    /// [`RandomFourierFeatures::derivative_matrix`] of the given order.
+    Derivatives(u8, MatMut<'a, f64>),
+    ArgumentDerivatives(&'a mut [f64], &'a mut [f64]),
+    JacobianTransposeMul(&'a [f64], &'a mut [f64]),
 }
 
-impl pulp::WithSimd for JacobianTransposeMul<'_> {
+/// One per-point operation as a [`pulp::WithSimd`] operation: compiled for
+/// the best instruction set of the running CPU (AVX2 + FMA where available),
+/// where the tile loops vectorise — the sines and cosines of
+/// [`kameleon_kernels::fastmath`] included — and `f64::mul_add` is one
+/// instruction. Fused multiply-adds are exact-then-rounded on every CPU (in
+/// software where the instruction is missing) and the partial sums have a
+/// fixed lane structure, so the result does not depend on the CPU.
+struct PerPoint<'a> {
+    map: &'a RandomFourierFeatures,
+    x: &'a [f64],
+    op: PointOp<'a>,
+}
+
+impl PerPoint<'_> {
+    fn run(self) {
+        pulp::Arch::new().dispatch(self);
+    }
+}
+
+impl pulp::WithSimd for PerPoint<'_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        self.map
-            .jacobian_transpose_mul_tiles(self.x, self.weights, self.out);
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self { map, x, op } = self;
+        match op {
+            PointOp::Embed(out) => map.embed_tiles(x, out),
+            PointOp::Derivatives(order, out) => map.derivative_matrix(x, out, order),
+            PointOp::ArgumentDerivatives(first, second) => {
+                map.argument_derivative_tiles(x, first, second)
+            }
+            PointOp::JacobianTransposeMul(weights, out) => {
+                map.jacobian_transpose_mul_tiles(simd, x, weights, out)
+            }
+        }
     }
 }
 
@@ -407,22 +522,18 @@ impl FeatureMap for RandomFourierFeatures {
 
     fn embed(&self, x: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim_in && out.len() == self.dim_out);
-        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
-        let m = self.num_frequencies();
-        for first in (0..m).step_by(TILE) {
-            let rows = self.embedding.dim_out(TILE.min(m - first));
-            self.tile_arguments(first, x, &mut args);
-            feature_values(self.embedding, 0, &args, self.scale, &mut values);
-            out[self.embedding.dim_out(first)..][..rows].copy_from_slice(&values[..rows]);
-        }
+        let op = PointOp::Embed(out);
+        PerPoint { map: self, x, op }.run();
     }
 
     fn jacobian(&self, x: &[f64], out: MatMut<'_, f64>) {
-        self.derivative_matrix(x, out, 1);
+        let op = PointOp::Derivatives(1, out);
+        PerPoint { map: self, x, op }.run();
     }
 
     fn second_derivatives(&self, x: &[f64], out: MatMut<'_, f64>) {
-        self.derivative_matrix(x, out, 2);
+        let op = PointOp::Derivatives(2, out);
+        PerPoint { map: self, x, op }.run();
     }
 
     fn feature_frequencies(&self) -> Option<Mat<f64>> {
@@ -435,28 +546,15 @@ impl FeatureMap for RandomFourierFeatures {
     fn argument_derivatives(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) -> bool {
         debug_assert!(x.len() == self.dim_in);
         debug_assert!(first.len() == self.dim_out && second.len() == self.dim_out);
-        let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
-        let m = self.num_frequencies();
-        for start in (0..m).step_by(TILE) {
-            let rows = self.embedding.dim_out(TILE.min(m - start));
-            let first_row = self.embedding.dim_out(start);
-            self.tile_arguments(start, x, &mut args);
-            for (order, out) in [(1, &mut *first), (2, &mut *second)] {
-                feature_values(self.embedding, order, &args, self.scale, &mut values);
-                out[first_row..][..rows].copy_from_slice(&values[..rows]);
-            }
-        }
+        let op = PointOp::ArgumentDerivatives(first, second);
+        PerPoint { map: self, x, op }.run();
         true
     }
 
     fn jacobian_transpose_mul(&self, x: &[f64], weights: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim_in && out.len() == self.dim_in);
         debug_assert!(weights.len() == self.dim_out);
-        pulp::Arch::new().dispatch(JacobianTransposeMul {
-            map: self,
-            x,
-            weights,
-            out,
-        });
+        let op = PointOp::JacobianTransposeMul(weights, out);
+        PerPoint { map: self, x, op }.run();
     }
 }

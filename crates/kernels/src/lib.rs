@@ -30,6 +30,10 @@
 //! [`median_heuristic`] (or the buffer-reusing [`MedianHeuristic`]) gives a
 //! data-driven `ℓ`.
 //!
+//! [`Kernel::gradient_gram`] gives the KAMH covariance's ingredients `M Mᵀ`
+//! and `M1` without forming M for the radial kernels; the [`simd`] module
+//! holds the block loads and stores its SIMD kernels share with callers.
+//!
 //! Where a kernel is not differentiable (Laplacian at a vanishing coordinate
 //! of `x − y`, Matérn ν ≤ 1/2 at `x = y`), each type documents what its
 //! gradient and Hessian diagonal return there.
@@ -47,12 +51,14 @@
 mod error;
 pub mod fastmath;
 mod gaussian;
+mod gram;
 mod laplacian;
 mod matern;
 mod median;
 mod polynomial;
 mod radial;
 mod rational_quadratic;
+pub mod simd;
 
 pub use error::KernelError;
 pub use gaussian::Gaussian;
@@ -85,6 +91,28 @@ pub trait Kernel: Send + Sync + std::fmt::Debug {
     /// Writes the KAMH gradient matrix `M = 2[∇ₓk(x, z_1), …, ∇ₓk(x, z_n)]`
     /// into `out` (d × n), where `z` holds one point per row (n × d).
     fn gradient_matrix(&self, x: &[f64], z: MatRef<'_, f64>, out: MatMut<'_, f64>);
+
+    /// Writes the lower triangle of `M Mᵀ` into `gram` (d × d, column-major;
+    /// the strict upper triangle is not written) and the row sums `M1` into
+    /// `row_sums` (length d), for the gradient matrix M of
+    /// [`Kernel::gradient_matrix`] (the KAMH covariance is
+    /// `M Mᵀ − (1/n)(M1)(M1)ᵀ`). `scratch` (length ≥ d·n) may hold M.
+    ///
+    /// The default forms M in `scratch` and multiplies it out (explicit SIMD
+    /// for d ≤ 10). Radial kernels (Gaussian, Matérn, rational quadratic,
+    /// inverse multiquadric) override it: for column-major `z` and d ≤ 10
+    /// they never form M but stream z once, in blocks (see
+    /// `radial::FusedGram` in the source).
+    fn gradient_gram(
+        &self,
+        x: &[f64],
+        z: MatRef<'_, f64>,
+        scratch: &mut [f64],
+        gram: &mut [f64],
+        row_sums: &mut [f64],
+    ) {
+        gram::gradient_gram_via_matrix(self, x, z, scratch, gram, row_sums);
+    }
 }
 
 /// The spectral measure of a translation-invariant kernel: frequencies ω with

@@ -262,6 +262,9 @@ pub(crate) struct SubsampleAdaptation<K> {
     history: History,
     /// z, n × d row-major (meaningful once `has_subsample`).
     subsample: Vec<f64>,
+    /// The same z column-major (each coordinate of the n points contiguous:
+    /// the layout of the fused kernel term, see [`KamhCovariance`]).
+    columns: Vec<f64>,
     has_subsample: bool,
     refreshes: u64,
     median_failures: u64,
@@ -284,6 +287,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
             config,
             history: History::new(dim),
             subsample: vec![0.0; dim * config.subsample_size],
+            columns: vec![0.0; dim * config.subsample_size],
             has_subsample: false,
             refreshes: 0,
             median_failures: 0,
@@ -303,6 +307,22 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     /// z as an n × d view.
     pub(crate) fn z(&self) -> MatRef<'_, f64> {
         MatRef::from_row_major_slice(&self.subsample, self.subsample_size(), self.dim)
+    }
+
+    /// z as an n × d column-major view (the same matrix as [`Self::z`]).
+    pub(crate) fn z_columns(&self) -> MatRef<'_, f64> {
+        MatRef::from_column_major_slice(&self.columns, self.subsample_size(), self.dim)
+    }
+
+    /// Copies the row-major z into its column-major copy (O(nd), at each
+    /// change of z).
+    fn transpose_subsample(&mut self) {
+        let n = self.subsample_size();
+        for (i, point) in self.subsample.chunks_exact(self.dim).enumerate() {
+            for (l, v) in point.iter().enumerate() {
+                self.columns[l * n + i] = *v;
+            }
+        }
     }
 
     /// The i-th subsample point.
@@ -339,6 +359,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
                 self.subsample[i * d + j] = v;
             }
         }
+        self.transpose_subsample();
         self.has_subsample = true;
         self.refreshes += 1;
         Ok(())
@@ -364,6 +385,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
             // Unreachable: z is due only once the history holds n points.
             return false;
         }
+        self.transpose_subsample();
         self.has_subsample = true;
         self.refreshes += 1;
         if let Bandwidth::MedianHeuristic { max_points } = self.config.bandwidth {
@@ -526,7 +548,7 @@ impl<K: LengthScale> Kamh<K> {
             self.builder.kernel_term_into(
                 &self.adaptation.kernel,
                 x,
-                self.adaptation.z(),
+                self.adaptation.z_columns(),
                 &mut self.current.term,
             );
             self.current.params = None;
@@ -564,7 +586,7 @@ impl<K: LengthScale> Proposal for Kamh<K> {
         self.builder.kernel_term_into(
             &self.adaptation.kernel,
             proposed,
-            self.adaptation.z(),
+            self.adaptation.z_columns(),
             &mut self.proposed.term,
         );
         self.proposed.params = None;

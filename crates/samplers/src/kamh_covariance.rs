@@ -1,25 +1,24 @@
 //! The KAMH proposal covariance γ²I + ν² M H Mᵀ at a point, in O(n d²).
 
-use faer::linalg::matmul::triangular::{BlockStructure, matmul};
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{MatMut, MatRef};
 use kameleon_kernels::Kernel;
 use serde::{Deserialize, Serialize};
 
 /// Builds the KAMH kernel term `M H Mᵀ` (and the full proposal covariance
 /// `γ²I + ν² M H Mᵀ`) at a point `y` for a subsample `z` (n × d, one point
-/// per row), where `M = 2[∇ₓk(x, z_1), …, ∇ₓk(x, z_n)]|ₓ₌y` (d × n) and
+/// per row, in any layout), where `M = 2[∇ₓk(x, z_1), …, ∇ₓk(x, z_n)]|ₓ₌y` (d × n) and
 /// `H = I − (1/n)11ᵀ` is the centring matrix.
 ///
-/// `H` is never formed: `M H Mᵀ = M Mᵀ − (1/n)(M1)(M1)ᵀ`, and only the lower
-/// triangle of `M Mᵀ` is accumulated. For d ≤ 10 one pass over the columns
-/// of M per panel of four columns of `M Mᵀ` keeps the panel's sums in
-/// registers (explicit SIMD, dispatched by `pulp`, with fused multiply-adds
-/// as faer's kernels use them); larger d use faer's triangular product. A
-/// build costs O(n d²) and allocates nothing (the buffers live here).
-/// Measured with callgrind (n = 1000, d = 8): 60 instructions per point for
-/// faer's product of `[M; 1ᵀ]` with itself before, 30 with the panels. This is the building block of
-/// [`crate::Kamh`]; cKAM freezes the same matrix at its exploration/sampling
-/// switch.
+/// `H` is never formed: `M H Mᵀ = M Mᵀ − (1/n)(M1)(M1)ᵀ`, with the lower
+/// triangle of `M Mᵀ` and `M1` from [`Kernel::gradient_gram`]. For radial
+/// kernels (the Gaussian of the experiments), d ≤ 10 and a column-major z
+/// (faer's `Mat` layout; what [`crate::Kamh`] passes) that streams z once in
+/// blocks without forming M; otherwise M is formed in a buffer here and
+/// multiplied out. A build costs O(n d²) and allocates nothing. Measured
+/// with callgrind (n = 1000, d = 8, Gaussian): 96 instructions per point
+/// with M formed point by point and multiplied out in SIMD panels, 68 with
+/// the fused kernel. This is the building block of [`crate::Kamh`]; cKAM
+/// freezes the same matrix at its exploration/sampling switch.
 ///
 /// ```
 /// use faer::Mat;
@@ -97,8 +96,8 @@ impl KamhCovariance {
     ) {
         let (d, n) = (self.dim, self.subsample_size);
         debug_assert_eq!(out.len(), d * d);
-        self.gradient_matrix(kernel, y, z);
-        gram_and_row_sums(&self.gradient, d, &mut self.gram, &mut self.row_sums);
+        debug_assert!(y.len() == d && z.nrows() == n && z.ncols() == d);
+        kernel.gradient_gram(y, z, &mut self.gradient, &mut self.gram, &mut self.row_sums);
         // M Mᵀ − (1/n)(M1)(M1)ᵀ from the lower triangle, mirrored
         let inv_n = 1.0 / n as f64;
         for j in 0..d {
@@ -124,150 +123,6 @@ impl KamhCovariance {
     ) {
         self.kernel_term_into(kernel, y, z, out);
         combine_in_place(out, self.dim, gamma * gamma, nu * nu);
-    }
-}
-
-/// The lower triangle of `M Mᵀ` into `gram` (d × d column-major; the strict
-/// upper triangle is not written) and `M1` into `row_sums`, for M (d × n
-/// column-major) in `m`.
-fn gram_and_row_sums(m: &[f64], d: usize, gram: &mut [f64], row_sums: &mut [f64]) {
-    match d {
-        1 => pulp::Arch::new().dispatch(GramPanels::<1> { m, gram, row_sums }),
-        2 => pulp::Arch::new().dispatch(GramPanels::<2> { m, gram, row_sums }),
-        3 => pulp::Arch::new().dispatch(GramPanels::<3> { m, gram, row_sums }),
-        4 => pulp::Arch::new().dispatch(GramPanels::<4> { m, gram, row_sums }),
-        5 => pulp::Arch::new().dispatch(GramPanels::<5> { m, gram, row_sums }),
-        6 => pulp::Arch::new().dispatch(GramPanels::<6> { m, gram, row_sums }),
-        7 => pulp::Arch::new().dispatch(GramPanels::<7> { m, gram, row_sums }),
-        8 => pulp::Arch::new().dispatch(GramPanels::<8> { m, gram, row_sums }),
-        9 => pulp::Arch::new().dispatch(GramPanels::<9> { m, gram, row_sums }),
-        10 => pulp::Arch::new().dispatch(GramPanels::<10> { m, gram, row_sums }),
-        _ => {
-            let n = m.len() / d;
-            let m = MatRef::from_column_major_slice(m, d, n);
-            matmul(
-                MatMut::from_column_major_slice_mut(gram, d, d),
-                BlockStructure::TriangularLower,
-                Accum::Replace,
-                m,
-                BlockStructure::Rectangular,
-                m.transpose(),
-                BlockStructure::Rectangular,
-                1.0,
-                Par::Seq,
-            );
-            row_sums.fill(0.0);
-            for column in m.col_iter() {
-                for (s, v) in row_sums.iter_mut().zip(column.iter()) {
-                    *s += v;
-                }
-            }
-        }
-    }
-}
-
-/// [`gram_and_row_sums`] for `d = DIM` ≤ 10, with explicit SIMD vectors of
-/// the running CPU's width (4 with AVX2): M's columns are read as blocks of
-/// rows, and the lower triangle of `M Mᵀ` accumulated in panels of
-/// [`PANEL`] columns whose sums stay in registers over a pass through M.
-struct GramPanels<'a, const DIM: usize> {
-    m: &'a [f64],
-    gram: &'a mut [f64],
-    row_sums: &'a mut [f64],
-}
-
-/// Columns of `M Mᵀ` accumulated per pass over M.
-const PANEL: usize = 4;
-/// The most row blocks a column of M (d ≤ 10) splits into (1 lane per
-/// vector in the scalar fallback).
-const MAX_BLOCKS: usize = 10;
-
-impl<const DIM: usize> pulp::WithSimd for GramPanels<'_, DIM> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, simd: S) {
-        let Self { m, gram, row_sums } = self;
-        let zero = simd.splat_f64s(0.0);
-        let mut sums = [zero; MAX_BLOCKS];
-        for column in m.chunks_exact(DIM) {
-            for (b, sum) in sums.iter_mut().enumerate().take(blocks::<S>(DIM)) {
-                *sum = simd.add_f64s(*sum, load_block(simd, column, b));
-            }
-        }
-        store_blocks(simd, &sums, row_sums);
-        // d ≤ 10 (the dispatch above): at most three panels
-        gram_panel::<S, DIM, 0>(simd, m, gram);
-        if DIM > PANEL {
-            gram_panel::<S, DIM, PANEL>(simd, m, gram);
-        }
-        if DIM > 2 * PANEL {
-            gram_panel::<S, DIM, { 2 * PANEL }>(simd, m, gram);
-        }
-    }
-}
-
-/// The number of SIMD blocks of `rows` rows.
-#[inline(always)]
-fn blocks<S: pulp::Simd>(rows: usize) -> usize {
-    rows.div_ceil(S::F64_LANES)
-}
-
-/// Rows `b·L .. min((b + 1)·L, len)` of `column` (L lanes), zero-padded.
-#[inline(always)]
-fn load_block<S: pulp::Simd>(simd: S, column: &[f64], b: usize) -> S::f64s {
-    let lanes = S::F64_LANES;
-    match column.get(b * lanes..(b + 1) * lanes) {
-        Some(full) => pulp::bytemuck::pod_read_unaligned(pulp::bytemuck::cast_slice(full)),
-        None => simd.partial_load_f64s(&column[b * lanes..]),
-    }
-}
-
-/// Writes the first `out.len()` lanes of the blocks into `out`.
-#[inline(always)]
-fn store_blocks<S: pulp::Simd>(simd: S, blocks: &[S::f64s], out: &mut [f64]) {
-    let lanes = S::F64_LANES;
-    for (b, block) in blocks.iter().enumerate().take(out.len().div_ceil(lanes)) {
-        let end = ((b + 1) * lanes).min(out.len());
-        simd.partial_store_f64s(&mut out[b * lanes..end], *block);
-    }
-}
-
-/// Columns `FIRST..FIRST + PANEL` (those below `DIM`) of the lower triangle
-/// of `M Mᵀ`: the row blocks from the one holding row `FIRST` down, summed
-/// over all columns of M (a few entries above the diagonal come along and
-/// are dropped). All bounds are constants, so the loops unroll.
-#[inline(always)]
-fn gram_panel<S: pulp::Simd, const DIM: usize, const FIRST: usize>(
-    simd: S,
-    m: &[f64],
-    gram: &mut [f64],
-) {
-    let zero = simd.splat_f64s(0.0);
-    let first_block = FIRST / S::F64_LANES;
-    let end_block = blocks::<S>(DIM);
-    let mut panel = [[zero; MAX_BLOCKS]; PANEL];
-    for column in m.chunks_exact(DIM) {
-        let mut rows = [zero; MAX_BLOCKS];
-        for b in first_block..end_block {
-            rows[b] = load_block(simd, column, b);
-        }
-        for (k, sums) in panel.iter_mut().enumerate() {
-            if FIRST + k < DIM {
-                let mj = simd.splat_f64s(column[FIRST + k]);
-                for b in first_block..end_block {
-                    sums[b] = simd.mul_add_f64s(mj, rows[b], sums[b]);
-                }
-            }
-        }
-    }
-    let mut column = [0.0; DIM];
-    for (k, sums) in panel.iter().enumerate() {
-        let j = FIRST + k;
-        if j < DIM {
-            store_blocks(simd, &sums[..end_block], &mut column);
-            gram[j * DIM + j..(j + 1) * DIM].copy_from_slice(&column[j..]);
-        }
     }
 }
 

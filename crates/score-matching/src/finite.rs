@@ -1,15 +1,16 @@
 //! The finite estimator (KMC Prop. 2): `f = θᵀφ(x)` on an explicit feature map.
 
+use crate::cholesky_update::rank_update;
 use crate::error::{check_points, positive};
 use crate::{GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::cholesky::llt::{factor, update::rank_r_update_clobber};
+use faer::linalg::cholesky::llt::factor;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
-use faer::{Accum, Col, ColMut, ColRef, Mat, MatRef, Par};
+use faer::{Accum, Col, ColMut, Mat, MatRef, Par};
 use kameleon_features::FeatureMap;
 
 /// Refactorise when the point count exceeds the count at the last
@@ -39,7 +40,8 @@ const BLOCK_COLUMNS: usize = 256;
 /// with every point, a full-rank change that no low-rank update can follow.
 /// The estimator therefore keeps the Cholesky factor `L` of `S + t₀λI`, where
 /// `t₀` is the count at the last full factorisation; each new point updates
-/// `L` by the rank-d term `J Jᵀ` (`rank_r_update_clobber`), and `θ̂` is then
+/// `L` by the rank-d term `J Jᵀ` (Givens rotations, one pass over the
+/// triangle), and `θ̂` is then
 /// solved *exactly* for the true matrix `S + tλI = LLᵀ + (t − t₀)λI` by
 /// conjugate gradients preconditioned with `LLᵀ`, warm-started at the previous
 /// `θ̂`. The preconditioned matrix has eigenvalues in `[1, t/t₀]`; a full
@@ -82,6 +84,8 @@ pub struct FiniteEstimator<F: FeatureMap> {
     count: usize,
     factor_count: usize,
     factorised: bool,
+    /// The sums `S`; only the lower triangle is kept up to date by
+    /// [`FiniteEstimator::update`], and only it is read.
     #[serde(with = "crate::serde_mat")]
     c_sum: Mat<f64>,
     b_sum: Vec<f64>,
@@ -116,7 +120,6 @@ struct Workspace {
     jacobian: Mat<f64>,
     second: Mat<f64>,
     clobbered: Mat<f64>,
-    weights: Col<f64>,
     residual: Col<f64>,
     preconditioned: Col<f64>,
     direction: Col<f64>,
@@ -138,7 +141,6 @@ impl Workspace {
             jacobian: Mat::zeros(m, d),
             second: Mat::zeros(m, d),
             clobbered: Mat::zeros(m, d),
-            weights: Col::zeros(d),
             residual: Col::zeros(m),
             preconditioned: Col::zeros(m),
             direction: Col::zeros(m),
@@ -249,12 +251,16 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         self.features.jacobian(x, self.work.jacobian.as_mut());
         self.features
             .second_derivatives(x, self.work.second.as_mut());
+        // S += J Jᵀ on the lower triangle, the only one read after a fit
         let j = self.work.jacobian.as_ref();
-        matmul(
+        triangular::matmul(
             self.c_sum.as_mut(),
+            BlockStructure::TriangularLower,
             Accum::Add,
             j,
+            BlockStructure::Rectangular,
             j.transpose(),
+            BlockStructure::Rectangular,
             1.0,
             Par::Seq,
         );
@@ -268,13 +274,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             return self.refactorise();
         }
         self.work.clobbered.copy_from(&self.work.jacobian);
-        self.work.weights.fill(1.0);
-        let updated = rank_r_update_clobber(
-            self.cholesky.as_mut(),
-            self.work.clobbered.as_mut(),
-            self.work.weights.as_mut().as_diagonal_mut(),
-        );
-        if updated.is_err() {
+        if rank_update(self.cholesky.as_mut(), self.work.clobbered.as_mut()).is_err() {
             return self.refactorise();
         }
         match self.ridge_schedule {
@@ -340,16 +340,13 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             return true;
         }
         // residual = s − Aθ
-        matmul(
-            self.work.residual.as_mat_mut(),
-            Accum::Replace,
+        symmetric_lower_mul(
             self.c_sum.as_ref(),
-            ColRef::from_slice(&self.theta).as_mat(),
-            -1.0,
-            Par::Seq,
+            &self.theta,
+            self.work.residual.as_mut(),
         );
         for i in 0..m {
-            self.work.residual[i] += self.b_sum[i] - ridge * self.theta[i];
+            self.work.residual[i] = self.b_sum[i] - ridge * self.theta[i] - self.work.residual[i];
         }
         let precondition = |z: &mut Col<f64>, r: &Col<f64>| {
             z.copy_from(r);
@@ -363,13 +360,15 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             if dot(&self.work.residual, &self.work.residual).sqrt() <= SOLVE_TOLERANCE * b_norm {
                 return true;
             }
-            matmul(
-                self.work.product.as_mat_mut(),
-                Accum::Replace,
+            symmetric_lower_mul(
                 self.c_sum.as_ref(),
-                self.work.direction.as_mat(),
-                1.0,
-                Par::Seq,
+                self.work
+                    .direction
+                    .as_ref()
+                    .try_as_col_major()
+                    .expect("contiguous")
+                    .as_slice(),
+                self.work.product.as_mut(),
             );
             for i in 0..m {
                 self.work.product[i] += ridge * self.work.direction[i];
@@ -538,5 +537,90 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         (0..self.theta.len())
             .map(|i| self.theta[i] * (0..x.len()).map(|l| self.work.second[(i, l)]).sum::<f64>())
             .sum()
+    }
+}
+
+/// `out = S p` for the symmetric `S` whose lower triangle (with the diagonal)
+/// is stored in `lower` (column-major, contiguous columns; the strict upper
+/// triangle is not read): column j contributes `S[j.., j] p_j` to `out[j..]`
+/// (an axpy) and `S[j+1.., j] · p[j+1..]` to `out[j]` (a dot product), so the
+/// triangle is read once. Dispatched like [`crate::cholesky_update`]'s
+/// rotations; the dot products run in [`DOT_LANES`] fixed partial sums, so
+/// the result does not depend on the CPU.
+fn symmetric_lower_mul(lower: MatRef<'_, f64>, p: &[f64], out: ColMut<'_, f64>) {
+    pulp::Arch::new().dispatch(SymmetricLowerMul { lower, p, out });
+}
+
+/// Partial sums of the dot products in [`symmetric_lower_mul`].
+const DOT_LANES: usize = 8;
+
+/// [`symmetric_lower_mul`] as a [`pulp::WithSimd`] operation.
+struct SymmetricLowerMul<'a> {
+    lower: MatRef<'a, f64>,
+    p: &'a [f64],
+    out: ColMut<'a, f64>,
+}
+
+impl pulp::WithSimd for SymmetricLowerMul<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { lower, p, out } = self;
+        let out = out
+            .try_as_col_major_mut()
+            .expect("contiguous")
+            .as_slice_mut();
+        out.fill(0.0);
+        for j in 0..p.len() {
+            let column = lower.col(j).try_as_col_major().expect("contiguous columns");
+            let (diagonal, below) = column.as_slice()[j..].split_first().expect("j < m");
+            let (out_j, out_below) = out[j..].split_first_mut().expect("j < m");
+            let (p_j, p_below) = (p[j], &p[j + 1..]);
+            let mut lanes = [0.0; DOT_LANES];
+            let (chunks, rest) = below.as_chunks::<DOT_LANES>();
+            let (p_chunks, p_rest) = p_below.as_chunks::<DOT_LANES>();
+            let (out_chunks, out_rest) = out_below.as_chunks_mut::<DOT_LANES>();
+            for ((s, q), o) in chunks.iter().zip(p_chunks).zip(out_chunks) {
+                for k in 0..DOT_LANES {
+                    o[k] = s[k].mul_add(p_j, o[k]);
+                    lanes[k] = s[k].mul_add(q[k], lanes[k]);
+                }
+            }
+            for (k, ((s, q), o)) in rest.iter().zip(p_rest).zip(out_rest).enumerate() {
+                *o = s.mul_add(p_j, *o);
+                lanes[k] = s.mul_add(*q, lanes[k]);
+            }
+            *out_j += diagonal.mul_add(p_j, lanes.iter().sum::<f64>());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The product from the lower triangle equals the full symmetric
+    /// product (to round-off), ignores the upper triangle, and handles sizes
+    /// that are not multiples of the lane count.
+    #[test]
+    fn symmetric_lower_mul_matches_the_full_product() {
+        for m in [1, 7, 8, 9, 37] {
+            let full = Mat::from_fn(m, m, |i, j| ((i + j) as f64 * 0.37).sin() + (i * j) as f64);
+            let mut lower = full.clone();
+            for j in 1..m {
+                for i in 0..j {
+                    lower[(i, j)] = f64::NAN;
+                }
+            }
+            let p: Vec<f64> = (0..m).map(|i| (i as f64 * 1.3).cos()).collect();
+            let mut out = Col::<f64>::zeros(m);
+            symmetric_lower_mul(lower.as_ref(), &p, out.as_mut());
+            for i in 0..m {
+                let direct: f64 = (0..m).map(|j| full[(i, j)] * p[j]).sum();
+                let scale: f64 = (0..m).map(|j| (full[(i, j)] * p[j]).abs()).sum();
+                assert!((out[i] - direct).abs() <= 1e-14 * scale, "m = {m}, row {i}");
+            }
+        }
     }
 }

@@ -36,6 +36,7 @@
 //! assert!(grad[0] < 0.0);
 //! ```
 
+mod cholesky_update;
 mod cross_validation;
 mod error;
 mod finite;

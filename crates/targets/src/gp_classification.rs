@@ -38,11 +38,16 @@
 //! `Ψ(f̂) − Σᵢ log Lᵢᵢ`. A non-converged mode does not bias the estimate
 //! (any `q` with full support gives an unbiased estimator); it is reported.
 //!
-//! **Cost.** One estimate factorises `B` once per Newton step and
-//! `K + ρI`, `Σ + ρI` once each, then evaluates all `n_imp` draws with two
-//! blocked triangular products (no allocation per draw).
+//! **Cost.** One estimate factorises `B` once per Newton step and once at
+//! the mode, forms `V` and the lower triangle of `VᵀV`, factorises `K + ρI`
+//! and `Σ + ρI` once each, then evaluates all `n_imp` draws with two blocked
+//! triangular products. The buffers live in a per-thread workspace, so
+//! repeated estimates (one per pseudo-marginal iteration) allocate nothing;
+//! the kernel exponentials and the `log σ` sums are vectorised (see
+//! `sum_log_sigmoid`), which changes results only at rounding level.
 
 use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
+use crate::util::fill_standard_normal;
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -51,9 +56,10 @@ use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matm
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
-use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
-use rand::{Rng, RngExt};
-use rand_distr::StandardNormal;
+use faer::{Accum, ColMut, ColRef, Mat, MatMut, MatRef, Par};
+use kameleon_kernels::fastmath;
+use rand::Rng;
+use std::cell::RefCell;
 
 /// The UCI Glass data as shipped with the crate (see `data/README.md`).
 const GLASS_CSV: &str = include_str!("../data/glass.csv");
@@ -79,14 +85,67 @@ pub fn theta_paper_to_code(theta_paper: f64) -> f64 {
     -0.5 * (theta_paper + std::f64::consts::LN_2)
 }
 
-/// `log σ(z) = −log(1 + e^{−z})`, without overflow.
-fn log_sigmoid(z: f64) -> f64 {
-    if z >= 0.0 {
-        -(-z).exp().ln_1p()
-    } else {
-        z - z.exp().ln_1p()
+/// `Σᵢ log σ(yᵢ fᵢ)` with one logarithm per block of points instead of an
+/// `exp` and a `log1p` per point.
+///
+/// `log σ(z) = min(z, 0) − log(1 + e^{−|z|})`, and every factor
+/// `1 + e^{−|z|}` lies in (1, 2], so the product of a block of
+/// [`LOG_BLOCK`] factors stays below `2^LOG_BLOCK` and cannot overflow; the
+/// block then costs one `ln`. The exponentials are
+/// [`kameleon_kernels::fastmath::exp`] and the products and sums run in
+/// `LANES` independent accumulators, so the loop vectorises. The result
+/// differs from the pointwise sum `Σ log σ(yᵢfᵢ)` by rounding only (each
+/// factor and product is rounded once: relative error ≲ block length · 2⁻⁵³
+/// inside the logarithm). A NaN `fᵢ` gives NaN (through the product).
+/// The loop is [`LogSigmoidSum`].
+fn sum_log_sigmoid(y: &[f64], f: &[f64]) -> f64 {
+    pulp::Arch::new().dispatch(LogSigmoidSum { y, f })
+}
+
+/// [`sum_log_sigmoid`] as a `pulp` operation: `pulp::Arch::dispatch` runs
+/// `with_simd` compiled for the best instruction set of the running CPU
+/// (AVX2 on x86-64 where available), so the loops, inlined into it, vectorise
+/// four lanes wide instead of the baseline two. There is no FMA contraction,
+/// so the values do not depend on the CPU. [`KernelLowerTriangle`] and
+/// [`ScaledKernelLowerTriangle`] do the same.
+struct LogSigmoidSum<'a> {
+    y: &'a [f64],
+    f: &'a [f64],
+}
+
+impl pulp::WithSimd for LogSigmoidSum<'_> {
+    type Output = f64;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> f64 {
+        const LANES: usize = 8;
+        let mut total = 0.0;
+        for (y, f) in self.y.chunks(LOG_BLOCK).zip(self.f.chunks(LOG_BLOCK)) {
+            let mut products = [1.0; LANES];
+            let mut minima = [0.0; LANES];
+            let (y_lanes, y_rest) = y.as_chunks::<LANES>();
+            let (f_lanes, f_rest) = f.as_chunks::<LANES>();
+            for (y, f) in y_lanes.iter().zip(f_lanes) {
+                for lane in 0..LANES {
+                    let z = y[lane] * f[lane];
+                    products[lane] *= 1.0 + fastmath::exp(-z.abs());
+                    minima[lane] += z.min(0.0);
+                }
+            }
+            for (y, f) in y_rest.iter().zip(f_rest) {
+                let z = y * f;
+                products[0] *= 1.0 + fastmath::exp(-z.abs());
+                minima[0] += z.min(0.0);
+            }
+            total += minima.iter().sum::<f64>() - products.iter().product::<f64>().ln();
+        }
+        total
     }
 }
+
+/// The number of factors `1 + e^{−|z|} ∈ (1, 2]` multiplied before one
+/// logarithm in [`sum_log_sigmoid`] (their product is below `2^512`).
+const LOG_BLOCK: usize = 512;
 
 /// `σ(z) = 1/(1 + e^{−z})`, without overflow.
 fn sigmoid(z: f64) -> f64 {
@@ -98,44 +157,176 @@ fn sigmoid(z: f64) -> f64 {
     }
 }
 
-/// Factorises the symmetric positive-definite `a = LLᵀ` in place with
-/// `Par::Seq` (these targets run inside parallel chains, and the global faer
-/// parallelism may be anything): afterwards the lower triangle of `a` holds
-/// `L`; the strict upper triangle is left as it was and must not be read.
-fn cholesky_lower_in_place(a: MatMut<'_, f64>, what: &str) -> Result<(), TargetError> {
-    let n = a.nrows();
-    let mut memory = MemBuffer::new(cholesky_in_place_scratch::<f64>(
+/// Scratch memory for [`cholesky_lower_in_place`] of an `n × n` matrix.
+fn cholesky_scratch(n: usize) -> MemBuffer {
+    MemBuffer::new(cholesky_in_place_scratch::<f64>(
         n,
         Par::Seq,
         Default::default(),
-    ));
+    ))
+}
+
+/// Factorises the symmetric positive-definite `a = LLᵀ` in place with
+/// `Par::Seq` (these targets run inside parallel chains, and the global faer
+/// parallelism may be anything), using `scratch` from [`cholesky_scratch`]:
+/// only the lower triangle of `a` is read, and afterwards it holds `L`; the
+/// strict upper triangle is left as it was and must not be read.
+fn cholesky_lower_in_place(
+    a: MatMut<'_, f64>,
+    scratch: &mut MemBuffer,
+    what: &str,
+) -> Result<(), TargetError> {
     cholesky_in_place(
         a,
         Default::default(),
         Par::Seq,
-        MemStack::new(&mut memory),
+        MemStack::new(scratch),
         Default::default(),
     )
     .map(|_| ())
     .map_err(|e| TargetError::Numerical(format!("Cholesky of {what} failed: {e:?}")))
 }
 
+/// `Σᵢ log Lᵢᵢ = ½ log det(LLᵀ)` for the factor `L` in the lower triangle.
+fn half_log_det(l: &Mat<f64>) -> f64 {
+    (0..l.nrows()).map(|i| l[(i, i)].ln()).sum()
+}
+
+/// Adds `ridge` to the diagonal of `a`.
+fn add_to_diagonal(a: &mut Mat<f64>, ridge: f64) {
+    for i in 0..a.nrows() {
+        a[(i, i)] += ridge;
+    }
+}
+
 /// `out = m v`, sequential.
-fn matvec(out: &mut Col<f64>, m: MatRef<'_, f64>, v: &Col<f64>) {
+fn matvec(out: &mut [f64], m: &Mat<f64>, v: &[f64]) {
     matmul(
-        out.as_mat_mut(),
+        ColMut::from_slice_mut(out).as_mat_mut(),
         Accum::Replace,
-        m,
-        v.as_mat(),
+        m.as_ref(),
+        ColRef::from_slice(v).as_mat(),
         1.0,
         Par::Seq,
     );
 }
 
+/// `aᵀb` (faer's dot product).
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    ColRef::from_slice(a).transpose() * ColRef::from_slice(b)
+}
+
 /// Solves `LLᵀ x = rhs` in place, with `L` the lower triangle of `l`.
-fn cholesky_solve_in_place(l: MatRef<'_, f64>, rhs: &mut Col<f64>) {
-    solve_lower_triangular_in_place(l, rhs.as_mat_mut(), Par::Seq);
+fn cholesky_solve_in_place(l: &Mat<f64>, rhs: &mut [f64]) {
+    let mut rhs = ColMut::from_slice_mut(rhs);
+    solve_lower_triangular_in_place(l.as_ref(), rhs.as_mut().as_mat_mut(), Par::Seq);
     solve_upper_triangular_in_place(l.transpose(), rhs.as_mat_mut(), Par::Seq);
+}
+
+/// The buffers of one likelihood estimate, allocated once per thread (see
+/// [`with_workspace`]) and reused by every later estimate of the same shape:
+/// the pseudo-marginal chain calls the estimator every iteration, and the
+/// Glass estimate would otherwise allocate eight matrices each time (about
+/// 2.5 MB for N = 214, n_imp = 100, which is also what each thread keeps).
+///
+/// All matrices are column-major; "lower triangle" always includes the
+/// diagonal, and where only it is written the strict upper triangle holds
+/// stale values that no consumer reads.
+struct Workspace {
+    /// `(n, d, m)`: points, covariates and importance draws it is sized for.
+    shape: (usize, usize, usize),
+    /// The scaled covariates `e^{θ_l} x_{il}` (n × d, one covariate per
+    /// column, so the kernel loop runs over contiguous points).
+    scaled: Mat<f64>,
+    /// The kernel matrix `K` (n × n, both triangles).
+    kernel: Mat<f64>,
+    /// The Cholesky factor of `B = I + W^½KW^½` (lower triangle).
+    b_factor: Mat<f64>,
+    /// `V = L⁻¹ W^½ K` (n × n).
+    v: Mat<f64>,
+    /// The lower triangle of the Laplace covariance `Σ`, then the factor of
+    /// `Σ + ρI` in place.
+    proposal_factor: Mat<f64>,
+    /// The factor of `K + ρI` (lower triangle).
+    prior_factor: Mat<f64>,
+    /// Standard normal draws `Z` (n × m, one draw per column).
+    z: Mat<f64>,
+    /// The draws `F = f̂ 1ᵀ + L_Σ Z`, then whitened in place, `L_K⁻¹ F`.
+    draws: Mat<f64>,
+    /// Newton's iterate `f = K a`, then the mode.
+    f: Vec<f64>,
+    /// The `a` of the iterate.
+    a: Vec<f64>,
+    /// Newton's candidate `f`.
+    f_new: Vec<f64>,
+    /// Newton's candidate `a`.
+    a_new: Vec<f64>,
+    /// `√W` at the iterate.
+    sqrt_w: Vec<f64>,
+    /// `W f + ∇log p(y | f)` at the iterate.
+    rhs: Vec<f64>,
+    /// Scratch vector of Newton's solve.
+    solve: Vec<f64>,
+    /// The log importance weights.
+    log_weights: Vec<f64>,
+    /// Scratch memory of the Cholesky factorisations.
+    cholesky: MemBuffer,
+}
+
+impl Workspace {
+    fn new(shape: (usize, usize, usize)) -> Self {
+        let (n, d, m) = shape;
+        let square = || Mat::zeros(n, n);
+        Self {
+            shape,
+            scaled: Mat::zeros(n, d),
+            kernel: square(),
+            b_factor: square(),
+            v: square(),
+            proposal_factor: square(),
+            prior_factor: square(),
+            z: Mat::zeros(n, m),
+            draws: Mat::zeros(n, m),
+            f: vec![0.0; n],
+            a: vec![0.0; n],
+            f_new: vec![0.0; n],
+            a_new: vec![0.0; n],
+            sqrt_w: vec![0.0; n],
+            rhs: vec![0.0; n],
+            solve: vec![0.0; n],
+            log_weights: vec![0.0; m],
+            cholesky: cholesky_scratch(n),
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's [`Workspace`]; chains on different threads never share
+    /// buffers.
+    static WORKSPACE: RefCell<Option<Workspace>> = const { RefCell::new(None) };
+}
+
+/// Runs `body` with this thread's workspace, (re)allocated if it does not
+/// have `shape`. A nested call (only possible from inside a user-supplied
+/// rng) gets fresh buffers instead of failing.
+fn with_workspace<R>(shape: (usize, usize, usize), body: impl FnOnce(&mut Workspace) -> R) -> R {
+    WORKSPACE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            if slot.as_ref().is_some_and(|ws| ws.shape != shape) {
+                *slot = None;
+            }
+            body(slot.get_or_insert_with(|| Workspace::new(shape)))
+        }
+        Err(_) => body(&mut Workspace::new(shape)),
+    })
+}
+
+/// What Newton's method reports besides the buffers it leaves in the
+/// [`Workspace`].
+struct NewtonOutcome {
+    log_marginal_likelihood: f64,
+    newton_steps: usize,
+    converged: bool,
 }
 
 /// Binary classification data: covariates (one row per point) and labels ±1.
@@ -240,8 +431,12 @@ impl ClassificationData {
             1.0 / (n - 1) as f64,
             Par::Seq,
         );
-        cholesky_lower_in_place(covariance.as_mut(), "the covariates' sample covariance")
-            .map_err(|e| TargetError::Data(e.to_string()))?;
+        cholesky_lower_in_place(
+            covariance.as_mut(),
+            &mut cholesky_scratch(d),
+            "the covariates' sample covariance",
+        )
+        .map_err(|e| TargetError::Data(e.to_string()))?;
         solve_lower_triangular_in_place(covariance.as_ref(), centred_t.as_mut(), Par::Seq);
         Self::new(centred_t.transpose().to_owned(), self.y.clone())
     }
@@ -406,107 +601,140 @@ impl GpClassification {
     /// The covariance matrix `K_θ` of the latent values at the data.
     /// θ must have length d and `e^{θ_d}` must be finite and positive.
     pub fn kernel_matrix(&self, theta: &[f64]) -> Result<Mat<f64>, TargetError> {
-        let d = self.data.dim();
+        let (n, d) = (self.data.n(), self.data.dim());
+        let mut kernel = Mat::zeros(n, n);
+        self.fill_kernel_matrix(theta, &mut Mat::zeros(n, d), &mut kernel)?;
+        Ok(kernel)
+    }
+
+    /// Writes `K_θ` (both triangles) into `kernel`, using `scaled` (n × d)
+    /// for the scaled covariates: the lower triangle by
+    /// [`KernelLowerTriangle`], then the upper triangle mirrored.
+    fn fill_kernel_matrix(
+        &self,
+        theta: &[f64],
+        scaled: &mut Mat<f64>,
+        kernel: &mut Mat<f64>,
+    ) -> Result<(), TargetError> {
+        let x = &self.data.x;
+        let (n, d) = (x.nrows(), x.ncols());
         if theta.len() != d {
             return Err(TargetError::DimensionMismatch {
                 expected: d,
                 got: theta.len(),
             });
         }
-        let scales: Vec<f64> = theta.iter().map(|t| t.exp()).collect();
-        if scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(TargetError::InvalidParameter {
-                name: "theta",
-                reason: format!("exp(θ) must be finite and positive, got θ = {theta:?}"),
-            });
-        }
-        let x = self.data.x();
-        let n = x.nrows();
-        // Scaled covariates e^{θ_d} x_d, one point per column for contiguous access.
-        let scaled = Mat::from_fn(d, n, |j, i| scales[j] * x[(i, j)]);
-        let mut k = Mat::<f64>::zeros(n, n);
-        for j in 0..n {
-            let xj = scaled.col(j);
-            k[(j, j)] = 1.0;
-            for i in j + 1..n {
-                let xi = scaled.col(i);
-                let mut r2 = 0.0;
-                for l in 0..d {
-                    let diff = xi[l] - xj[l];
-                    r2 += diff * diff;
-                }
-                let value = (-r2).exp();
-                k[(i, j)] = value;
-                k[(j, i)] = value;
+        for (l, t) in theta.iter().enumerate() {
+            let scale = t.exp();
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(TargetError::InvalidParameter {
+                    name: "theta",
+                    reason: format!("exp(θ) must be finite and positive, got θ = {theta:?}"),
+                });
+            }
+            for (s, x) in scaled.col_as_slice_mut(l).iter_mut().zip(x.col_as_slice(l)) {
+                *s = scale * x;
             }
         }
-        Ok(k)
+        pulp::Arch::new().dispatch(KernelLowerTriangle { scaled, kernel });
+        // Mirror: the top of column i is row i of the columns to its left.
+        for i in 1..n {
+            let (left, right) = kernel.as_mut().split_at_col_mut(i);
+            right
+                .col_mut(0)
+                .subrows_mut(0, i)
+                .copy_from(left.as_ref().row(i).transpose());
+        }
+        Ok(())
     }
 
     /// `log p(y | f) = Σᵢ log σ(yᵢ fᵢ)`.
     pub fn log_likelihood(&self, f: &[f64]) -> f64 {
-        self.log_likelihood_of(f.iter())
+        sum_log_sigmoid(self.data.y(), f)
     }
 
-    /// `log p(y | f)` for latent values given by an iterator.
-    fn log_likelihood_of<'a>(&self, f: impl Iterator<Item = &'a f64>) -> f64 {
-        self.data
-            .y()
-            .iter()
-            .zip(f)
-            .map(|(y, f)| log_sigmoid(y * f))
-            .sum()
+    /// The [`Workspace`] shape of this model.
+    fn workspace_shape(&self) -> (usize, usize, usize) {
+        (self.data.n(), self.data.dim(), self.n_importance)
     }
 
     /// The Laplace approximation of `p(f | y, θ)` (module docs).
     pub fn laplace(&self, theta: &[f64]) -> Result<LaplaceApproximation, TargetError> {
-        let k = self.kernel_matrix(theta)?;
-        self.laplace_from_kernel(k.as_ref())
+        with_workspace(self.workspace_shape(), |ws| {
+            self.fill_kernel_matrix(theta, &mut ws.scaled, &mut ws.kernel)?;
+            let outcome = self.laplace_in(ws)?;
+            // The workspace holds the lower triangle of Σ; mirror it.
+            let sigma = &ws.proposal_factor;
+            let covariance = Mat::from_fn(sigma.nrows(), sigma.ncols(), |i, j| {
+                sigma[(i.max(j), i.min(j))]
+            });
+            Ok(LaplaceApproximation {
+                mode: ws.f.clone(),
+                covariance,
+                log_marginal_likelihood: outcome.log_marginal_likelihood,
+                newton_steps: outcome.newton_steps,
+                converged: outcome.converged,
+            })
+        })
     }
 
-    /// Newton's method in the stable form of R&W Alg. 3.1 on the kernel
-    /// matrix `k`, then the covariance and log evidence at the mode.
-    fn laplace_from_kernel(&self, k: MatRef<'_, f64>) -> Result<LaplaceApproximation, TargetError> {
-        let n = k.nrows();
+    /// Newton's method in the stable form of R&W Alg. 3.1 on `ws.kernel`,
+    /// then the covariance and log evidence at the mode. Leaves the mode in
+    /// `ws.f` and the lower triangle of `Σ` in `ws.proposal_factor`.
+    fn laplace_in(&self, ws: &mut Workspace) -> Result<NewtonOutcome, TargetError> {
+        let Workspace {
+            kernel: k,
+            b_factor,
+            v,
+            proposal_factor: sigma,
+            f,
+            a,
+            f_new,
+            a_new,
+            sqrt_w,
+            rhs,
+            solve,
+            cholesky,
+            ..
+        } = ws;
         let t = &self.targets01;
-        let mut f = Col::<f64>::zeros(n);
-        let mut a = Col::<f64>::zeros(n);
+        f.fill(0.0);
+        a.fill(0.0);
         // Ψ = −½ aᵀf + log p(y|f) with f = K a.
-        let objective = |a: &Col<f64>, f: &Col<f64>| {
-            -0.5 * (a.transpose() * f) + self.log_likelihood_of(f.iter())
-        };
-        let mut psi = objective(&a, &f);
-        let mut sqrt_w = vec![0.0; n];
-        let mut b = Col::<f64>::zeros(n);
-        let mut c = Col::<f64>::zeros(n);
-        let mut b_factor = Mat::<f64>::zeros(n, n);
+        let objective = |a: &[f64], f: &[f64]| -0.5 * dot(a, f) + self.log_likelihood(f);
+        let mut psi = objective(a, f);
         // A NaN objective counts as no ascent, so it is never accepted.
         let no_ascent = |new: f64, old: f64| new.is_nan() || new < old;
         let mut converged = false;
         let mut steps = 0;
         while steps < self.max_newton_steps {
             steps += 1;
-            self.factor_b(k, &f, &mut sqrt_w, &mut b_factor)?;
-            for i in 0..n {
+            factor_b(k, f, sqrt_w, b_factor, cholesky)?;
+            for i in 0..f.len() {
                 let pi = sigmoid(f[i]);
-                b[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi);
+                rhs[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi);
             }
-            // a_new = b − W^½ B⁻¹ W^½ K b.
-            matvec(&mut c, k, &b);
-            for i in 0..n {
-                c[i] *= sqrt_w[i];
+            // a_new = b − W^½ B⁻¹ W^½ K b, with b = rhs.
+            matvec(solve, k, rhs);
+            for (c, s) in solve.iter_mut().zip(sqrt_w.iter()) {
+                *c *= s;
             }
-            cholesky_solve_in_place(b_factor.as_ref(), &mut c);
-            let mut a_new = Col::from_fn(n, |i| b[i] - sqrt_w[i] * c[i]);
-            let mut f_new = Col::<f64>::zeros(n);
-            matvec(&mut f_new, k, &a_new);
-            let mut psi_new = objective(&a_new, &f_new);
+            cholesky_solve_in_place(b_factor, solve);
+            for i in 0..f.len() {
+                a_new[i] = rhs[i] - sqrt_w[i] * solve[i];
+            }
+            matvec(f_new, k, a_new);
+            let mut psi_new = objective(a_new, f_new);
             // Halve the step while Ψ decreases (Ψ is concave, so this ends).
             let mut halvings = 0;
             while no_ascent(psi_new, psi) && halvings < 50 {
-                a_new = Col::from_fn(n, |i| 0.5 * (a[i] + a_new[i]));
-                f_new = Col::from_fn(n, |i| 0.5 * (f[i] + f_new[i]));
-                psi_new = objective(&a_new, &f_new);
+                for (new, old) in a_new.iter_mut().zip(a.iter()) {
+                    *new = 0.5 * (old + *new);
+                }
+                for (new, old) in f_new.iter_mut().zip(f.iter()) {
+                    *new = 0.5 * (old + *new);
+                }
+                psi_new = objective(a_new, f_new);
                 halvings += 1;
             }
             if no_ascent(psi_new, psi) {
@@ -515,23 +743,29 @@ impl GpClassification {
                 break;
             }
             let change = psi_new - psi;
-            (a, f, psi) = (a_new, f_new, psi_new);
+            std::mem::swap(a, a_new);
+            std::mem::swap(f, f_new);
+            psi = psi_new;
             if change < self.newton_tolerance {
                 converged = true;
                 break;
             }
         }
         // Covariance and evidence at the final f.
-        self.factor_b(k, &f, &mut sqrt_w, &mut b_factor)?;
-        let l = b_factor.as_ref();
-        let half_log_det_b: f64 = (0..n).map(|i| l[(i, i)].ln()).sum();
+        factor_b(k, f, sqrt_w, b_factor, cholesky)?;
         // V = L⁻¹ W^½ K, Σ = K − VᵀV.
-        let mut v = Mat::from_fn(n, n, |i, j| sqrt_w[i] * k[(i, j)]);
-        solve_lower_triangular_in_place(l, v.as_mut(), Par::Seq);
-        // Only the lower triangle of VᵀV is computed, then mirrored.
-        let mut covariance = k.to_owned();
+        for j in 0..k.ncols() {
+            let (v, k) = (v.col_as_slice_mut(j), k.col_as_slice(j));
+            for ((v, k), s) in v.iter_mut().zip(k).zip(sqrt_w.iter()) {
+                *v = s * k;
+            }
+        }
+        solve_lower_triangular_in_place(b_factor.as_ref(), v.as_mut(), Par::Seq);
+        // Only the lower triangle of Σ: its consumers (the factor of Σ + ρI,
+        // [`GpClassification::laplace`]'s mirror) read nothing else.
+        sigma.copy_from_triangular_lower(&*k);
         triangular_matmul(
-            covariance.as_mut(),
+            sigma.as_mut(),
             BlockStructure::TriangularLower,
             Accum::Add,
             v.transpose(),
@@ -541,95 +775,167 @@ impl GpClassification {
             -1.0,
             Par::Seq,
         );
-        for j in 0..n {
-            for i in j + 1..n {
-                covariance[(j, i)] = covariance[(i, j)];
-            }
-        }
-        Ok(LaplaceApproximation {
-            mode: f.iter().copied().collect(),
-            covariance,
-            log_marginal_likelihood: psi - half_log_det_b,
+        Ok(NewtonOutcome {
+            log_marginal_likelihood: psi - half_log_det(b_factor),
             newton_steps: steps,
             converged,
         })
     }
 
-    /// Sets `sqrt_w = √(π(1 − π))` at `f` and writes the Cholesky factor of
-    /// `B = I + W^½KW^½` into the lower triangle of `out`.
-    fn factor_b(
-        &self,
-        k: MatRef<'_, f64>,
-        f: &Col<f64>,
-        sqrt_w: &mut [f64],
-        out: &mut Mat<f64>,
-    ) -> Result<(), TargetError> {
-        let n = k.nrows();
-        for i in 0..n {
-            let pi = sigmoid(f[i]);
-            sqrt_w[i] = (pi * (1.0 - pi)).sqrt();
-        }
-        for j in 0..n {
-            for i in j..n {
-                out[(i, j)] = sqrt_w[i] * k[(i, j)] * sqrt_w[j];
-            }
-            out[(j, j)] += 1.0;
-        }
-        cholesky_lower_in_place(out.as_mut(), "B = I + W^½KW^½")
-    }
-
     /// `log p̂(y | θ)`, the log of the unbiased importance-sampling estimate
     /// (module docs), with typed errors for bad θ or a failed factorisation.
+    /// Allocates nothing after the first call on a thread (the buffers are
+    /// kept per thread, see the module docs).
     pub fn try_log_likelihood_estimate(
         &self,
         theta: &[f64],
         rng: &mut dyn Rng,
     ) -> Result<f64, TargetError> {
-        let k = self.kernel_matrix(theta)?;
-        let laplace = self.laplace_from_kernel(k.as_ref())?;
-        let n = k.nrows();
-        let m = self.n_importance;
-        let ridge = self.ridge;
-        let cholesky_with_ridge = |mut c: Mat<f64>, what: &str| {
-            for i in 0..n {
-                c[(i, i)] += ridge;
-            }
-            cholesky_lower_in_place(c.as_mut(), what).map(|_| c)
-        };
-        let prior_factor = cholesky_with_ridge(k, "K + ρI")?;
-        let proposal_factor = cholesky_with_ridge(laplace.covariance, "Σ + ρI")?;
-        let (l_prior, l_proposal) = (prior_factor.as_ref(), proposal_factor.as_ref());
-        let half_log_det = |l: MatRef<'_, f64>| (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
-        // log N(f; 0, K+ρI) − log N(f; f̂, Σ+ρI) = −½‖L_K⁻¹f‖² + ½‖z‖² + this.
-        let log_det_term = half_log_det(l_proposal) - half_log_det(l_prior);
+        with_workspace(self.workspace_shape(), |ws| {
+            self.fill_kernel_matrix(theta, &mut ws.scaled, &mut ws.kernel)?;
+            self.laplace_in(ws)?;
+            let Workspace {
+                kernel,
+                proposal_factor,
+                prior_factor,
+                z,
+                draws,
+                f: mode,
+                log_weights,
+                cholesky,
+                ..
+            } = ws;
+            prior_factor.copy_from_triangular_lower(&*kernel);
+            add_to_diagonal(prior_factor, self.ridge);
+            cholesky_lower_in_place(prior_factor.as_mut(), cholesky, "K + ρI")?;
+            add_to_diagonal(proposal_factor, self.ridge);
+            cholesky_lower_in_place(proposal_factor.as_mut(), cholesky, "Σ + ρI")?;
+            // log N(f; 0, K+ρI) − log N(f; f̂, Σ+ρI) = −½‖L_K⁻¹f‖² + ½‖z‖² + this.
+            let log_det_term = half_log_det(proposal_factor) - half_log_det(prior_factor);
 
-        // All draws at once: F = f̂ 1ᵀ + L_Σ Z, one draw per column.
-        let z = Mat::<f64>::from_fn(n, m, |_, _| rng.sample(StandardNormal));
-        let mut draws = Mat::<f64>::from_fn(n, m, |i, _| laplace.mode[i]);
-        triangular_matmul(
-            draws.as_mut(),
-            BlockStructure::Rectangular,
-            Accum::Add,
-            l_proposal,
-            BlockStructure::TriangularLower,
-            z.as_ref(),
-            BlockStructure::Rectangular,
-            1.0,
-            Par::Seq,
-        );
-        let mut log_weights: Vec<f64> = (0..m)
-            .map(|j| {
-                self.log_likelihood_of(draws.col(j).iter())
+            // All draws at once: F = f̂ 1ᵀ + L_Σ Z, one draw per column (Z is
+            // filled column by column, the order of the rng's draws).
+            for j in 0..self.n_importance {
+                fill_standard_normal(rng, z.col_as_slice_mut(j));
+                draws.col_as_slice_mut(j).copy_from_slice(mode);
+            }
+            triangular_matmul(
+                draws.as_mut(),
+                BlockStructure::Rectangular,
+                Accum::Add,
+                proposal_factor.as_ref(),
+                BlockStructure::TriangularLower,
+                z.as_ref(),
+                BlockStructure::Rectangular,
+                1.0,
+                Par::Seq,
+            );
+            for (j, w) in log_weights.iter_mut().enumerate() {
+                *w = self.log_likelihood(draws.col_as_slice(j))
                     + 0.5 * z.col(j).squared_norm_l2()
-                    + log_det_term
-            })
-            .collect();
-        // Whitened under the prior: U = L_K⁻¹ F, in place.
-        solve_lower_triangular_in_place(l_prior, draws.as_mut(), Par::Seq);
-        for (j, w) in log_weights.iter_mut().enumerate() {
-            *w -= 0.5 * draws.col(j).squared_norm_l2();
+                    + log_det_term;
+            }
+            // Whitened under the prior: U = L_K⁻¹ F, in place.
+            solve_lower_triangular_in_place(prior_factor.as_ref(), draws.as_mut(), Par::Seq);
+            for (j, w) in log_weights.iter_mut().enumerate() {
+                *w -= 0.5 * draws.col(j).squared_norm_l2();
+            }
+            Ok(log_mean_exp(log_weights))
+        })
+    }
+}
+
+/// Sets `sqrt_w = √(π(1 − π))` at `f` and writes the Cholesky factor of
+/// `B = I + W^½KW^½` into the lower triangle of `out`.
+fn factor_b(
+    k: &Mat<f64>,
+    f: &[f64],
+    sqrt_w: &mut [f64],
+    out: &mut Mat<f64>,
+    scratch: &mut MemBuffer,
+) -> Result<(), TargetError> {
+    for (s, f) in sqrt_w.iter_mut().zip(f) {
+        let pi = sigmoid(*f);
+        *s = (pi * (1.0 - pi)).sqrt();
+    }
+    pulp::Arch::new().dispatch(ScaledKernelLowerTriangle { k, sqrt_w, out });
+    cholesky_lower_in_place(out.as_mut(), scratch, "B = I + W^½KW^½")
+}
+
+/// The lower triangle of `B = I + W^½KW^½` from that of `K`, column slice by
+/// column slice, as a `pulp` operation (see [`LogSigmoidSum`]).
+struct ScaledKernelLowerTriangle<'a> {
+    k: &'a Mat<f64>,
+    sqrt_w: &'a [f64],
+    out: &'a mut Mat<f64>,
+}
+
+impl pulp::WithSimd for ScaledKernelLowerTriangle<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { k, sqrt_w, out } = self;
+        for j in 0..k.ncols() {
+            let (out, k) = (&mut out.col_as_slice_mut(j)[j..], &k.col_as_slice(j)[j..]);
+            let sqrt_wj = sqrt_w[j];
+            for ((b, k), sqrt_wi) in out.iter_mut().zip(k).zip(&sqrt_w[j..]) {
+                *b = sqrt_wi * k * sqrt_wj;
+            }
+            out[0] += 1.0;
         }
-        Ok(log_mean_exp(&log_weights))
+    }
+}
+
+/// The lower triangle of the kernel matrix from the scaled covariates, as a
+/// `pulp` operation (see [`LogSigmoidSum`]): column by column, the entries
+/// below the diagonal in chunks of contiguous points ([`kernel_entries`]).
+struct KernelLowerTriangle<'a> {
+    scaled: &'a Mat<f64>,
+    kernel: &'a mut Mat<f64>,
+}
+
+impl pulp::WithSimd for KernelLowerTriangle<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { scaled, kernel } = self;
+        let n = kernel.nrows();
+        for j in 0..n {
+            let column = &mut kernel.col_as_slice_mut(j)[j..];
+            column[0] = 1.0;
+            let (chunks, rest) = column[1..].as_chunks_mut::<KERNEL_CHUNK>();
+            for (c, chunk) in chunks.iter_mut().enumerate() {
+                kernel_entries(scaled, j, j + 1 + c * KERNEL_CHUNK, chunk);
+            }
+            kernel_entries(scaled, j, n - rest.len(), rest);
+        }
+    }
+}
+
+/// Points per chunk of a kernel column in [`kernel_entries`].
+const KERNEL_CHUNK: usize = 8;
+
+/// `out[k] = exp(−‖s_{first+k} − s_j‖²)` for the points (rows) of the scaled
+/// covariates `scaled` (one covariate per column), `out.len() ≤`
+/// [`KERNEL_CHUNK`]. The squared distances accumulate in a register-sized
+/// array over the covariates, in covariate order, so a full chunk is a few
+/// vector operations per covariate and one vectorised [`fastmath::exp`].
+#[inline(always)]
+fn kernel_entries(scaled: &Mat<f64>, j: usize, first: usize, out: &mut [f64]) {
+    let mut r2 = [0.0; KERNEL_CHUNK];
+    let r2 = &mut r2[..out.len()];
+    for l in 0..scaled.ncols() {
+        let s = scaled.col_as_slice(l);
+        let sj = s[j];
+        for (r2, si) in r2.iter_mut().zip(&s[first..first + out.len()]) {
+            let diff = si - sj;
+            *r2 += diff * diff;
+        }
+    }
+    for (value, r2) in out.iter_mut().zip(r2.iter()) {
+        *value = fastmath::exp(-r2);
     }
 }
 
@@ -662,8 +968,9 @@ pub fn glass_posterior(
 mod tests {
     use super::*;
     use crate::Target;
+    use faer::Col;
     use faer::linalg::solvers::DenseSolveCore;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     #[test]
@@ -707,6 +1014,118 @@ mod tests {
                 .log_likelihood_estimate(&[0.0, 1.0], &mut rng)
                 .is_nan()
         );
+    }
+
+    /// The blocked product form of `Σ log σ(yᵢfᵢ)` against the pointwise
+    /// sum with libm (`log σ(z) = −log1p(e^{−z})` for z ≥ 0, `z − log1p(e^z)`
+    /// otherwise), on 1300 points (more than two blocks of `LOG_BLOCK`, a
+    /// remainder that is not a multiple of the lanes) spanning |z| up to 60,
+    /// where `e^{−|z|}` is far below an ulp of 1; and the special values.
+    #[test]
+    fn sum_log_sigmoid_matches_the_pointwise_sum() {
+        let pointwise = |z: f64| {
+            if z >= 0.0 {
+                -(-z).exp().ln_1p()
+            } else {
+                z - z.exp().ln_1p()
+            }
+        };
+        let n = 1300;
+        let f: Vec<f64> = (0..n).map(|i| 60.0 * ((i as f64) * 0.37).sin()).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|i| if i % 3 == 0 { -1.0 } else { 1.0 })
+            .collect();
+        for len in [0, 1, 7, 8, 513, n] {
+            let expected: f64 = (0..len).map(|i| pointwise(y[i] * f[i])).sum();
+            let got = sum_log_sigmoid(&y[..len], &f[..len]);
+            // Each of the len factors and products rounds once (≲ len ulp
+            // inside the log), as does each term of the pointwise sum.
+            let tolerance = 4.0 * len as f64 * f64::EPSILON * (1.0 + expected.abs());
+            assert!(
+                (got - expected).abs() <= tolerance,
+                "{len}: {got} vs {expected}"
+            );
+        }
+        assert!(sum_log_sigmoid(&[1.0, 1.0], &[0.5, f64::NAN]).is_nan());
+        assert_eq!(sum_log_sigmoid(&[1.0], &[f64::INFINITY]), 0.0);
+        assert_eq!(
+            sum_log_sigmoid(&[-1.0], &[f64::INFINITY]),
+            f64::NEG_INFINITY
+        );
+    }
+
+    /// The thread's reused buffers leave no trace: the Laplace approximation
+    /// and an estimate are the same after calls for a model of another shape
+    /// (which reallocate the workspace) and for another θ (which leave stale
+    /// values in it), on a fresh thread, and from inside a nested call (which
+    /// gets its own buffers).
+    #[test]
+    fn results_do_not_depend_on_the_workspace_history() {
+        let (small, theta) = small_model();
+        let other =
+            GpClassification::new(small.data().subset(&[0, 3, 5, 9, 11]).unwrap(), 3).unwrap();
+        let estimate = |model: &GpClassification, theta: &[f64], seed: u64| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            model.try_log_likelihood_estimate(theta, &mut rng).unwrap()
+        };
+        let laplace = |theta: &[f64]| {
+            let lap = small.laplace(theta).unwrap();
+            (
+                lap.mode().to_vec(),
+                lap.newton_steps(),
+                lap.log_marginal_likelihood(),
+            )
+        };
+        let both = |theta: &[f64]| (estimate(&small, theta, 5), laplace(theta));
+        // References, each computed on a fresh thread (fresh workspace).
+        let fresh = |theta: &[f64]| std::thread::scope(|s| s.spawn(|| both(theta)).join());
+        let thetas = [theta.clone(), vec![1.5; 9]];
+        let references = thetas.clone().map(|theta| fresh(&theta).unwrap());
+        // Interleaved on this thread, after another shape.
+        estimate(&other, &[0.3; 9], 1);
+        for _ in 0..2 {
+            for (theta, reference) in thetas.iter().zip(&references) {
+                assert_eq!(&both(theta), reference);
+            }
+        }
+        let first = references[0].0;
+
+        /// An rng that runs one estimate of `model` inside its first draw,
+        /// while the outer estimate holds the thread's workspace.
+        struct NestedRng<'a> {
+            inner: Xoshiro256PlusPlus,
+            model: &'a GpClassification,
+            nested: Option<f64>,
+        }
+        impl rand::TryRng for NestedRng<'_> {
+            type Error = std::convert::Infallible;
+            fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+                Ok(self.try_next_u64()? as u32)
+            }
+            fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+                if self.nested.is_none() {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+                    self.nested = self
+                        .model
+                        .try_log_likelihood_estimate(&[-1.0; 9], &mut rng)
+                        .ok();
+                }
+                Ok(self.inner.next_u64())
+            }
+            fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+                self.inner.fill_bytes(dst);
+                Ok(())
+            }
+        }
+        let mut nested_rng = NestedRng {
+            inner: Xoshiro256PlusPlus::seed_from_u64(5),
+            model: &small,
+            nested: None,
+        };
+        let outer = small
+            .try_log_likelihood_estimate(&theta, &mut nested_rng)
+            .unwrap();
+        assert_eq!((outer, nested_rng.nested), (first, Some(first)));
     }
 
     /// Kernel values in this crate's convention equal the paper's

@@ -2,9 +2,9 @@
 //! and KMC lite on the 10-d ABC skew-normal posterior — autocorrelation and
 //! the θ₁ marginal against a random-walk ground truth.
 
-use super::kamh::{check, legend};
+use super::kamh::{banded_trace, check};
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{Axes, Curve, CurveKind, curves, interval_points};
+use crate::plot::{Axes, curves};
 use crate::spec::{LiteBasis, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Summary, fmt};
 use anyhow::Result;
@@ -108,18 +108,7 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
             "fig4-theta1.svg",
         ),
     ] {
-        let series: Vec<Curve> = summary
-            .cells
-            .iter()
-            .filter_map(|c| Some((c, c.curves.get(trace)?)))
-            .enumerate()
-            .map(|(colour, (c, stats))| Curve {
-                label: legend(c),
-                points: interval_points(stats, None),
-                kind: CurveKind::Banded,
-                colour,
-            })
-            .collect();
+        let series = banded_trace(summary, trace);
         curves(
             &dir.join(file),
             &format!("ABC skew-normal: {title}, 10%–90% of chains"),

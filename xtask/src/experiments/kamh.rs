@@ -3,7 +3,7 @@
 //! targets, judged by acceptance, norm of the mean and exact quantile errors.
 
 use crate::experiment::{Cell, Experiment, Protocol};
-use crate::plot::{Bar, BarSeries, grouped_bars};
+use crate::plot::{Bar, BarSeries, Curve, CurveKind, grouped_bars, interval_points};
 use crate::spec::{Metric, QUANTILE_LEVELS, SamplerSpec, TargetSpec, quantile_metric_name};
 use crate::summary::{CellSummary, ClaimCheck, MetricStats, Summary, Verdict, fmt};
 use anyhow::Result;
@@ -256,6 +256,23 @@ pub(super) fn legend(cell: &CellSummary) -> String {
     } else {
         format!("{} (pending)", cell.sampler)
     }
+}
+
+/// One banded curve per cell that recorded the curve `trace` (mean and the
+/// 10%–90% band over its chains), coloured in cell order.
+pub(super) fn banded_trace(summary: &Summary, trace: &str) -> Vec<Curve> {
+    summary
+        .cells
+        .iter()
+        .filter_map(|c| Some((c, c.curves.get(trace)?)))
+        .enumerate()
+        .map(|(colour, (c, stats))| Curve {
+            label: legend(c),
+            points: interval_points(stats, None),
+            kind: CurveKind::Banded,
+            colour,
+        })
+        .collect()
 }
 
 /// Mean ± the paper's 80% interval half width.
