@@ -357,7 +357,14 @@ fn pseudo_marginal_estimate_is_reused_and_mcwm_re_estimates() {
             .filter(|&i| !chain.accepted[i] && chain.log_densities[i] == chain.log_densities[i - 1])
             .count();
         let rejections = (1..chain.len()).filter(|&i| !chain.accepted[i]).count();
-        assert!(rejections > 10 && chain.acceptance_rate() > 0.1);
+        // the checks below need both outcomes often; how often depends on the
+        // path (an MCWM chain can sit in a low-acceptance stretch after a
+        // rounding-level change), which is not what this test is about
+        let acceptances = chain.len() - 1 - rejections;
+        assert!(
+            rejections > 10 && acceptances > 10,
+            "{rejections} rejections, {acceptances} acceptances"
+        );
         if density == CurrentDensity::Reuse {
             // exact: a rejection keeps the stored estimate
             assert_eq!(kept, rejections);
