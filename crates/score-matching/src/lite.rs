@@ -55,12 +55,23 @@ pub struct LiteEstimator {
 }
 
 /// Basis points per block of the evaluation layout: two AVX2 vectors of
-/// `f64`, so that two independent exponential evaluations are in flight.
+/// `f64`. The lane-partial sums of an evaluation have this many lanes on
+/// every CPU (vectors or scalars), so the result does not depend on the
+/// instruction set; each lane sums its points in basis order.
 const LANES: usize = 8;
 
-/// Basis points per chunk of an evaluation pass (a multiple of [`LANES`]):
-/// the three steps of the pass run chunk by chunk on data in the L1 cache.
+/// Basis points per chunk of an evaluation pass: the chunk's exponents and
+/// weights live in stack arrays (L1 cache), so the exponential runs as one
+/// vectorised loop over a slice between the two mat-vec steps.
 const CHUNK: usize = 64;
+
+/// Points per group of the exponential loop: four AVX2 vectors in flight.
+const EXP_GROUP: usize = 16;
+
+/// Dimensions up to this bound are evaluated with the partial sums in
+/// registers (a code path per dimension); larger ones keep them in a
+/// scratch slice.
+const MAX_REGISTER_DIM: usize = 8;
 
 /// The fitted basis in the layout the evaluations stream through, and their
 /// scratch. With the centre `c` (the mean of the basis points), the
@@ -91,13 +102,8 @@ struct Packed {
     alpha: Vec<f64>,
     /// Scratch: `(2/σ)(x − c)`.
     direction: Vec<f64>,
-    /// Scratch: `−‖x − zᵢ‖²/σ` per point.
-    exponents: Vec<f64>,
-    /// Scratch: `wᵢ = αᵢ k(zᵢ, x)` per point.
-    weights: Vec<f64>,
-    /// Scratch: per coordinate l and lane k, the partial sums of
-    /// `wᵢ (z_il − c_l)` at `l L + k`.
-    sums: Vec<f64>,
+    /// Scratch: per coordinate l, the lane-partial sums of `wᵢ (z_il − c_l)`.
+    sums: Vec<[f64; LANES]>,
 }
 
 impl Packed {
@@ -131,11 +137,18 @@ impl Packed {
             offsets,
             alpha: padded_alpha,
             direction: vec![0.0; dim],
-            exponents: vec![0.0; blocks * LANES],
-            weights: vec![0.0; blocks * LANES],
-            sums: vec![0.0; dim * LANES],
+            sums: vec![[0.0; LANES]; dim],
         }
     }
+}
+
+/// The lane-partial sums of one evaluation besides the per-coordinate sums
+/// (which stay in [`Packed::sums`]).
+struct Totals {
+    /// `Σ wᵢ`.
+    weights: [f64; LANES],
+    /// `Σ eᵢ wᵢ` with the exponents `eᵢ = −‖x − zᵢ‖²/σ` (for the Laplacian).
+    weighted_exponents: [f64; LANES],
 }
 
 impl LiteEstimator {
@@ -189,45 +202,55 @@ impl LiteEstimator {
         &self.alpha
     }
 
-    /// Evaluates at `x` (of a fitted model): fills the scratch with the
-    /// exponents, the weights and the partial sums of [`Packed`] and returns
-    /// the lane-partial sums of the weights.
-    fn evaluate(&mut self, x: &[f64]) -> [f64; LANES] {
+    /// Evaluates at `x` (of a fitted model): fills `direction` and `sums` of
+    /// [`Packed`] and returns the other lane-partial sums.
+    fn evaluate(&mut self, x: &[f64]) -> Totals {
         if self.packed.alpha.len() != self.alpha.len().next_multiple_of(CHUNK) {
             // only the first evaluation after a deserialisation
             self.packed = Packed::new(&self.basis, &self.alpha, self.dim, self.sigma);
         }
-        pulp::Arch::new().dispatch(Evaluation {
-            packed: &mut self.packed,
-            x,
-            sigma: self.sigma,
-        })
+        let (packed, sigma) = (&mut self.packed, self.sigma);
+        match self.dim {
+            1 => evaluate_in::<1>(packed, x, sigma),
+            2 => evaluate_in::<2>(packed, x, sigma),
+            3 => evaluate_in::<3>(packed, x, sigma),
+            4 => evaluate_in::<4>(packed, x, sigma),
+            5 => evaluate_in::<5>(packed, x, sigma),
+            6 => evaluate_in::<6>(packed, x, sigma),
+            7 => evaluate_in::<7>(packed, x, sigma),
+            MAX_REGISTER_DIM => evaluate_in::<MAX_REGISTER_DIM>(packed, x, sigma),
+            _ => evaluate_in::<0>(packed, x, sigma),
+        }
     }
 }
 
-/// One evaluation pass over the basis as a [`pulp::WithSimd`] operation:
-/// dispatched to the best instruction set of the running CPU (AVX2 + FMA on
-/// x86-64 where available), where its loops over blocks of [`LANES`] points
-/// vectorise, the exponential included (see
-/// [`kameleon_kernels::fastmath::exp`]). The products are accumulated with
-/// `f64::mul_add`, a fused multiply-add on every CPU (in software where the
-/// instruction is missing), so the result does not depend on the CPU.
-///
-/// The pass is fused chunk by chunk ([`CHUNK`] points, whose exponents,
-/// weights and basis rows stay in the L1 cache between the three steps);
-/// each lane of a partial sum adds its points in basis order, so the result
-/// does not depend on [`CHUNK`] either.
-struct Evaluation<'a> {
+/// One evaluation pass with `d = DIM` if `DIM > 0` (the partial sums in
+/// registers), else `d = x.len()` (the partial sums in [`Packed::sums`]),
+/// dispatched by `pulp` to the best instruction set of the running CPU.
+fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> Totals {
+    pulp::Arch::new().dispatch(Evaluation::<DIM> { packed, x, sigma })
+}
+
+/// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
+/// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
+/// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
+/// exponential included, see [`kameleon_kernels::fastmath::exp`]) and the
+/// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
+/// registers across the whole pass when `DIM > 0`. The products are
+/// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
+/// CPU, in software where the instruction is missing), so the result does
+/// not depend on the CPU.
+struct Evaluation<'a, const DIM: usize> {
     packed: &'a mut Packed,
     x: &'a [f64],
     sigma: f64,
 }
 
-impl pulp::WithSimd for Evaluation<'_> {
-    type Output = [f64; LANES];
+impl<const DIM: usize> pulp::WithSimd for Evaluation<'_, DIM> {
+    type Output = Totals;
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, simd: S) -> [f64; LANES] {
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> Totals {
         const {
             assert!(
                 LANES.is_multiple_of(S::F64_LANES),
@@ -241,8 +264,6 @@ impl pulp::WithSimd for Evaluation<'_> {
             offsets,
             alpha,
             direction,
-            exponents,
-            weights,
             sums,
         } = packed;
         let mut norm = 0.0;
@@ -251,64 +272,115 @@ impl pulp::WithSimd for Evaluation<'_> {
             norm = v.mul_add(v, norm);
             *y = 2.0 / sigma * v;
         }
-        let base = simd.splat_f64s(-norm / sigma);
+        let base = -norm / sigma;
+        let basis = Basis {
+            points,
+            offsets,
+            alpha,
+        };
+        if DIM > 0 {
+            // the partial sums in a local array, which the compiler keeps in
+            // registers: its length and the loops over it are constants
+            let mut local = [[0.0; LANES]; DIM];
+            let totals = basis.pass(simd, &direction[..DIM], base, &mut local);
+            sums.copy_from_slice(&local);
+            totals
+        } else {
+            sums.fill([0.0; LANES]);
+            basis.pass(simd, direction, base, sums)
+        }
+    }
+}
+
+/// The read-only part of [`Packed`] that an evaluation pass streams through.
+struct Basis<'a> {
+    points: &'a [f64],
+    offsets: &'a [f64],
+    alpha: &'a [f64],
+}
+
+impl Basis<'_> {
+    /// The pass at `x`, given `direction = (2/σ)(x − c)` and
+    /// `base = −‖x − c‖²/σ`: adds the lane-partial sums of `wᵢ (zᵢ − c)` to
+    /// `sums` (one `[f64; LANES]` per coordinate) and returns the others.
+    #[inline(always)]
+    fn pass<S: pulp::Simd>(
+        &self,
+        simd: S,
+        direction: &[f64],
+        base: f64,
+        sums: &mut [[f64; LANES]],
+    ) -> Totals {
         let block_len = direction.len() * LANES;
-        sums.fill(0.0);
-        let mut total = [0.0; LANES];
-        let chunks = points
+        let base = simd.splat_f64s(base);
+        let mut exponents = [0.0; CHUNK];
+        let mut weights = [0.0; CHUNK];
+        let mut totals = Totals {
+            weights: [0.0; LANES],
+            weighted_exponents: [0.0; LANES],
+        };
+        let chunks = self
+            .points
             .chunks_exact(CHUNK / LANES * block_len)
-            .zip(offsets.chunks_exact(CHUNK))
-            .zip(alpha.chunks_exact(CHUNK))
-            .zip(exponents.chunks_exact_mut(CHUNK))
-            .zip(weights.chunks_exact_mut(CHUNK));
-        for ((((points, offsets), alpha), exponents), weights) in chunks {
-            // the exponents, block by block: a d × CHUNK mat-vec
-            let rows = points.as_chunks::<LANES>().0;
+            .zip(self.offsets.as_chunks::<CHUNK>().0)
+            .zip(self.alpha.as_chunks::<CHUNK>().0);
+        for ((points, offsets), alpha) in chunks {
+            let blocks = || {
+                points
+                    .chunks_exact(block_len)
+                    .map(|b| b.as_chunks::<LANES>().0)
+            };
+            // the exponents `offset + base + direction · (z − c)`, block by block
             let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
             let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
-            let row_blocks = rows.chunks_exact(direction.len());
-            for ((exponent, offset), block) in exponent_blocks.zip(offset_blocks).zip(row_blocks) {
+            for ((exponent, offset), rows) in exponent_blocks.zip(offset_blocks).zip(blocks()) {
                 let e = S::as_mut_simd_f64s(exponent).0;
                 for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
                     *e = simd.add_f64s(*o, base);
                 }
-                for (row, y) in block.iter().zip(direction.iter()) {
+                for (row, y) in rows.iter().zip(direction) {
                     let y = simd.splat_f64s(*y);
                     for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
                         *e = simd.mul_add_f64s(*z, y, *e);
                     }
                 }
             }
-            // the weights: one vectorised loop of exponentials
-            for ((w, e), a) in weights.iter_mut().zip(exponents.iter_mut()).zip(alpha) {
-                // the distance is ≥ 0: clip the rounding of the expansion
-                *e = e.min(0.0);
-                *w = a * exp(*e);
+            // the weights: a vectorised loop of exponentials, in groups of
+            // EXP_GROUP points whose inner loop the compiler unrolls into
+            // independent vector chains (one chain alone is latency-bound)
+            let weight_groups = weights.as_chunks_mut::<EXP_GROUP>().0.iter_mut();
+            let exponent_groups = exponents.as_chunks_mut::<EXP_GROUP>().0.iter_mut();
+            for ((w, e), a) in weight_groups
+                .zip(exponent_groups)
+                .zip(alpha.as_chunks::<EXP_GROUP>().0)
+            {
+                for k in 0..EXP_GROUP {
+                    // the distance is ≥ 0: clip the rounding of the expansion
+                    e[k] = e[k].min(0.0);
+                    w[k] = a[k] * exp(e[k]);
+                }
             }
-            // the weighted sums, coordinate by coordinate (a d × CHUNK
-            // mat-vec): the LANES partial sums of one coordinate stay in
-            // registers over the chunk's blocks
-            let weight_blocks = weights.as_chunks::<LANES>().0;
-            for (l, sum) in sums.as_chunks_mut::<LANES>().0.iter_mut().enumerate() {
-                let mut acc = *sum;
-                let s = S::as_mut_simd_f64s(&mut acc).0;
-                let column = rows.chunks_exact(direction.len()).map(|block| &block[l]);
-                for (weight, row) in weight_blocks.iter().zip(column) {
-                    let w = S::as_simd_f64s(weight).0;
-                    for ((s, z), w) in s.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
+            // the weighted sums, block by block
+            let weight_blocks = weights.as_chunks::<LANES>().0.iter();
+            let exponent_blocks = exponents.as_chunks::<LANES>().0.iter();
+            for ((weight, exponent), rows) in weight_blocks.zip(exponent_blocks).zip(blocks()) {
+                let w = S::as_simd_f64s(weight).0;
+                for (row, sum) in rows.iter().zip(sums.iter_mut()) {
+                    let sum = S::as_mut_simd_f64s(sum).0;
+                    for ((s, z), w) in sum.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
                         *s = simd.mul_add_f64s(*w, *z, *s);
                     }
                 }
-                *sum = acc;
-            }
-            for weight in weight_blocks {
-                let t = S::as_mut_simd_f64s(&mut total).0;
-                for (t, w) in t.iter_mut().zip(S::as_simd_f64s(weight).0) {
+                let total = S::as_mut_simd_f64s(&mut totals.weights).0;
+                let weighted = S::as_mut_simd_f64s(&mut totals.weighted_exponents).0;
+                let e = S::as_simd_f64s(exponent).0;
+                for (((t, we), w), e) in total.iter_mut().zip(weighted).zip(w).zip(e) {
                     *t = simd.add_f64s(*t, *w);
+                    *we = simd.mul_add_f64s(*e, *w, *we);
                 }
             }
         }
-        total
+        totals
     }
 }
 
@@ -597,45 +669,34 @@ impl GradientModel for LiteEstimator {
         if self.alpha.is_empty() {
             return 0.0;
         }
-        lane_sum(&self.evaluate(x))
+        lane_sum(&self.evaluate(x).weights)
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
-        debug_assert!(x.len() == out.len());
+        self.grad_and_laplacian(x, out);
+    }
+
+    fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
+        debug_assert!(x.len() == grad.len());
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
         if self.alpha.is_empty() {
-            out.fill(0.0);
-            return;
+            grad.fill(0.0);
+            return 0.0;
         }
-        let total = lane_sum(&self.evaluate(x));
+        let totals = self.evaluate(x);
+        let total = lane_sum(&totals.weights);
         // ∇f = (2/σ) Σᵢ wᵢ (zᵢ − c) − (2/σ)(x − c) Σᵢ wᵢ
         let scale = 2.0 / self.sigma;
         let Packed {
             direction, sums, ..
         } = &self.packed;
-        for ((g, sum), y) in out
-            .iter_mut()
-            .zip(sums.as_chunks::<LANES>().0)
-            .zip(direction)
-        {
+        for ((g, sum), y) in grad.iter_mut().zip(sums).zip(direction) {
             *g = scale * lane_sum(sum) - y * total;
         }
-    }
-
-    fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
-        self.grad_log_density(x, grad);
         // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k = −(2/σ)(2e + d) k with the
         // exponent e = −‖x − z‖²/σ
         let d = x.len() as f64;
-        let Packed {
-            weights, exponents, ..
-        } = &self.packed;
-        -2.0 / self.sigma
-            * weights
-                .iter()
-                .zip(exponents)
-                .map(|(w, e)| (2.0 * e + d) * w)
-                .sum::<f64>()
+        -scale * (2.0 * lane_sum(&totals.weighted_exponents) + d * total)
     }
 }
 
