@@ -2,10 +2,13 @@
 
 use crate::error::{check_points, positive};
 use crate::{GradientModel, ScoreMatchingError};
-use faer::linalg::matmul::matmul;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::linalg::solvers::Solve;
-use faer::{Accum, Col, Mat, MatRef, Par, Side};
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::{Accum, Col, ColMut, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
 use kameleon_kernels::fastmath::exp;
 
@@ -387,93 +390,223 @@ fn lane_sum(lanes: &[f64; LANES]) -> f64 {
 }
 
 /// The lite statistics of Prop. 1 on basis = data `z` (n × d): the kernel
-/// matrix `K`, the vector `b` and the matrix `C` (full, symmetric).
+/// matrix `K`, the vector `b` and the matrix `C`.
 pub(crate) struct LiteSystem {
+    /// `K`, full and exactly symmetric (see [`KernelPass`]).
     pub(crate) kernel: Mat<f64>,
     pub(crate) b: Col<f64>,
+    /// `C` in its lower triangle (all the Cholesky factorisation reads); the
+    /// strict upper triangle is zero.
     pub(crate) c: Mat<f64>,
 }
 
-/// Computes `K`, `b` and `C` of Prop. 1 in O(n³ + dn²).
+/// Computes `K`, `b` and the lower triangle of `C` of Prop. 1 in
+/// O(n³ + dn²), the n × n products with parallelism `par`.
 ///
 /// With `s_k = ‖z_k‖²` and `G = ZZᵀ`,
 /// `C_ij = Σ_k K_ki K_kj (s_k − G_ki − G_kj + G_ij) = (BᵀK + KᵀB)_ij + G_ij (KᵀK)_ij`
 /// where `B_ki = K_ki (s_k/2 − G_ki)`; and
 /// `b_i = Σ_k K_ik ((2/σ)‖z_k − z_i‖² − d)`.
 ///
-/// The two n × n products are the whole cost: `P = BᵀK` (2n³ flops, full)
-/// and the symmetric `KᵀK`, of which only the lower triangle is formed (n³
-/// flops); both run on faer's parallel kernels.
-pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64) -> LiteSystem {
-    let (n, d) = (z.nrows(), z.ncols());
-    let par = Par::rayon(0);
-    let mut gram = Mat::<f64>::zeros(n, n);
-    matmul(
-        gram.as_mut(),
-        Accum::Replace,
-        z,
-        z.transpose(),
-        1.0,
-        Par::Seq,
-    );
-    let sq: Vec<f64> = (0..n).map(|i| gram[(i, i)]).collect();
-    let dist2 = |i: usize, j: usize, g: f64| (sq[i] + sq[j] - 2.0 * g).max(0.0);
-    let kernel = Mat::from_fn(n, n, |i, j| exp(-dist2(i, j, gram[(i, j)]) / sigma));
-    let b = Col::from_fn(n, |i| {
-        (0..n)
-            .map(|k| kernel[(i, k)] * (2.0 / sigma * dist2(i, k, gram[(i, k)]) - d as f64))
-            .sum()
+/// The products are the whole cost, each on the lower triangle only (n³
+/// flops each): `C ← KᵀK`, then `C ← G ∘ C` ([`GramProduct`]), then
+/// `C += BᵀK` and `C += KᵀB`. The O(dn²) rest is two vectorised passes:
+/// [`KernelPass`] (`K`, `B` and `b`) and [`GramProduct`]; `G` is never
+/// stored but recomputed in both from the column-major copy of `z`.
+///
+/// The result does not depend on the number of threads of `par`: faer's
+/// matrix products split their output into tiles between threads, and every
+/// entry is accumulated in the same order whatever the split (tested).
+pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSystem {
+    let n = z.nrows();
+    // column-major: coordinate l of all points is a contiguous column
+    let z = z.to_owned();
+    let mut kernel = Mat::<f64>::zeros(n, n);
+    let mut half_b = Mat::<f64>::zeros(n, n);
+    let mut b = Col::<f64>::zeros(n);
+    let arch = pulp::Arch::new();
+    arch.dispatch(KernelPass {
+        z: z.as_ref(),
+        sigma,
+        kernel: kernel.as_mut(),
+        half_b: half_b.as_mut(),
+        b: b.as_mut(),
     });
-    let half_b = Mat::from_fn(n, n, |k, i| kernel[(k, i)] * (0.5 * sq[k] - gram[(k, i)]));
-    let mut product = Mat::<f64>::zeros(n, n);
-    matmul(
-        product.as_mut(),
-        Accum::Replace,
-        half_b.transpose(),
-        kernel.as_ref(),
-        1.0,
-        par,
-    );
-    let mut kk = Mat::<f64>::zeros(n, n);
-    triangular::matmul(
-        kk.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        kernel.transpose(),
-        BlockStructure::Rectangular,
-        kernel.as_ref(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
-    // C = P + Pᵀ + G ∘ KᵀK with P = BᵀK, from the lower triangle of KᵀK.
+    // K is exactly symmetric, so Kᵀ enters the products as K itself (its
+    // column-major layout, which faer reads without repacking)
+    let kernel_ref = kernel.as_ref();
     let mut c = Mat::<f64>::zeros(n, n);
-    for j in 0..n {
-        for i in j..n {
-            let value = product[(i, j)] + product[(j, i)] + gram[(i, j)] * kk[(i, j)];
-            c[(i, j)] = value;
-            c[(j, i)] = value;
-        }
-    }
+    let mut lower_product = |accum, lhs, rhs| {
+        triangular::matmul(
+            c.as_mut(),
+            BlockStructure::TriangularLower,
+            accum,
+            lhs,
+            BlockStructure::Rectangular,
+            rhs,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+    };
+    lower_product(Accum::Replace, kernel_ref, kernel_ref);
+    arch.dispatch(GramProduct {
+        z: z.as_ref(),
+        c: c.as_mut(),
+    });
+    let mut lower_product = |lhs, rhs| {
+        triangular::matmul(
+            c.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            lhs,
+            BlockStructure::Rectangular,
+            rhs,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+    };
+    lower_product(half_b.transpose(), kernel_ref);
+    lower_product(kernel_ref, half_b.as_ref());
     LiteSystem { kernel, b, c }
 }
 
-impl GradientModel for LiteEstimator {
-    fn dim(&self) -> usize {
-        self.dim
+/// Column j of `G = ZZᵀ` from row `start` on: `g[i − start] = Σ_l z_il z_jl`
+/// over the column-major `z`, accumulated with `f64::mul_add` in the order
+/// of l (a fused multiply-add in the pulp contexts that call it). Since the
+/// product of each step commutes, `G_ij` and `G_ji` are the same bits, and so
+/// are `K_ij` and `K_ji`.
+#[inline(always)]
+fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
+    g.fill(0.0);
+    for l in 0..z.ncols() {
+        let column = z.col(l).try_as_col_major().expect("column-major z");
+        let zjl = column[j];
+        for (g, zil) in g.iter_mut().zip(&column.as_slice()[start..]) {
+            *g = zil.mul_add(zjl, *g);
+        }
     }
+}
 
-    /// Fits on all rows of `points` as basis (subsample before calling).
-    /// Needs at least one point.
-    fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
+/// The pass that forms `K`, `B` and `b` of [`lite_system`], column by
+/// column, as a [`pulp::WithSimd`] operation (so that its loops over a
+/// column vectorise, the exponential included). Column j: `G_·j` by
+/// [`gram_column`], then `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`,
+/// `K_ij = exp(−r_ij/σ)`, `B_ij = K_ij (s_i/2 − G_ij)` and the term
+/// `K_ij ((2/σ) r_ij − d)` of `b_j` (`b_j` is a column sum: `K` and `r` are
+/// symmetric).
+struct KernelPass<'a> {
+    /// The points, column-major (n × d).
+    z: MatRef<'a, f64>,
+    sigma: f64,
+    kernel: MatMut<'a, f64>,
+    half_b: MatMut<'a, f64>,
+    b: ColMut<'a, f64>,
+}
+
+impl pulp::WithSimd for KernelPass<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self {
+            z,
+            sigma,
+            mut kernel,
+            mut half_b,
+            mut b,
+        } = self;
+        let (n, d) = (z.nrows(), z.ncols() as f64);
+        // s_i = G_ii, by the same accumulation as G
+        let mut squares = vec![0.0; n];
+        for l in 0..z.ncols() {
+            let column = z.col(l).try_as_col_major().expect("column-major z");
+            for (s, zil) in squares.iter_mut().zip(column.as_slice()) {
+                *s = zil.mul_add(*zil, *s);
+            }
+        }
+        let mut gram = vec![0.0; n];
+        let mut terms = vec![0.0; n];
+        for j in 0..n {
+            gram_column(z, j, 0, &mut gram);
+            let sj = squares[j];
+            let kernel = kernel.as_mut().col_mut(j).try_as_col_major_mut();
+            let half_b = half_b.as_mut().col_mut(j).try_as_col_major_mut();
+            let (kernel, half_b) = (
+                kernel.expect("column-major K").as_slice_mut(),
+                half_b.expect("column-major B").as_slice_mut(),
+            );
+            let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
+            for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(&squares)) {
+                let r = (si + sj - 2.0 * g).max(0.0);
+                *k = exp(-r / sigma);
+                *h = *k * (0.5 * si - g);
+                *t = *k * (2.0 / sigma * r - d);
+            }
+            b[j] = simd_sum(simd, &terms);
+        }
+    }
+}
+
+/// The sum of `values` with one SIMD accumulator (lane-wise partial sums
+/// added at the end).
+#[inline(always)]
+fn simd_sum<S: pulp::Simd>(simd: S, values: &[f64]) -> f64 {
+    let (head, tail) = S::as_simd_f64s(values);
+    let lanes = head
+        .iter()
+        .fold(simd.splat_f64s(0.0), |acc, v| simd.add_f64s(acc, *v));
+    simd.reduce_sum_f64s(lanes) + tail.iter().sum::<f64>()
+}
+
+/// `C_ij ← G_ij C_ij` on the lower triangle (`i ≥ j`), `G_·j` by
+/// [`gram_column`], as a [`pulp::WithSimd`] operation.
+struct GramProduct<'a> {
+    /// The points, column-major (n × d).
+    z: MatRef<'a, f64>,
+    c: MatMut<'a, f64>,
+}
+
+impl pulp::WithSimd for GramProduct<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { z, mut c } = self;
+        let n = z.nrows();
+        let mut gram = vec![0.0; n];
+        for j in 0..n {
+            let gram = &mut gram[j..];
+            gram_column(z, j, j, gram);
+            let column = c.as_mut().col_mut(j).try_as_col_major_mut();
+            let column = &mut column.expect("column-major C").as_slice_mut()[j..];
+            for (c, g) in column.iter_mut().zip(gram.iter()) {
+                *c *= g;
+            }
+        }
+    }
+}
+
+impl LiteEstimator {
+    /// [`GradientModel::fit`] with the parallelism `par` of the n × n
+    /// products and the Cholesky factorisation of `C + λR`.
+    ///
+    /// The triangular solves run sequentially whatever `par`: faer's parallel
+    /// matrix-vector product splits its sum between threads, which would make
+    /// α depend on the thread count, and they are O(n²) anyway.
+    fn fit_with(&mut self, points: MatRef<'_, f64>, par: Par) -> Result<(), ScoreMatchingError> {
         let n = points.nrows();
         if n == 0 {
             return Err(ScoreMatchingError::TooFewPoints { needed: 1, got: 0 });
         }
         check_points(points, points.ncols())?;
-        let LiteSystem { kernel, b, mut c } = lite_system(points, self.sigma);
-        // column by column (faer is column-major); only the lower triangle
-        // is read by the Cholesky factorisation
+        let LiteSystem {
+            kernel,
+            mut b,
+            mut c,
+        } = lite_system(points, self.sigma, par);
+        // only the lower triangle is read by the Cholesky factorisation
         match self.regulariser {
             LiteRegulariser::Identity => {
                 for i in 0..n {
@@ -482,19 +615,30 @@ impl GradientModel for LiteEstimator {
             }
             LiteRegulariser::KernelPlusIdentity => {
                 for j in 0..n {
-                    for i in j..n {
-                        let identity = if i == j { 1.0 } else { 0.0 };
-                        c[(i, j)] += self.lambda * (kernel[(i, j)] + identity);
+                    let kernel = kernel.col(j).subrows(j, n - j);
+                    let column = c.col_mut(j).subrows_mut(j, n - j);
+                    for (i, (c, k)) in column.iter_mut().zip(kernel.iter()).enumerate() {
+                        let identity = if i == 0 { 1.0 } else { 0.0 };
+                        *c += self.lambda * (k + identity);
                     }
                 }
             }
         }
-        let llt = c
-            .llt(Side::Lower)
-            .map_err(|_| ScoreMatchingError::NotPositiveDefinite)?;
-        let solution = llt.solve(&b);
+        let mut scratch =
+            MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+        cholesky_in_place(
+            c.as_mut(),
+            Default::default(),
+            par,
+            MemStack::new(&mut scratch),
+            Default::default(),
+        )
+        .map_err(|_| ScoreMatchingError::NotPositiveDefinite)?;
+        let factor = c.as_ref();
+        solve_lower_triangular_in_place(factor, b.as_mat_mut(), Par::Seq);
+        solve_upper_triangular_in_place(factor.transpose(), b.as_mat_mut(), Par::Seq);
         let scale = -0.5 * self.sigma;
-        self.alpha = (0..n).map(|i| scale * solution[i]).collect();
+        self.alpha = b.iter().map(|x| scale * x).collect();
         let d = points.ncols();
         self.dim = d;
         self.basis.clear();
@@ -502,6 +646,22 @@ impl GradientModel for LiteEstimator {
             .extend((0..d).flat_map(|l| (0..n).map(move |i| points[(i, l)])));
         self.packed = Packed::new(&self.basis, &self.alpha, d, self.sigma);
         Ok(())
+    }
+}
+
+impl GradientModel for LiteEstimator {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Fits on all rows of `points` as basis (subsample before calling).
+    /// Needs at least one point. The n × n products and the factorisation
+    /// run with faer's global parallelism (`faer::get_global_parallelism()`,
+    /// by default all threads of the current rayon pool; set it with
+    /// `faer::set_global_parallelism`, e.g. to `Par::Seq` where chains
+    /// already occupy every core). The fitted α does not depend on it.
+    fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
+        self.fit_with(points, faer::get_global_parallelism())
     }
 
     fn log_density_unnormalised(&mut self, x: &[f64]) -> f64 {
@@ -544,7 +704,8 @@ impl GradientModel for LiteEstimator {
 mod tests {
     use super::*;
 
-    /// The fast `C` and `b` equal Prop. 1 as printed:
+    /// The fast `C` (its lower triangle, all that is formed) and `b` equal
+    /// Prop. 1 as printed:
     /// `C = Σ_l (D_l K − K D_l)(K D_l − D_l K)`,
     /// `b = Σ_l ((2/σ)(K s_l + D_{s_l} K 1 − 2 D_l K x_l) − K1)`, O(dn³) with
     /// explicit diagonal matrices.
@@ -552,7 +713,7 @@ mod tests {
     fn fast_system_equals_printed_formula() {
         let (n, d, sigma) = (13, 4, 1.7);
         let z = Mat::from_fn(n, d, |i, l| ((i * 7 + l * 3) as f64 * 0.37).sin() * 1.5);
-        let fast = lite_system(z.as_ref(), sigma);
+        let fast = lite_system(z.as_ref(), sigma, Par::Seq);
         let k = Mat::from_fn(n, n, |i, j| {
             let r2: f64 = (0..d).map(|l| (z[(i, l)] - z[(j, l)]).powi(2)).sum();
             (-r2 / sigma).exp()
@@ -576,9 +737,45 @@ mod tests {
         for i in 0..n {
             assert!((fast.b[i] - b[i]).abs() <= 1e-12 * b.norm_max());
             assert!((fast.kernel[(i, i)] - 1.0).abs() < 1e-15);
-            for j in 0..n {
+            for j in 0..=i {
                 assert!((fast.c[(i, j)] - c[(i, j)]).abs() <= 1e-12 * c_scale);
+            }
+            for j in 0..n {
                 assert!((fast.kernel[(i, j)] - k[(i, j)]).abs() <= 1e-14);
+            }
+        }
+    }
+
+    /// The fit does not depend on the number of threads: α with sequential
+    /// products and factorisation equals α with 2 and 3 threads bit for bit,
+    /// for both regularisers, at a size where faer's products, Cholesky
+    /// factorisation and (were it run in parallel) triangular solves split
+    /// their work between threads: a parallel solve fails this test.
+    #[test]
+    fn fit_is_identical_for_every_thread_count() {
+        let (n, d) = (600, 3);
+        let z = Mat::from_fn(n, d, |i, l| ((i * 5 + l * 11) as f64 * 0.23).sin() * 2.0);
+        for regulariser in [
+            LiteRegulariser::Identity,
+            LiteRegulariser::KernelPlusIdentity,
+        ] {
+            let fit = |par| {
+                let mut model = LiteEstimator::new(1.3, 1e-3)
+                    .unwrap()
+                    .with_regulariser(regulariser);
+                model.fit_with(z.as_ref(), par).unwrap();
+                model.alpha
+            };
+            let sequential = fit(Par::Seq);
+            assert!(sequential.iter().all(|a| a.is_finite()));
+            for threads in [2, 3] {
+                let parallel = fit(Par::rayon(threads));
+                let differing = parallel
+                    .iter()
+                    .zip(&sequential)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(differing, 0, "{threads} threads: {differing} of {n} differ");
             }
         }
     }
