@@ -177,6 +177,10 @@ pub struct RunningMoments {
     delta: Vec<f64>,
     /// x − mean_new of the last point.
     centred: Vec<f64>,
+    /// Whether the last point's rank-one update of `m2` is still to be
+    /// applied (see [`RunningMoments::push_deferred`]).
+    #[serde(default)]
+    pending: bool,
 }
 
 impl RunningMoments {
@@ -190,6 +194,7 @@ impl RunningMoments {
             lower: false,
             delta: vec![0.0; dim],
             centred: vec![0.0; dim],
+            pending: false,
         }
     }
 
@@ -215,7 +220,18 @@ impl RunningMoments {
 
     /// Adds one point (allocation-free).
     pub fn push(&mut self, x: &[f64]) {
+        self.push_deferred(x);
+        self.settle();
+    }
+
+    /// Adds one point to the count and the mean but leaves its rank-one
+    /// update of the scatter pending, for a consumer that applies it in its
+    /// own next pass over the scatter ([`RunningMoments::take_scatter`]):
+    /// F-KAMH reads the whole D × D triangle every step anyway, so the
+    /// update costs no pass of its own. Any other access settles it first.
+    pub(crate) fn push_deferred(&mut self, x: &[f64]) {
         debug_assert_eq!(x.len(), self.dim());
+        self.settle();
         self.n += 1;
         let inv_n = 1.0 / self.n as f64;
         for (((m, d), c), xi) in self
@@ -229,12 +245,31 @@ impl RunningMoments {
             *m += *d * inv_n;
             *c = xi - *m;
         }
-        pulp::Arch::new().dispatch(RankOne {
-            m2: &mut self.m2,
+        self.pending = true;
+    }
+
+    /// Applies a pending rank-one update of the scatter, if any.
+    pub(crate) fn settle(&mut self) {
+        if std::mem::take(&mut self.pending) {
+            pulp::Arch::new().dispatch(RankOne {
+                m2: &mut self.m2,
+                left: &self.delta,
+                right: &self.centred,
+                lower: self.lower,
+            });
+        }
+    }
+
+    /// The scatter for writing, with the pending rank-one update that the
+    /// caller must now apply to it (lower triangle only, for
+    /// [`RunningMoments::lower_triangle`]); `None` if nothing is pending.
+    pub(crate) fn take_scatter(&mut self) -> (&mut [f64], Option<RankOneUpdate<'_>>) {
+        let pending = std::mem::take(&mut self.pending);
+        let update = pending.then_some(RankOneUpdate {
             left: &self.delta,
             right: &self.centred,
-            lower: self.lower,
         });
+        (&mut self.m2, update)
     }
 
     /// The running mean (zeros before the first point).
@@ -247,8 +282,9 @@ impl RunningMoments {
     /// symmetric up to round-off, or for [`RunningMoments::lower_triangle`]
     /// only its lower triangle (row i holds S_i0 … S_ii, the strict upper
     /// triangle is zero). A view, for callers that need the matrix every
-    /// step without copying it (F-KAMH's feature covariance).
+    /// step without copying it.
     pub fn scatter(&self) -> &[f64] {
+        debug_assert!(!self.pending, "the scatter has a pending update");
         &self.m2
     }
 
@@ -256,6 +292,7 @@ impl RunningMoments {
     /// `out` (d × d, symmetric).
     pub fn covariance_into(&self, out: &mut [f64]) {
         debug_assert_eq!(out.len(), self.m2.len());
+        debug_assert!(!self.pending, "the scatter has a pending update");
         let d = self.dim();
         let scale = if self.n >= 2 {
             1.0 / (self.n - 1) as f64
@@ -295,10 +332,29 @@ impl pulp::WithSimd for RankOne<'_> {
         let d = left.len();
         for (i, (row, li)) in m2.chunks_exact_mut(d.max(1)).zip(left).enumerate() {
             let end = if lower { i + 1 } else { d };
-            for (m, r) in row[..end].iter_mut().zip(&right[..end]) {
-                *m += li * r;
-            }
+            add_scaled(&mut row[..end], *li, &right[..end]);
         }
+    }
+}
+
+/// A pending rank-one update of a [`RunningMoments`] scatter: row i gets
+/// `left_i · right` added (see [`add_scaled`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankOneUpdate<'a> {
+    /// The row factors (x − mean before the point).
+    pub(crate) left: &'a [f64],
+    /// The common row (x − mean after the point).
+    pub(crate) right: &'a [f64],
+}
+
+/// `row += scale · right`, one row of a [`RunningMoments`] rank-one update:
+/// a multiply and an add per entry (no FMA contraction, so the values do not
+/// depend on the CPU); vectorises when inlined into a [`pulp::WithSimd`]
+/// operation.
+#[inline(always)]
+pub(crate) fn add_scaled(row: &mut [f64], scale: f64, right: &[f64]) {
+    for (m, r) in row.iter_mut().zip(right) {
+        *m += scale * r;
     }
 }
 

@@ -33,7 +33,7 @@
 //! chain length t, and a step allocates nothing.
 
 use crate::Target;
-use crate::adaptation::{RunningMoments, Scale};
+use crate::adaptation::{RankOneUpdate, RunningMoments, Scale, add_scaled};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
@@ -181,8 +181,13 @@ impl<F: FeatureMap> FKamh<F> {
     }
 
     /// The running moments of the features (mean and scatter S, C̃ = S/n).
-    pub fn feature_moments(&self) -> &RunningMoments {
-        &self.moments
+    /// A copy (D × D): the sampler applies each step's rank-one update of S
+    /// within its next pass over S, and the copy has it applied. For
+    /// inspection and tests, not for the sampling loop.
+    pub fn feature_moments(&self) -> RunningMoments {
+        let mut moments = self.moments.clone();
+        moments.settle();
+        moments
     }
 
     /// The proposal covariance `R(x) = γ²I + η² J(x)ᵀ C̃ J(x)` at any `x`
@@ -196,7 +201,8 @@ impl<F: FeatureMap> FKamh<F> {
             .clone()
             .jacobian_into(&self.features, x, &mut jacobian);
         let mut form = vec![0.0; d * d];
-        QuadraticForm::new(big, d).compute(self.moments.scatter(), &jacobian, &mut form);
+        let mut moments = self.moments.clone();
+        QuadraticForm::new(big, d).compute(&mut moments, &jacobian, &mut form);
         let mut out = vec![0.0; d * d];
         self.assemble_into(&form, &mut out);
         Ok(out)
@@ -229,7 +235,8 @@ impl<F: FeatureMap> FKamh<F> {
     }
 
     /// Adds φ(x_t) (in `self.embedding`) to the history and updates the cached
-    /// form `JᵀSJ` at x_t by the matching rank one.
+    /// form `JᵀSJ` at x_t by the matching rank one; S's own rank-one update
+    /// is left to the next [`QuadraticForm::compute`].
     fn push_current(&mut self) {
         let n = self.moments.count() as f64;
         let (big, d) = (self.features.dim_out(), self.dim);
@@ -251,7 +258,7 @@ impl<F: FeatureMap> FKamh<F> {
                 self.form[a * d + b] += weight * self.projection[a] * self.projection[b];
             }
         }
-        self.moments.push(&self.embedding);
+        self.moments.push_deferred(&self.embedding);
     }
 }
 
@@ -309,7 +316,9 @@ impl JacobianSource {
 /// The d × d form `Jᵀ S J` (exactly symmetric) for S (D × D, symmetric,
 /// given by its lower triangle in row-major storage as
 /// [`RunningMoments::scatter`] holds it) and J (D × d, column-major), with
-/// its buffers (allocated once).
+/// its buffers (allocated once). The pass over S first applies the
+/// moments' pending rank-one update to each row (so S is read and written
+/// once per step, not once for the update and once for the form).
 ///
 /// With L the strict lower triangle of S, `P = (L + ½ diag S) J` (D × d) and
 /// `X = Jᵀ P` (d × d, faer's product), `Jᵀ S J = X + Xᵀ`: the triangular
@@ -337,11 +346,14 @@ impl QuadraticForm {
         }
     }
 
-    /// Writes `Jᵀ S J` into `out` (d × d).
-    fn compute(&mut self, scatter: &[f64], jacobian: &[f64], out: &mut [f64]) {
+    /// Writes `Jᵀ S J` into `out` (d × d), S the moments' scatter after
+    /// their pending update (which this applies).
+    fn compute(&mut self, moments: &mut RunningMoments, jacobian: &[f64], out: &mut [f64]) {
         let (big, d) = (self.big, self.d);
+        let (scatter, update) = moments.take_scatter();
         pulp::Arch::new().dispatch(HalfLowerProduct {
             scatter,
+            update,
             jacobian,
             big,
             d,
@@ -381,7 +393,10 @@ impl QuadraticForm {
 /// iterator chains, 278k with this kernel (182k of them in the inner loop:
 /// one S load and eight multiply-adds per chunk).
 struct HalfLowerProduct<'a> {
-    scatter: &'a [f64],
+    scatter: &'a mut [f64],
+    /// A rank-one update to apply to S's lower triangle first (see
+    /// [`RunningMoments::take_scatter`]).
+    update: Option<RankOneUpdate<'a>>,
     jacobian: &'a [f64],
     big: usize,
     d: usize,
@@ -401,6 +416,7 @@ impl pulp::WithSimd for HalfLowerProduct<'_> {
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self {
             scatter,
+            mut update,
             jacobian,
             big,
             d,
@@ -412,7 +428,9 @@ impl pulp::WithSimd for HalfLowerProduct<'_> {
         while first < d {
             let count = COLUMNS.min(d - first);
             let pass = ColumnGroup {
-                scatter,
+                scatter: &mut *scatter,
+                // applied by the first group's pass
+                update: update.take(),
                 jacobian: &jacobian[first * big..(first + count) * big],
                 big,
                 packed: &mut packed[first * padded..(first + count) * padded],
@@ -438,7 +456,8 @@ impl pulp::WithSimd for HalfLowerProduct<'_> {
 /// `product` hold the group's columns (D × C, column-major), `packed` room
 /// for them repacked (D rounded up to the lanes, times C).
 struct ColumnGroup<'a> {
-    scatter: &'a [f64],
+    scatter: &'a mut [f64],
+    update: Option<RankOneUpdate<'a>>,
     jacobian: &'a [f64],
     big: usize,
     packed: &'a mut [f64],
@@ -450,6 +469,7 @@ impl ColumnGroup<'_> {
     fn run<S: pulp::Simd, const C: usize>(self, simd: S) {
         let Self {
             scatter,
+            update,
             jacobian,
             big,
             packed,
@@ -457,36 +477,62 @@ impl ColumnGroup<'_> {
         } = self;
         let lanes = S::F64_LANES;
         // packed[(q·C + k)·lanes + i] = J[q·lanes + i, k], zero past row D
-        for (q, block) in packed.chunks_exact_mut(C * lanes).enumerate() {
-            for (k, out) in block.chunks_exact_mut(lanes).enumerate() {
+        // (one vector load and store each: a variable-length copy would be a
+        // memcpy call per vector)
+        let vectors = S::as_mut_simd_f64s(packed).0;
+        for (q, block) in vectors.chunks_exact_mut(C).enumerate() {
+            for (k, out) in block.iter_mut().enumerate() {
                 let rows = &jacobian[k * big..(k + 1) * big];
-                let end = big.min((q + 1) * lanes);
-                let len = end - q * lanes;
-                out[..len].copy_from_slice(&rows[q * lanes..end]);
-                out[len..].fill(0.0);
+                *out = simd.partial_load_f64s(&rows[q * lanes..big.min((q + 1) * lanes)]);
             }
         }
-        let vectors = S::as_simd_f64s(packed).0;
-        let (chunks, _) = pulp::as_arrays::<C, _>(vectors);
+        let (chunks, _) = pulp::as_arrays::<C, _>(&*vectors);
         let zero = simd.splat_f64s(0.0);
-        for (a, row) in scatter.chunks_exact(big).enumerate() {
+        // diagonal_weights[p]: 1 in lanes < p, ½ in lane p, 0 above, so that
+        // (row chunk) ∘ diagonal_weights[a − start] = (S_ab (b < a), ½ S_aa, 0…)
+        let mut diagonal_weights = [zero; MAX_LANES];
+        for (p, weights) in diagonal_weights[..lanes].iter_mut().enumerate() {
+            let mut lanes_of = [0.0; MAX_LANES];
+            lanes_of[..p].fill(1.0);
+            lanes_of[p] = 0.5;
+            *weights = simd.partial_load_f64s(&lanes_of[..lanes]);
+        }
+        let accumulate = |sums: &mut [S::f64s; C], s: S::f64s, js: &[S::f64s; C]| {
+            for k in 0..C {
+                sums[k] = simd.mul_add_f64s(s, js[k], sums[k]);
+            }
+        };
+        for (a, row) in scatter.chunks_exact_mut(big).enumerate() {
             // whole vectors strictly below the diagonal's chunk
             let full = a / lanes;
             let start = full * lanes;
+            let (below, diagonal) = row.split_at_mut(start);
+            let below = S::as_mut_simd_f64s(below).0;
             let mut sums = [zero; C];
-            for (s, js) in S::as_simd_f64s(&row[..start]).0.iter().zip(chunks) {
-                for k in 0..C {
-                    sums[k] = simd.mul_add_f64s(*s, js[k], sums[k]);
+            match update {
+                Some(RankOneUpdate { left, right }) => {
+                    // the pending update of the row, in the same pass: a
+                    // multiply and an add per entry, as RunningMoments does
+                    let scale = simd.splat_f64s(left[a]);
+                    let right_below = S::as_simd_f64s(&right[..start]).0;
+                    for ((s, r), js) in below.iter_mut().zip(right_below).zip(chunks) {
+                        *s = simd.add_f64s(*s, simd.mul_f64s(scale, *r));
+                        accumulate(&mut sums, *s, js);
+                    }
+                    add_scaled(&mut diagonal[..=a - start], left[a], &right[start..=a]);
+                }
+                None => {
+                    for (s, js) in below.iter().zip(chunks) {
+                        accumulate(&mut sums, *s, js);
+                    }
                 }
             }
             // the diagonal's chunk: S_ab for start ≤ b < a, ½ S_aa, then zeros
-            let mut tail = [0.0; MAX_LANES];
-            tail[..a - start].copy_from_slice(&row[start..a]);
-            tail[a - start] = 0.5 * row[a];
-            let s = simd.partial_load_f64s(&tail[..lanes]);
-            for k in 0..C {
-                sums[k] = simd.mul_add_f64s(s, chunks[full][k], sums[k]);
-            }
+            let s = simd.mul_f64s(
+                simd.partial_load_f64s(&diagonal[..=a - start]),
+                diagonal_weights[a - start],
+            );
+            accumulate(&mut sums, s, &chunks[full]);
             for k in 0..C {
                 product[k * big + a] = simd.reduce_sum_f64s(sums[k]);
             }
@@ -501,7 +547,7 @@ impl<F: FeatureMap> Proposal for FKamh<F> {
             .jacobian_into(&self.features, x, &mut self.jacobian);
         self.features.embed(x, &mut self.embedding);
         self.quadratic
-            .compute(self.moments.scatter(), &self.jacobian, &mut self.form);
+            .compute(&mut self.moments, &self.jacobian, &mut self.form);
         self.push_current();
         self.refactor_current();
         ensure(
@@ -529,7 +575,7 @@ impl<F: FeatureMap> Proposal for FKamh<F> {
         self.source
             .jacobian_into(&self.features, proposed, &mut self.jacobian_proposed);
         self.quadratic.compute(
-            self.moments.scatter(),
+            &mut self.moments,
             &self.jacobian_proposed,
             &mut self.form_proposed,
         );
@@ -723,35 +769,44 @@ mod tests {
     /// `Jᵀ S J` from the lower triangle equals the plain triple product of
     /// the full symmetric S, for sizes covering partial SIMD chunks (D not a
     /// multiple of the lanes, D below one vector) and column groups (d = 8,
-    /// one full group; d = 11, a full and a partial one).
+    /// one full group; d = 11, a full and a partial one). With the last
+    /// point's update of S pending, the pass applies it: S afterwards equals
+    /// the settled S bit for bit, and so does the form.
     #[test]
     fn quadratic_form_matches_the_full_triple_product() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
         for big in [1, 3, 4, 5, 17, 40] {
             for d in [1, 3, 8, 11] {
-                let full = Mat::<f64>::from_fn(big, big, |_, _| rng.random::<f64>() - 0.5);
-                let symmetric = &full + full.transpose();
-                let mut lower = vec![0.0; big * big];
-                for a in 0..big {
-                    for b in 0..=a {
-                        lower[a * big + b] = symmetric[(a, b)];
-                    }
+                let mut settled = RunningMoments::lower_triangle(big);
+                let mut deferred = RunningMoments::lower_triangle(big);
+                for _ in 0..6 {
+                    let x: Vec<f64> = (0..big).map(|_| rng.random::<f64>() - 0.5).collect();
+                    settled.push(&x);
+                    deferred.push_deferred(&x);
                 }
+                let scatter = settled.scatter();
+                let symmetric =
+                    Mat::<f64>::from_fn(big, big, |a, b| scatter[a.max(b) * big + a.min(b)]);
                 let jacobian: Vec<f64> = (0..big * d).map(|_| rng.random::<f64>() - 0.5).collect();
                 let j = MatRef::from_column_major_slice(&jacobian, big, d);
                 let expected = j.transpose() * &symmetric * j;
                 let mut form = vec![0.0; d * d];
-                QuadraticForm::new(big, d).compute(&lower, &jacobian, &mut form);
+                QuadraticForm::new(big, d).compute(&mut settled, &jacobian, &mut form);
+                let scale = expected.norm_max();
                 for a in 0..d {
                     for b in 0..d {
                         let e = expected[(a, b)];
                         assert!(
-                            (form[a * d + b] - e).abs() < 1e-12 * (big as f64),
+                            (form[a * d + b] - e).abs() < 1e-13 * (big as f64) * scale,
                             "D = {big}, d = {d}, ({a}, {b}): {} vs {e}",
                             form[a * d + b]
                         );
                     }
                 }
+                let mut fused = vec![0.0; d * d];
+                QuadraticForm::new(big, d).compute(&mut deferred, &jacobian, &mut fused);
+                assert_eq!(deferred.scatter(), settled.scatter(), "D = {big}, d = {d}");
+                assert_eq!(fused, form, "D = {big}, d = {d}");
             }
         }
     }

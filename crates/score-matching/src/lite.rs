@@ -2,10 +2,13 @@
 
 use crate::error::{check_points, positive};
 use crate::{GradientModel, ScoreMatchingError};
-use faer::linalg::matmul::matmul;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::linalg::solvers::Solve;
-use faer::{Accum, Col, Mat, MatRef, Par, Side};
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::{Accum, Col, ColMut, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
 use kameleon_kernels::fastmath::exp;
 
@@ -52,12 +55,23 @@ pub struct LiteEstimator {
 }
 
 /// Basis points per block of the evaluation layout: two AVX2 vectors of
-/// `f64`, so that two independent exponential evaluations are in flight.
+/// `f64`. The lane-partial sums of an evaluation have this many lanes on
+/// every CPU (vectors or scalars), so the result does not depend on the
+/// instruction set; each lane sums its points in basis order.
 const LANES: usize = 8;
 
-/// Basis points per chunk of an evaluation pass (a multiple of [`LANES`]):
-/// the three steps of the pass run chunk by chunk on data in the L1 cache.
+/// Basis points per chunk of an evaluation pass: the chunk's exponents and
+/// weights live in stack arrays (L1 cache), so the exponential runs as one
+/// vectorised loop over a slice between the two mat-vec steps.
 const CHUNK: usize = 64;
+
+/// Points per group of the exponential loop: four AVX2 vectors in flight.
+const EXP_GROUP: usize = 16;
+
+/// Dimensions up to this bound are evaluated with the partial sums in
+/// registers (a code path per dimension); larger ones keep them in a
+/// scratch slice.
+const MAX_REGISTER_DIM: usize = 8;
 
 /// The fitted basis in the layout the evaluations stream through, and their
 /// scratch. With the centre `c` (the mean of the basis points), the
@@ -88,13 +102,8 @@ struct Packed {
     alpha: Vec<f64>,
     /// Scratch: `(2/σ)(x − c)`.
     direction: Vec<f64>,
-    /// Scratch: `−‖x − zᵢ‖²/σ` per point.
-    exponents: Vec<f64>,
-    /// Scratch: `wᵢ = αᵢ k(zᵢ, x)` per point.
-    weights: Vec<f64>,
-    /// Scratch: per coordinate l and lane k, the partial sums of
-    /// `wᵢ (z_il − c_l)` at `l L + k`.
-    sums: Vec<f64>,
+    /// Scratch: per coordinate l, the lane-partial sums of `wᵢ (z_il − c_l)`.
+    sums: Vec<[f64; LANES]>,
 }
 
 impl Packed {
@@ -128,11 +137,18 @@ impl Packed {
             offsets,
             alpha: padded_alpha,
             direction: vec![0.0; dim],
-            exponents: vec![0.0; blocks * LANES],
-            weights: vec![0.0; blocks * LANES],
-            sums: vec![0.0; dim * LANES],
+            sums: vec![[0.0; LANES]; dim],
         }
     }
+}
+
+/// The lane-partial sums of one evaluation besides the per-coordinate sums
+/// (which stay in [`Packed::sums`]).
+struct Totals {
+    /// `Σ wᵢ`.
+    weights: [f64; LANES],
+    /// `Σ eᵢ wᵢ` with the exponents `eᵢ = −‖x − zᵢ‖²/σ` (for the Laplacian).
+    weighted_exponents: [f64; LANES],
 }
 
 impl LiteEstimator {
@@ -186,45 +202,55 @@ impl LiteEstimator {
         &self.alpha
     }
 
-    /// Evaluates at `x` (of a fitted model): fills the scratch with the
-    /// exponents, the weights and the partial sums of [`Packed`] and returns
-    /// the lane-partial sums of the weights.
-    fn evaluate(&mut self, x: &[f64]) -> [f64; LANES] {
+    /// Evaluates at `x` (of a fitted model): fills `direction` and `sums` of
+    /// [`Packed`] and returns the other lane-partial sums.
+    fn evaluate(&mut self, x: &[f64]) -> Totals {
         if self.packed.alpha.len() != self.alpha.len().next_multiple_of(CHUNK) {
             // only the first evaluation after a deserialisation
             self.packed = Packed::new(&self.basis, &self.alpha, self.dim, self.sigma);
         }
-        pulp::Arch::new().dispatch(Evaluation {
-            packed: &mut self.packed,
-            x,
-            sigma: self.sigma,
-        })
+        let (packed, sigma) = (&mut self.packed, self.sigma);
+        match self.dim {
+            1 => evaluate_in::<1>(packed, x, sigma),
+            2 => evaluate_in::<2>(packed, x, sigma),
+            3 => evaluate_in::<3>(packed, x, sigma),
+            4 => evaluate_in::<4>(packed, x, sigma),
+            5 => evaluate_in::<5>(packed, x, sigma),
+            6 => evaluate_in::<6>(packed, x, sigma),
+            7 => evaluate_in::<7>(packed, x, sigma),
+            MAX_REGISTER_DIM => evaluate_in::<MAX_REGISTER_DIM>(packed, x, sigma),
+            _ => evaluate_in::<0>(packed, x, sigma),
+        }
     }
 }
 
-/// One evaluation pass over the basis as a [`pulp::WithSimd`] operation:
-/// dispatched to the best instruction set of the running CPU (AVX2 + FMA on
-/// x86-64 where available), where its loops over blocks of [`LANES`] points
-/// vectorise, the exponential included (see
-/// [`kameleon_kernels::fastmath::exp`]). The products are accumulated with
-/// `f64::mul_add`, a fused multiply-add on every CPU (in software where the
-/// instruction is missing), so the result does not depend on the CPU.
-///
-/// The pass is fused chunk by chunk ([`CHUNK`] points, whose exponents,
-/// weights and basis rows stay in the L1 cache between the three steps);
-/// each lane of a partial sum adds its points in basis order, so the result
-/// does not depend on [`CHUNK`] either.
-struct Evaluation<'a> {
+/// One evaluation pass with `d = DIM` if `DIM > 0` (the partial sums in
+/// registers), else `d = x.len()` (the partial sums in [`Packed::sums`]),
+/// dispatched by `pulp` to the best instruction set of the running CPU.
+fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> Totals {
+    pulp::Arch::new().dispatch(Evaluation::<DIM> { packed, x, sigma })
+}
+
+/// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
+/// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
+/// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
+/// exponential included, see [`kameleon_kernels::fastmath::exp`]) and the
+/// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
+/// registers across the whole pass when `DIM > 0`. The products are
+/// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
+/// CPU, in software where the instruction is missing), so the result does
+/// not depend on the CPU.
+struct Evaluation<'a, const DIM: usize> {
     packed: &'a mut Packed,
     x: &'a [f64],
     sigma: f64,
 }
 
-impl pulp::WithSimd for Evaluation<'_> {
-    type Output = [f64; LANES];
+impl<const DIM: usize> pulp::WithSimd for Evaluation<'_, DIM> {
+    type Output = Totals;
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, simd: S) -> [f64; LANES] {
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> Totals {
         const {
             assert!(
                 LANES.is_multiple_of(S::F64_LANES),
@@ -238,8 +264,6 @@ impl pulp::WithSimd for Evaluation<'_> {
             offsets,
             alpha,
             direction,
-            exponents,
-            weights,
             sums,
         } = packed;
         let mut norm = 0.0;
@@ -248,64 +272,115 @@ impl pulp::WithSimd for Evaluation<'_> {
             norm = v.mul_add(v, norm);
             *y = 2.0 / sigma * v;
         }
-        let base = simd.splat_f64s(-norm / sigma);
+        let base = -norm / sigma;
+        let basis = Basis {
+            points,
+            offsets,
+            alpha,
+        };
+        if DIM > 0 {
+            // the partial sums in a local array, which the compiler keeps in
+            // registers: its length and the loops over it are constants
+            let mut local = [[0.0; LANES]; DIM];
+            let totals = basis.pass(simd, &direction[..DIM], base, &mut local);
+            sums.copy_from_slice(&local);
+            totals
+        } else {
+            sums.fill([0.0; LANES]);
+            basis.pass(simd, direction, base, sums)
+        }
+    }
+}
+
+/// The read-only part of [`Packed`] that an evaluation pass streams through.
+struct Basis<'a> {
+    points: &'a [f64],
+    offsets: &'a [f64],
+    alpha: &'a [f64],
+}
+
+impl Basis<'_> {
+    /// The pass at `x`, given `direction = (2/σ)(x − c)` and
+    /// `base = −‖x − c‖²/σ`: adds the lane-partial sums of `wᵢ (zᵢ − c)` to
+    /// `sums` (one `[f64; LANES]` per coordinate) and returns the others.
+    #[inline(always)]
+    fn pass<S: pulp::Simd>(
+        &self,
+        simd: S,
+        direction: &[f64],
+        base: f64,
+        sums: &mut [[f64; LANES]],
+    ) -> Totals {
         let block_len = direction.len() * LANES;
-        sums.fill(0.0);
-        let mut total = [0.0; LANES];
-        let chunks = points
+        let base = simd.splat_f64s(base);
+        let mut exponents = [0.0; CHUNK];
+        let mut weights = [0.0; CHUNK];
+        let mut totals = Totals {
+            weights: [0.0; LANES],
+            weighted_exponents: [0.0; LANES],
+        };
+        let chunks = self
+            .points
             .chunks_exact(CHUNK / LANES * block_len)
-            .zip(offsets.chunks_exact(CHUNK))
-            .zip(alpha.chunks_exact(CHUNK))
-            .zip(exponents.chunks_exact_mut(CHUNK))
-            .zip(weights.chunks_exact_mut(CHUNK));
-        for ((((points, offsets), alpha), exponents), weights) in chunks {
-            // the exponents, block by block: a d × CHUNK mat-vec
-            let rows = points.as_chunks::<LANES>().0;
+            .zip(self.offsets.as_chunks::<CHUNK>().0)
+            .zip(self.alpha.as_chunks::<CHUNK>().0);
+        for ((points, offsets), alpha) in chunks {
+            let blocks = || {
+                points
+                    .chunks_exact(block_len)
+                    .map(|b| b.as_chunks::<LANES>().0)
+            };
+            // the exponents `offset + base + direction · (z − c)`, block by block
             let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
             let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
-            let row_blocks = rows.chunks_exact(direction.len());
-            for ((exponent, offset), block) in exponent_blocks.zip(offset_blocks).zip(row_blocks) {
+            for ((exponent, offset), rows) in exponent_blocks.zip(offset_blocks).zip(blocks()) {
                 let e = S::as_mut_simd_f64s(exponent).0;
                 for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
                     *e = simd.add_f64s(*o, base);
                 }
-                for (row, y) in block.iter().zip(direction.iter()) {
+                for (row, y) in rows.iter().zip(direction) {
                     let y = simd.splat_f64s(*y);
                     for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
                         *e = simd.mul_add_f64s(*z, y, *e);
                     }
                 }
             }
-            // the weights: one vectorised loop of exponentials
-            for ((w, e), a) in weights.iter_mut().zip(exponents.iter_mut()).zip(alpha) {
-                // the distance is ≥ 0: clip the rounding of the expansion
-                *e = e.min(0.0);
-                *w = a * exp(*e);
+            // the weights: a vectorised loop of exponentials, in groups of
+            // EXP_GROUP points whose inner loop the compiler unrolls into
+            // independent vector chains (one chain alone is latency-bound)
+            let weight_groups = weights.as_chunks_mut::<EXP_GROUP>().0.iter_mut();
+            let exponent_groups = exponents.as_chunks_mut::<EXP_GROUP>().0.iter_mut();
+            for ((w, e), a) in weight_groups
+                .zip(exponent_groups)
+                .zip(alpha.as_chunks::<EXP_GROUP>().0)
+            {
+                for k in 0..EXP_GROUP {
+                    // the distance is ≥ 0: clip the rounding of the expansion
+                    e[k] = e[k].min(0.0);
+                    w[k] = a[k] * exp(e[k]);
+                }
             }
-            // the weighted sums, coordinate by coordinate (a d × CHUNK
-            // mat-vec): the LANES partial sums of one coordinate stay in
-            // registers over the chunk's blocks
-            let weight_blocks = weights.as_chunks::<LANES>().0;
-            for (l, sum) in sums.as_chunks_mut::<LANES>().0.iter_mut().enumerate() {
-                let mut acc = *sum;
-                let s = S::as_mut_simd_f64s(&mut acc).0;
-                let column = rows.chunks_exact(direction.len()).map(|block| &block[l]);
-                for (weight, row) in weight_blocks.iter().zip(column) {
-                    let w = S::as_simd_f64s(weight).0;
-                    for ((s, z), w) in s.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
+            // the weighted sums, block by block
+            let weight_blocks = weights.as_chunks::<LANES>().0.iter();
+            let exponent_blocks = exponents.as_chunks::<LANES>().0.iter();
+            for ((weight, exponent), rows) in weight_blocks.zip(exponent_blocks).zip(blocks()) {
+                let w = S::as_simd_f64s(weight).0;
+                for (row, sum) in rows.iter().zip(sums.iter_mut()) {
+                    let sum = S::as_mut_simd_f64s(sum).0;
+                    for ((s, z), w) in sum.iter_mut().zip(S::as_simd_f64s(row).0).zip(w) {
                         *s = simd.mul_add_f64s(*w, *z, *s);
                     }
                 }
-                *sum = acc;
-            }
-            for weight in weight_blocks {
-                let t = S::as_mut_simd_f64s(&mut total).0;
-                for (t, w) in t.iter_mut().zip(S::as_simd_f64s(weight).0) {
+                let total = S::as_mut_simd_f64s(&mut totals.weights).0;
+                let weighted = S::as_mut_simd_f64s(&mut totals.weighted_exponents).0;
+                let e = S::as_simd_f64s(exponent).0;
+                for (((t, we), w), e) in total.iter_mut().zip(weighted).zip(w).zip(e) {
                     *t = simd.add_f64s(*t, *w);
+                    *we = simd.mul_add_f64s(*e, *w, *we);
                 }
             }
         }
-        total
+        totals
     }
 }
 
@@ -315,93 +390,223 @@ fn lane_sum(lanes: &[f64; LANES]) -> f64 {
 }
 
 /// The lite statistics of Prop. 1 on basis = data `z` (n × d): the kernel
-/// matrix `K`, the vector `b` and the matrix `C` (full, symmetric).
+/// matrix `K`, the vector `b` and the matrix `C`.
 pub(crate) struct LiteSystem {
+    /// `K`, full and exactly symmetric (see [`KernelPass`]).
     pub(crate) kernel: Mat<f64>,
     pub(crate) b: Col<f64>,
+    /// `C` in its lower triangle (all the Cholesky factorisation reads); the
+    /// strict upper triangle is zero.
     pub(crate) c: Mat<f64>,
 }
 
-/// Computes `K`, `b` and `C` of Prop. 1 in O(n³ + dn²).
+/// Computes `K`, `b` and the lower triangle of `C` of Prop. 1 in
+/// O(n³ + dn²), the n × n products with parallelism `par`.
 ///
 /// With `s_k = ‖z_k‖²` and `G = ZZᵀ`,
 /// `C_ij = Σ_k K_ki K_kj (s_k − G_ki − G_kj + G_ij) = (BᵀK + KᵀB)_ij + G_ij (KᵀK)_ij`
 /// where `B_ki = K_ki (s_k/2 − G_ki)`; and
 /// `b_i = Σ_k K_ik ((2/σ)‖z_k − z_i‖² − d)`.
 ///
-/// The two n × n products are the whole cost: `P = BᵀK` (2n³ flops, full)
-/// and the symmetric `KᵀK`, of which only the lower triangle is formed (n³
-/// flops); both run on faer's parallel kernels.
-pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64) -> LiteSystem {
-    let (n, d) = (z.nrows(), z.ncols());
-    let par = Par::rayon(0);
-    let mut gram = Mat::<f64>::zeros(n, n);
-    matmul(
-        gram.as_mut(),
-        Accum::Replace,
-        z,
-        z.transpose(),
-        1.0,
-        Par::Seq,
-    );
-    let sq: Vec<f64> = (0..n).map(|i| gram[(i, i)]).collect();
-    let dist2 = |i: usize, j: usize, g: f64| (sq[i] + sq[j] - 2.0 * g).max(0.0);
-    let kernel = Mat::from_fn(n, n, |i, j| exp(-dist2(i, j, gram[(i, j)]) / sigma));
-    let b = Col::from_fn(n, |i| {
-        (0..n)
-            .map(|k| kernel[(i, k)] * (2.0 / sigma * dist2(i, k, gram[(i, k)]) - d as f64))
-            .sum()
+/// The products are the whole cost, each on the lower triangle only (n³
+/// flops each): `C ← KᵀK`, then `C ← G ∘ C` ([`GramProduct`]), then
+/// `C += BᵀK` and `C += KᵀB`. The O(dn²) rest is two vectorised passes:
+/// [`KernelPass`] (`K`, `B` and `b`) and [`GramProduct`]; `G` is never
+/// stored but recomputed in both from the column-major copy of `z`.
+///
+/// The result does not depend on the number of threads of `par`: faer's
+/// matrix products split their output into tiles between threads, and every
+/// entry is accumulated in the same order whatever the split (tested).
+pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSystem {
+    let n = z.nrows();
+    // column-major: coordinate l of all points is a contiguous column
+    let z = z.to_owned();
+    let mut kernel = Mat::<f64>::zeros(n, n);
+    let mut half_b = Mat::<f64>::zeros(n, n);
+    let mut b = Col::<f64>::zeros(n);
+    let arch = pulp::Arch::new();
+    arch.dispatch(KernelPass {
+        z: z.as_ref(),
+        sigma,
+        kernel: kernel.as_mut(),
+        half_b: half_b.as_mut(),
+        b: b.as_mut(),
     });
-    let half_b = Mat::from_fn(n, n, |k, i| kernel[(k, i)] * (0.5 * sq[k] - gram[(k, i)]));
-    let mut product = Mat::<f64>::zeros(n, n);
-    matmul(
-        product.as_mut(),
-        Accum::Replace,
-        half_b.transpose(),
-        kernel.as_ref(),
-        1.0,
-        par,
-    );
-    let mut kk = Mat::<f64>::zeros(n, n);
-    triangular::matmul(
-        kk.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        kernel.transpose(),
-        BlockStructure::Rectangular,
-        kernel.as_ref(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
-    // C = P + Pᵀ + G ∘ KᵀK with P = BᵀK, from the lower triangle of KᵀK.
+    // K is exactly symmetric, so Kᵀ enters the products as K itself (its
+    // column-major layout, which faer reads without repacking)
+    let kernel_ref = kernel.as_ref();
     let mut c = Mat::<f64>::zeros(n, n);
-    for j in 0..n {
-        for i in j..n {
-            let value = product[(i, j)] + product[(j, i)] + gram[(i, j)] * kk[(i, j)];
-            c[(i, j)] = value;
-            c[(j, i)] = value;
-        }
-    }
+    let mut lower_product = |accum, lhs, rhs| {
+        triangular::matmul(
+            c.as_mut(),
+            BlockStructure::TriangularLower,
+            accum,
+            lhs,
+            BlockStructure::Rectangular,
+            rhs,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+    };
+    lower_product(Accum::Replace, kernel_ref, kernel_ref);
+    arch.dispatch(GramProduct {
+        z: z.as_ref(),
+        c: c.as_mut(),
+    });
+    let mut lower_product = |lhs, rhs| {
+        triangular::matmul(
+            c.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            lhs,
+            BlockStructure::Rectangular,
+            rhs,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+    };
+    lower_product(half_b.transpose(), kernel_ref);
+    lower_product(kernel_ref, half_b.as_ref());
     LiteSystem { kernel, b, c }
 }
 
-impl GradientModel for LiteEstimator {
-    fn dim(&self) -> usize {
-        self.dim
+/// Column j of `G = ZZᵀ` from row `start` on: `g[i − start] = Σ_l z_il z_jl`
+/// over the column-major `z`, accumulated with `f64::mul_add` in the order
+/// of l (a fused multiply-add in the pulp contexts that call it). Since the
+/// product of each step commutes, `G_ij` and `G_ji` are the same bits, and so
+/// are `K_ij` and `K_ji`.
+#[inline(always)]
+fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
+    g.fill(0.0);
+    for l in 0..z.ncols() {
+        let column = z.col(l).try_as_col_major().expect("column-major z");
+        let zjl = column[j];
+        for (g, zil) in g.iter_mut().zip(&column.as_slice()[start..]) {
+            *g = zil.mul_add(zjl, *g);
+        }
     }
+}
 
-    /// Fits on all rows of `points` as basis (subsample before calling).
-    /// Needs at least one point.
-    fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
+/// The pass that forms `K`, `B` and `b` of [`lite_system`], column by
+/// column, as a [`pulp::WithSimd`] operation (so that its loops over a
+/// column vectorise, the exponential included). Column j: `G_·j` by
+/// [`gram_column`], then `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`,
+/// `K_ij = exp(−r_ij/σ)`, `B_ij = K_ij (s_i/2 − G_ij)` and the term
+/// `K_ij ((2/σ) r_ij − d)` of `b_j` (`b_j` is a column sum: `K` and `r` are
+/// symmetric).
+struct KernelPass<'a> {
+    /// The points, column-major (n × d).
+    z: MatRef<'a, f64>,
+    sigma: f64,
+    kernel: MatMut<'a, f64>,
+    half_b: MatMut<'a, f64>,
+    b: ColMut<'a, f64>,
+}
+
+impl pulp::WithSimd for KernelPass<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self {
+            z,
+            sigma,
+            mut kernel,
+            mut half_b,
+            mut b,
+        } = self;
+        let (n, d) = (z.nrows(), z.ncols() as f64);
+        // s_i = G_ii, by the same accumulation as G
+        let mut squares = vec![0.0; n];
+        for l in 0..z.ncols() {
+            let column = z.col(l).try_as_col_major().expect("column-major z");
+            for (s, zil) in squares.iter_mut().zip(column.as_slice()) {
+                *s = zil.mul_add(*zil, *s);
+            }
+        }
+        let mut gram = vec![0.0; n];
+        let mut terms = vec![0.0; n];
+        for j in 0..n {
+            gram_column(z, j, 0, &mut gram);
+            let sj = squares[j];
+            let kernel = kernel.as_mut().col_mut(j).try_as_col_major_mut();
+            let half_b = half_b.as_mut().col_mut(j).try_as_col_major_mut();
+            let (kernel, half_b) = (
+                kernel.expect("column-major K").as_slice_mut(),
+                half_b.expect("column-major B").as_slice_mut(),
+            );
+            let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
+            for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(&squares)) {
+                let r = (si + sj - 2.0 * g).max(0.0);
+                *k = exp(-r / sigma);
+                *h = *k * (0.5 * si - g);
+                *t = *k * (2.0 / sigma * r - d);
+            }
+            b[j] = simd_sum(simd, &terms);
+        }
+    }
+}
+
+/// The sum of `values` with one SIMD accumulator (lane-wise partial sums
+/// added at the end).
+#[inline(always)]
+fn simd_sum<S: pulp::Simd>(simd: S, values: &[f64]) -> f64 {
+    let (head, tail) = S::as_simd_f64s(values);
+    let lanes = head
+        .iter()
+        .fold(simd.splat_f64s(0.0), |acc, v| simd.add_f64s(acc, *v));
+    simd.reduce_sum_f64s(lanes) + tail.iter().sum::<f64>()
+}
+
+/// `C_ij ← G_ij C_ij` on the lower triangle (`i ≥ j`), `G_·j` by
+/// [`gram_column`], as a [`pulp::WithSimd`] operation.
+struct GramProduct<'a> {
+    /// The points, column-major (n × d).
+    z: MatRef<'a, f64>,
+    c: MatMut<'a, f64>,
+}
+
+impl pulp::WithSimd for GramProduct<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { z, mut c } = self;
+        let n = z.nrows();
+        let mut gram = vec![0.0; n];
+        for j in 0..n {
+            let gram = &mut gram[j..];
+            gram_column(z, j, j, gram);
+            let column = c.as_mut().col_mut(j).try_as_col_major_mut();
+            let column = &mut column.expect("column-major C").as_slice_mut()[j..];
+            for (c, g) in column.iter_mut().zip(gram.iter()) {
+                *c *= g;
+            }
+        }
+    }
+}
+
+impl LiteEstimator {
+    /// [`GradientModel::fit`] with the parallelism `par` of the n × n
+    /// products and the Cholesky factorisation of `C + λR`.
+    ///
+    /// The triangular solves run sequentially whatever `par`: faer's parallel
+    /// matrix-vector product splits its sum between threads, which would make
+    /// α depend on the thread count, and they are O(n²) anyway.
+    fn fit_with(&mut self, points: MatRef<'_, f64>, par: Par) -> Result<(), ScoreMatchingError> {
         let n = points.nrows();
         if n == 0 {
             return Err(ScoreMatchingError::TooFewPoints { needed: 1, got: 0 });
         }
         check_points(points, points.ncols())?;
-        let LiteSystem { kernel, b, mut c } = lite_system(points, self.sigma);
-        // column by column (faer is column-major); only the lower triangle
-        // is read by the Cholesky factorisation
+        let LiteSystem {
+            kernel,
+            mut b,
+            mut c,
+        } = lite_system(points, self.sigma, par);
+        // only the lower triangle is read by the Cholesky factorisation
         match self.regulariser {
             LiteRegulariser::Identity => {
                 for i in 0..n {
@@ -410,19 +615,30 @@ impl GradientModel for LiteEstimator {
             }
             LiteRegulariser::KernelPlusIdentity => {
                 for j in 0..n {
-                    for i in j..n {
-                        let identity = if i == j { 1.0 } else { 0.0 };
-                        c[(i, j)] += self.lambda * (kernel[(i, j)] + identity);
+                    let kernel = kernel.col(j).subrows(j, n - j);
+                    let column = c.col_mut(j).subrows_mut(j, n - j);
+                    for (i, (c, k)) in column.iter_mut().zip(kernel.iter()).enumerate() {
+                        let identity = if i == 0 { 1.0 } else { 0.0 };
+                        *c += self.lambda * (k + identity);
                     }
                 }
             }
         }
-        let llt = c
-            .llt(Side::Lower)
-            .map_err(|_| ScoreMatchingError::NotPositiveDefinite)?;
-        let solution = llt.solve(&b);
+        let mut scratch =
+            MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+        cholesky_in_place(
+            c.as_mut(),
+            Default::default(),
+            par,
+            MemStack::new(&mut scratch),
+            Default::default(),
+        )
+        .map_err(|_| ScoreMatchingError::NotPositiveDefinite)?;
+        let factor = c.as_ref();
+        solve_lower_triangular_in_place(factor, b.as_mat_mut(), Par::Seq);
+        solve_upper_triangular_in_place(factor.transpose(), b.as_mat_mut(), Par::Seq);
         let scale = -0.5 * self.sigma;
-        self.alpha = (0..n).map(|i| scale * solution[i]).collect();
+        self.alpha = b.iter().map(|x| scale * x).collect();
         let d = points.ncols();
         self.dim = d;
         self.basis.clear();
@@ -431,51 +647,56 @@ impl GradientModel for LiteEstimator {
         self.packed = Packed::new(&self.basis, &self.alpha, d, self.sigma);
         Ok(())
     }
+}
+
+impl GradientModel for LiteEstimator {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Fits on all rows of `points` as basis (subsample before calling).
+    /// Needs at least one point. The n × n products and the factorisation
+    /// run with faer's global parallelism (`faer::get_global_parallelism()`,
+    /// by default all threads of the current rayon pool; set it with
+    /// `faer::set_global_parallelism`, e.g. to `Par::Seq` where chains
+    /// already occupy every core). The fitted α does not depend on it.
+    fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
+        self.fit_with(points, faer::get_global_parallelism())
+    }
 
     fn log_density_unnormalised(&mut self, x: &[f64]) -> f64 {
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
         if self.alpha.is_empty() {
             return 0.0;
         }
-        lane_sum(&self.evaluate(x))
+        lane_sum(&self.evaluate(x).weights)
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
-        debug_assert!(x.len() == out.len());
+        self.grad_and_laplacian(x, out);
+    }
+
+    fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
+        debug_assert!(x.len() == grad.len());
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
         if self.alpha.is_empty() {
-            out.fill(0.0);
-            return;
+            grad.fill(0.0);
+            return 0.0;
         }
-        let total = lane_sum(&self.evaluate(x));
+        let totals = self.evaluate(x);
+        let total = lane_sum(&totals.weights);
         // ∇f = (2/σ) Σᵢ wᵢ (zᵢ − c) − (2/σ)(x − c) Σᵢ wᵢ
         let scale = 2.0 / self.sigma;
         let Packed {
             direction, sums, ..
         } = &self.packed;
-        for ((g, sum), y) in out
-            .iter_mut()
-            .zip(sums.as_chunks::<LANES>().0)
-            .zip(direction)
-        {
+        for ((g, sum), y) in grad.iter_mut().zip(sums).zip(direction) {
             *g = scale * lane_sum(sum) - y * total;
         }
-    }
-
-    fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
-        self.grad_log_density(x, grad);
         // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k = −(2/σ)(2e + d) k with the
         // exponent e = −‖x − z‖²/σ
         let d = x.len() as f64;
-        let Packed {
-            weights, exponents, ..
-        } = &self.packed;
-        -2.0 / self.sigma
-            * weights
-                .iter()
-                .zip(exponents)
-                .map(|(w, e)| (2.0 * e + d) * w)
-                .sum::<f64>()
+        -scale * (2.0 * lane_sum(&totals.weighted_exponents) + d * total)
     }
 }
 
@@ -483,7 +704,8 @@ impl GradientModel for LiteEstimator {
 mod tests {
     use super::*;
 
-    /// The fast `C` and `b` equal Prop. 1 as printed:
+    /// The fast `C` (its lower triangle, all that is formed) and `b` equal
+    /// Prop. 1 as printed:
     /// `C = Σ_l (D_l K − K D_l)(K D_l − D_l K)`,
     /// `b = Σ_l ((2/σ)(K s_l + D_{s_l} K 1 − 2 D_l K x_l) − K1)`, O(dn³) with
     /// explicit diagonal matrices.
@@ -491,7 +713,7 @@ mod tests {
     fn fast_system_equals_printed_formula() {
         let (n, d, sigma) = (13, 4, 1.7);
         let z = Mat::from_fn(n, d, |i, l| ((i * 7 + l * 3) as f64 * 0.37).sin() * 1.5);
-        let fast = lite_system(z.as_ref(), sigma);
+        let fast = lite_system(z.as_ref(), sigma, Par::Seq);
         let k = Mat::from_fn(n, n, |i, j| {
             let r2: f64 = (0..d).map(|l| (z[(i, l)] - z[(j, l)]).powi(2)).sum();
             (-r2 / sigma).exp()
@@ -515,9 +737,45 @@ mod tests {
         for i in 0..n {
             assert!((fast.b[i] - b[i]).abs() <= 1e-12 * b.norm_max());
             assert!((fast.kernel[(i, i)] - 1.0).abs() < 1e-15);
-            for j in 0..n {
+            for j in 0..=i {
                 assert!((fast.c[(i, j)] - c[(i, j)]).abs() <= 1e-12 * c_scale);
+            }
+            for j in 0..n {
                 assert!((fast.kernel[(i, j)] - k[(i, j)]).abs() <= 1e-14);
+            }
+        }
+    }
+
+    /// The fit does not depend on the number of threads: α with sequential
+    /// products and factorisation equals α with 2 and 3 threads bit for bit,
+    /// for both regularisers, at a size where faer's products, Cholesky
+    /// factorisation and (were it run in parallel) triangular solves split
+    /// their work between threads: a parallel solve fails this test.
+    #[test]
+    fn fit_is_identical_for_every_thread_count() {
+        let (n, d) = (600, 3);
+        let z = Mat::from_fn(n, d, |i, l| ((i * 5 + l * 11) as f64 * 0.23).sin() * 2.0);
+        for regulariser in [
+            LiteRegulariser::Identity,
+            LiteRegulariser::KernelPlusIdentity,
+        ] {
+            let fit = |par| {
+                let mut model = LiteEstimator::new(1.3, 1e-3)
+                    .unwrap()
+                    .with_regulariser(regulariser);
+                model.fit_with(z.as_ref(), par).unwrap();
+                model.alpha
+            };
+            let sequential = fit(Par::Seq);
+            assert!(sequential.iter().all(|a| a.is_finite()));
+            for threads in [2, 3] {
+                let parallel = fit(Par::rayon(threads));
+                let differing = parallel
+                    .iter()
+                    .zip(&sequential)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(differing, 0, "{threads} threads: {differing} of {n} differ");
             }
         }
     }

@@ -167,8 +167,9 @@ fn lite_rejects_bad_input() {
 /// `−(2/σ) Σ wᵢ (x − zᵢ)` and the Laplacian `Σ wᵢ ((4/σ²)‖x − zᵢ‖² − 2d/σ)`
 /// (libm `exp`), on data far from the origin and at points on, between and
 /// away from the basis; with n not a multiple of the block or chunk size,
-/// in one chunk of the evaluation pass (n = 37, d = 5) and in three
-/// (n = 150, d = 11). Rounding analysis: the
+/// in one chunk of the evaluation pass (n = 37, d = 1 and 5: partial sums
+/// in registers) and in three (n = 150, d = 8 in registers, d = 11 in the
+/// scratch slice). Rounding analysis: the
 /// exponent's absolute error is a few ulp of `(‖zᵢ − c‖² + ‖x − c‖²)/σ`,
 /// the gradient's cancellation error a few ulp of
 /// `(2/σ) Σ |wᵢ| (‖zᵢ − c‖ + ‖x − c‖)`; the bound below is 10⁻¹³
@@ -177,7 +178,7 @@ fn lite_rejects_bad_input() {
 /// `4wᵢ/σ` plus `2d wᵢ/σ`).
 #[test]
 fn fast_evaluation_matches_the_direct_form() {
-    for (n, d) in [(37, 5), (150, 11)] {
+    for (n, d) in [(37, 1), (37, 5), (150, 8), (150, 11)] {
         check_fast_evaluation(n, d);
     }
 }
