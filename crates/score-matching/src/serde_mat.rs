@@ -1,6 +1,8 @@
 //! Serde for a dense `faer::Mat<f64>` (faer is built without its serde
 //! feature): the shape and the column-major entries, bit-exact in binary
-//! formats such as postcard.
+//! formats such as postcard. The serialisers write a triangle-stored matrix
+//! (symmetric or lower triangular) in full, with a consistent upper
+//! triangle.
 
 use faer::Mat;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,9 +15,40 @@ struct Dense {
     entries: Vec<f64>,
 }
 
-pub(crate) fn serialize<S: Serializer>(mat: &Mat<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+/// Serialises the symmetric matrix whose lower triangle (with the diagonal)
+/// `mat` holds, whatever its strict upper triangle holds: the upper
+/// triangle is written as the mirror of the lower one, so the stored matrix
+/// is self-consistent. Read back with [`deserialize`].
+pub(crate) fn serialize_symmetric_lower<S: Serializer>(
+    mat: &Mat<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serialize_entries(mat, |i, j| mat[(i.max(j), i.min(j))], serializer)
+}
+
+/// Serialises the lower triangle (with the diagonal) of `mat` and zeros
+/// above it, whatever its strict upper triangle holds: a lower-triangular
+/// factor kept in a square matrix. Read back with [`deserialize`].
+pub(crate) fn serialize_lower_triangular<S: Serializer>(
+    mat: &Mat<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serialize_entries(
+        mat,
+        |i, j| if i >= j { mat[(i, j)] } else { 0.0 },
+        serializer,
+    )
+}
+
+/// Serialises the shape of `mat` and `entry(i, j)` in column-major order.
+fn serialize_entries<S: Serializer>(
+    mat: &Mat<f64>,
+    entry: impl Fn(usize, usize) -> f64,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     let entries = (0..mat.ncols())
-        .flat_map(|j| (0..mat.nrows()).map(move |i| mat[(i, j)]))
+        .flat_map(|j| (0..mat.nrows()).map(move |i| (i, j)))
+        .map(|(i, j)| entry(i, j))
         .collect();
     Dense {
         nrows: mat.nrows(),
@@ -25,6 +58,7 @@ pub(crate) fn serialize<S: Serializer>(mat: &Mat<f64>, serializer: S) -> Result<
     .serialize(serializer)
 }
 
+/// Reads a matrix written by any of the serialisers above.
 pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Mat<f64>, D::Error> {
