@@ -10,7 +10,7 @@ use faer::linalg::triangular_solve::{
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::exp;
+use kameleon_kernels::fastmath::{exp, exp_fma};
 use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
@@ -536,7 +536,8 @@ fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
 /// The pass that forms columns `first..first + m` of `K` and `B` and the
 /// same entries of `b` ([`lite_system`]), column by column, as a
 /// [`pulp::WithSimd`] operation (so that its loops over a column vectorise,
-/// the exponential included). Column j: `G_·j` by [`gram_column`], then
+/// the exponential included, by `exp_fma` with fused multiply-adds).
+/// Column j: `G_·j` by [`gram_column`], then
 /// `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`, `K_ij = exp(−r_ij/σ)`,
 /// `B_ij = K_ij (s_i/2 − G_ij)` and the term `K_ij ((2/σ) r_ij − d)` of
 /// `b_j` (`b_j` is a column sum: `K` and `r` are symmetric).
@@ -586,7 +587,7 @@ impl pulp::WithSimd for KernelPass<'_> {
             let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
             for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(squares)) {
                 let r = (si + sj - 2.0 * g).max(0.0);
-                *k = exp(-r / sigma);
+                *k = exp_fma(-r / sigma);
                 *h = *k * (0.5 * si - g);
                 *t = *k * (2.0 / sigma * r - d);
             }
