@@ -1,10 +1,11 @@
-//! Score-matching hot paths in d = 8: the lite fit (n = 250, 1000, 2000), the
+//! Score-matching hot paths in d = 8: the lite fit (n = 250, 1000, 2000, with
+//! faer's global parallelism, and n = 1000 on one thread), the
 //! finite batch fit and one online update (m = 250, 1000, random Fourier
 //! features of a Gaussian kernel; the update with the default ridge and with
 //! `RidgeSchedule::FixedOnSums`), and one gradient evaluation of each.
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use faer::Mat;
+use faer::{Mat, Par};
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, RidgeSchedule};
@@ -32,13 +33,21 @@ fn lite(c: &mut Criterion) {
     group.sample_size(10);
     for n in [250, 1000, 2000] {
         let z = points(n, 2);
-        group.bench_with_input(BenchmarkId::new("fit", n), &n, |b, _| {
-            b.iter(|| {
-                let mut model = LiteEstimator::new(8.0, 1e-3).unwrap();
-                model.fit(black_box(z.as_ref())).unwrap();
-                model
-            })
-        });
+        let fit = || {
+            let mut model = LiteEstimator::new(8.0, 1e-3).unwrap();
+            model.fit(black_box(z.as_ref())).unwrap();
+            model
+        };
+        group.bench_with_input(BenchmarkId::new("fit", n), &n, |b, _| b.iter(fit));
+        if n == 1000 {
+            // the same fit on one thread: the gain of faer's parallel products
+            let parallel = faer::get_global_parallelism();
+            faer::set_global_parallelism(Par::Seq);
+            group.bench_with_input(BenchmarkId::new("fit_one_thread", n), &n, |b, _| {
+                b.iter(fit)
+            });
+            faer::set_global_parallelism(parallel);
+        }
         let mut model = LiteEstimator::new(8.0, 1e-3).unwrap();
         model.fit(z.as_ref()).unwrap();
         let (x, mut grad) = (vec![0.3; D], vec![0.0; D]);

@@ -468,7 +468,10 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
     });
     add(
         "lite_fit",
-        format!("lite estimator fit, n = {n} (faer's global parallelism)"),
+        format!(
+            "lite estimator fit, n = {n} (faer's global parallelism: {} rayon threads)",
+            rayon::current_num_threads()
+        ),
         timing,
         Some(150e-3),
         Some(410e-3),
@@ -619,8 +622,7 @@ fn finite_fixed_ridge_update_flops(m: f64, d: f64) -> f64 {
 }
 
 /// Flops of the lite fit: the kernel matrix's triangle (n²/2 (3d + exp)),
-/// the full product BᵀK (2n³), the lower triangle of KᵀK (n³) and a
-/// Cholesky (n³/3).
+/// the lower triangles of KᵀK, BᵀK and KᵀB (n³ each) and a Cholesky (n³/3).
 fn lite_fit_flops(n: f64, d: f64) -> f64 {
     0.5 * n * n * (3.0 * d + TRANSCENDENTAL_FLOPS) + 3.0 * n.powi(3) + n.powi(3) / 3.0
 }

@@ -4,25 +4,62 @@
 //! of n arguments per evaluation; the scalar libm call costs more than all
 //! the arithmetic around it and blocks vectorisation of the loop.
 //!
+//! # Two variants of each function
+//!
+//! Every function comes twice, with one body ([`exp`] and [`exp_fma`],
+//! [`sin_cos`] and [`sin_cos_fma`], [`sin`] and [`sin_fma`], [`cos`] and
+//! [`cos_fma`]). They differ only in how a polynomial step `a·b + c` is
+//! evaluated: a multiply and an add, or one fused multiply-add (one rounding,
+//! so the `_fma` results may differ from the others in the last bit).
+//!
+//! **Call the `_fma` variants only from code compiled with FMA enabled**: in
+//! practice inside a [`pulp::WithSimd::with_simd`] run by
+//! `pulp::Arch::dispatch` (AVX2 + FMA on x86-64), where the functions, being
+//! `#[inline(always)]`, are compiled into the caller's vectorised loop and
+//! every `mul_add` is one instruction. Elsewhere (code built for baseline
+//! x86-64, or pulp's scalar fallback on a CPU without FMA) `f64::mul_add`
+//! is a call to a software or libm `fma`: the results are identical, since a
+//! fused multiply-add is exact-then-rounded everywhere, but slow.
+//!
+//! # Algorithms
+//!
 //! [`exp`] is branch-free: it reduces `x = k ln 2 + r` with
 //! `k = round(x / ln 2)` (round-to-nearest by the 1.5·2⁵² shift trick) and
 //! `|r| ≤ ln 2 / 2`, two-part Cody–Waite constants for `ln 2`, evaluates
-//! `exp(r)` by its Taylor polynomial of degree 13 (truncation error
-//! `|r|¹⁴/14! < 5·10⁻¹⁸`, far below an ulp), and scales by `2ᵏ` as the
-//! product of two powers of two built from the exponent bits, so results in
-//! the subnormal range are right too. The error is within a few ulp of the
-//! correctly rounded value (tested against `f64::exp`).
+//! `exp(r) ≈ 1 + r + r² q(r)` with `q` of degree 9 (so a polynomial of
+//! degree 11; Horner), and scales by `2ᵏ` as the product of two powers of
+//! two built from the exponent bits, so results in the subnormal range are
+//! right too.
 //!
-//! [`sin_cos`] (and [`sin`], [`cos`]) reduce `x = k π/2 + r` with
-//! `k = round(2x/π)` (the same shift trick) and `|r| ≤ π/4`, using a
-//! three-part Cody–Waite split of `π/2` (two 33-bit parts, so `k · part` is
-//! exact for `|k| < 2²⁰`, and a full-precision tail); evaluate `sin r` and
-//! `cos r` by their Taylor polynomials of degree 17 and 18 (truncation
-//! error below `(π/4)¹⁹/19! < 10⁻¹⁹`); and pick and negate the pair by the
-//! quadrant `k mod 4` with bit operations, no branches. Accurate to 2 ulp
-//! (absolute error 2⁻⁵³ near the zeros) for `|x| ≤` [`SIN_COS_MAX_ARG`]
-//! (≈ 1.6·10⁶); outside, and for NaN, both are NaN, so a loop over a slice
-//! can check its arguments once (a vectorisable max) and call libm instead.
+//! [`sin_cos`] (and [`cos`]) reduce `x = k π/2 + r` with `k = round(2x/π)`
+//! (the same shift trick) and `|r| ≤ π/4`, using a three-part Cody–Waite
+//! split of `π/2` (two 33-bit parts, so `k · part` is exact for `|k| < 2²⁰`,
+//! and a full-precision tail); evaluate `sin r ≈ r + r³ s(r²)` and
+//! `cos r ≈ 1 − r²/2 + r⁴ c(r²)` with `s` and `c` of degree 5 in `r²`; and
+//! pick and negate the pair by the quadrant `k mod 4` with bit operations, no
+//! branches. [`sin`] needs no cosine: it reduces `x = k π + r` (the same
+//! split of `π/2`, doubled, which is exact) with `|r| ≤ π/2`, evaluates
+//! `sin r ≈ r + r³ s(r²)` with `s` of degree 7, and negates for odd `k`.
+//! Accurate to 2 ulp (absolute error 2⁻⁵³ near the zeros) for `|x| ≤`
+//! [`SIN_COS_MAX_ARG`] (≈ 1.6·10⁶); outside, and for NaN, the results are
+//! NaN, so a loop over a slice can check its arguments once (a vectorisable
+//! max) and call libm instead.
+//!
+//! # The polynomial coefficients
+//!
+//! `q`, `s` and `c` are minimax polynomials for the relative error of the
+//! whole function (`exp r`, `sin r`, `cos r`) on the reduced interval, with
+//! the leading terms (`1 + r`, `r`, `1 − r²/2`) fixed so that they are added
+//! exactly. They were computed by a weighted Remez exchange in 60-digit
+//! arithmetic (mpmath; the script is `crates/kernels/tools/fastmath_remez.py`,
+//! `exp 11`, `sin 6`, `cos 6`, `sinpi 8`; it prints the coefficients lowest
+//! degree first, the tables here are highest first) and rounded to the
+//! nearest double. The levelled maximum relative errors of the approximations are
+//! 3.6·10⁻¹⁸ (`exp`, degree 11 on `|r| ≤ ln 2/2`; degree 10 would give
+//! 2.9·10⁻¹⁶), 3.6·10⁻¹⁸ (`sin`, `|r| ≤ π/4`), 5.6·10⁻²⁰ (`cos`,
+//! `|r| ≤ π/4`) and 2.8·10⁻¹⁹ (the sine-only `sin`, `|r| ≤ π/2`), all
+//! below 2⁻⁵³ ≈ 1.1·10⁻¹⁶ by a factor of 30 or more, so the rounding of the
+//! arithmetic dominates the error (tested against libm).
 
 /// `1.5 · 2⁵²`: adding it rounds a double of magnitude < 2⁵¹ to an integer
 /// held in the low mantissa bits.
@@ -33,42 +70,49 @@ const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// Below this `exp` is 0 in double precision; above [`MAX_ARG`] it is +∞.
 const MIN_ARG: f64 = -746.0;
 const MAX_ARG: f64 = 709.79;
-/// `1/k!` for k = 13 down to 2.
-const INV_FACTORIALS: [f64; 12] = [
-    1.0 / 6_227_020_800.0,
-    1.0 / 479_001_600.0,
-    1.0 / 39_916_800.0,
-    1.0 / 3_628_800.0,
-    1.0 / 362_880.0,
-    1.0 / 40_320.0,
-    1.0 / 5_040.0,
-    1.0 / 720.0,
-    1.0 / 120.0,
-    1.0 / 24.0,
-    1.0 / 6.0,
-    0.5,
+/// `q(r)` of `exp r ≈ 1 + r + r² q(r)`, highest degree first (minimax on
+/// `|r| ≤ ln 2/2`, see the module docs); close to `1/k!`, k = 11 … 2.
+const EXP_POLY: [f64; 10] = [
+    f64::from_bits(0x3E5A_D7F7_B109_6349),
+    f64::from_bits(0x3E92_8AD6_89E8_AEE0),
+    f64::from_bits(0x3EC7_1DF2_53A0_8086),
+    f64::from_bits(0x3EFA_0199_A16E_68ED),
+    f64::from_bits(0x3F2A_01A0_12A6_9CF4),
+    f64::from_bits(0x3F56_C16C_1842_66B4),
+    f64::from_bits(0x3F81_1111_1112_7B9B),
+    f64::from_bits(0x3FA5_5555_5555_088C),
+    f64::from_bits(0x3FC5_5555_5555_54FA),
+    f64::from_bits(0x3FE0_0000_0000_000A),
 ];
 
-/// `exp(x)` within 2 ulp of the correctly rounded value, by the branch-free
-/// algorithm of the module docs (NaN → NaN, saturating to 0 and +∞);
-/// inlined, so a loop over a slice calling it vectorises.
-///
-/// ```
-/// let x = [-1.0, 0.0, 2.5];
-/// let y = x.map(kameleon_kernels::fastmath::exp);
-/// assert!((y[2] - 2.5f64.exp()).abs() < 1e-14);
-/// ```
+/// `a·b + c`: one fused multiply-add (a single rounding) if `FUSED`, else a
+/// multiply and an add (see the module docs on where `FUSED` is fast).
 #[inline(always)]
-pub fn exp(x: f64) -> f64 {
+fn mul_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FUSED { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// The polynomial with the given coefficients (highest degree first) at `t`,
+/// by Horner's rule. Callers evaluate it in loops over many independent
+/// vectors, which the CPU overlaps, so the fewest operations win: measured
+/// on first-generation Zen, Estrin-style second-order Horner (half the
+/// dependency chain, one multiplication more) took 5–20% more cycles per
+/// vector.
+#[inline(always)]
+fn polynomial<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64) -> f64 {
+    let (first, rest) = coefficients.split_first().expect("N ≥ 1");
+    rest.iter().fold(*first, |p, c| mul_add::<FUSED>(p, t, *c))
+}
+
+/// The body of [`exp`] and [`exp_fma`].
+#[inline(always)]
+fn exp_with<const FUSED: bool>(x: f64) -> f64 {
     let clamped = x.clamp(MIN_ARG, MAX_ARG);
-    let shifted = clamped * std::f64::consts::LOG2_E + SHIFT;
+    let shifted = mul_add::<FUSED>(clamped, std::f64::consts::LOG2_E, SHIFT);
     let kf = shifted - SHIFT;
-    let r = (clamped - kf * LN2_HI) - kf * LN2_LO;
-    let mut p = INV_FACTORIALS[0];
-    for c in &INV_FACTORIALS[1..] {
-        p = p * r + c;
-    }
-    p = (p * r + 1.0) * r + 1.0;
+    let r = mul_add::<FUSED>(-kf, LN2_LO, mul_add::<FUSED>(-kf, LN2_HI, clamped));
+    let q = polynomial::<FUSED, 10>(&EXP_POLY, r);
+    let p = mul_add::<FUSED>(mul_add::<FUSED>(q, r, 1.0), r, 1.0);
     // k sits in the low bits of `shifted` as k + 2⁵¹ (two's complement
     // arithmetic on the bit pattern); split 2ᵏ = 2^(k₁) · 2^(k − k₁), k₁ = ⌊k/2⌋,
     // so both factors are normal even when 2ᵏ is not.
@@ -80,72 +124,120 @@ pub fn exp(x: f64) -> f64 {
     if x.is_nan() { x } else { result }
 }
 
+/// `exp(x)` within 2 ulp of the correctly rounded value, by the branch-free
+/// algorithm of the module docs (NaN → NaN, saturating to 0 and +∞);
+/// inlined, so a loop over a slice calling it vectorises. Inside FMA
+/// contexts use [`exp_fma`].
+///
+/// ```
+/// let x = [-1.0, 0.0, 2.5];
+/// let y = x.map(kameleon_kernels::fastmath::exp);
+/// assert!((y[2] - 2.5f64.exp()).abs() < 1e-14);
+/// ```
+#[inline(always)]
+pub fn exp(x: f64) -> f64 {
+    exp_with::<false>(x)
+}
+
+/// [`exp`] with fused multiply-adds (same accuracy): call only from code
+/// compiled with FMA enabled, e.g. inside a `pulp` dispatch; elsewhere
+/// `mul_add` is a slow software call, though the results are identical (see
+/// the module docs).
+///
+/// ```
+/// use kameleon_kernels::fastmath::exp_fma;
+/// assert!((exp_fma(2.5) - 2.5f64.exp()).abs() < 1e-14);
+/// ```
+#[inline(always)]
+pub fn exp_fma(x: f64) -> f64 {
+    exp_with::<true>(x)
+}
+
 /// `π/2` in three parts: two of 33 significant bits (so `k · part` is exact
 /// for `|k| < 2²⁰`) and the rest rounded to a double; the remainder is
 /// ≈ 10⁻³⁷.
-const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5440_0000);
-const PIO2_2: f64 = f64::from_bits(0x3DD0_B461_1A60_0000);
-const PIO2_3: f64 = f64::from_bits(0x3BA3_198A_2E03_7073);
-/// The largest `|x|` for which [`sin_cos`] is accurate: `2²⁰ · π/2`.
-pub const SIN_COS_MAX_ARG: f64 = 1_647_099.0;
-/// `(−1)ᵏ/(2k + 1)!` for k = 8 down to 1: the Taylor series of `sin r / r − 1`
-/// in `r²` (divided by `r²`).
-const SIN_TAYLOR: [f64; 8] = [
-    1.0 / 355_687_428_096_000.0,
-    -1.0 / 1_307_674_368_000.0,
-    1.0 / 6_227_020_800.0,
-    -1.0 / 39_916_800.0,
-    1.0 / 362_880.0,
-    -1.0 / 5_040.0,
-    1.0 / 120.0,
-    -1.0 / 6.0,
+const PIO2: [f64; 3] = [
+    f64::from_bits(0x3FF9_21FB_5440_0000),
+    f64::from_bits(0x3DD0_B461_1A60_0000),
+    f64::from_bits(0x3BA3_198A_2E03_7073),
 ];
-/// `(−1)ᵏ/(2k)!` for k = 9 down to 2: the Taylor series of
-/// `cos r − 1 + r²/2` in `r²` (divided by `r⁴`).
-const COS_TAYLOR: [f64; 8] = [
-    -1.0 / 6_402_373_705_728_000.0,
-    1.0 / 20_922_789_888_000.0,
-    -1.0 / 87_178_291_200.0,
-    1.0 / 479_001_600.0,
-    -1.0 / 3_628_800.0,
-    1.0 / 40_320.0,
-    -1.0 / 720.0,
-    1.0 / 24.0,
+/// `π` in three parts: [`PIO2`] doubled (exactly), so `k · part` is exact for
+/// `|k| < 2²⁰` too.
+const PI: [f64; 3] = [2.0 * PIO2[0], 2.0 * PIO2[1], 2.0 * PIO2[2]];
+/// The largest `|x|` for which [`sin_cos`] and [`sin`] are accurate:
+/// `2²⁰ · π/2`.
+pub const SIN_COS_MAX_ARG: f64 = 1_647_099.0;
+/// `s(t)` of `sin r ≈ r + r³ s(r²)`, highest degree first (minimax on
+/// `|r| ≤ π/4`); close to `(−1)ᵏ/(2k + 1)!`, k = 6 … 1.
+const SIN_POLY: [f64; 6] = [
+    f64::from_bits(0x3DE5_D8FD_1FED_6450),
+    f64::from_bits(0xBE5A_E5E5_A929_87BF),
+    f64::from_bits(0x3EC7_1DE3_567D_4933),
+    f64::from_bits(0xBF2A_01A0_19BF_DF04),
+    f64::from_bits(0x3F81_1111_1110_F7D0),
+    f64::from_bits(0xBFC5_5555_5555_5548),
+];
+/// `c(t)` of `cos r ≈ 1 − r²/2 + r⁴ c(r²)`, highest degree first (minimax on
+/// `|r| ≤ π/4`); close to `(−1)ᵏ/(2k)!`, k = 7 … 2.
+const COS_POLY: [f64; 6] = [
+    f64::from_bits(0xBDA8_FA49_A060_94C6),
+    f64::from_bits(0x3E21_EE9D_7B4D_F119),
+    f64::from_bits(0xBE92_7E4F_7EAC_4B49),
+    f64::from_bits(0x3EFA_01A0_19C8_44F4),
+    f64::from_bits(0xBF56_C16C_16C1_4F91),
+    f64::from_bits(0x3FA5_5555_5555_554B),
+];
+/// `s(t)` of `sin r ≈ r + r³ s(r²)` on the wider `|r| ≤ π/2` of the
+/// sine-only [`sin`], highest degree first (minimax); close to
+/// `(−1)ᵏ/(2k + 1)!`, k = 8 … 1.
+const SIN_HALF_PERIOD_POLY: [f64; 8] = [
+    f64::from_bits(0x3CE8_829A_30B5_325D),
+    f64::from_bits(0xBD6A_E431_D993_B519),
+    f64::from_bits(0x3DE6_123C_B290_572F),
+    f64::from_bits(0xBE5A_E645_4CB5_750E),
+    f64::from_bits(0x3EC7_1DE3_A528_7C76),
+    f64::from_bits(0xBF2A_01A0_1A01_48BC),
+    f64::from_bits(0x3F81_1111_1111_10C1),
+    f64::from_bits(0xBFC5_5555_5555_5555),
 ];
 
-/// `(sin x, cos x)`, each within 2 ulp of the correctly rounded value (or
-/// 2⁻⁵³ absolute near its zeros) for `|x| ≤` [`SIN_COS_MAX_ARG`], by the
-/// branch-free algorithm of the module docs; `(NaN, NaN)` outside that range
-/// and for NaN. Inlined, so a loop over a slice calling it vectorises.
-///
-/// ```
-/// use kameleon_kernels::fastmath::{SIN_COS_MAX_ARG, sin_cos};
-/// let (s, c) = sin_cos(2.0);
-/// assert!((s - 2.0f64.sin()).abs() < 1e-15 && (c - 2.0f64.cos()).abs() < 1e-15);
-/// assert!(sin_cos(2.0 * SIN_COS_MAX_ARG).0.is_nan());
-/// ```
+/// The common start of the sines and cosines: `x` (0 if out of range),
+/// multiplied by `inverse_period` and rounded to an integer `k` by the shift
+/// trick, and `r = x − k · period` with the three-part `period`. Returns
+/// whether `x` is in range, `r`, and `k + 1.5·2⁵²` whose low bits hold `k`
+/// in two's complement (SHIFT's low bits are zero).
 #[inline(always)]
-pub fn sin_cos(x: f64) -> (f64, f64) {
+fn reduce<const FUSED: bool>(x: f64, inverse_period: f64, period: &[f64; 3]) -> (bool, f64, u64) {
     let in_range = x.abs() <= SIN_COS_MAX_ARG;
     let clamped = if in_range { x } else { 0.0 };
-    let shifted = clamped * std::f64::consts::FRAC_2_PI + SHIFT;
+    let shifted = mul_add::<FUSED>(clamped, inverse_period, SHIFT);
     let kf = shifted - SHIFT;
-    let r = ((clamped - kf * PIO2_1) - kf * PIO2_2) - kf * PIO2_3;
+    let r = period
+        .iter()
+        .fold(clamped, |r, part| mul_add::<FUSED>(-kf, *part, r));
+    (in_range, r, shifted.to_bits())
+}
+
+/// `sin r ≈ r + r³ s(r²)` for the coefficients `s` (ending in ≈ −1/6).
+#[inline(always)]
+fn odd_series<const FUSED: bool, const N: usize>(r: f64, r2: f64, s: &[f64; N]) -> f64 {
+    mul_add::<FUSED>(r * r2, polynomial::<FUSED, N>(s, r2), r)
+}
+
+/// The body of [`sin_cos`] and [`sin_cos_fma`].
+#[inline(always)]
+fn sin_cos_with<const FUSED: bool>(x: f64) -> (f64, f64) {
+    let (in_range, r, q) = reduce::<FUSED>(x, std::f64::consts::FRAC_2_PI, &PIO2);
     let r2 = r * r;
-    let mut ps = SIN_TAYLOR[0];
-    for c in &SIN_TAYLOR[1..] {
-        ps = ps * r2 + c;
-    }
-    let sin_r = r + r * r2 * ps;
-    let mut pc = COS_TAYLOR[0];
-    for c in &COS_TAYLOR[1..] {
-        pc = pc * r2 + c;
-    }
-    let cos_r = (1.0 - 0.5 * r2) + r2 * r2 * pc;
-    // the quadrant q = k mod 4 sits in the low bits of `shifted` (two's
-    // complement, since SHIFT's low bits are zero): sin x = (s, c, −s, −c)[q],
+    let sin_r = odd_series::<FUSED, 6>(r, r2, &SIN_POLY);
+    let one_minus_half_r2 = mul_add::<FUSED>(-0.5 * r, r, 1.0);
+    let cos_r = mul_add::<FUSED>(
+        r2 * r2,
+        polynomial::<FUSED, 6>(&COS_POLY, r2),
+        one_minus_half_r2,
+    );
+    // the quadrant q = k mod 4: sin x = (s, c, −s, −c)[q],
     // cos x = (c, −s, −c, s)[q]
-    let q = shifted.to_bits();
     let swap = q & 1 == 1;
     let (s, c) = if swap { (cos_r, sin_r) } else { (sin_r, cos_r) };
     let sin_sign = (q & 2) << 62;
@@ -159,14 +251,68 @@ pub fn sin_cos(x: f64) -> (f64, f64) {
     }
 }
 
-/// `sin x` by [`sin_cos`] (same accuracy and range).
+/// The body of [`sin`] and [`sin_fma`]: `sin x = (−1)ᵏ sin r` for
+/// `x = kπ + r`.
+#[inline(always)]
+fn sin_with<const FUSED: bool>(x: f64) -> f64 {
+    let (in_range, r, k) = reduce::<FUSED>(x, std::f64::consts::FRAC_1_PI, &PI);
+    let sin_r = odd_series::<FUSED, 8>(r, r * r, &SIN_HALF_PERIOD_POLY);
+    let sin_x = f64::from_bits(sin_r.to_bits() ^ ((k & 1) << 63));
+    if in_range { sin_x } else { f64::NAN }
+}
+
+/// `(sin x, cos x)`, each within 2 ulp of the correctly rounded value (or
+/// 2⁻⁵³ absolute near its zeros) for `|x| ≤` [`SIN_COS_MAX_ARG`], by the
+/// branch-free algorithm of the module docs; `(NaN, NaN)` outside that range
+/// and for NaN. Inlined, so a loop over a slice calling it vectorises. Inside
+/// FMA contexts use [`sin_cos_fma`].
+///
+/// ```
+/// use kameleon_kernels::fastmath::{SIN_COS_MAX_ARG, sin_cos};
+/// let (s, c) = sin_cos(2.0);
+/// assert!((s - 2.0f64.sin()).abs() < 1e-15 && (c - 2.0f64.cos()).abs() < 1e-15);
+/// assert!(sin_cos(2.0 * SIN_COS_MAX_ARG).0.is_nan());
+/// ```
+#[inline(always)]
+pub fn sin_cos(x: f64) -> (f64, f64) {
+    sin_cos_with::<false>(x)
+}
+
+/// [`sin_cos`] with fused multiply-adds (same accuracy and range): call only
+/// from code compiled with FMA enabled, e.g. inside a `pulp` dispatch (see
+/// the module docs).
+///
+/// ```
+/// let (s, c) = kameleon_kernels::fastmath::sin_cos_fma(2.0);
+/// assert!((s - 2.0f64.sin()).abs() < 1e-15 && (c - 2.0f64.cos()).abs() < 1e-15);
+/// ```
+#[inline(always)]
+pub fn sin_cos_fma(x: f64) -> (f64, f64) {
+    sin_cos_with::<true>(x)
+}
+
+/// `sin x` without a cosine polynomial (reduced by π instead of π/2), with
+/// the accuracy and range of [`sin_cos`] (NaN outside it). Inside FMA
+/// contexts use [`sin_fma`].
 ///
 /// ```
 /// assert!((kameleon_kernels::fastmath::sin(1.0) - 1.0f64.sin()).abs() < 1e-15);
 /// ```
 #[inline(always)]
 pub fn sin(x: f64) -> f64 {
-    sin_cos(x).0
+    sin_with::<false>(x)
+}
+
+/// [`sin`] with fused multiply-adds (same accuracy and range): call only
+/// from code compiled with FMA enabled, e.g. inside a `pulp` dispatch (see
+/// the module docs).
+///
+/// ```
+/// assert!((kameleon_kernels::fastmath::sin_fma(1.0) - 1.0f64.sin()).abs() < 1e-15);
+/// ```
+#[inline(always)]
+pub fn sin_fma(x: f64) -> f64 {
+    sin_with::<true>(x)
 }
 
 /// `cos x` by [`sin_cos`] (same accuracy and range).
@@ -179,6 +325,17 @@ pub fn cos(x: f64) -> f64 {
     sin_cos(x).1
 }
 
+/// `cos x` by [`sin_cos_fma`] (same accuracy and range): call only from code
+/// compiled with FMA enabled, e.g. inside a `pulp` dispatch.
+///
+/// ```
+/// assert!((kameleon_kernels::fastmath::cos_fma(1.0) - 1.0f64.cos()).abs() < 1e-15);
+/// ```
+#[inline(always)]
+pub fn cos_fma(x: f64) -> f64 {
+    sin_cos_fma(x).1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,8 +344,29 @@ mod tests {
         (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()
     }
 
-    /// Agrees with libm's `exp` to 2 ulp over the whole range, including the
-    /// subnormal results, and saturates to 0 and +∞.
+    /// `f` applied to every argument inside a `pulp` dispatch: on a CPU with
+    /// AVX2 + FMA the loop is vectorised and `mul_add` is the hardware
+    /// instruction, the code path the callers use.
+    fn map_dispatched<T: Copy + Default>(args: &[f64], f: impl Fn(f64) -> T) -> Vec<T> {
+        struct Map<'a, T, F>(&'a [f64], &'a mut [T], F);
+        impl<T, F: Fn(f64) -> T> pulp::WithSimd for Map<'_, T, F> {
+            type Output = ();
+            #[inline(always)]
+            fn with_simd<S: pulp::Simd>(self, _simd: S) {
+                for (o, x) in self.1.iter_mut().zip(self.0) {
+                    *o = (self.2)(*x);
+                }
+            }
+        }
+        let mut out = vec![T::default(); args.len()];
+        pulp::Arch::new().dispatch(Map(args, &mut out, f));
+        out
+    }
+
+    /// Both variants of `exp` agree with libm's to 2 ulp over the whole
+    /// range, including the subnormal results, and saturate to 0 and +∞;
+    /// the FMA variant gives the same bits inside a `pulp` dispatch
+    /// (vectorised, hardware FMA where available) as outside it.
     #[test]
     fn matches_libm() {
         let mut args: Vec<f64> = (0..200_001)
@@ -196,30 +374,38 @@ mod tests {
             .collect();
         args.extend((0..20_001).map(|i| -1.0 + i as f64 / 10_000.0));
         args.extend([0.0, -0.0, 1e-300, -1e-300, 0.5 * std::f64::consts::LN_2]);
-        let values: Vec<f64> = args.iter().map(|&x| exp(x)).collect();
-        for (x, v) in args.iter().zip(&values) {
-            let exact = x.exp();
-            if exact < f64::MIN_POSITIVE {
-                // subnormal: a couple of units of the smallest subnormal
-                assert!((v - exact).abs() <= 4.0 * 5e-324, "{x}: {v} vs {exact}");
-            } else {
-                assert!(ulps(*v, exact) <= 2, "{x}: {v} vs {exact}");
+        let dispatched = map_dispatched(&args, exp_fma);
+        let variants = [("exp", exp as fn(f64) -> f64), ("exp_fma", exp_fma)];
+        for (name, f) in variants {
+            for (x, fast) in args.iter().zip(&dispatched) {
+                let (v, exact) = (f(*x), x.exp());
+                if exact < f64::MIN_POSITIVE {
+                    // subnormal: a couple of units of the smallest subnormal
+                    assert!(
+                        (v - exact).abs() <= 4.0 * 5e-324,
+                        "{name}({x}): {v} vs {exact}"
+                    );
+                } else {
+                    assert!(ulps(v, exact) <= 2, "{name}({x}): {v} vs {exact}");
+                }
+                if name == "exp_fma" {
+                    assert_eq!(v.to_bits(), fast.to_bits(), "{x}");
+                }
             }
+            let edge = [-1e4, 1e4, f64::NEG_INFINITY, f64::INFINITY, f64::NAN].map(f);
+            assert_eq!(edge[0], 0.0);
+            assert_eq!(edge[1], f64::INFINITY);
+            assert_eq!(edge[2], 0.0);
+            assert_eq!(edge[3], f64::INFINITY);
+            assert!(edge[4].is_nan());
         }
-        let edge = [-1e4, 1e4, f64::NEG_INFINITY, f64::INFINITY, f64::NAN].map(exp);
-        assert_eq!(edge[0], 0.0);
-        assert_eq!(edge[1], f64::INFINITY);
-        assert_eq!(edge[2], 0.0);
-        assert_eq!(edge[3], f64::INFINITY);
-        assert!(edge[4].is_nan());
     }
 
-    /// Agrees with libm's `sin` and `cos` to 2 ulp (2⁻⁵³ absolute where the
-    /// value is below 1/4 in magnitude: near the zeros the reduction's
-    /// absolute error dominates) over the whole accurate range, densely
-    /// near 0 and the quadrant boundaries, and is NaN outside it.
-    #[test]
-    fn sin_cos_match_libm() {
+    /// The arguments of the sine and cosine tests: the whole accurate range,
+    /// densely near 0, near the multiples of π/2 (the quadrant boundaries of
+    /// [`sin_cos`], the zeros, and the reduction boundaries of [`sin`] at the
+    /// odd multiples), plus edge values.
+    fn trig_args() -> Vec<f64> {
         let mut args: Vec<f64> = (0..400_001)
             .map(|i| SIN_COS_MAX_ARG * (2.0 * i as f64 / 400_000.0 - 1.0))
             .collect();
@@ -230,29 +416,91 @@ mod tests {
             args.push(f64::from_bits(centre.to_bits() + 1));
         }
         args.extend([0.0, -0.0, 1e-300, -1e-300, 5e-324, SIN_COS_MAX_ARG]);
-        for &x in &args {
-            let (s, c) = sin_cos(x);
-            for (v, exact) in [(s, x.sin()), (c, x.cos())] {
-                if exact.abs() < 0.25 {
-                    assert!(
-                        (v - exact).abs() <= f64::EPSILON / 2.0,
-                        "{x}: {v} vs {exact}"
+        args
+    }
+
+    /// Arguments outside the accurate range, where every function is NaN.
+    const OUT_OF_RANGE: [f64; 5] = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e7,
+        -2.0 * SIN_COS_MAX_ARG,
+    ];
+
+    /// `v` is within 2 ulp of `exact`, or 2⁻⁵³ absolute where `exact` is
+    /// below 1/4 in magnitude (near the zeros the reduction's absolute error
+    /// dominates).
+    fn assert_close(name: &str, x: f64, v: f64, exact: f64) {
+        if exact.abs() < 0.25 {
+            assert!(
+                (v - exact).abs() <= f64::EPSILON / 2.0,
+                "{name}({x}): {v} vs {exact}"
+            );
+        } else {
+            assert!(ulps(v, exact) <= 2, "{name}({x}): {v} vs {exact}");
+        }
+    }
+
+    /// Both variants of `sin_cos` (and `cos`) agree with libm's `sin` and
+    /// `cos` to 2 ulp (2⁻⁵³ absolute near the zeros) over the whole accurate
+    /// range and are NaN outside it; the FMA variant gives the same bits
+    /// inside a `pulp` dispatch as outside it.
+    #[test]
+    fn sin_cos_match_libm() {
+        let args = trig_args();
+        let dispatched = map_dispatched(&args, sin_cos_fma);
+        let variants = [
+            (
+                "sin_cos",
+                sin_cos as fn(f64) -> (f64, f64),
+                cos as fn(f64) -> f64,
+            ),
+            ("sin_cos_fma", sin_cos_fma, cos_fma),
+        ];
+        for (name, f, cos_only) in variants {
+            for (&x, fast) in args.iter().zip(&dispatched) {
+                let (s, c) = f(x);
+                assert_close(name, x, s, x.sin());
+                assert_close(name, x, c, x.cos());
+                assert_eq!(cos_only(x).to_bits(), c.to_bits());
+                if name == "sin_cos_fma" {
+                    assert_eq!(
+                        (s.to_bits(), c.to_bits()),
+                        (fast.0.to_bits(), fast.1.to_bits())
                     );
-                } else {
-                    assert!(ulps(v, exact) <= 2, "{x}: {v} vs {exact}");
                 }
             }
-            assert_eq!((sin(x), cos(x)), (s, c));
+            for x in OUT_OF_RANGE {
+                let (s, c) = f(x);
+                assert!(
+                    s.is_nan() && c.is_nan() && cos_only(x).is_nan(),
+                    "{name}({x})"
+                );
+            }
         }
-        for x in [
-            f64::NAN,
-            f64::INFINITY,
-            -f64::INFINITY,
-            1e7,
-            -2.0 * SIN_COS_MAX_ARG,
-        ] {
-            let (s, c) = sin_cos(x);
-            assert!(s.is_nan() && c.is_nan(), "{x}");
+    }
+
+    /// Both variants of the sine-only `sin` agree with libm's `sin` to 2 ulp
+    /// (2⁻⁵³ absolute near the zeros) over the whole accurate range and are
+    /// NaN outside it; the FMA variant gives the same bits inside a `pulp`
+    /// dispatch as outside it.
+    #[test]
+    fn sin_matches_libm() {
+        let args = trig_args();
+        let dispatched = map_dispatched(&args, sin_fma);
+        let variants = [("sin", sin as fn(f64) -> f64), ("sin_fma", sin_fma)];
+        for (name, f) in variants {
+            for (&x, fast) in args.iter().zip(&dispatched) {
+                let v = f(x);
+                assert_close(name, x, v, x.sin());
+                if name == "sin_fma" {
+                    assert_eq!(v.to_bits(), fast.to_bits(), "{x}");
+                }
+            }
+            for x in OUT_OF_RANGE {
+                assert!(f(x).is_nan(), "{name}({x})");
+            }
         }
     }
 }

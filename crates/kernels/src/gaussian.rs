@@ -62,12 +62,13 @@ impl Radial for Gaussian {
     }
 
     /// `2a(s) = −2 exp(−s/(2ℓ²))/ℓ²` with the vectorisable
-    /// [`crate::fastmath::exp`] (within 2 ulp of `value_slope`'s libm value).
+    /// [`crate::fastmath::exp_fma`] (within 2 ulp of `value_slope`'s libm
+    /// value; only called under a `pulp` dispatch, see the trait method).
     #[inline(always)]
     fn gradient_weights(&self, s_values: &mut [f64]) {
         let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
         for s in s_values.iter_mut() {
-            let k = crate::fastmath::exp(-0.5 * *s * inv_l2);
+            let k = crate::fastmath::exp_fma(-0.5 * *s * inv_l2);
             *s = 2.0 * (-k * inv_l2);
         }
     }

@@ -27,7 +27,9 @@ pub(crate) trait Radial {
     /// Replaces every squared distance `s` in `s_values` by the gradient
     /// matrix weight `2a(s)` (so `M`'s column is `2a(s)(x − z)`). The default
     /// calls [`Radial::value_slope`] point by point; a kernel with a
-    /// vectorisable closed form overrides it.
+    /// vectorisable closed form overrides it. Only called inside a `pulp`
+    /// dispatch ([`FusedGram`], [`GradientColumns`]), so an override may use
+    /// the FMA variants of [`crate::fastmath`].
     #[inline(always)]
     fn gradient_weights(&self, s_values: &mut [f64]) {
         for s in s_values.iter_mut() {

@@ -8,9 +8,10 @@ use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
-use faer::{Accum, Col, ColMut, Mat, MatMut, MatRef, Par};
+use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::exp;
+use kameleon_kernels::fastmath::{exp, exp_fma};
+use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -392,7 +393,7 @@ fn lane_sum(lanes: &[f64; LANES]) -> f64 {
 /// The lite statistics of Prop. 1 on basis = data `z` (n × d): the kernel
 /// matrix `K`, the vector `b` and the matrix `C`.
 pub(crate) struct LiteSystem {
-    /// `K`, full and exactly symmetric (see [`KernelPass`]).
+    /// `K`, full and exactly symmetric (see [`gram_column`]).
     pub(crate) kernel: Mat<f64>,
     pub(crate) b: Col<f64>,
     /// `C` in its lower triangle (all the Cholesky factorisation reads); the
@@ -401,7 +402,7 @@ pub(crate) struct LiteSystem {
 }
 
 /// Computes `K`, `b` and the lower triangle of `C` of Prop. 1 in
-/// O(n³ + dn²), the n × n products with parallelism `par`.
+/// O(n³ + dn²), with parallelism `par`.
 ///
 /// With `s_k = ‖z_k‖²` and `G = ZZᵀ`,
 /// `C_ij = Σ_k K_ki K_kj (s_k − G_ki − G_kj + G_ij) = (BᵀK + KᵀB)_ij + G_ij (KᵀK)_ij`
@@ -414,95 +415,146 @@ pub(crate) struct LiteSystem {
 /// [`KernelPass`] (`K`, `B` and `b`) and [`GramProduct`]; `G` is never
 /// stored but recomputed in both from the column-major copy of `z`.
 ///
-/// The result does not depend on the number of threads of `par`: faer's
-/// matrix products split their output into tiles between threads, and every
-/// entry is accumulated in the same order whatever the split (tested).
+/// The result does not depend on the number of threads of `par`: the passes
+/// give each thread a contiguous range of columns, each computed alone, and
+/// faer's matrix products split their output into tiles between threads,
+/// every entry accumulated in the same order whatever the split (tested).
 pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSystem {
     let n = z.nrows();
     // column-major: coordinate l of all points is a contiguous column
     let z = z.to_owned();
+    let z = z.as_ref();
+    let arch = pulp::Arch::new();
+    // s_i = G_ii, by `gram_column` itself (a column of one row) so that the
+    // distance of a point to itself is exactly 0
+    let squares: Vec<f64> = arch.dispatch(|| {
+        (0..n)
+            .map(|i| {
+                let mut s = [0.0];
+                gram_column(z, i, i, &mut s);
+                s[0]
+            })
+            .collect()
+    });
+    // one contiguous range of columns per thread of `par`
+    let chunk = n.div_ceil(par.degree()).max(1);
     let mut kernel = Mat::<f64>::zeros(n, n);
     let mut half_b = Mat::<f64>::zeros(n, n);
     let mut b = Col::<f64>::zeros(n);
-    let arch = pulp::Arch::new();
-    arch.dispatch(KernelPass {
-        z: z.as_ref(),
-        sigma,
-        kernel: kernel.as_mut(),
-        half_b: half_b.as_mut(),
-        b: b.as_mut(),
-    });
-    // K is exactly symmetric, so Kᵀ enters the products as K itself (its
-    // column-major layout, which faer reads without repacking)
+    let b_slice = b.as_mut().try_as_col_major_mut().expect("contiguous b");
+    kernel
+        .as_mut()
+        .par_col_chunks_mut(chunk)
+        .zip(half_b.as_mut().par_col_chunks_mut(chunk))
+        .zip(b_slice.as_slice_mut().par_chunks_mut(chunk))
+        .enumerate()
+        .for_each(|(part, ((kernel, half_b), b))| {
+            arch.dispatch(KernelPass {
+                z,
+                squares: &squares,
+                sigma,
+                first: part * chunk,
+                kernel,
+                half_b,
+                b,
+            })
+        });
+    // K is exactly symmetric, so Kᵀ enters the products as K itself
     let kernel_ref = kernel.as_ref();
     let mut c = Mat::<f64>::zeros(n, n);
-    let mut lower_product = |accum, lhs, rhs| {
-        triangular::matmul(
-            c.as_mut(),
-            BlockStructure::TriangularLower,
-            accum,
-            lhs,
-            BlockStructure::Rectangular,
-            rhs,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-    };
-    lower_product(Accum::Replace, kernel_ref, kernel_ref);
-    arch.dispatch(GramProduct {
-        z: z.as_ref(),
-        c: c.as_mut(),
-    });
-    let mut lower_product = |lhs, rhs| {
-        triangular::matmul(
-            c.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Add,
-            lhs,
-            BlockStructure::Rectangular,
-            rhs,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-    };
-    lower_product(half_b.transpose(), kernel_ref);
-    lower_product(kernel_ref, half_b.as_ref());
+    lower_product(c.as_mut(), Accum::Replace, kernel_ref, kernel_ref, par);
+    c.as_mut()
+        .par_col_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(part, c)| {
+            arch.dispatch(GramProduct {
+                z,
+                first: part * chunk,
+                c,
+            })
+        });
+    lower_product(c.as_mut(), Accum::Add, half_b.transpose(), kernel_ref, par);
+    lower_product(c.as_mut(), Accum::Add, kernel_ref, half_b.as_ref(), par);
     LiteSystem { kernel, b, c }
 }
 
+/// The lower triangle of `lhs · rhs`, written to (`Accum::Replace`) or added
+/// to (`Accum::Add`) that of `dst`, with parallelism `par`.
+fn lower_product(
+    dst: MatMut<'_, f64>,
+    accum: Accum,
+    lhs: MatRef<'_, f64>,
+    rhs: MatRef<'_, f64>,
+    par: Par,
+) {
+    triangular::matmul(
+        dst,
+        BlockStructure::TriangularLower,
+        accum,
+        lhs,
+        BlockStructure::Rectangular,
+        rhs,
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+}
+
+/// Column l of the column-major `z` as a slice.
+fn column_slice<'a>(z: MatRef<'a, f64>, l: usize) -> &'a [f64] {
+    z.col(l)
+        .try_as_col_major()
+        .expect("column-major z")
+        .as_slice()
+}
+
 /// Column j of `G = ZZᵀ` from row `start` on: `g[i − start] = Σ_l z_il z_jl`
-/// over the column-major `z`, accumulated with `f64::mul_add` in the order
-/// of l (a fused multiply-add in the pulp contexts that call it). Since the
-/// product of each step commutes, `G_ij` and `G_ji` are the same bits, and so
+/// over the column-major `z`, the product of l = 0 rounded and the others
+/// accumulated in the order of l with `f64::mul_add` (a fused multiply-add
+/// in the pulp contexts that call it; correctly rounded either way). Since
+/// each step's product commutes, `G_ij` and `G_ji` are the same bits, and so
 /// are `K_ij` and `K_ji`.
 #[inline(always)]
 fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
-    g.fill(0.0);
-    for l in 0..z.ncols() {
-        let column = z.col(l).try_as_col_major().expect("column-major z");
+    let mut columns = (0..z.ncols()).map(|l| column_slice(z, l));
+    let Some(first) = columns.next() else {
+        g.fill(0.0);
+        return;
+    };
+    let zj0 = first[j];
+    for (g, zi0) in g.iter_mut().zip(&first[start..]) {
+        *g = zi0 * zj0;
+    }
+    for column in columns {
         let zjl = column[j];
-        for (g, zil) in g.iter_mut().zip(&column.as_slice()[start..]) {
+        for (g, zil) in g.iter_mut().zip(&column[start..]) {
             *g = zil.mul_add(zjl, *g);
         }
     }
 }
 
-/// The pass that forms `K`, `B` and `b` of [`lite_system`], column by
-/// column, as a [`pulp::WithSimd`] operation (so that its loops over a
-/// column vectorise, the exponential included). Column j: `G_·j` by
-/// [`gram_column`], then `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`,
-/// `K_ij = exp(−r_ij/σ)`, `B_ij = K_ij (s_i/2 − G_ij)` and the term
-/// `K_ij ((2/σ) r_ij − d)` of `b_j` (`b_j` is a column sum: `K` and `r` are
-/// symmetric).
+/// The pass that forms columns `first..first + m` of `K` and `B` and the
+/// same entries of `b` ([`lite_system`]), column by column, as a
+/// [`pulp::WithSimd`] operation (so that its loops over a column vectorise,
+/// the exponential included, by `exp_fma` with fused multiply-adds).
+/// Column j: `G_·j` by [`gram_column`], then
+/// `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`, `K_ij = exp(−r_ij/σ)`,
+/// `B_ij = K_ij (s_i/2 − G_ij)` and the term `K_ij ((2/σ) r_ij − d)` of
+/// `b_j` (`b_j` is a column sum: `K` and `r` are symmetric).
 struct KernelPass<'a> {
     /// The points, column-major (n × d).
     z: MatRef<'a, f64>,
+    /// `s_i = ‖z_i‖²`.
+    squares: &'a [f64],
     sigma: f64,
+    /// The index j of the first column.
+    first: usize,
+    /// Columns `first..first + m` of `K` (n × m).
     kernel: MatMut<'a, f64>,
+    /// The same columns of `B`.
     half_b: MatMut<'a, f64>,
-    b: ColMut<'a, f64>,
+    /// `b_first..b_{first + m}`.
+    b: &'a mut [f64],
 }
 
 impl pulp::WithSimd for KernelPass<'_> {
@@ -512,39 +564,34 @@ impl pulp::WithSimd for KernelPass<'_> {
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self {
             z,
+            squares,
             sigma,
+            first,
             mut kernel,
             mut half_b,
-            mut b,
+            b,
         } = self;
         let (n, d) = (z.nrows(), z.ncols() as f64);
-        // s_i = G_ii, by the same accumulation as G
-        let mut squares = vec![0.0; n];
-        for l in 0..z.ncols() {
-            let column = z.col(l).try_as_col_major().expect("column-major z");
-            for (s, zil) in squares.iter_mut().zip(column.as_slice()) {
-                *s = zil.mul_add(*zil, *s);
-            }
-        }
         let mut gram = vec![0.0; n];
         let mut terms = vec![0.0; n];
-        for j in 0..n {
+        for (column, b) in b.iter_mut().enumerate() {
+            let j = first + column;
             gram_column(z, j, 0, &mut gram);
             let sj = squares[j];
-            let kernel = kernel.as_mut().col_mut(j).try_as_col_major_mut();
-            let half_b = half_b.as_mut().col_mut(j).try_as_col_major_mut();
+            let kernel = kernel.as_mut().col_mut(column).try_as_col_major_mut();
+            let half_b = half_b.as_mut().col_mut(column).try_as_col_major_mut();
             let (kernel, half_b) = (
                 kernel.expect("column-major K").as_slice_mut(),
                 half_b.expect("column-major B").as_slice_mut(),
             );
             let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
-            for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(&squares)) {
+            for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(squares)) {
                 let r = (si + sj - 2.0 * g).max(0.0);
-                *k = exp(-r / sigma);
+                *k = exp_fma(-r / sigma);
                 *h = *k * (0.5 * si - g);
                 *t = *k * (2.0 / sigma * r - d);
             }
-            b[j] = simd_sum(simd, &terms);
+            *b = simd_sum(simd, &terms);
         }
     }
 }
@@ -560,11 +607,15 @@ fn simd_sum<S: pulp::Simd>(simd: S, values: &[f64]) -> f64 {
     simd.reduce_sum_f64s(lanes) + tail.iter().sum::<f64>()
 }
 
-/// `C_ij ← G_ij C_ij` on the lower triangle (`i ≥ j`), `G_·j` by
-/// [`gram_column`], as a [`pulp::WithSimd`] operation.
+/// `C_ij ← G_ij C_ij` on the lower triangle (`i ≥ j`) of columns
+/// `first..first + m`, `G_·j` by [`gram_column`], as a [`pulp::WithSimd`]
+/// operation.
 struct GramProduct<'a> {
     /// The points, column-major (n × d).
     z: MatRef<'a, f64>,
+    /// The index j of the first column.
+    first: usize,
+    /// Columns `first..first + m` of `C` (n × m).
     c: MatMut<'a, f64>,
 }
 
@@ -573,15 +624,16 @@ impl pulp::WithSimd for GramProduct<'_> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        let Self { z, mut c } = self;
+        let Self { z, first, mut c } = self;
         let n = z.nrows();
         let mut gram = vec![0.0; n];
-        for j in 0..n {
+        for column in 0..c.ncols() {
+            let j = first + column;
             let gram = &mut gram[j..];
             gram_column(z, j, j, gram);
-            let column = c.as_mut().col_mut(j).try_as_col_major_mut();
-            let column = &mut column.expect("column-major C").as_slice_mut()[j..];
-            for (c, g) in column.iter_mut().zip(gram.iter()) {
+            let c = c.as_mut().col_mut(column).try_as_col_major_mut();
+            let c = &mut c.expect("column-major C").as_slice_mut()[j..];
+            for (c, g) in c.iter_mut().zip(gram.iter()) {
                 *c *= g;
             }
         }

@@ -92,7 +92,8 @@ pub fn theta_paper_to_code(theta_paper: f64) -> f64 {
 /// `1 + e^{−|z|}` lies in (1, 2], so the product of a block of
 /// [`LOG_BLOCK`] factors stays below `2^LOG_BLOCK` and cannot overflow; the
 /// block then costs one `ln`. The exponentials are
-/// [`kameleon_kernels::fastmath::exp`] and the products and sums run in
+/// [`kameleon_kernels::fastmath::exp_fma`] (the loop runs under a `pulp`
+/// dispatch, with FMA where the CPU has it) and the products and sums run in
 /// `LANES` independent accumulators, so the loop vectorises. The result
 /// differs from the pointwise sum `Σ log σ(yᵢfᵢ)` by rounding only (each
 /// factor and product is rounded once: relative error ≲ block length · 2⁻⁵³
@@ -104,9 +105,10 @@ fn sum_log_sigmoid(y: &[f64], f: &[f64]) -> f64 {
 
 /// [`sum_log_sigmoid`] as a `pulp` operation: `pulp::Arch::dispatch` runs
 /// `with_simd` compiled for the best instruction set of the running CPU
-/// (AVX2 on x86-64 where available), so the loops, inlined into it, vectorise
-/// four lanes wide instead of the baseline two. There is no FMA contraction,
-/// so the values do not depend on the CPU. [`KernelLowerTriangle`] and
+/// (AVX2 and FMA on x86-64 where available), so the loops, inlined into it,
+/// vectorise four lanes wide instead of the baseline two. The only fused
+/// multiply-adds are those of [`fastmath::exp_fma`], which round the same in
+/// hardware and in software, so the values do not depend on the CPU. [`KernelLowerTriangle`] and
 /// [`ScaledKernelLowerTriangle`] do the same.
 struct LogSigmoidSum<'a> {
     y: &'a [f64],
@@ -128,13 +130,13 @@ impl pulp::WithSimd for LogSigmoidSum<'_> {
             for (y, f) in y_lanes.iter().zip(f_lanes) {
                 for lane in 0..LANES {
                     let z = y[lane] * f[lane];
-                    products[lane] *= 1.0 + fastmath::exp(-z.abs());
+                    products[lane] *= 1.0 + fastmath::exp_fma(-z.abs());
                     minima[lane] += z.min(0.0);
                 }
             }
             for (y, f) in y_rest.iter().zip(f_rest) {
                 let z = y * f;
-                products[0] *= 1.0 + fastmath::exp(-z.abs());
+                products[0] *= 1.0 + fastmath::exp_fma(-z.abs());
                 minima[0] += z.min(0.0);
             }
             total += minima.iter().sum::<f64>() - products.iter().product::<f64>().ln();
@@ -921,7 +923,8 @@ const KERNEL_CHUNK: usize = 8;
 /// covariates `scaled` (one covariate per column), `out.len() ≤`
 /// [`KERNEL_CHUNK`]. The squared distances accumulate in a register-sized
 /// array over the covariates, in covariate order, so a full chunk is a few
-/// vector operations per covariate and one vectorised [`fastmath::exp`].
+/// vector operations per covariate and one vectorised [`fastmath::exp_fma`]
+/// (only called under the `pulp` dispatch of [`KernelLowerTriangle`]).
 #[inline(always)]
 fn kernel_entries(scaled: &Mat<f64>, j: usize, first: usize, out: &mut [f64]) {
     let mut r2 = [0.0; KERNEL_CHUNK];
@@ -935,7 +938,7 @@ fn kernel_entries(scaled: &Mat<f64>, j: usize, first: usize, out: &mut [f64]) {
         }
     }
     for (value, r2) in out.iter_mut().zip(r2.iter()) {
-        *value = fastmath::exp(-r2);
+        *value = fastmath::exp_fma(-r2);
     }
 }
 
