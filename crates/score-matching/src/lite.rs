@@ -10,7 +10,7 @@ use faer::linalg::triangular_solve::{
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::{exp, exp_fma};
+use kameleon_kernels::fastmath::exp_fma;
 use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
@@ -235,7 +235,7 @@ fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> 
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
 /// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
 /// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
-/// exponential included, see [`kameleon_kernels::fastmath::exp`]) and the
+/// exponential included, see [`kameleon_kernels::fastmath::exp_fma`]) and the
 /// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
 /// registers across the whole pass when `DIM > 0`. The products are
 /// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
@@ -358,7 +358,7 @@ impl Basis<'_> {
                 for k in 0..EXP_GROUP {
                     // the distance is ≥ 0: clip the rounding of the expansion
                     e[k] = e[k].min(0.0);
-                    w[k] = a[k] * exp(e[k]);
+                    w[k] = a[k] * exp_fma(e[k]);
                 }
             }
             // the weighted sums, block by block
