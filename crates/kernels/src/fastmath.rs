@@ -96,8 +96,8 @@ fn mul_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
 /// by Horner's rule. Callers evaluate it in loops over many independent
 /// vectors, which the CPU overlaps, so the fewest operations win: measured
 /// on first-generation Zen, Estrin-style second-order Horner (half the
-/// dependency chain, one multiplication more) took 5–20% more cycles per
-/// vector.
+/// dependency chain, one multiplication more) was no faster per vector
+/// (equal to 20% slower over repeated runs).
 #[inline(always)]
 fn polynomial<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64) -> f64 {
     let (first, rest) = coefficients.split_first().expect("N ≥ 1");

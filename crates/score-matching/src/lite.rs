@@ -10,7 +10,7 @@ use faer::linalg::triangular_solve::{
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::exp;
+use kameleon_kernels::fastmath::exp_fma;
 use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
@@ -235,7 +235,7 @@ fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> 
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
 /// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
 /// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
-/// exponential included, see [`kameleon_kernels::fastmath::exp`]) and the
+/// exponential included, see [`kameleon_kernels::fastmath::exp_fma`]) and the
 /// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
 /// registers across the whole pass when `DIM > 0`. The products are
 /// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
@@ -358,7 +358,7 @@ impl Basis<'_> {
                 for k in 0..EXP_GROUP {
                     // the distance is ≥ 0: clip the rounding of the expansion
                     e[k] = e[k].min(0.0);
-                    w[k] = a[k] * exp(e[k]);
+                    w[k] = a[k] * exp_fma(e[k]);
                 }
             }
             // the weighted sums, block by block
@@ -425,16 +425,16 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
     let z = z.to_owned();
     let z = z.as_ref();
     let arch = pulp::Arch::new();
-    // s_i = G_ii, accumulated as in `gram_column` so that the distance of
-    // a point to itself is exactly 0
-    let squares = arch.dispatch(|| {
-        let mut squares = vec![0.0; n];
-        for l in 0..z.ncols() {
-            for (s, zil) in squares.iter_mut().zip(column_slice(z, l)) {
-                *s = zil.mul_add(*zil, *s);
-            }
-        }
-        squares
+    // s_i = G_ii, by `gram_column` itself (a column of one row) so that the
+    // distance of a point to itself is exactly 0
+    let squares: Vec<f64> = arch.dispatch(|| {
+        (0..n)
+            .map(|i| {
+                let mut s = [0.0];
+                gram_column(z, i, i, &mut s);
+                s[0]
+            })
+            .collect()
     });
     // one contiguous range of columns per thread of `par`
     let chunk = n.div_ceil(par.degree()).max(1);
@@ -459,24 +459,10 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
                 b,
             })
         });
-    // K is exactly symmetric, so Kᵀ enters the products as K itself (its
-    // column-major layout, which faer reads without repacking)
+    // K is exactly symmetric, so Kᵀ enters the products as K itself
     let kernel_ref = kernel.as_ref();
     let mut c = Mat::<f64>::zeros(n, n);
-    let mut lower_product = |accum, lhs, rhs| {
-        triangular::matmul(
-            c.as_mut(),
-            BlockStructure::TriangularLower,
-            accum,
-            lhs,
-            BlockStructure::Rectangular,
-            rhs,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-    };
-    lower_product(Accum::Replace, kernel_ref, kernel_ref);
+    lower_product(c.as_mut(), Accum::Replace, kernel_ref, kernel_ref, par);
     c.as_mut()
         .par_col_chunks_mut(chunk)
         .enumerate()
@@ -487,22 +473,31 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
                 c,
             })
         });
-    let mut lower_product = |lhs, rhs| {
-        triangular::matmul(
-            c.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Add,
-            lhs,
-            BlockStructure::Rectangular,
-            rhs,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-    };
-    lower_product(half_b.transpose(), kernel_ref);
-    lower_product(kernel_ref, half_b.as_ref());
+    lower_product(c.as_mut(), Accum::Add, half_b.transpose(), kernel_ref, par);
+    lower_product(c.as_mut(), Accum::Add, kernel_ref, half_b.as_ref(), par);
     LiteSystem { kernel, b, c }
+}
+
+/// The lower triangle of `lhs · rhs`, written to (`Accum::Replace`) or added
+/// to (`Accum::Add`) that of `dst`, with parallelism `par`.
+fn lower_product(
+    dst: MatMut<'_, f64>,
+    accum: Accum,
+    lhs: MatRef<'_, f64>,
+    rhs: MatRef<'_, f64>,
+    par: Par,
+) {
+    triangular::matmul(
+        dst,
+        BlockStructure::TriangularLower,
+        accum,
+        lhs,
+        BlockStructure::Rectangular,
+        rhs,
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
 }
 
 /// Column l of the column-major `z` as a slice.
@@ -541,7 +536,8 @@ fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
 /// The pass that forms columns `first..first + m` of `K` and `B` and the
 /// same entries of `b` ([`lite_system`]), column by column, as a
 /// [`pulp::WithSimd`] operation (so that its loops over a column vectorise,
-/// the exponential included). Column j: `G_·j` by [`gram_column`], then
+/// the exponential included, by `exp_fma` with fused multiply-adds).
+/// Column j: `G_·j` by [`gram_column`], then
 /// `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`, `K_ij = exp(−r_ij/σ)`,
 /// `B_ij = K_ij (s_i/2 − G_ij)` and the term `K_ij ((2/σ) r_ij − d)` of
 /// `b_j` (`b_j` is a column sum: `K` and `r` are symmetric).
@@ -591,7 +587,7 @@ impl pulp::WithSimd for KernelPass<'_> {
             let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
             for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(squares)) {
                 let r = (si + sj - 2.0 * g).max(0.0);
-                *k = exp(-r / sigma);
+                *k = exp_fma(-r / sigma);
                 *h = *k * (0.5 * si - g);
                 *t = *k * (2.0 / sigma * r - d);
             }
