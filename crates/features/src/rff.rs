@@ -57,11 +57,11 @@ impl Embedding {
 /// [`Embedding::SinCos`]). Order 0 gives φ, 1 gives ∂φ/∂a, 2 gives ∂²φ/∂a².
 ///
 /// Shared by the dense and the Fastfood maps so both follow one convention.
-/// The sines and cosines come from the vectorisable
-/// [`kameleon_kernels::fastmath::sin_cos`] when every argument lies in its
-/// accurate range (checked once per call), else from libm. Inlined, so that
-/// it is compiled for the caller's instruction set (see
-/// [`PerPoint`]).
+/// The sines and cosines come from the vectorisable [`Fast`] functions when
+/// every argument lies in their accurate range (checked once per call), else
+/// from libm. Inlined, so that it is compiled for the caller's instruction
+/// set. The dense map's per-point methods, which run under [`PerPoint`]'s
+/// FMA dispatch, use [`feature_values_with`]`::<FastFma>` instead.
 #[inline(always)]
 pub(crate) fn feature_values(
     embedding: Embedding,
@@ -70,47 +70,116 @@ pub(crate) fn feature_values(
     scale: f64,
     out: &mut [f64],
 ) {
+    feature_values_with::<Fast>(embedding, order, args, scale, out);
+}
+
+/// The sine and cosine of the per-point loops.
+trait Trig {
+    /// `sin x`.
+    fn sin(x: f64) -> f64;
+    /// `(sin x, cos x)`.
+    fn sin_cos(x: f64) -> (f64, f64);
+}
+
+/// libm's sine and cosine: any argument.
+struct Libm;
+
+impl Trig for Libm {
+    #[inline(always)]
+    fn sin(x: f64) -> f64 {
+        x.sin()
+    }
+    #[inline(always)]
+    fn sin_cos(x: f64) -> (f64, f64) {
+        x.sin_cos()
+    }
+}
+
+/// [`kameleon_kernels::fastmath`]'s vectorisable sine and cosine with
+/// separate multiplies and adds: any code, arguments up to
+/// [`fastmath::SIN_COS_MAX_ARG`] in magnitude.
+struct Fast;
+
+impl Trig for Fast {
+    #[inline(always)]
+    fn sin(x: f64) -> f64 {
+        fastmath::sin(x)
+    }
+    #[inline(always)]
+    fn sin_cos(x: f64) -> (f64, f64) {
+        fastmath::sin_cos(x)
+    }
+}
+
+/// [`Fast`] with fused multiply-adds: only under [`PerPoint`]'s dispatch,
+/// where they are one instruction each (a slow software call elsewhere).
+struct FastFma;
+
+impl Trig for FastFma {
+    #[inline(always)]
+    fn sin(x: f64) -> f64 {
+        fastmath::sin_fma(x)
+    }
+    #[inline(always)]
+    fn sin_cos(x: f64) -> (f64, f64) {
+        fastmath::sin_cos_fma(x)
+    }
+}
+
+/// [`feature_values`] with the fast functions `T` where every argument is in
+/// their range, else libm.
+#[inline(always)]
+fn feature_values_with<T: Trig>(
+    embedding: Embedding,
+    order: u8,
+    args: &[f64],
+    scale: f64,
+    out: &mut [f64],
+) {
     debug_assert!(out.len() >= embedding.dim_out(args.len()));
     if in_fast_range(args) {
-        write_feature_values(embedding, order, args, scale, out, fastmath::sin_cos);
+        write_feature_values::<T>(embedding, order, args, scale, out);
     } else {
-        write_feature_values(embedding, order, args, scale, out, f64::sin_cos);
+        write_feature_values::<Libm>(embedding, order, args, scale, out);
     }
 }
 
 /// Whether every argument lies in the accurate range of
-/// [`kameleon_kernels::fastmath::sin_cos`] (false for NaN): one vectorisable
-/// pass.
+/// [`kameleon_kernels::fastmath`]'s sine and cosine (false for NaN): one
+/// vectorisable pass.
 #[inline(always)]
 fn in_fast_range(args: &[f64]) -> bool {
     args.iter()
         .fold(true, |ok, a| ok & (a.abs() <= fastmath::SIN_COS_MAX_ARG))
 }
 
-/// [`feature_values`] with the given `sin_cos`: one simple loop per case so
-/// that each vectorises.
+/// [`feature_values`] with the sine and cosine `T`: one simple loop per case
+/// so that each vectorises, with the sine alone where only it is needed.
 #[inline(always)]
-fn write_feature_values(
+fn write_feature_values<T: Trig>(
     embedding: Embedding,
     order: u8,
     args: &[f64],
     scale: f64,
     out: &mut [f64],
-    sin_cos: impl Fn(f64) -> (f64, f64),
 ) {
     match embedding {
+        // φ = scale·cos a, φ' = −scale·sin a, φ'' = −scale·cos a
+        Embedding::CosPhase if order == 1 => {
+            for (o, a) in out.iter_mut().zip(args) {
+                *o = -scale * T::sin(*a);
+            }
+        }
         Embedding::CosPhase => {
-            // φ = scale·cos a, φ' = −scale·sin a, φ'' = −scale·cos a
             let sign = if order == 0 { scale } else { -scale };
             for (o, a) in out.iter_mut().zip(args) {
-                let (s, c) = sin_cos(*a);
-                *o = sign * if order == 1 { s } else { c };
+                *o = sign * T::sin_cos(*a).1;
             }
         }
         Embedding::SinCos => {
             // (sin, cos) → (cos, −sin) → (−sin, −cos)
             for (pair, a) in out.chunks_exact_mut(2).zip(args) {
-                let (s, c) = sin_cos(*a);
+                let (s, c) = T::sin_cos(*a);
                 let (first, second) = match order {
                     0 => (s, c),
                     1 => (c, -s),
@@ -148,29 +217,28 @@ fn tile_dot<S: pulp::Simd>(simd: S, a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
 /// `g_j = Σ_r (∂φ_r/∂a) w_r` over the rows r of the frequency with argument
 /// `args[j]`, for the weights `w` of those rows (one per frequency for
 /// [`Embedding::CosPhase`], the interleaved pair for [`Embedding::SinCos`]),
-/// with the given `sin_cos`: the derivatives of [`feature_values`] (order 1)
-/// contracted with the weights in the same loop, so that it vectorises and
-/// nothing is stored in between.
+/// with the sine and cosine `T`: the derivatives of [`feature_values`]
+/// (order 1) contracted with the weights in the same loop, so that it
+/// vectorises and nothing is stored in between.
 #[inline(always)]
-fn weighted_derivatives(
+fn weighted_derivatives<T: Trig>(
     embedding: Embedding,
     scale: f64,
     args: &[f64],
     w: &[f64],
     g: &mut [f64],
-    sin_cos: impl Fn(f64) -> (f64, f64),
 ) {
     match embedding {
-        // ∂φ/∂a = −scale·sin a
+        // ∂φ/∂a = −scale·sin a: the sine alone
         Embedding::CosPhase => {
             for ((g, a), w) in g.iter_mut().zip(args).zip(w) {
-                *g = (-scale * sin_cos(*a).0) * w;
+                *g = (-scale * T::sin(*a)) * w;
             }
         }
         // ∂(sin a, cos a)/∂a = (cos a, −sin a)
         Embedding::SinCos => {
             for ((g, a), w) in g.iter_mut().zip(args).zip(w.chunks_exact(2)) {
-                let (s, c) = sin_cos(*a);
+                let (s, c) = T::sin_cos(*a);
                 *g = (scale * c).mul_add(w[0], (-scale * s) * w[1]);
             }
         }
@@ -349,7 +417,7 @@ impl RandomFourierFeatures {
         for first in (0..m).step_by(TILE) {
             let count = TILE.min(m - first);
             self.tile_arguments(first, x, &mut args);
-            feature_values(self.embedding, order, &args, self.scale, &mut values);
+            feature_values_with::<FastFma>(self.embedding, order, &args, self.scale, &mut values);
             let first_row = self.embedding.dim_out(first);
             for l in 0..d {
                 let column = self.tile_column(l, first);
@@ -423,9 +491,9 @@ impl RandomFourierFeatures {
             self.tile_arguments(first, x, &mut args);
             let (a, tile_g) = (&args[..count], &mut g[..count]);
             if in_fast_range(a) {
-                weighted_derivatives(self.embedding, self.scale, a, w, tile_g, fastmath::sin_cos);
+                weighted_derivatives::<FastFma>(self.embedding, self.scale, a, w, tile_g);
             } else {
-                weighted_derivatives(self.embedding, self.scale, a, w, tile_g, f64::sin_cos);
+                weighted_derivatives::<Libm>(self.embedding, self.scale, a, w, tile_g);
             }
             g[count..].fill(0.0);
             for (l, o) in out.iter_mut().enumerate() {
@@ -442,7 +510,7 @@ impl RandomFourierFeatures {
         for first in (0..m).step_by(TILE) {
             let rows = self.embedding.dim_out(TILE.min(m - first));
             self.tile_arguments(first, x, &mut args);
-            feature_values(self.embedding, 0, &args, self.scale, &mut values);
+            feature_values_with::<FastFma>(self.embedding, 0, &args, self.scale, &mut values);
             out[self.embedding.dim_out(first)..][..rows].copy_from_slice(&values[..rows]);
         }
     }
@@ -457,7 +525,13 @@ impl RandomFourierFeatures {
             let first_row = self.embedding.dim_out(start);
             self.tile_arguments(start, x, &mut args);
             for (order, out) in [(1, &mut *first), (2, &mut *second)] {
-                feature_values(self.embedding, order, &args, self.scale, &mut values);
+                feature_values_with::<FastFma>(
+                    self.embedding,
+                    order,
+                    &args,
+                    self.scale,
+                    &mut values,
+                );
                 out[first_row..][..rows].copy_from_slice(&values[..rows]);
             }
         }
@@ -475,9 +549,9 @@ enum PointOp<'a> {
 
 /// One per-point operation as a [`pulp::WithSimd`] operation: compiled for
 /// the best instruction set of the running CPU (AVX2 + FMA where available),
-/// where the tile loops vectorise — the sines and cosines of
-/// [`kameleon_kernels::fastmath`] included — and `f64::mul_add` is one
-/// instruction. Fused multiply-adds are exact-then-rounded on every CPU (in
+/// where the tile loops vectorise — the sines and cosines ([`FastFma`], the
+/// FMA variants of [`kameleon_kernels::fastmath`]) included — and
+/// `f64::mul_add` is one instruction. Fused multiply-adds are exact-then-rounded on every CPU (in
 /// software where the instruction is missing) and the partial sums have a
 /// fixed lane structure, so the result does not depend on the CPU.
 struct PerPoint<'a> {

@@ -1,7 +1,8 @@
 //! Kernel Hamiltonian Monte Carlo: statistical validity of KMC lite and KMC
 //! finite on the 8-d banana B(0.03, 100) and an 8-d correlated Gaussian over
 //! several seeds (mean, covariance and quantile coverage within Z_TOL Monte
-//! Carlo standard errors from the ESS, see `common/mod.rs`); a deliberately
+//! Carlo standard errors from the ESS, see `common/mod.rs`; KMC finite on the
+//! banana by stationarity, from exact draws); a deliberately
 //! wrong Hamiltonian (the kinetic energy dropped from the accept step) fails
 //! the same checks; pseudo-marginal bookkeeping (the current estimate is
 //! reused; MCWM re-estimates, counted); the lite random-walk fallback far from
@@ -13,7 +14,9 @@ mod common;
 /// The accept step without the kinetic energies, log u < log π(x*) − log π(x):
 /// dropping KMC's finite correction is exactly what `ReverseAtCurrent` does.
 use common::ReverseAtCurrent as DropKinetic;
-use common::{banana, correlated_gaussian, worst_coverage_z};
+use common::{
+    Reference, assert_verdict, banana, correlated_gaussian, final_states, worst_coverage_z, z_iid,
+};
 use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
@@ -170,20 +173,18 @@ fn kmc_lite_is_valid() {
 #[test]
 fn kmc_finite_is_valid() {
     // the finite estimator learns from every point it is given: 1000 oracle
-    // points for its m = 200 features. The banana needs longer trajectories:
-    // with L ≤ 10 one seed of three gives a y₂-mean z of 7.3 at 20000 steps
-    // (4.3 at 80000; largest |y₁| 24 where 80000 exact draws reach ~40): the
-    // chain under-explores the y₁ tails, slow mixing that the ESS estimate
-    // does not see. See `kmc_finite_is_valid_on_the_banana`.
+    // points for its m = 200 features. On the banana a single chain
+    // under-explores the y₁ tails (slow, metastable mixing that the ESS
+    // estimate does not see), so the banana is checked by stationarity
+    // instead: see `kmc_finite_leaves_the_banana_invariant`.
     check_valid("KMC finite", &["gaussian"], 1_000, 20_000, |d, oracle| {
         finite(d).with_oracle_points(oracle.as_ref()).unwrap()
     });
 }
 
 /// KMC finite with the banana's settings: m = 200 features as on the
-/// Gaussian but longer trajectories, L ~ U{10, …, 30}, so that the chain
-/// travels along the curved y₁ tails within a test-suite length; oracle warm
-/// start on `oracle`, frozen.
+/// Gaussian but longer trajectories, L ~ U{10, …, 30}, which travel along
+/// the curved y₁ direction; oracle warm start on `oracle`, frozen.
 fn finite_for_the_banana(d: usize, oracle: &Mat<f64>) -> KmcFinite<RandomFourierFeatures> {
     let model = FiniteEstimator::new(features(d, N, 99), 1e-4).unwrap();
     KmcFinite::new(
@@ -196,17 +197,57 @@ fn finite_for_the_banana(d: usize, oracle: &Mat<f64>) -> KmcFinite<RandomFourier
     .unwrap()
 }
 
-/// KMC finite on the banana (worst z over the seeds ≈ 3.8 at 20000 steps,
-/// ≈ 3.3 at 40000).
+/// Chains and steps per chain of the banana stationarity check.
+const BANANA_CHAINS: u64 = 1_000;
+const BANANA_CHAIN_STEPS: u64 = 20;
+
+/// The banana stationarity check of KMC finite (`common::final_states`):
+/// 1000 chains of 20 steps, each started at an exact draw of B(0.03, 100)
+/// with the oracle surrogate frozen; their final states are iid π if the
+/// kernel leaves π invariant, however slowly it mixes. Returns the worst iid
+/// z-score of the final states against `common::Reference::banana`
+/// (untwisted means and covariances, region coverages; 49 statistics).
+///
+/// Why not one long chain, as on the Gaussian: this sampler is metastable
+/// in the banana's y₁ tails, where the surrogate's gradient is poor. Three
+/// chains of 2·10⁶ steps of one frozen sampler gave E y₁² = 87.1 ± 1.9,
+/// 96.5 ± 6.1 and 130.9 ± 14.9 (truth 100; batch-means standard errors):
+/// long sticky excursions that no per-chain standard error (Geyer ESS or
+/// batch means) captures at test-suite lengths, so the chain-CLT check was a
+/// coin toss on rounding-level changes. Stationarity is exact.
+fn finite_banana_stationarity(broken: bool, seed: u64) -> (f64, String) {
+    let (target, _, _) = banana(D);
+    let oracle = oracle_points("banana", 1_000, 100 + seed);
+    let proposal = finite_for_the_banana(D, &oracle);
+    let states = if broken {
+        let broken = DropKinetic(proposal);
+        final_states(&target, &broken, BANANA_CHAINS, BANANA_CHAIN_STEPS, seed)
+    } else {
+        final_states(&target, &proposal, BANANA_CHAINS, BANANA_CHAIN_STEPS, seed)
+    };
+    Reference::banana(&target).worst_z(&states, &z_iid)
+}
+
 #[test]
-fn kmc_finite_is_valid_on_the_banana() {
-    check_valid(
-        "KMC finite",
-        &["banana"],
-        1_000,
-        20_000,
-        finite_for_the_banana,
-    );
+fn kmc_finite_leaves_the_banana_invariant() {
+    // 49 checks per seed, each |z| < Z_TOL = 5 on 1000 iid draws
+    // (P(fail) ≈ 6·10⁻⁷ each under the normal approximation)
+    for seed in SEEDS {
+        let score = finite_banana_stationarity(false, seed);
+        assert_verdict(&format!("KMC finite banana seed {seed}"), score, true);
+    }
+}
+
+#[test]
+fn kmc_finite_without_the_kinetic_energy_fails_on_the_banana() {
+    for seed in SEEDS {
+        let score = finite_banana_stationarity(true, seed);
+        assert_verdict(
+            &format!("broken KMC finite banana seed {seed}"),
+            score,
+            false,
+        );
+    }
 }
 
 /// The adaptive samplers as the paper runs them, with no oracle: random-walk
@@ -279,13 +320,6 @@ fn wrong_hamiltonian_fails_the_same_checks() {
                 assert_broken(name, case, seed, &chain);
             }
         }
-    }
-    // and KMC finite with the banana's settings of the validity test
-    for seed in SEEDS {
-        let oracle = oracle_points("banana", 1_000, 100 + seed);
-        let broken = DropKinetic(finite_for_the_banana(D, &oracle));
-        let chain = run_case("banana", broken, seed, short);
-        assert_broken("finite (banana settings)", "banana", seed, &chain);
     }
 }
 
