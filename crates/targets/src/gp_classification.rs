@@ -46,6 +46,7 @@
 //! the kernel exponentials and the `log σ` sums are vectorised (see
 //! `sum_log_sigmoid`), which changes results only at rounding level.
 
+use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
 use crate::util::fill_standard_normal;
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
@@ -223,8 +224,8 @@ struct Workspace {
     kernel: Mat<f64>,
     /// The Cholesky factor of `B = I + W^½KW^½` (lower triangle).
     b_factor: Mat<f64>,
-    /// `V = L⁻¹ W^½ K` (n × n).
-    v: Mat<f64>,
+    /// `Vᵀ = K W^½ L⁻ᵀ`, the transpose of `V = L⁻¹ W^½ K` (n × n).
+    v_t: Mat<f64>,
     /// The lower triangle of the Laplace covariance `Σ`, then the factor of
     /// `Σ + ρI` in place.
     proposal_factor: Mat<f64>,
@@ -261,7 +262,7 @@ impl Workspace {
             scaled: Mat::zeros(n, d),
             kernel: square(),
             b_factor: square(),
-            v: square(),
+            v_t: square(),
             proposal_factor: square(),
             prior_factor: square(),
             z: Mat::zeros(n, m),
@@ -659,7 +660,7 @@ impl GpClassification {
         let Workspace {
             kernel: k,
             b_factor,
-            v,
+            v_t,
             proposal_factor: sigma,
             f,
             a,
@@ -726,14 +727,15 @@ impl GpClassification {
         }
         // Covariance and evidence at the final f.
         factor_b(k, f, sqrt_w, b_factor)?;
-        // V = L⁻¹ W^½ K, Σ = K − VᵀV.
+        // Σ = K − VᵀV with V = L⁻¹ W^½ K, computed as Vᵀ = K W^½ L⁻ᵀ (K is
+        // exactly symmetric), whose column panels the solve runs through.
         for j in 0..k.ncols() {
-            let (v, k) = (v.col_as_slice_mut(j), k.col_as_slice(j));
-            for ((v, k), s) in v.iter_mut().zip(k).zip(sqrt_w.iter()) {
-                *v = s * k;
+            let s = sqrt_w[j];
+            for (v, k) in v_t.col_as_slice_mut(j).iter_mut().zip(k.col_as_slice(j)) {
+                *v = k * s;
             }
         }
-        solve_lower_triangular_in_place(b_factor.as_ref(), v.as_mut(), Par::Seq);
+        solve_lower_transposed_right_in_place(b_factor, v_t);
         // Only the lower triangle of Σ: its consumers (the factor of Σ + ρI,
         // [`GpClassification::laplace`]'s mirror) read nothing else.
         sigma.copy_from_triangular_lower(&*k);
@@ -741,9 +743,9 @@ impl GpClassification {
             sigma.as_mut(),
             BlockStructure::TriangularLower,
             Accum::Add,
-            v.transpose(),
+            v_t.as_ref(),
             BlockStructure::Rectangular,
-            v.as_ref(),
+            v_t.transpose(),
             BlockStructure::Rectangular,
             -1.0,
             Par::Seq,
