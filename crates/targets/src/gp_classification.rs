@@ -46,17 +46,16 @@
 //! the kernel exponentials and the `log σ` sums are vectorised (see
 //! `sum_log_sigmoid`), which changes results only at rounding level.
 
+use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
 use crate::util::fill_standard_normal;
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
-use faer::dyn_stack::{MemBuffer, MemStack};
-use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
-use faer::{Accum, ColMut, ColRef, Mat, MatMut, MatRef, Par};
+use faer::{Accum, ColMut, ColRef, Mat, MatRef, Par};
 use kameleon_kernels::fastmath;
 use rand::Rng;
 use std::cell::RefCell;
@@ -159,34 +158,15 @@ fn sigmoid(z: f64) -> f64 {
     }
 }
 
-/// Scratch memory for [`cholesky_lower_in_place`] of an `n × n` matrix.
-fn cholesky_scratch(n: usize) -> MemBuffer {
-    MemBuffer::new(cholesky_in_place_scratch::<f64>(
-        n,
-        Par::Seq,
-        Default::default(),
-    ))
-}
-
 /// Factorises the symmetric positive-definite `a = LLᵀ` in place with
-/// `Par::Seq` (these targets run inside parallel chains, and the global faer
-/// parallelism may be anything), using `scratch` from [`cholesky_scratch`]:
-/// only the lower triangle of `a` is read, and afterwards it holds `L`; the
-/// strict upper triangle is left as it was and must not be read.
-fn cholesky_lower_in_place(
-    a: MatMut<'_, f64>,
-    scratch: &mut MemBuffer,
-    what: &str,
-) -> Result<(), TargetError> {
-    cholesky_in_place(
-        a,
-        Default::default(),
-        Par::Seq,
-        MemStack::new(scratch),
-        Default::default(),
-    )
-    .map(|_| ())
-    .map_err(|e| TargetError::Numerical(format!("Cholesky of {what} failed: {e:?}")))
+/// [`crate::cholesky::cholesky_lower_in_place`] (sequential: these targets
+/// run inside parallel chains): only the lower triangle of `a` is read, and
+/// afterwards it holds `L`; the strict upper triangle is unspecified and must
+/// not be read. A non-positive pivot is a [`TargetError::Numerical`] naming
+/// `what`.
+fn cholesky_lower_in_place(a: &mut Mat<f64>, what: &str) -> Result<(), TargetError> {
+    crate::cholesky::cholesky_lower_in_place(a)
+        .map_err(|e| TargetError::Numerical(format!("Cholesky of {what} failed: {e:?}")))
 }
 
 /// `Σᵢ log Lᵢᵢ = ½ log det(LLᵀ)` for the factor `L` in the lower triangle.
@@ -244,8 +224,8 @@ struct Workspace {
     kernel: Mat<f64>,
     /// The Cholesky factor of `B = I + W^½KW^½` (lower triangle).
     b_factor: Mat<f64>,
-    /// `V = L⁻¹ W^½ K` (n × n).
-    v: Mat<f64>,
+    /// `Vᵀ = K W^½ L⁻ᵀ`, the transpose of `V = L⁻¹ W^½ K` (n × n).
+    v_t: Mat<f64>,
     /// The lower triangle of the Laplace covariance `Σ`, then the factor of
     /// `Σ + ρI` in place.
     proposal_factor: Mat<f64>,
@@ -271,8 +251,6 @@ struct Workspace {
     solve: Vec<f64>,
     /// The log importance weights.
     log_weights: Vec<f64>,
-    /// Scratch memory of the Cholesky factorisations.
-    cholesky: MemBuffer,
 }
 
 impl Workspace {
@@ -284,7 +262,7 @@ impl Workspace {
             scaled: Mat::zeros(n, d),
             kernel: square(),
             b_factor: square(),
-            v: square(),
+            v_t: square(),
             proposal_factor: square(),
             prior_factor: square(),
             z: Mat::zeros(n, m),
@@ -297,7 +275,6 @@ impl Workspace {
             rhs: vec![0.0; n],
             solve: vec![0.0; n],
             log_weights: vec![0.0; m],
-            cholesky: cholesky_scratch(n),
         }
     }
 }
@@ -433,12 +410,8 @@ impl ClassificationData {
             1.0 / (n - 1) as f64,
             Par::Seq,
         );
-        cholesky_lower_in_place(
-            covariance.as_mut(),
-            &mut cholesky_scratch(d),
-            "the covariates' sample covariance",
-        )
-        .map_err(|e| TargetError::Data(e.to_string()))?;
+        cholesky_lower_in_place(&mut covariance, "the covariates' sample covariance")
+            .map_err(|e| TargetError::Data(e.to_string()))?;
         solve_lower_triangular_in_place(covariance.as_ref(), centred_t.as_mut(), Par::Seq);
         Self::new(centred_t.transpose().to_owned(), self.y.clone())
     }
@@ -687,7 +660,7 @@ impl GpClassification {
         let Workspace {
             kernel: k,
             b_factor,
-            v,
+            v_t,
             proposal_factor: sigma,
             f,
             a,
@@ -696,7 +669,6 @@ impl GpClassification {
             sqrt_w,
             rhs,
             solve,
-            cholesky,
             ..
         } = ws;
         let t = &self.targets01;
@@ -711,7 +683,7 @@ impl GpClassification {
         let mut steps = 0;
         while steps < self.max_newton_steps {
             steps += 1;
-            factor_b(k, f, sqrt_w, b_factor, cholesky)?;
+            factor_b(k, f, sqrt_w, b_factor)?;
             for i in 0..f.len() {
                 let pi = sigmoid(f[i]);
                 rhs[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi);
@@ -754,15 +726,16 @@ impl GpClassification {
             }
         }
         // Covariance and evidence at the final f.
-        factor_b(k, f, sqrt_w, b_factor, cholesky)?;
-        // V = L⁻¹ W^½ K, Σ = K − VᵀV.
+        factor_b(k, f, sqrt_w, b_factor)?;
+        // Σ = K − VᵀV with V = L⁻¹ W^½ K, computed as Vᵀ = K W^½ L⁻ᵀ (K is
+        // exactly symmetric), whose column panels the solve runs through.
         for j in 0..k.ncols() {
-            let (v, k) = (v.col_as_slice_mut(j), k.col_as_slice(j));
-            for ((v, k), s) in v.iter_mut().zip(k).zip(sqrt_w.iter()) {
-                *v = s * k;
+            let s = sqrt_w[j];
+            for (v, k) in v_t.col_as_slice_mut(j).iter_mut().zip(k.col_as_slice(j)) {
+                *v = k * s;
             }
         }
-        solve_lower_triangular_in_place(b_factor.as_ref(), v.as_mut(), Par::Seq);
+        solve_lower_transposed_right_in_place(b_factor, v_t);
         // Only the lower triangle of Σ: its consumers (the factor of Σ + ρI,
         // [`GpClassification::laplace`]'s mirror) read nothing else.
         sigma.copy_from_triangular_lower(&*k);
@@ -770,9 +743,9 @@ impl GpClassification {
             sigma.as_mut(),
             BlockStructure::TriangularLower,
             Accum::Add,
-            v.transpose(),
+            v_t.as_ref(),
             BlockStructure::Rectangular,
-            v.as_ref(),
+            v_t.transpose(),
             BlockStructure::Rectangular,
             -1.0,
             Par::Seq,
@@ -804,14 +777,13 @@ impl GpClassification {
                 draws,
                 f: mode,
                 log_weights,
-                cholesky,
                 ..
             } = ws;
             prior_factor.copy_from_triangular_lower(&*kernel);
             add_to_diagonal(prior_factor, self.ridge);
-            cholesky_lower_in_place(prior_factor.as_mut(), cholesky, "K + ρI")?;
+            cholesky_lower_in_place(prior_factor, "K + ρI")?;
             add_to_diagonal(proposal_factor, self.ridge);
-            cholesky_lower_in_place(proposal_factor.as_mut(), cholesky, "Σ + ρI")?;
+            cholesky_lower_in_place(proposal_factor, "Σ + ρI")?;
             // log N(f; 0, K+ρI) − log N(f; f̂, Σ+ρI) = −½‖L_K⁻¹f‖² + ½‖z‖² + this.
             let log_det_term = half_log_det(proposal_factor) - half_log_det(prior_factor);
 
@@ -854,14 +826,13 @@ fn factor_b(
     f: &[f64],
     sqrt_w: &mut [f64],
     out: &mut Mat<f64>,
-    scratch: &mut MemBuffer,
 ) -> Result<(), TargetError> {
     for (s, f) in sqrt_w.iter_mut().zip(f) {
         let pi = sigmoid(*f);
         *s = (pi * (1.0 - pi)).sqrt();
     }
     pulp::Arch::new().dispatch(ScaledKernelLowerTriangle { k, sqrt_w, out });
-    cholesky_lower_in_place(out.as_mut(), scratch, "B = I + W^½KW^½")
+    cholesky_lower_in_place(out, "B = I + W^½KW^½")
 }
 
 /// The lower triangle of `B = I + W^½KW^½` from that of `K`, column slice by

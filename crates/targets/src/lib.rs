@@ -49,6 +49,7 @@
 
 mod abc;
 mod banana;
+mod cholesky;
 mod error;
 mod flower;
 mod function;
