@@ -243,6 +243,8 @@ struct Workspace {
     f_new: Vec<f64>,
     /// Newton's candidate `a`.
     a_new: Vec<f64>,
+    /// `π = σ(f)` at the iterate.
+    pi: Vec<f64>,
     /// `√W` at the iterate.
     sqrt_w: Vec<f64>,
     /// `W f + ∇log p(y | f)` at the iterate.
@@ -271,6 +273,7 @@ impl Workspace {
             a: vec![0.0; n],
             f_new: vec![0.0; n],
             a_new: vec![0.0; n],
+            pi: vec![0.0; n],
             sqrt_w: vec![0.0; n],
             rhs: vec![0.0; n],
             solve: vec![0.0; n],
@@ -666,6 +669,7 @@ impl GpClassification {
             a,
             f_new,
             a_new,
+            pi,
             sqrt_w,
             rhs,
             solve,
@@ -683,10 +687,9 @@ impl GpClassification {
         let mut steps = 0;
         while steps < self.max_newton_steps {
             steps += 1;
-            factor_b(k, f, sqrt_w, b_factor)?;
+            factor_b(k, f, pi, sqrt_w, b_factor)?;
             for i in 0..f.len() {
-                let pi = sigmoid(f[i]);
-                rhs[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi);
+                rhs[i] = sqrt_w[i] * sqrt_w[i] * f[i] + (t[i] - pi[i]);
             }
             // a_new = b − W^½ B⁻¹ W^½ K b, with b = rhs.
             matvec(solve, k, rhs);
@@ -726,7 +729,7 @@ impl GpClassification {
             }
         }
         // Covariance and evidence at the final f.
-        factor_b(k, f, sqrt_w, b_factor)?;
+        factor_b(k, f, pi, sqrt_w, b_factor)?;
         // Σ = K − VᵀV with V = L⁻¹ W^½ K, computed as Vᵀ = K W^½ L⁻ᵀ (K is
         // exactly symmetric), whose column panels the solve runs through.
         for j in 0..k.ncols() {
@@ -819,17 +822,18 @@ impl GpClassification {
     }
 }
 
-/// Sets `sqrt_w = √(π(1 − π))` at `f` and writes the Cholesky factor of
-/// `B = I + W^½KW^½` into the lower triangle of `out`.
+/// Sets `pi = σ(f)` and `sqrt_w = √(π(1 − π))` at `f` and writes the
+/// Cholesky factor of `B = I + W^½KW^½` into the lower triangle of `out`.
 fn factor_b(
     k: &Mat<f64>,
     f: &[f64],
+    pi: &mut [f64],
     sqrt_w: &mut [f64],
     out: &mut Mat<f64>,
 ) -> Result<(), TargetError> {
-    for (s, f) in sqrt_w.iter_mut().zip(f) {
-        let pi = sigmoid(*f);
-        *s = (pi * (1.0 - pi)).sqrt();
+    for ((f, pi), sqrt_w) in f.iter().zip(pi.iter_mut()).zip(sqrt_w.iter_mut()) {
+        *pi = sigmoid(*f);
+        *sqrt_w = (*pi * (1.0 - *pi)).sqrt();
     }
     pulp::Arch::new().dispatch(ScaledKernelLowerTriangle { k, sqrt_w, out });
     cholesky_lower_in_place(out, "B = I + W^½KW^½")
