@@ -39,9 +39,11 @@
 //! (any `q` with full support gives an unbiased estimator); it is reported.
 //!
 //! **Cost.** One estimate factorises `B` once per Newton step and once at
-//! the mode, forms `V` and the lower triangle of `VᵀV`, factorises `K + ρI`
-//! and `Σ + ρI` once each, then evaluates all `n_imp` draws with two blocked
-//! triangular products. The buffers live in a per-thread workspace, so
+//! the mode, forms `V` (as `Vᵀ = K W^{½} L⁻ᵀ`) and the lower triangle of
+//! `VᵀV`, factorises `K + ρI` and `Σ + ρI` once each, then evaluates all
+//! `n_imp` draws with two blocked triangular products. The factorisations
+//! and the solve for `Vᵀ` use the crate's left-looking panel algorithms
+//! (module `cholesky`), whose flops are faer matrix products. The buffers live in a per-thread workspace, so
 //! repeated estimates (one per pseudo-marginal iteration) allocate nothing;
 //! the kernel exponentials and the `log σ` sums are vectorised (see
 //! `sum_log_sigmoid`), which changes results only at rounding level.
