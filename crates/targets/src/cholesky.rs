@@ -203,8 +203,8 @@ impl pulp::WithSimd for FactorPanel<'_> {
 /// `X ← X L_JJ⁻ᵀ` for the rows `first..` of the w columns `columns`, with the
 /// lower-triangular `l` (`l[i][c]`, w × w) and the reciprocals of its
 /// diagonal: row by row, `x_c = (x_c − Σ_{k<c} x_k l_ck) / l_cc` — forward
-/// substitution on each row, [`ROWS`] rows at once (a zero-padded block at
-/// the end). Only called inside a `pulp` dispatch.
+/// substitution on each row, [`ROWS`] rows at once ([`solve_block`]). Only
+/// called inside a `pulp` dispatch.
 #[inline(always)]
 fn solve_rows(
     columns: &mut [&mut [f64]; PANEL],
@@ -215,28 +215,46 @@ fn solve_rows(
 ) {
     let n = columns[0].len();
     let mut start = first;
-    while start < n {
-        let len = ROWS.min(n - start);
-        let mut x = [[0.0; ROWS]; PANEL];
-        for (x, column) in x.iter_mut().zip(columns.iter()).take(w) {
-            x[..len].copy_from_slice(&column[start..start + len]);
+    // Full blocks with a literal length, so that after inlining the copies
+    // are plain vector moves rather than `memcpy` calls; then the rest.
+    while start + ROWS <= n {
+        solve_block(columns, w, start, ROWS, l, inverse);
+        start += ROWS;
+    }
+    if start < n {
+        solve_block(columns, w, start, n - start, l, inverse);
+    }
+}
+
+/// [`solve_rows`] on the `len ≤ ROWS` rows from `start`, in registers
+/// (zero-padded to [`ROWS`]).
+#[inline(always)]
+fn solve_block(
+    columns: &mut [&mut [f64]; PANEL],
+    w: usize,
+    start: usize,
+    len: usize,
+    l: &[[f64; PANEL]; PANEL],
+    inverse: &[f64; PANEL],
+) {
+    let mut x = [[0.0; ROWS]; PANEL];
+    for (x, column) in x.iter_mut().zip(columns.iter()).take(w) {
+        x[..len].copy_from_slice(&column[start..start + len]);
+    }
+    for k in 0..w {
+        for v in &mut x[k] {
+            *v *= inverse[k];
         }
-        for k in 0..w {
-            for v in &mut x[k] {
-                *v *= inverse[k];
+        let xk = x[k];
+        for c in k + 1..w {
+            let factor = -l[c][k];
+            for (v, xk) in x[c].iter_mut().zip(&xk) {
+                *v = factor.mul_add(*xk, *v);
             }
-            let xk = x[k];
-            for c in k + 1..w {
-                let factor = -l[c][k];
-                for (v, xk) in x[c].iter_mut().zip(&xk) {
-                    *v = factor.mul_add(*xk, *v);
-                }
-            }
         }
-        for (x, column) in x.iter().zip(columns.iter_mut()).take(w) {
-            column[start..start + len].copy_from_slice(&x[..len]);
-        }
-        start += len;
+    }
+    for (x, column) in x.iter().zip(columns.iter_mut()).take(w) {
+        column[start..start + len].copy_from_slice(&x[..len]);
     }
 }
 

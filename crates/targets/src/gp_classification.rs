@@ -861,8 +861,11 @@ impl pulp::WithSimd for ScaledKernelLowerTriangle<'_> {
 }
 
 /// The lower triangle of the kernel matrix from the scaled covariates, as a
-/// `pulp` operation (see [`LogSigmoidSum`]): column by column, the entries
-/// below the diagonal in chunks of contiguous points ([`kernel_entries`]).
+/// `pulp` operation (see [`LogSigmoidSum`]): column j below the diagonal
+/// first accumulates the squared distances `‖s_i − s_j‖²` in place,
+/// covariate by covariate (each covariate one contiguous, vectorised sweep
+/// over the points), then is exponentiated in place with
+/// [`fastmath::exp_fma`].
 struct KernelLowerTriangle<'a> {
     scaled: &'a Mat<f64>,
     kernel: &'a mut Mat<f64>,
@@ -874,42 +877,24 @@ impl pulp::WithSimd for KernelLowerTriangle<'_> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         let Self { scaled, kernel } = self;
-        let n = kernel.nrows();
-        for j in 0..n {
-            let column = &mut kernel.col_as_slice_mut(j)[j..];
-            column[0] = 1.0;
-            let (chunks, rest) = column[1..].as_chunks_mut::<KERNEL_CHUNK>();
-            for (c, chunk) in chunks.iter_mut().enumerate() {
-                kernel_entries(scaled, j, j + 1 + c * KERNEL_CHUNK, chunk);
+        for j in 0..kernel.ncols() {
+            let (diagonal, below) = kernel.col_as_slice_mut(j)[j..]
+                .split_first_mut()
+                .expect("j is a row of the square kernel matrix");
+            *diagonal = 1.0;
+            below.fill(0.0);
+            for l in 0..scaled.ncols() {
+                let s = scaled.col_as_slice(l);
+                let sj = s[j];
+                for (r2, si) in below.iter_mut().zip(&s[j + 1..]) {
+                    let diff = si - sj;
+                    *r2 += diff * diff;
+                }
             }
-            kernel_entries(scaled, j, n - rest.len(), rest);
+            for value in below.iter_mut() {
+                *value = fastmath::exp_fma(-*value);
+            }
         }
-    }
-}
-
-/// Points per chunk of a kernel column in [`kernel_entries`].
-const KERNEL_CHUNK: usize = 8;
-
-/// `out[k] = exp(−‖s_{first+k} − s_j‖²)` for the points (rows) of the scaled
-/// covariates `scaled` (one covariate per column), `out.len() ≤`
-/// [`KERNEL_CHUNK`]. The squared distances accumulate in a register-sized
-/// array over the covariates, in covariate order, so a full chunk is a few
-/// vector operations per covariate and one vectorised [`fastmath::exp_fma`]
-/// (only called under the `pulp` dispatch of [`KernelLowerTriangle`]).
-#[inline(always)]
-fn kernel_entries(scaled: &Mat<f64>, j: usize, first: usize, out: &mut [f64]) {
-    let mut r2 = [0.0; KERNEL_CHUNK];
-    let r2 = &mut r2[..out.len()];
-    for l in 0..scaled.ncols() {
-        let s = scaled.col_as_slice(l);
-        let sj = s[j];
-        for (r2, si) in r2.iter_mut().zip(&s[first..first + out.len()]) {
-            let diff = si - sj;
-            *r2 += diff * diff;
-        }
-    }
-    for (value, r2) in out.iter_mut().zip(r2.iter()) {
-        *value = fastmath::exp_fma(-r2);
     }
 }
 
