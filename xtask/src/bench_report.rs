@@ -1008,6 +1008,9 @@ fn markdown(r: &Report) -> String {
     for p in &r.paths {
         md.push_str(&format!("- `{}`: {}.\n", p.name, p.description));
     }
+    if r.full_size {
+        md.push_str(&below_floor_note(&r.paths));
+    }
     md.push_str(&format!(
         "\nF-KAMH time at history t = {} over t = {}: {:.2} (goal ≤ 1.10).\n\n",
         r.sizes.fkamh_histories[1], r.sizes.fkamh_histories[0], r.fkamh_history_ratio
@@ -1039,6 +1042,31 @@ fn markdown(r: &Report) -> String {
         verdict(m.pass)
     ));
     md
+}
+
+/// The sentence naming the goals that lie below this machine's arithmetic
+/// floor (out of reach whatever the code, on this machine), or nothing.
+fn below_floor_note(paths: &[PathResult]) -> String {
+    let below: Vec<String> = paths
+        .iter()
+        .filter_map(|p| {
+            let goal = p.goal_secs.filter(|&g| g < p.floor_secs)?;
+            Some(format!(
+                "`{}` (goal {}, floor {})",
+                p.name,
+                human(goal),
+                human(p.floor_secs)
+            ))
+        })
+        .collect();
+    if below.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nGoals below this machine's arithmetic floor, out of reach here \
+         whatever the code: {}.\n",
+        below.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -1125,6 +1153,43 @@ mod tests {
         let md = std::fs::read_to_string(out.join("bench-report.md")).unwrap();
         assert!(md.contains("| kamh_step |") && md.contains("VmHWM"));
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// Only goals strictly below their floor are named; paths without a
+    /// goal never are.
+    #[test]
+    fn below_floor_note_names_unreachable_goals() {
+        let path = |name: &str, goal: Option<f64>, floor: f64| PathResult {
+            name: name.into(),
+            description: String::new(),
+            timing: Timing {
+                median_secs: 1.0,
+                p10_secs: 1.0,
+                p90_secs: 1.0,
+                repetitions: 1,
+                calls_per_repetition: 1,
+            },
+            goal_secs: goal,
+            python_secs: None,
+            speedup_vs_python: None,
+            flops: 1.0,
+            floor_secs: floor,
+            times_floor: 1.0,
+            pass: None,
+        };
+        let paths = [
+            path("reachable", Some(2e-3), 1e-3),
+            path("unreachable", Some(1.2e-4), 1.45e-4),
+            path("no_goal", None, 1.0),
+        ];
+        let note = below_floor_note(&paths);
+        assert!(
+            note.contains("`unreachable` (goal 120.0 µs, floor 145.0 µs)"),
+            "{note}"
+        );
+        assert!(!note.contains("`reachable`"), "{note}");
+        assert!(!note.contains("no_goal"));
+        assert_eq!(below_floor_note(&paths[..1]), "");
     }
 
     /// The quantile interpolates between order statistics.
