@@ -207,9 +207,10 @@ impl pulp::WithSimd for FactorPanel<'_> {
 
 /// `X ← X L_JJ⁻ᵀ` for the rows `first..` of the w columns `columns`, with the
 /// lower-triangular `l` (`l[i][c]`, w × w) and the reciprocals of its
-/// diagonal: row by row, `x_c = (x_c − Σ_{k<c} x_k l_ck) / l_cc` — forward
-/// substitution on each row, [`ROWS`] rows at once ([`solve_block`]). Only
-/// called inside a `pulp` dispatch.
+/// diagonal: row by row, `x_c = (x_c − Σ_{k<c} x_k l_ck) · (1/l_cc)` —
+/// forward substitution on each row (multiplying by the reciprocal, as faer
+/// does), [`ROWS`] rows at once ([`solve_block`]). Only called inside a
+/// `pulp` dispatch.
 #[inline(always)]
 fn solve_rows(
     columns: &mut [&mut [f64]; PANEL],

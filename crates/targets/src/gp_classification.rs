@@ -43,10 +43,11 @@
 //! `VᵀV`, factorises `K + ρI` and `Σ + ρI` once each, then evaluates all
 //! `n_imp` draws with two blocked triangular products. The factorisations
 //! and the solve for `Vᵀ` use the crate's left-looking panel algorithms
-//! (module `cholesky`), whose flops are faer matrix products. The buffers live in a per-thread workspace, so
-//! repeated estimates (one per pseudo-marginal iteration) allocate nothing;
-//! the kernel exponentials and the `log σ` sums are vectorised (see
-//! `sum_log_sigmoid`), which changes results only at rounding level.
+//! (module `cholesky`), whose flops are faer matrix products. The buffers
+//! live in a per-thread workspace, so repeated estimates (one per
+//! pseudo-marginal iteration) allocate nothing; the kernel exponentials and
+//! the `log σ` sums are vectorised (see `sum_log_sigmoid`), which changes
+//! results only at rounding level.
 
 use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
@@ -215,7 +216,7 @@ fn cholesky_solve_in_place(l: &Mat<f64>, rhs: &mut [f64]) {
 ///
 /// All matrices are column-major; "lower triangle" always includes the
 /// diagonal, and where only it is written the strict upper triangle holds
-/// stale values that no consumer reads.
+/// stale values (or a factorisation's scratch) that no consumer reads.
 struct Workspace {
     /// `(n, d, m)`: points, covariates and importance draws it is sized for.
     shape: (usize, usize, usize),
