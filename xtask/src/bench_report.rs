@@ -1044,11 +1044,14 @@ fn markdown(r: &Report) -> String {
     md
 }
 
-/// The sentence naming the goals that lie below this machine's arithmetic
-/// floor (out of reach whatever the code, on this machine), or nothing.
+/// The sentence naming the goals that lie below this machine's
+/// single-thread arithmetic floor, or nothing. A path that already runs
+/// below its floor (the lite fit, on all cores) is not bound by it and is
+/// left out.
 fn below_floor_note(paths: &[PathResult]) -> String {
     let below: Vec<String> = paths
         .iter()
+        .filter(|p| p.times_floor >= 1.0)
         .filter_map(|p| {
             let goal = p.goal_secs.filter(|&g| g < p.floor_secs)?;
             Some(format!(
@@ -1063,8 +1066,8 @@ fn below_floor_note(paths: &[PathResult]) -> String {
         return String::new();
     }
     format!(
-        "\nGoals below this machine's arithmetic floor, out of reach here \
-         whatever the code: {}.\n",
+        "\nGoals below this machine's single-thread arithmetic floor, out of \
+         reach here for code on one core: {}.\n",
         below.join(", ")
     )
 }
@@ -1156,7 +1159,8 @@ mod tests {
     }
 
     /// Only goals strictly below their floor are named; paths without a
-    /// goal never are.
+    /// goal, or already faster than their single-thread floor (parallel),
+    /// never are.
     #[test]
     fn below_floor_note_names_unreachable_goals() {
         let path = |name: &str, goal: Option<f64>, floor: f64| PathResult {
@@ -1174,13 +1178,14 @@ mod tests {
             speedup_vs_python: None,
             flops: 1.0,
             floor_secs: floor,
-            times_floor: 1.0,
+            times_floor: 1.0 / floor,
             pass: None,
         };
         let paths = [
             path("reachable", Some(2e-3), 1e-3),
             path("unreachable", Some(1.2e-4), 1.45e-4),
             path("no_goal", None, 1.0),
+            path("parallel", Some(0.5), 2.0),
         ];
         let note = below_floor_note(&paths);
         assert!(
@@ -1188,7 +1193,7 @@ mod tests {
             "{note}"
         );
         assert!(!note.contains("`reachable`"), "{note}");
-        assert!(!note.contains("no_goal"));
+        assert!(!note.contains("no_goal") && !note.contains("parallel"));
         assert_eq!(below_floor_note(&paths[..1]), "");
     }
 
