@@ -29,7 +29,9 @@
 //! `exp(r) ≈ 1 + r + r² q(r)` with `q` of degree 9 (so a polynomial of
 //! degree 11; Horner), and scales by `2ᵏ` as the product of two powers of
 //! two built from the exponent bits, so results in the subnormal range are
-//! right too.
+//! right too. The crate-internal `exp_nonpositive_fma` (the Gaussian
+//! kernel's weights) gives the same bits for `x ≤ 0` with one scale factor
+//! built by a single shift and an exact rescaling.
 //!
 //! [`sin_cos`] (and [`cos`]) reduce `x = k π/2 + r` with `k = round(2x/π)`
 //! (the same shift trick) and `|r| ≤ π/4`, using a three-part Cody–Waite
@@ -104,15 +106,27 @@ fn polynomial<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64
     rest.iter().fold(*first, |p, c| mul_add::<FUSED>(p, t, *c))
 }
 
+/// The reduction and polynomial shared by the exponentials: for
+/// `x = k ln 2 + r`, returns `k + shift` (exactly; `shift` is
+/// [`SHIFT`] plus an even integer, so `k` in its low bits is rounded the
+/// same way, ties to even, whatever the even part) and `p ≈ exp(r)`.
+#[inline(always)]
+fn exp_reduce<const FUSED: bool>(x: f64, shift: f64) -> (f64, f64) {
+    let shifted = mul_add::<FUSED>(x, std::f64::consts::LOG2_E, shift);
+    let kf = shifted - shift;
+    let r = mul_add::<FUSED>(-kf, LN2_LO, mul_add::<FUSED>(-kf, LN2_HI, x));
+    let q = polynomial::<FUSED, 10>(&EXP_POLY, r);
+    (
+        shifted,
+        mul_add::<FUSED>(mul_add::<FUSED>(q, r, 1.0), r, 1.0),
+    )
+}
+
 /// The body of [`exp`] and [`exp_fma`].
 #[inline(always)]
 fn exp_with<const FUSED: bool>(x: f64) -> f64 {
     let clamped = x.clamp(MIN_ARG, MAX_ARG);
-    let shifted = mul_add::<FUSED>(clamped, std::f64::consts::LOG2_E, SHIFT);
-    let kf = shifted - SHIFT;
-    let r = mul_add::<FUSED>(-kf, LN2_LO, mul_add::<FUSED>(-kf, LN2_HI, clamped));
-    let q = polynomial::<FUSED, 10>(&EXP_POLY, r);
-    let p = mul_add::<FUSED>(mul_add::<FUSED>(q, r, 1.0), r, 1.0);
+    let (shifted, p) = exp_reduce::<FUSED>(clamped, SHIFT);
     // k sits in the low bits of `shifted` as k + 2⁵¹ (two's complement
     // arithmetic on the bit pattern); split 2ᵏ = 2^(k₁) · 2^(k − k₁), k₁ = ⌊k/2⌋,
     // so both factors are normal even when 2ᵏ is not.
@@ -122,6 +136,36 @@ fn exp_with<const FUSED: bool>(x: f64) -> f64 {
     let scale2 = f64::from_bits(((k - k1 + 1023) as u64) << 52);
     let result = p * scale1 * scale2;
     if x.is_nan() { x } else { result }
+}
+
+/// The exponent offset of [`exp_nonpositive_fma`]'s first scale factor
+/// `2^(k + 65)`: large enough that it is normal for the smallest `k`
+/// (−1076, at [`MIN_ARG`]) even times `p ≥ 1/√2`.
+const NONPOSITIVE_OFFSET: i32 = 65;
+
+/// `exp(x)` for `x ≤ 0`, bitwise equal to [`exp_fma`] there (NaN → NaN,
+/// saturating to 0), in fewer instructions: no upper clamp, no NaN select,
+/// and `2ᵏ` rebuilt by one shift.
+///
+/// How: the shift constant carries the exponent bias, `SHIFT + 1023 + 65`
+/// (an even addend, so `k` is rounded exactly as in [`exp`]), so the low 12
+/// bits of `shifted` are the biased exponent of `2^(k + 65)`, and shifting
+/// them into the exponent field builds it. For `−1076 ≤ k ≤ 0` that factor
+/// is a normal number and `p · 2^(k + 65)` is exact; the final `· 2⁻⁶⁵` is
+/// the only rounding, so the result is `p · 2ᵏ` correctly rounded — exactly
+/// what [`exp`]'s two-factor scaling gives, subnormal results included.
+/// Positive arguments are outside the contract (up to `k = 957`,
+/// `x ≈ 663`, the result is still [`exp_fma`]'s; beyond it is meaningless).
+/// Call only where FMA is enabled (see the module docs).
+#[inline(always)]
+pub(crate) fn exp_nonpositive_fma(x: f64) -> f64 {
+    // NaN fails the comparison and passes through, making the result NaN
+    let clamped = if x < MIN_ARG { MIN_ARG } else { x };
+    let bias = f64::from(1023 + NONPOSITIVE_OFFSET);
+    let (shifted, p) = exp_reduce::<true>(clamped, SHIFT + bias);
+    let scale = f64::from_bits(shifted.to_bits() << 52);
+    let unscale = f64::from_bits(((1023 - NONPOSITIVE_OFFSET) as u64) << 52);
+    p * scale * unscale
 }
 
 /// `exp(x)` within 2 ulp of the correctly rounded value, by the branch-free
@@ -398,6 +442,59 @@ mod tests {
             assert_eq!(edge[2], 0.0);
             assert_eq!(edge[3], f64::INFINITY);
             assert!(edge[4].is_nan());
+        }
+    }
+
+    /// `exp_nonpositive_fma` gives `exp_fma`'s bits for every non-positive
+    /// argument: a dense grid over the whole range (step ≈ 1.9·10⁻⁴), a
+    /// denser one over the subnormal results and the underflow to 0
+    /// (x < −708.4; step 10⁻⁵), 10⁶ random negative bit patterns (every
+    /// magnitude, most of them tiny or below the clamp), the exact
+    /// multiples of ln 2 / 2 around the scale boundaries, the edges (±0,
+    /// the smallest subnormal, the clamp, −∞, NaN), and positive arguments
+    /// up to the documented 663. Both run inside a `pulp` dispatch, the
+    /// callers' code path.
+    #[test]
+    fn exp_nonpositive_matches_exp_bitwise() {
+        let mut args: Vec<f64> = (0..4_000_001)
+            .map(|i| -750.0 * i as f64 / 4_000_000.0)
+            .collect();
+        args.extend((0..4_000_001).map(|i| -708.0 - 40.0 * i as f64 / 4_000_000.0));
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        args.extend((0..1_000_000).map(|_| {
+            // SplitMix64 with the sign bit set: negative numbers of every
+            // exponent, NaNs and −∞ included
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            f64::from_bits((z ^ (z >> 31)) | 1 << 63)
+        }));
+        for k in -2160..=0 {
+            let x = f64::from(k) * 0.5 * std::f64::consts::LN_2;
+            args.extend([x, f64::from_bits(x.to_bits() + 1), x.next_up()]);
+        }
+        args.extend((0..100_001).map(|i| 663.0 * i as f64 / 100_000.0));
+        args.extend([
+            0.0,
+            -0.0,
+            -5e-324,
+            -1e-300,
+            MIN_ARG,
+            MIN_ARG.next_up(),
+            MIN_ARG.next_down(),
+            f64::MIN,
+            f64::NEG_INFINITY,
+        ]);
+        let want = map_dispatched(&args, exp_fma);
+        let got = map_dispatched(&args, exp_nonpositive_fma);
+        for ((x, w), g) in args.iter().zip(&want).zip(&got) {
+            // NaN → NaN, not necessarily with the same payload
+            if x.is_nan() {
+                assert!(g.is_nan() && w.is_nan(), "exp({x}): {g} vs {w}");
+            } else {
+                assert_eq!(g.to_bits(), w.to_bits(), "exp({x}): {g} vs {w}");
+            }
         }
     }
 
