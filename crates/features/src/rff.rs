@@ -9,10 +9,22 @@ use serde::{Deserialize, Serialize};
 use std::f64::consts::TAU;
 
 /// Frequencies per tile: the arguments and feature values of one tile sit in
-/// stack arrays, so the per-point methods allocate nothing.
+/// stack arrays, so the per-point methods allocate nothing. A whole number
+/// of [`BLOCK`]s.
 const TILE: usize = 64;
-/// Partial sums in [`tile_dot`]: two AVX2 registers.
+/// Frequencies per block of [`RandomFourierFeatures::block_arguments`]: 8
+/// AVX2 vectors, whose arguments stay in registers while the input
+/// coordinates are added in.
+const BLOCK: usize = 32;
+/// Partial sums of each output coordinate in
+/// [`RandomFourierFeatures::jacobian_transpose_mul_with`]: two AVX2
+/// registers.
 const LANES: usize = 8;
+/// Output coordinates whose [`LANES`] partial sums sit in the stack array of
+/// [`RandomFourierFeatures::jacobian_transpose_mul_with`] (1.9 KiB, zeroed
+/// once per sweep); larger input dimensions take several sweeps over the
+/// frequencies, each computing the arguments and sines again.
+const SWEEP_COORDINATES: usize = 30;
 
 /// The two random-feature embeddings of the F-KAMH thesis (§2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,8 +152,19 @@ fn feature_values_with<T: Trig>(
     if in_fast_range(args) {
         write_feature_values::<T>(embedding, order, args, scale, out);
     } else {
-        write_feature_values::<Libm>(embedding, order, args, scale, out);
+        feature_values_libm(embedding, order, args, scale, out);
     }
+}
+
+/// [`write_feature_values`] with libm: the rare fallback, kept out of line.
+/// Inlined, its calls are pure functions of arguments that may sit in
+/// registers, and the compiler was seen to evaluate some of them on the
+/// fast path too (speculatively, before the range test): 60% of the
+/// instructions of [`FeatureMap::argument_derivatives`].
+#[cold]
+#[inline(never)]
+fn feature_values_libm(embedding: Embedding, order: u8, args: &[f64], scale: f64, out: &mut [f64]) {
+    write_feature_values::<Libm>(embedding, order, args, scale, out);
 }
 
 /// Whether every argument lies in the accurate range of
@@ -192,26 +215,29 @@ fn write_feature_values<T: Trig>(
     }
 }
 
-/// `Σ_j a_j b_j` over one tile with fused multiply-adds in [`LANES`]
-/// interleaved partial sums (lane k sums the terms `j ≡ k mod LANES`, held in
-/// `LANES / S::F64_LANES` vector registers), added in a fixed order at the
-/// end: the result does not depend on the vector width of `S`.
+/// `sums[k] += Σ_j ω_j g_j` over the frequencies `j ≡ k mod LANES` of one
+/// block, with fused multiply-adds in increasing j (lane k of `sums` is lane
+/// `k mod S::F64_LANES` of vector `k / S::F64_LANES`), so the result does not
+/// depend on the vector width of `S`.
 #[inline(always)]
-fn tile_dot<S: pulp::Simd>(simd: S, a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
-    let mut lanes = [0.0; LANES];
-    let sums = S::as_mut_simd_f64s(&mut lanes).0;
-    for (a, b) in a
+fn accumulate_block<S: pulp::Simd>(
+    simd: S,
+    omega: &[f64; BLOCK],
+    g: &[f64; BLOCK],
+    sums: &mut [f64; LANES],
+) {
+    let sums = S::as_mut_simd_f64s(sums).0;
+    for (omega, g) in omega
         .as_chunks::<LANES>()
         .0
         .iter()
-        .zip(b.as_chunks::<LANES>().0)
+        .zip(g.as_chunks::<LANES>().0)
     {
-        let (a, b) = (S::as_simd_f64s(a).0, S::as_simd_f64s(b).0);
-        for ((s, a), b) in sums.iter_mut().zip(a).zip(b) {
-            *s = simd.mul_add_f64s(*a, *b, *s);
+        let (omega, g) = (S::as_simd_f64s(omega).0, S::as_simd_f64s(g).0);
+        for ((s, omega), g) in sums.iter_mut().zip(omega).zip(g) {
+            *s = simd.mul_add_f64s(*omega, *g, *s);
         }
     }
-    lanes.iter().sum()
 }
 
 /// `g_j = Σ_r (∂φ_r/∂a) w_r` over the rows r of the frequency with argument
@@ -220,6 +246,10 @@ fn tile_dot<S: pulp::Simd>(simd: S, a: &[f64; TILE], b: &[f64; TILE]) -> f64 {
 /// with the sine and cosine `T`: the derivatives of [`feature_values`]
 /// (order 1) contracted with the weights in the same loop, so that it
 /// vectorises and nothing is stored in between.
+///
+/// The loop's length is the caller's run-time count: a loop of constant
+/// length would be unrolled in full, and the polynomials' coefficients would
+/// then be reloaded for every vector instead of staying in registers.
 #[inline(always)]
 fn weighted_derivatives<T: Trig>(
     embedding: Embedding,
@@ -408,7 +438,13 @@ impl RandomFourierFeatures {
     /// writing it row by row strides through memory and was ~2× slower at
     /// D = 4096.
     #[inline(always)]
-    fn derivative_matrix(&self, x: &[f64], mut out: MatMut<'_, f64>, order: u8) {
+    fn derivative_matrix<S: pulp::Simd>(
+        &self,
+        simd: S,
+        x: &[f64],
+        mut out: MatMut<'_, f64>,
+        order: u8,
+    ) {
         debug_assert!(x.len() == self.dim_in);
         debug_assert!(out.nrows() == self.dim_out && out.ncols() == self.dim_in);
         let (d, m) = (self.dim_in, self.num_frequencies());
@@ -416,7 +452,7 @@ impl RandomFourierFeatures {
         let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
         for first in (0..m).step_by(TILE) {
             let count = TILE.min(m - first);
-            self.tile_arguments(first, x, &mut args);
+            self.tile_arguments(simd, first, x, &mut args);
             feature_values_with::<FastFma>(self.embedding, order, &args, self.scale, &mut values);
             let first_row = self.embedding.dim_out(first);
             for l in 0..d {
@@ -433,47 +469,69 @@ impl RandomFourierFeatures {
     /// Row l of [`Self::by_input`] on the tile starting at frequency `first`.
     #[inline(always)]
     fn tile_column(&self, l: usize, first: usize) -> &[f64; TILE] {
-        let start = l * self.padded + first;
-        self.by_input[start..start + TILE]
+        self.by_input[l * self.padded + first..][..TILE]
             .try_into()
             .expect("tiles lie inside the padded rows")
     }
 
-    /// Writes the arguments `ω_jᵀx (+ b_j)` of the tile of frequencies
-    /// starting at `first` into `args` (zero frequencies beyond m): one fused
-    /// multiply-add per input coordinate, the first one adding to the phases
-    /// (for [`Embedding::CosPhase`]). Only called under [`PerPoint`]'s
-    /// dispatch, where `mul_add` is the hardware instruction and the loops
-    /// vectorise.
+    /// Rows 0, 1, … of [`Self::by_input`] on the block starting at frequency
+    /// `first` (the last of the d + 1 rows holds the phases).
     #[inline(always)]
-    fn tile_arguments(&self, first: usize, x: &[f64], args: &mut [f64; TILE]) {
-        let (x0, rest) = x.split_first().expect("the input dimension is ≥ 1");
-        let column = self.tile_column(0, first);
-        match self.embedding {
-            Embedding::CosPhase => {
-                let phases = self.tile_column(x.len(), first);
-                for ((a, w), b) in args.iter_mut().zip(column).zip(phases) {
-                    *a = w.mul_add(*x0, *b);
-                }
-            }
-            Embedding::SinCos => {
-                for (a, w) in args.iter_mut().zip(column) {
-                    *a = w * x0;
-                }
-            }
-        }
-        for (l, xl) in rest.iter().enumerate() {
-            for (a, w) in args.iter_mut().zip(self.tile_column(l + 1, first)) {
-                *a = w.mul_add(*xl, *a);
-            }
+    fn block_rows(&self, first: usize) -> impl Iterator<Item = &[f64; BLOCK]> {
+        self.by_input.chunks_exact(self.padded).map(move |row| {
+            row[first..][..BLOCK]
+                .try_into()
+                .expect("blocks lie inside the padded rows")
+        })
+    }
+
+    /// Writes the arguments `ω_jᵀx (+ b_j)` of the tile of frequencies
+    /// starting at `first` into `args` (zero frequencies beyond m), block by
+    /// block ([`Self::block_arguments`]).
+    #[inline(always)]
+    fn tile_arguments<S: pulp::Simd>(
+        &self,
+        simd: S,
+        first: usize,
+        x: &[f64],
+        args: &mut [f64; TILE],
+    ) {
+        for (start, block) in (first..)
+            .step_by(BLOCK)
+            .zip(args.as_chunks_mut::<BLOCK>().0)
+        {
+            *block = self.block_arguments(simd, start, x);
         }
     }
 
-    /// The body of [`FeatureMap::jacobian_transpose_mul`], one pass over
-    /// tiles of frequencies: the arguments, `g_j = Σ_r (∂φ_r/∂a_j) w_r` over
-    /// the rows r of frequency j ([`weighted_derivatives`], zero beyond m),
-    /// and `out_l += Σ_j ω_{j,l} g_j` by [`tile_dot`] against row l of
-    /// [`Self::by_input`].
+    /// The arguments `ω_jᵀx (+ b_j)` of the block of frequencies starting at
+    /// `first` (zero frequencies beyond m): starting from the phases (the
+    /// last row of [`Self::by_input`], zero for [`Embedding::SinCos`]), one
+    /// fused multiply-add per input coordinate with `x_l` broadcast. The
+    /// block is a few SIMD vectors, which stay in registers across the
+    /// coordinates.
+    #[inline(always)]
+    fn block_arguments<S: pulp::Simd>(&self, simd: S, first: usize, x: &[f64]) -> [f64; BLOCK] {
+        let mut args: [f64; BLOCK] = self.by_input[x.len() * self.padded + first..][..BLOCK]
+            .try_into()
+            .expect("blocks lie inside the padded rows");
+        let vectors = S::as_mut_simd_f64s(&mut args).0;
+        for (xl, omega) in x.iter().zip(self.block_rows(first)) {
+            let xl = simd.splat_f64s(*xl);
+            for (a, w) in vectors.iter_mut().zip(S::as_simd_f64s(omega).0) {
+                *a = simd.mul_add_f64s(*w, xl, *a);
+            }
+        }
+        args
+    }
+
+    /// The body of [`FeatureMap::jacobian_transpose_mul`]: the sweep of
+    /// [`Self::jacobian_transpose_mul_with`] with the fast sine and cosine,
+    /// repeated with libm's if the result has a NaN. The fast functions
+    /// return NaN for arguments outside their accurate range, and a NaN `g_j`
+    /// reaches every output coordinate (`0 · NaN` is NaN), so this checks the
+    /// range at no cost per frequency; a NaN from the input itself comes out
+    /// of libm's sweep as well.
     #[inline(always)]
     fn jacobian_transpose_mul_tiles<S: pulp::Simd>(
         &self,
@@ -482,34 +540,64 @@ impl RandomFourierFeatures {
         weights: &[f64],
         out: &mut [f64],
     ) {
+        self.jacobian_transpose_mul_with::<S, FastFma>(simd, x, weights, out);
+        if out.iter().any(|o| o.is_nan()) {
+            self.jacobian_transpose_mul_with::<S, Libm>(simd, x, weights, out);
+        }
+    }
+
+    /// `out_l = Σ_j ω_{j,l} g_j` with `g_j = Σ_r (∂φ_r/∂a_j) w_r` over the
+    /// rows r of frequency j, with the sine and cosine `T`, in one pass over
+    /// tiles of frequencies: the arguments ([`Self::tile_arguments`], in
+    /// registers while the coordinates are added in), `g`
+    /// ([`weighted_derivatives`], zero beyond m), and, block by block, `g`
+    /// multiplied into [`LANES`] partial sums per output coordinate
+    /// ([`accumulate_block`], the block's `g` in registers across the
+    /// coordinates), which are added up at the end. The partial sums of up to
+    /// [`SWEEP_COORDINATES`] coordinates sit in a stack array; larger inputs
+    /// sweep the frequencies once per group of coordinates.
+    #[inline(always)]
+    fn jacobian_transpose_mul_with<S: pulp::Simd, T: Trig>(
+        &self,
+        simd: S,
+        x: &[f64],
+        weights: &[f64],
+        out: &mut [f64],
+    ) {
         let m = self.num_frequencies();
-        out.fill(0.0);
         let (mut args, mut g) = ([0.0; TILE], [0.0; TILE]);
-        for first in (0..m).step_by(TILE) {
-            let count = TILE.min(m - first);
-            let w = &weights[self.embedding.dim_out(first)..][..self.embedding.dim_out(count)];
-            self.tile_arguments(first, x, &mut args);
-            let (a, tile_g) = (&args[..count], &mut g[..count]);
-            if in_fast_range(a) {
-                weighted_derivatives::<FastFma>(self.embedding, self.scale, a, w, tile_g);
-            } else {
-                weighted_derivatives::<Libm>(self.embedding, self.scale, a, w, tile_g);
+        for (sweep, out) in out.chunks_mut(SWEEP_COORDINATES).enumerate() {
+            let mut sums = [[0.0; LANES]; SWEEP_COORDINATES];
+            let sums = &mut sums[..out.len()];
+            for first in (0..m).step_by(TILE) {
+                let count = TILE.min(m - first);
+                let w = &weights[self.embedding.dim_out(first)..][..self.embedding.dim_out(count)];
+                self.tile_arguments(simd, first, x, &mut args);
+                let (a, tile_g) = (&args[..count], &mut g[..count]);
+                weighted_derivatives::<T>(self.embedding, self.scale, a, w, tile_g);
+                g[count..].fill(0.0);
+                let blocks = g.as_chunks::<BLOCK>().0.iter().take(count.div_ceil(BLOCK));
+                for (start, g) in (first..).step_by(BLOCK).zip(blocks) {
+                    let rows = self.block_rows(start).skip(sweep * SWEEP_COORDINATES);
+                    for (omega, sums) in rows.zip(sums.iter_mut()) {
+                        accumulate_block(simd, omega, g, sums);
+                    }
+                }
             }
-            g[count..].fill(0.0);
-            for (l, o) in out.iter_mut().enumerate() {
-                *o += tile_dot(simd, self.tile_column(l, first), &g);
+            for (o, sums) in out.iter_mut().zip(sums.iter()) {
+                *o = sums.iter().sum();
             }
         }
     }
 
     /// The body of [`FeatureMap::embed`].
     #[inline(always)]
-    fn embed_tiles(&self, x: &[f64], out: &mut [f64]) {
+    fn embed_tiles<S: pulp::Simd>(&self, simd: S, x: &[f64], out: &mut [f64]) {
         let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
         let m = self.num_frequencies();
         for first in (0..m).step_by(TILE) {
             let rows = self.embedding.dim_out(TILE.min(m - first));
-            self.tile_arguments(first, x, &mut args);
+            self.tile_arguments(simd, first, x, &mut args);
             feature_values_with::<FastFma>(self.embedding, 0, &args, self.scale, &mut values);
             out[self.embedding.dim_out(first)..][..rows].copy_from_slice(&values[..rows]);
         }
@@ -517,13 +605,19 @@ impl RandomFourierFeatures {
 
     /// The body of [`FeatureMap::argument_derivatives`].
     #[inline(always)]
-    fn argument_derivative_tiles(&self, x: &[f64], first: &mut [f64], second: &mut [f64]) {
+    fn argument_derivative_tiles<S: pulp::Simd>(
+        &self,
+        simd: S,
+        x: &[f64],
+        first: &mut [f64],
+        second: &mut [f64],
+    ) {
         let (mut args, mut values) = ([0.0; TILE], [0.0; 2 * TILE]);
         let m = self.num_frequencies();
         for start in (0..m).step_by(TILE) {
             let rows = self.embedding.dim_out(TILE.min(m - start));
             let first_row = self.embedding.dim_out(start);
-            self.tile_arguments(start, x, &mut args);
+            self.tile_arguments(simd, start, x, &mut args);
             for (order, out) in [(1, &mut *first), (2, &mut *second)] {
                 feature_values_with::<FastFma>(
                     self.embedding,
@@ -573,10 +667,10 @@ impl pulp::WithSimd for PerPoint<'_> {
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self { map, x, op } = self;
         match op {
-            PointOp::Embed(out) => map.embed_tiles(x, out),
-            PointOp::Derivatives(order, out) => map.derivative_matrix(x, out, order),
+            PointOp::Embed(out) => map.embed_tiles(simd, x, out),
+            PointOp::Derivatives(order, out) => map.derivative_matrix(simd, x, out, order),
             PointOp::ArgumentDerivatives(first, second) => {
-                map.argument_derivative_tiles(x, first, second)
+                map.argument_derivative_tiles(simd, x, first, second)
             }
             PointOp::JacobianTransposeMul(weights, out) => {
                 map.jacobian_transpose_mul_tiles(simd, x, weights, out)
@@ -630,5 +724,54 @@ impl FeatureMap for RandomFourierFeatures {
         debug_assert!(weights.len() == self.dim_out);
         let op = PointOp::JacobianTransposeMul(weights, out);
         PerPoint { map: self, x, op }.run();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kameleon_kernels::Gaussian;
+    use rand::SeedableRng;
+
+    /// The per-point methods give the same bits with pulp's portable
+    /// back-ends of 1, 2, 4 and 8 lanes per vector as under the running
+    /// CPU's dispatch (AVX2 + FMA where available): the partial sums have a
+    /// fixed lane structure and every multiply-add is fused on every
+    /// back-end. Covers a partial last tile, a last tile of one block, two
+    /// sweeps of coordinates, both embeddings and arguments outside the fast
+    /// sine's range (the libm sweep).
+    #[test]
+    fn results_do_not_depend_on_the_vector_width() {
+        fn bits(v: &[f64]) -> Vec<u64> {
+            v.iter().map(|v| v.to_bits()).collect()
+        }
+        fn check<S: pulp::Simd>(simd: S, phi: &RandomFourierFeatures, x: &[f64], w: &[f64]) {
+            let (d, big_d) = (phi.dim_in(), phi.dim_out());
+            let (mut dispatched, mut portable) = (vec![0.0; d], vec![0.0; d]);
+            phi.jacobian_transpose_mul(x, w, &mut dispatched);
+            phi.jacobian_transpose_mul_tiles(simd, x, w, &mut portable);
+            assert_eq!(bits(&dispatched), bits(&portable));
+            let (mut dispatched, mut portable) = (vec![0.0; big_d], vec![0.0; big_d]);
+            phi.embed(x, &mut dispatched);
+            phi.embed_tiles(simd, x, &mut portable);
+            assert_eq!(bits(&dispatched), bits(&portable));
+        }
+        let kernel = Gaussian::new(1.0).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        for embedding in [Embedding::CosPhase, Embedding::SinCos] {
+            for (d, m) in [(10, 97), (40, 80), (3, 5)] {
+                let big_d = embedding.dim_out(m);
+                let phi =
+                    RandomFourierFeatures::new(&kernel, d, big_d, embedding, &mut rng).unwrap();
+                let w: Vec<f64> = (0..big_d).map(|i| (0.7 * i as f64).cos()).collect();
+                for scale in [1.0, 1e6] {
+                    let x: Vec<f64> = (0..d).map(|l| scale * (0.3 * l as f64 - 1.1)).collect();
+                    check(pulp::Scalar::new(), &phi, &x, &w);
+                    check(pulp::Scalar128b, &phi, &x, &w);
+                    check(pulp::Scalar256b, &phi, &x, &w);
+                    check(pulp::Scalar512b, &phi, &x, &w);
+                }
+            }
+        }
     }
 }

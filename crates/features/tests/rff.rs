@@ -7,6 +7,7 @@ use common::*;
 use faer::Mat;
 use kameleon_features::{Embedding, FeatureError, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
+use kameleon_kernels::fastmath::SIN_COS_MAX_ARG;
 
 const EMBEDDINGS: [Embedding; 2] = [Embedding::CosPhase, Embedding::SinCos];
 
@@ -238,4 +239,88 @@ fn row_major(m: faer::MatRef<'_, f64>) -> Vec<f64> {
     (0..m.nrows())
         .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
         .collect()
+}
+
+/// `Jᵀw = Σ_j ω_j g_j` against the explicit sum over the frequencies, with
+/// `g_j = −s sin(a_j) w_j` ([`Embedding::CosPhase`]) or
+/// `s (cos(a_j) w_{2j} − sin(a_j) w_{2j+1})` ([`Embedding::SinCos`]) from
+/// libm, for numbers of frequencies around the implementation's blocks (32)
+/// and tiles (64), fewer than one block, input dimensions 1 to 40 (its
+/// coordinates are summed in groups of 30), and inputs so far out that some
+/// arguments leave the fast sine's range (the implementation then redoes the
+/// sum with libm).
+///
+/// The reference forms `a_j` by the implementation's fused multiply-adds in
+/// the same order, so the arguments agree to the bit. Each term `ω_{j,l} g_j`
+/// then differs by the fast sine's error (≤ 2 ulp, or 2⁻⁵³ absolute) and the
+/// summations by at most (m − 1)ε Σ|terms| whatever their order, so with
+/// `B_l = Σ_j |ω_{j,l}| s (|w|'s of j)`, which bounds Σ|terms|, the
+/// difference is below (m + 4)·2ε·B_l. A missing or doubled term (≈ B_l/m)
+/// would exceed that by orders of magnitude.
+#[test]
+fn jacobian_transpose_mul_matches_the_explicit_sum() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    let mut rng = rng(17);
+    let sizes = [1, 5, 31, 32, 33, 64, 65, 97, 150, 1000];
+    // far inputs with arguments both inside and outside the fast range
+    let mut mixed = 0;
+    for (embedding, m, d) in EMBEDDINGS.into_iter().flat_map(|e| {
+        sizes
+            .into_iter()
+            .flat_map(move |m| [1, 8, 10, 17, 40].map(|d| (e, m, d)))
+    }) {
+        let big_d = match embedding {
+            Embedding::CosPhase => m,
+            Embedding::SinCos => 2 * m,
+        };
+        let phi = RandomFourierFeatures::new(&kernel, d, big_d, embedding, &mut rng).unwrap();
+        let w = random_point(&mut rng, big_d, 1.0);
+        for far in [false, true] {
+            let x = random_point(&mut rng, d, if far { 1e6 } else { 1.0 });
+            let mut jtw = vec![0.0; d];
+            phi.jacobian_transpose_mul(&x, &w, &mut jtw);
+            let (omega, s) = (phi.frequencies(), (2.0 / big_d as f64).sqrt());
+            let (mut direct, mut bound) = (vec![0.0; d], vec![0.0; d]);
+            let mut outside = 0;
+            for j in 0..m {
+                let phase = phi.phases().get(j).copied().unwrap_or(0.0);
+                let a = (0..d).fold(phase, |a, l| omega[(j, l)].mul_add(x[l], a));
+                outside += usize::from(a.abs() > SIN_COS_MAX_ARG);
+                let (g, weight) = match embedding {
+                    Embedding::CosPhase => (-s * a.sin() * w[j], s * w[j].abs()),
+                    Embedding::SinCos => (
+                        s * (a.cos() * w[2 * j] - a.sin() * w[2 * j + 1]),
+                        s * (w[2 * j].abs() + w[2 * j + 1].abs()),
+                    ),
+                };
+                for l in 0..d {
+                    direct[l] += omega[(j, l)] * g;
+                    bound[l] += omega[(j, l)].abs() * weight;
+                }
+            }
+            for l in 0..d {
+                let tolerance = (m + 4) as f64 * 2.0 * f64::EPSILON * bound[l];
+                assert!(
+                    (jtw[l] - direct[l]).abs() <= tolerance,
+                    "{embedding:?} m={m} d={d} far={far} l={l}: {} vs {} (tolerance {tolerance:e})",
+                    jtw[l],
+                    direct[l]
+                );
+            }
+            mixed += usize::from(outside > 0 && outside < m);
+        }
+    }
+    assert!(mixed >= 50, "only {mixed} inputs with mixed arguments");
+}
+
+/// A NaN input gives NaN, not a panic or a finite value.
+#[test]
+fn jacobian_transpose_mul_propagates_nan() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    for embedding in EMBEDDINGS {
+        let phi = RandomFourierFeatures::new(&kernel, 3, 100, embedding, &mut rng(2)).unwrap();
+        let mut jtw = vec![0.0; 3];
+        phi.jacobian_transpose_mul(&[0.1, f64::NAN, 0.2], &vec![1.0; 100], &mut jtw);
+        assert!(jtw.iter().all(|v| v.is_nan()), "{embedding:?}: {jtw:?}");
+    }
 }

@@ -420,6 +420,13 @@ impl History {
         &self.points
     }
 
+    /// Moves all points out (n × d row-major, in the order pushed), leaving
+    /// the history empty.
+    pub fn take_points(&mut self) -> Vec<f64> {
+        self.order.clear();
+        std::mem::take(&mut self.points)
+    }
+
     /// Draws `m = out.len() / dim` distinct points uniformly without
     /// replacement (a uniformly random m-subset in uniformly random order)
     /// into `out`, by a partial Fisher–Yates shuffle of the index permutation:

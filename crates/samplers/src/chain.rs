@@ -149,6 +149,17 @@ impl RunConfig {
     pub fn total_steps(&self) -> u64 {
         self.burn_in + self.iterations
     }
+
+    /// Whether the state after step t is recorded.
+    fn records(&self, t: u64) -> bool {
+        t > self.burn_in && (t - self.burn_in).is_multiple_of(self.thin)
+    }
+
+    /// How many of the steps `after + 1 ..= total_steps()` are recorded.
+    fn recorded_after(&self, after: u64) -> u64 {
+        let recorded_by = |t: u64| t.saturating_sub(self.burn_in) / self.thin;
+        recorded_by(self.total_steps()) - recorded_by(after.min(self.total_steps()))
+    }
 }
 
 /// A progress report, sent every ~1% of a chain's steps and at its end.
@@ -176,14 +187,29 @@ pub fn chain_rng(seed: u64, chain_index: u64) -> Xoshiro256PlusPlus {
     rng
 }
 
-const CHECKPOINT_VERSION: u32 = 1;
+/// Version 2: a run may share the states of adapting steps with its
+/// proposal's history ([`Run`]'s `shares_states`).
+const CHECKPOINT_VERSION: u32 = 2;
 
 /// A run in progress: the engine plus what has been recorded so far.
 /// Serialising it is a complete checkpoint ([`Run::checkpoint`], [`Run::resume`]).
+///
+/// **One copy of each state.** If the proposal keeps every adapting state
+/// anyway ([`Proposal::kept_states`], e.g. KAMH's history) and starts with an
+/// empty history, the run does not record those states a second time: while
+/// adapting it records only the acceptance flags and log densities, and
+/// [`Run::into_chain`] takes the history's buffer, keeps the recorded rows
+/// (burn-in dropped, thinned) in place and appends the states recorded after
+/// adaptation stopped. The chain is the one a copying run gives, bit for
+/// bit; a KAMH chain of 10⁶ steps adapting throughout holds its 10⁶ states
+/// once (64 MB in d = 8), not twice.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run<P> {
     sampler: MetropolisHastings<P>,
     chain: Chain,
+    /// The proposal's kept states stand for the recorded states of the
+    /// adapting steps (decided once, at the start).
+    shares_states: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -224,13 +250,24 @@ impl<P: Proposal> Run<P> {
     ) -> Result<Self> {
         config.validate()?;
         let sampler = MetropolisHastings::new(target, proposal, x0, rng, config.adapt_until())?;
+        // a proposal that already holds states (e.g. reused from another
+        // chain) does not describe this chain alone: copy as usual
+        let shares_states = sampler
+            .proposal()
+            .kept_states()
+            .is_some_and(|kept| kept.rows == 0);
         let dim = target.dim();
-        let recorded = (config.iterations / config.thin) as usize;
+        let recorded = config.iterations / config.thin;
+        let copied = if shares_states {
+            config.recorded_after(config.adapt_until().unwrap_or(u64::MAX))
+        } else {
+            recorded
+        };
         let chain = Chain {
             dim,
-            samples: Vec::with_capacity(recorded * dim),
-            accepted: Vec::with_capacity(recorded),
-            log_densities: Vec::with_capacity(recorded),
+            samples: Vec::with_capacity(copied as usize * dim),
+            accepted: Vec::with_capacity(recorded as usize),
+            log_densities: Vec::with_capacity(recorded as usize),
             wall_time_secs: 0.0,
             adaptation: AdaptationSummary::default(),
             seed,
@@ -240,7 +277,21 @@ impl<P: Proposal> Run<P> {
             rejected_non_finite: 0,
             covariance_jitters: 0,
         };
-        Ok(Self { sampler, chain })
+        Ok(Self {
+            sampler,
+            chain,
+            shares_states,
+        })
+    }
+
+    /// The last step whose state the proposal keeps for this run (0 if the
+    /// run copies every recorded state).
+    fn kept_until(&self) -> u64 {
+        if self.shares_states {
+            self.sampler.adapt_until().unwrap_or(u64::MAX)
+        } else {
+            0
+        }
     }
 
     /// The engine (current state, counters, proposal).
@@ -270,14 +321,21 @@ impl<P: Proposal> Run<P> {
         let total = config.total_steps();
         let end = total.min(self.steps_done().saturating_add(max_steps));
         let every = (total / 100).max(1);
+        let kept_until = self.kept_until();
         let start = Instant::now();
         while self.steps_done() < end {
             let info = self.sampler.step(target);
             let t = self.sampler.iteration();
-            if t > config.burn_in && (t - config.burn_in).is_multiple_of(config.thin) {
-                self.chain
-                    .samples
-                    .extend_from_slice(self.sampler.position());
+            debug_assert!(
+                t > kept_until || self.keeps_states_up_to(t),
+                "the proposal keeps every adapting state, as it declared"
+            );
+            if config.records(t) {
+                if t > kept_until {
+                    self.chain
+                        .samples
+                        .extend_from_slice(self.sampler.position());
+                }
                 self.chain.accepted.push(info.accepted);
                 self.chain.log_densities.push(self.sampler.log_density());
             }
@@ -306,7 +364,59 @@ impl<P: Proposal> Run<P> {
         self.chain.rejected_non_finite = self.sampler.rejected_non_finite();
         self.chain.covariance_jitters = self.sampler.proposal().covariance_jitters();
         self.chain.adaptation = self.sampler.proposal().summary();
+        if self.shares_states {
+            let kept_steps = self.steps_done().min(self.kept_until());
+            let leading = self.leading_rows();
+            let kept = self.sampler.proposal_mut().take_kept_states();
+            let mut samples = self.recorded_kept_states(kept, leading, kept_steps);
+            // give back the dropped rows (burn-in, thinning) and the
+            // history's growth reserve before appending the copied states
+            samples.shrink_to(samples.len() + self.chain.samples.len());
+            samples.extend_from_slice(&self.chain.samples);
+            self.chain.samples = samples;
+        }
         self.chain
+    }
+
+    /// Whether the proposal keeps exactly its leading rows and x_1 … x_t
+    /// (checked after each adapting step t of a sharing run).
+    fn keeps_states_up_to(&self, t: u64) -> bool {
+        self.sampler
+            .proposal()
+            .kept_states()
+            .is_some_and(|k| k.rows == k.leading + t as usize)
+    }
+
+    /// [`crate::KeptStates::leading`] of the proposal (0 if it keeps nothing).
+    fn leading_rows(&self) -> usize {
+        self.sampler
+            .proposal()
+            .kept_states()
+            .map_or(0, |k| k.leading)
+    }
+
+    /// The recorded states among the kept states x_1 … x_{kept_steps} (after
+    /// `leading` rows), compacted in place: row `leading + t − 1` holds x_t,
+    /// and the i-th recorded state's destination row i never lies past it,
+    /// so one forward pass moves every row at most once.
+    fn recorded_kept_states(
+        &self,
+        mut kept: Vec<f64>,
+        leading: usize,
+        kept_steps: u64,
+    ) -> Vec<f64> {
+        let (config, dim) = (self.chain.config, self.chain.dim);
+        debug_assert!(kept_steps == 0 || kept.len() == (leading + kept_steps as usize) * dim);
+        let mut len = 0;
+        let mut t = config.burn_in + config.thin;
+        while t <= kept_steps {
+            let from = (leading + t as usize - 1) * dim;
+            kept.copy_within(from..from + dim, len);
+            len += dim;
+            t += config.thin;
+        }
+        kept.truncate(len);
+        kept
     }
 }
 

@@ -109,6 +109,34 @@ pub trait Proposal: Send {
     fn covariance_jitters(&self) -> u64 {
         0
     }
+
+    /// Whether the proposal keeps the chain's states for its adaptation:
+    /// `Some` if it keeps, in chain order, the state x_t after every adapting
+    /// step t and nothing else (after [`KeptStates::leading`] earlier rows,
+    /// once the first adapting step is observed), as KAMH's history does.
+    /// A [`crate::Run`] then records no second copy of those states and
+    /// takes them back with [`Proposal::take_kept_states`] when it ends: the
+    /// chain's samples are the history itself. Default `None`.
+    fn kept_states(&self) -> Option<KeptStates> {
+        None
+    }
+
+    /// Moves the states described by [`Proposal::kept_states`] out
+    /// (row-major), leaving the proposal's history empty. Called once by
+    /// [`crate::Run`] when a run that shares them ends.
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        Vec::new()
+    }
+}
+
+/// The shape of the states a proposal keeps ([`Proposal::kept_states`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptStates {
+    /// Rows kept before x_1 once the first adapting step is observed (1 for
+    /// KMC lite, which keeps the starting point x_0 too; 0 for KAMH).
+    pub leading: usize,
+    /// Rows kept so far.
+    pub rows: usize,
 }
 
 /// What one [`MetropolisHastings::step`] did.
@@ -274,5 +302,10 @@ impl<P: Proposal> MetropolisHastings<P> {
     /// The chain's rng (its state is part of a checkpoint).
     pub fn rng(&self) -> &Xoshiro256PlusPlus {
         &self.rng
+    }
+
+    /// The proposal, mutably (for the runner's hand-over of kept states).
+    pub(crate) fn proposal_mut(&mut self) -> &mut P {
+        &mut self.proposal
     }
 }

@@ -4,7 +4,7 @@
 use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
-use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
 use crate::kamh_covariance::{KamhCovariance, combine_into};
 use faer::MatRef;
@@ -400,6 +400,20 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
         true
     }
 
+    /// The history as [`Proposal::kept_states`]: x_t of every adapting step
+    /// t, nothing before.
+    pub(crate) fn kept_states(&self) -> KeptStates {
+        KeptStates {
+            leading: 0,
+            rows: self.history.len(),
+        }
+    }
+
+    /// Moves the history's points out ([`Proposal::take_kept_states`]).
+    pub(crate) fn take_kept_states(&mut self) -> Vec<f64> {
+        self.history.take_points()
+    }
+
     /// Appends γ, the refresh count, the median-heuristic failures and the
     /// history length to a summary.
     pub(crate) fn summary_extra(&self, out: &mut Vec<(String, f64)>) {
@@ -617,6 +631,14 @@ impl<K: LengthScale> Proposal for Kamh<K> {
                 self.current_valid = false;
             }
         }
+    }
+
+    fn kept_states(&self) -> Option<KeptStates> {
+        Some(self.adaptation.kept_states())
+    }
+
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        self.adaptation.take_kept_states()
     }
 
     fn summary(&self) -> AdaptationSummary {

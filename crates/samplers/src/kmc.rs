@@ -37,7 +37,7 @@
 
 use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale};
-use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, SamplerError, check_dim, ensure};
 use crate::hmc::HamiltonianMove;
 use crate::random_walk::RandomWalk;
@@ -70,6 +70,18 @@ pub trait KmcSurrogate: Send {
 
     /// Named counters for the chain output (refits, failures, …).
     fn counters(&self) -> Vec<(String, f64)>;
+
+    /// The states the surrogate keeps, if every state it learns from is kept
+    /// in order (see [`Proposal::kept_states`]; the starting point, learned
+    /// at the first step, is the one leading row). Default `None`.
+    fn kept_states(&self) -> Option<KeptStates> {
+        None
+    }
+
+    /// Moves the kept states out ([`Proposal::take_kept_states`]).
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        Vec::new()
+    }
 }
 
 /// The KMC lite surrogate: a [`LiteEstimator`] refitted on a random subsample
@@ -197,6 +209,17 @@ impl KmcSurrogate for LiteSurrogate {
             ("lite_failed_fits".to_string(), self.failed_fits as f64),
             ("history_len".to_string(), self.history.len() as f64),
         ]
+    }
+
+    fn kept_states(&self) -> Option<KeptStates> {
+        Some(KeptStates {
+            leading: 1,
+            rows: self.history.len(),
+        })
+    }
+
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        self.history.take_points()
     }
 }
 
@@ -488,6 +511,14 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
 
     fn reestimates_current_density(&self) -> bool {
         self.current_density == CurrentDensity::ReEstimate
+    }
+
+    fn kept_states(&self) -> Option<KeptStates> {
+        self.surrogate.kept_states()
+    }
+
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        self.surrogate.take_kept_states()
     }
 
     fn summary(&self) -> AdaptationSummary {

@@ -58,7 +58,9 @@ pub use chain::{
 };
 pub use ckam::{Ckam, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
 pub use covariance::ProposalCovariance;
-pub use engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo, StepOutcome};
+pub use engine::{
+    AdaptationSummary, KeptStates, MetropolisHastings, Proposal, StepInfo, StepOutcome,
+};
 pub use error::{Result, SamplerError};
 pub use fkamh::FKamh;
 pub use habc::{Habc, HabcConfig, SummarySimulator, SyntheticLikelihood};

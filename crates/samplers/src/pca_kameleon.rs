@@ -4,7 +4,7 @@
 
 use crate::Target;
 use crate::adaptation::Scale;
-use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
 use crate::kamh::{LengthScale, SubsampleAdaptation, SubsampleConfig};
 use crate::kamh_covariance::KamhCovariance;
@@ -336,6 +336,14 @@ impl<K: LengthScale> Proposal for PcaKameleon<K> {
                 self.update_directions();
             }
         }
+    }
+
+    fn kept_states(&self) -> Option<KeptStates> {
+        Some(self.adaptation.kept_states())
+    }
+
+    fn take_kept_states(&mut self) -> Vec<f64> {
+        self.adaptation.take_kept_states()
     }
 
     fn summary(&self) -> AdaptationSummary {
