@@ -155,16 +155,24 @@ fn fused_gram<'a, 'b, R: Radial, const DIM: usize>(
     Ok(())
 }
 
-/// SIMD vectors of points per block of [`FusedGram`]. Measured on a whole
-/// KAMH step (n = 1000, d = 8, AVX2 on first-generation Zen; best of 6
-/// interleaved runs of 30 000 steps, and callgrind instructions per step):
-/// 16 vectors 19.7 µs (70.0k), 8 vectors 17.3 µs (73.3k), 4 vectors
-/// 17.7 µs (87.1k). Smaller blocks cost more loop overhead but run faster
-/// on this CPU; the results are bitwise the same for any block size (each
-/// lane's sums see the points in the same order).
+/// SIMD vectors of points per block of [`FusedGram`]; the results are
+/// bitwise the same for any block size (each lane's sums see the points in
+/// the same order). Measured on a whole KAMH step (n = 1000, d = 8, AVX2 on
+/// first-generation Zen; user time of 30 000 steps, best of 7 interleaved
+/// runs): 8, 12 and 16 vectors within 3% of each other (59.7k, 60.2k and
+/// 59.6k instructions per step). Before the buffers were [`CacheAligned`],
+/// blocks above 8 vectors were 15% slower: that cliff was the misaligned
+/// buffer, not the block size.
 const CHUNKS: usize = 8;
 /// The most f64 lanes of a SIMD vector (AVX-512).
 const MAX_LANES: usize = 8;
+
+/// A stack buffer on a cache-line boundary. `pulp`'s vector types are only
+/// aligned like `f64`, so without this a buffer of them may start 8 bytes
+/// past a 32-byte boundary, and then every other 256-bit access crosses a
+/// cache line (measured: 10–15% slower KAMH steps for the same code).
+#[repr(C, align(64))]
+struct CacheAligned<T>(T);
 
 /// The lower triangle of `M Mᵀ` and `M1` for a radial kernel without
 /// forming M, for `d = DIM` ≤ 10 and z column-major (each coordinate of the
@@ -172,25 +180,29 @@ const MAX_LANES: usize = 8;
 /// vectors (32 points with AVX2), each vector holding one coordinate of
 /// consecutive points, and per block
 ///
-/// 1. in one pass, the differences `x − z_i` into a stack buffer laid out
-///    chunk by chunk (the DIM vectors of a chunk adjacent, so later passes
-///    reach them through one slice index, without bounds checks) and the
-///    squared distances `s_i = Σ_l (x_l − z_il)²`, coordinate by coordinate
-///    (the order of the scalar `squared_distance`, so `s` and the weights
-///    are bitwise those of [`Kernel::gradient_matrix`]);
+/// 1. in one pass, the differences `z_i − x` (negated, see [`differences`])
+///    into a stack buffer laid out chunk by chunk (the DIM vectors of a
+///    chunk adjacent, so later passes reach them through one slice index,
+///    without bounds checks) and the squared distances
+///    `s_i = Σ_l (x_l − z_il)²`, coordinate by coordinate (the order of the
+///    scalar `squared_distance`, so `s` and the weights are bitwise those
+///    of [`Kernel::gradient_matrix`]);
 /// 2. the weights `w_i = 2a(s_i)` ([`Radial::gradient_weights`]);
-/// 3. the block of M, `m_il = w_i (x_l − z_il)`, in place, summed into M1;
+/// 3. the block of −M, `−m_il = w_i (z_il − x_l)`, in place;
 /// 4. for each column k of the Gram matrix one pass over the buffer with the
 ///    rows `l ≥ k` in registers: `G_lk += m_l m_k`, all points of a vector
-///    at once, with no broadcasts and no entries above the diagonal.
+///    at once, with no broadcasts and no entries above the diagonal; the
+///    same pass adds `−m_k` to `−(M1)_k`.
 ///
 /// The sums are reduced across the lanes at the end. z is read once and M
 /// never leaves the L1 cache. Measured with callgrind (n = 1000, d = 8,
 /// Gaussian), the whole kernel term: 96 instructions per point with M formed
-/// point by point and multiplied out in panels, 68 with this kernel (about 18 of them
-/// the vectorised `exp`). Computing the differences and the distances in
-/// separate passes cost 73.3k instructions per KAMH step instead of 70.7k,
-/// and 8% more time.
+/// point by point and multiplied out in panels, 63 with this kernel as of
+/// session 6 (differences and distances in one pass: 73.3k → 70.7k
+/// instructions per KAMH step), 52 now (59.7k per step: the exponential for
+/// non-positive arguments, the negated differences, M1 in the Gram passes,
+/// the columns split into vectors once, straight calls per Gram column
+/// instead of a `match` in a loop).
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
@@ -217,57 +229,57 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
         let n = columns.first().map_or(0, |c| c.len());
         let zero = simd.splat_f64s(0.0);
         let xs: [S::f64s; DIM] = std::array::from_fn(|l| simd.splat_f64s(x[l]));
-        // sums[k][l]: G_lk for l ≥ k; totals[l]: (M1)_l (lane-wise)
+        // sums[k][l]: G_lk for l ≥ k; totals[l]: −(M1)_l (lane-wise; the
+        // buffer holds −M, see `differences`)
         let mut sums = [[zero; DIM]; DIM];
         let mut totals = [zero; DIM];
-        let mut weights = [0.0; CHUNKS * MAX_LANES];
-        let mut buffer = [[zero; DIM]; CHUNKS];
-        let mut start = 0;
-        while start < n {
-            let len = (CHUNKS * lanes).min(n - start);
-            let chunks = len.div_ceil(lanes);
-            let block = &mut buffer[..chunks];
-            // 1–2. x − z_i (the lanes past the last point hold x) and the
+        let mut weights = CacheAligned([0.0; CHUNKS * MAX_LANES]);
+        let mut buffer = CacheAligned([[zero; DIM]; CHUNKS]);
+        // each column as whole SIMD vectors and the rest, split once
+        let vectors = n.div_ceil(lanes);
+        let full = n / lanes;
+        let z_heads: [&[S::f64s]; DIM] =
+            std::array::from_fn(|l| &S::as_simd_f64s(columns[l]).0[..full]);
+        let z_tails: [&[f64]; DIM] = std::array::from_fn(|l| S::as_simd_f64s(columns[l]).1);
+        let mut first = 0;
+        while first < vectors {
+            let chunks = CHUNKS.min(vectors - first);
+            let block = &mut buffer.0[..chunks];
+            // 1–2. z_i − x (the lanes past the last point hold −x) and the
             //      squared distances, coordinate by coordinate, then the
             //      weights (zero in the lanes past the last point)
-            let z_blocks: [(&[S::f64s], &[f64]); DIM] =
-                std::array::from_fn(|l| S::as_simd_f64s(&columns[l][start..start + len]));
-            let full = z_blocks.first().map_or(0, |(head, _)| head.len());
-            let padded = &mut weights[..chunks * lanes];
+            let len = (n - first * lanes).min(CHUNKS * lanes);
+            let padded = &mut weights.0[..chunks * lanes];
             let distances = S::as_mut_simd_f64s(padded).0;
-            for (c, (slot, s)) in block.iter_mut().zip(distances.iter_mut()).enumerate() {
-                let z: [S::f64s; DIM] = if c < full {
-                    std::array::from_fn(|l| z_blocks[l].0[c])
+            for (v, (slot, s)) in (first..).zip(block.iter_mut().zip(distances.iter_mut())) {
+                let z: [S::f64s; DIM] = if v < full {
+                    std::array::from_fn(|l| z_heads[l][v])
                 } else {
-                    std::array::from_fn(|l| simd.partial_load_f64s(z_blocks[l].1))
+                    std::array::from_fn(|l| simd.partial_load_f64s(z_tails[l]))
                 };
                 *s = differences(simd, &xs, &z, slot);
             }
             kernel.gradient_weights(&mut padded[..len]);
             padded[len..].fill(0.0);
-            // 3. the block of M in place of x − z_i, and M1
+            // 3. the block of −M in place of z_i − x
             for (slot, w) in block.iter_mut().zip(S::as_simd_f64s(padded).0) {
-                for (diff, total) in slot.iter_mut().zip(&mut totals) {
+                for diff in slot.iter_mut() {
                     *diff = simd.mul_f64s(*w, *diff);
-                    *total = simd.add_f64s(*total, *diff);
                 }
             }
-            // 4. the Gram matrix, one column per pass
-            for (k, column) in sums.iter_mut().enumerate() {
-                match k {
-                    0 => gram_column::<S, DIM, 0>(simd, block, column),
-                    1 => gram_column::<S, DIM, 1>(simd, block, column),
-                    2 => gram_column::<S, DIM, 2>(simd, block, column),
-                    3 => gram_column::<S, DIM, 3>(simd, block, column),
-                    4 => gram_column::<S, DIM, 4>(simd, block, column),
-                    5 => gram_column::<S, DIM, 5>(simd, block, column),
-                    6 => gram_column::<S, DIM, 6>(simd, block, column),
-                    7 => gram_column::<S, DIM, 7>(simd, block, column),
-                    8 => gram_column::<S, DIM, 8>(simd, block, column),
-                    _ => gram_column::<S, DIM, 9>(simd, block, column),
-                }
-            }
-            start += len;
+            // 4. the Gram matrix, one column per pass, and −M1 (straight
+            //    calls with constant K; the columns K ≥ DIM return at once)
+            gram_column::<S, DIM, 0>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 1>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 2>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 3>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 4>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 5>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 6>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 7>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 8>(simd, block, &mut sums, &mut totals);
+            gram_column::<S, DIM, 9>(simd, block, &mut sums, &mut totals);
+            first += chunks;
         }
         for (k, column) in sums.iter().enumerate() {
             for l in k..DIM {
@@ -275,13 +287,20 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
             }
         }
         for (s, total) in row_sums.iter_mut().zip(totals) {
-            *s = simd.reduce_sum_f64s(total);
+            *s = -simd.reduce_sum_f64s(total);
         }
     }
 }
 
-/// Writes `x − z` into `slot` and returns `‖x − z‖²` summed coordinate by
+/// Writes `z − x` into `slot` and returns `‖x − z‖²` summed coordinate by
 /// coordinate (the order of the scalar `squared_distance`), lane-wise.
+///
+/// `z − x` rather than `x − z`: with `x` the second operand its spilled
+/// broadcasts are read as memory operands of the subtractions (one
+/// instruction fewer per coordinate). Negation is exact, so `w (z − x)` is
+/// `−m` bitwise, the Gram sums `(−m_l)(−m_k)` are those of `m`, and only
+/// `M1` needs its sign flipped at the end (bitwise the sum of `m` too, but
+/// for the sign of an exactly zero sum).
 #[inline(always)]
 fn differences<S: pulp::Simd, const DIM: usize>(
     simd: S,
@@ -291,32 +310,38 @@ fn differences<S: pulp::Simd, const DIM: usize>(
 ) -> S::f64s {
     let mut sum = simd.splat_f64s(0.0);
     for l in 0..DIM {
-        let diff = simd.sub_f64s(x[l], z[l]);
+        let diff = simd.sub_f64s(z[l], x[l]);
         slot[l] = diff;
         sum = simd.add_f64s(sum, simd.mul_f64s(diff, diff));
     }
     sum
 }
 
-/// Adds `m_l m_K` over a block of [`FusedGram`]'s buffer to `sums[l]` for
-/// `K ≤ l < DIM` (a constant K, so the live sums stay in registers).
+/// Adds `m_l m_K` over a block of [`FusedGram`]'s buffer to `sums[K][l]`
+/// for `K ≤ l < DIM` (a constant K, so the live sums stay in registers), and
+/// `m_K` to `totals[K]` (it is loaded anyway; each lane still sums its
+/// points in order). Does nothing for `K ≥ DIM`.
 #[inline(always)]
 fn gram_column<S: pulp::Simd, const DIM: usize, const K: usize>(
     simd: S,
     block: &[[S::f64s; DIM]],
-    sums: &mut [S::f64s; DIM],
+    sums: &mut [[S::f64s; DIM]; DIM],
+    totals: &mut [S::f64s; DIM],
 ) {
     if K >= DIM {
         return;
     }
-    let mut acc = *sums;
+    let mut acc = sums[K];
+    let mut total = totals[K];
     for slot in block {
         let mk = slot[K];
+        total = simd.add_f64s(total, mk);
         for l in K..DIM {
             acc[l] = simd.mul_add_f64s(mk, slot[l], acc[l]);
         }
     }
-    *sums = acc;
+    sums[K] = acc;
+    totals[K] = total;
 }
 
 /// Points per block of the gradient matrix: one block's weights live in a
