@@ -200,10 +200,13 @@ struct CacheAligned<T>(T);
 /// Gaussian), the whole kernel term: 96 instructions per point with M formed
 /// point by point and multiplied out in panels, 63 with this kernel as of
 /// session 6 (differences and distances in one pass: 73.3k → 70.7k
-/// instructions per KAMH step), 52 now (59.7k per step: the exponential for
+/// instructions per KAMH step), 51 now (58.7k per step: the exponential for
 /// non-positive arguments, the negated differences, M1 in the Gram passes,
-/// the columns split into vectors once, straight calls per Gram column
-/// instead of a `match` in a loop).
+/// M scaled in the first column's pass, the columns split into vectors
+/// once, straight calls per Gram column instead of a `match` in a loop).
+/// Per SIMD vector of 4 points about 160 instructions: 47 differences and
+/// distances, 36 exponential and weight, 28 scaling plus the first column,
+/// 51 the other columns (28 of them FMAs); plus ~315 per block.
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
