@@ -188,7 +188,8 @@ struct CacheAligned<T>(T);
 ///    scalar `squared_distance`, so `s` and the weights are bitwise those
 ///    of [`Kernel::gradient_matrix`]);
 /// 2. the weights `w_i = 2a(s_i)` ([`Radial::gradient_weights`]);
-/// 3. the block of −M, `−m_il = w_i (z_il − x_l)`, in place;
+/// 3. the block of −M, `−m_il = w_i (z_il − x_l)`, in place, in one pass
+///    with the first column of step 4;
 /// 4. for each column k of the Gram matrix one pass over the buffer with the
 ///    rows `l ≥ k` in registers: `G_lk += m_l m_k`, all points of a vector
 ///    at once, with no broadcasts and no entries above the diagonal; the
@@ -199,10 +200,13 @@ struct CacheAligned<T>(T);
 /// Gaussian), the whole kernel term: 96 instructions per point with M formed
 /// point by point and multiplied out in panels, 63 with this kernel as of
 /// session 6 (differences and distances in one pass: 73.3k → 70.7k
-/// instructions per KAMH step), 52 now (59.7k per step: the exponential for
+/// instructions per KAMH step), 51 now (58.7k per step: the exponential for
 /// non-positive arguments, the negated differences, M1 in the Gram passes,
-/// the columns split into vectors once, straight calls per Gram column
-/// instead of a `match` in a loop).
+/// M scaled in the first column's pass, the columns split into vectors
+/// once, straight calls per Gram column instead of a `match` in a loop).
+/// Per SIMD vector of 4 points about 160 instructions: 47 differences and
+/// distances, 36 exponential and weight, 28 scaling plus the first column,
+/// 51 the other columns (28 of them FMAs); plus ~315 per block.
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
@@ -261,15 +265,12 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
             }
             kernel.gradient_weights(&mut padded[..len]);
             padded[len..].fill(0.0);
-            // 3. the block of −M in place of z_i − x
-            for (slot, w) in block.iter_mut().zip(S::as_simd_f64s(padded).0) {
-                for diff in slot.iter_mut() {
-                    *diff = simd.mul_f64s(*w, *diff);
-                }
-            }
-            // 4. the Gram matrix, one column per pass, and −M1 (straight
-            //    calls with constant K; the columns K ≥ DIM return at once)
-            gram_column::<S, DIM, 0>(simd, block, &mut sums, &mut totals);
+            // 3–4. the block of −M in place of z_i − x with the first Gram
+            //      column, then the other columns, one per pass, and −M1
+            //      (straight calls with constant K; the columns K ≥ DIM
+            //      return at once)
+            let weights = &S::as_simd_f64s(padded).0[..chunks];
+            weigh_first_column(simd, block, weights, &mut sums[0], &mut totals[0]);
             gram_column::<S, DIM, 1>(simd, block, &mut sums, &mut totals);
             gram_column::<S, DIM, 2>(simd, block, &mut sums, &mut totals);
             gram_column::<S, DIM, 3>(simd, block, &mut sums, &mut totals);
@@ -315,6 +316,37 @@ fn differences<S: pulp::Simd, const DIM: usize>(
         sum = simd.add_f64s(sum, simd.mul_f64s(diff, diff));
     }
     sum
+}
+
+/// Step 3 of [`FusedGram`] fused with the first Gram column: scales each
+/// vector of differences in the block by its weights, `−m_l = w (z_l − x_l)`,
+/// in place, and adds `m_l m_0` to `sums[l]` and `m_0` to `total` (signs
+/// as in [`differences`]), all from registers. `m_0` is not stored: no later
+/// pass reads it. The same operations in the same order as scaling first
+/// and then running [`gram_column`] for K = 0, so the same bits, with one
+/// pass over the block fewer.
+#[inline(always)]
+fn weigh_first_column<S: pulp::Simd, const DIM: usize>(
+    simd: S,
+    block: &mut [[S::f64s; DIM]],
+    weights: &[S::f64s],
+    sums: &mut [S::f64s; DIM],
+    total: &mut S::f64s,
+) {
+    let mut acc = *sums;
+    let mut sum = *total;
+    for (slot, w) in block.iter_mut().zip(weights) {
+        let m0 = simd.mul_f64s(*w, slot[0]);
+        sum = simd.add_f64s(sum, m0);
+        acc[0] = simd.mul_add_f64s(m0, m0, acc[0]);
+        for l in 1..DIM {
+            let ml = simd.mul_f64s(*w, slot[l]);
+            slot[l] = ml;
+            acc[l] = simd.mul_add_f64s(m0, ml, acc[l]);
+        }
+    }
+    *sums = acc;
+    *total = sum;
 }
 
 /// Adds `m_l m_K` over a block of [`FusedGram`]'s buffer to `sums[K][l]`
