@@ -11,7 +11,7 @@ use std::f64::consts::TAU;
 /// Frequencies per tile: the arguments and feature values of one tile sit in
 /// stack arrays, so the per-point methods allocate nothing. A whole number
 /// of [`BLOCK`]s.
-const TILE: usize = 64;
+const TILE: usize = 128;
 /// Frequencies per block of [`RandomFourierFeatures::block_arguments`]: 8
 /// AVX2 vectors, whose arguments stay in registers while the input
 /// coordinates are added in.
@@ -131,6 +131,21 @@ impl Trig for FastFma {
     #[inline(always)]
     fn sin(x: f64) -> f64 {
         fastmath::sin_fma(x)
+    }
+    #[inline(always)]
+    fn sin_cos(x: f64) -> (f64, f64) {
+        fastmath::sin_cos_fma(x)
+    }
+}
+
+/// [`FastFma`] whose sine has no range test: only for arguments known to lie
+/// in its range ([`RandomFourierFeatures::fast_input_limit`]).
+struct FastFmaInRange;
+
+impl Trig for FastFmaInRange {
+    #[inline(always)]
+    fn sin(x: f64) -> f64 {
+        fastmath::sin_fma_in_range(x)
     }
     #[inline(always)]
     fn sin_cos(x: f64) -> (f64, f64) {
@@ -299,6 +314,11 @@ pub struct RandomFourierFeatures {
     padded: usize,
     phases: Vec<f64>,
     scale: f64,
+    /// Inputs with every `|x_l|` up to this have every argument within half
+    /// of [`fastmath::SIN_COS_MAX_ARG`]: `(MAX/2 − max_j |b_j|) / max_j ‖ω_j‖₁`
+    /// (negative if a phase alone is too large). The factor 2 leaves room
+    /// for the d roundings of the computed arguments.
+    fast_input_limit: f64,
 }
 
 /// The serialised form of [`RandomFourierFeatures`].
@@ -397,6 +417,14 @@ impl RandomFourierFeatures {
             }
         }
         by_input[dim_in * padded..][..phases.len()].copy_from_slice(&phases);
+        let largest = |values: &mut dyn Iterator<Item = f64>| values.fold(0.0, f64::max);
+        let largest_phase = largest(&mut phases.iter().map(|b| b.abs()));
+        let largest_row_sum = largest(
+            &mut frequencies
+                .chunks_exact(dim_in)
+                .map(|omega| omega.iter().map(|w| w.abs()).sum()),
+        );
+        let fast_input_limit = (0.5 * fastmath::SIN_COS_MAX_ARG - largest_phase) / largest_row_sum;
         Ok(Self {
             embedding,
             dim_in,
@@ -406,6 +434,7 @@ impl RandomFourierFeatures {
             padded,
             phases,
             scale: (2.0 / dim_out as f64).sqrt(),
+            fast_input_limit,
         })
     }
 
@@ -526,12 +555,10 @@ impl RandomFourierFeatures {
     }
 
     /// The body of [`FeatureMap::jacobian_transpose_mul`]: the sweep of
-    /// [`Self::jacobian_transpose_mul_with`] with the fast sine and cosine,
-    /// repeated with libm's if the result has a NaN. The fast functions
-    /// return NaN for arguments outside their accurate range, and a NaN `g_j`
-    /// reaches every output coordinate (`0 · NaN` is NaN), so this checks the
-    /// range at no cost per frequency; a NaN from the input itself comes out
-    /// of libm's sweep as well.
+    /// [`Self::jacobian_transpose_mul_with`] with the fast sine and no test
+    /// per argument if the input is within [`Self::fast_input_limit`] (so
+    /// every argument is in the fast sine's range), else with libm's (also
+    /// for NaN inputs).
     #[inline(always)]
     fn jacobian_transpose_mul_tiles<S: pulp::Simd>(
         &self,
@@ -540,8 +567,9 @@ impl RandomFourierFeatures {
         weights: &[f64],
         out: &mut [f64],
     ) {
-        self.jacobian_transpose_mul_with::<S, FastFma>(simd, x, weights, out);
-        if out.iter().any(|o| o.is_nan()) {
+        if x.iter().all(|v| v.abs() <= self.fast_input_limit) {
+            self.jacobian_transpose_mul_with::<S, FastFmaInRange>(simd, x, weights, out);
+        } else {
             self.jacobian_transpose_mul_with::<S, Libm>(simd, x, weights, out);
         }
     }
