@@ -158,12 +158,16 @@ fn fused_gram<'a, 'b, R: Radial, const DIM: usize>(
 /// SIMD vectors of points per block of [`FusedGram`]; the results are
 /// bitwise the same for any block size (each lane's sums see the points in
 /// the same order). Measured on a whole KAMH step (n = 1000, d = 8, AVX2 on
-/// first-generation Zen; user time of 30 000 steps, best of 7 interleaved
-/// runs): 8, 12 and 16 vectors within 3% of each other (59.7k, 60.2k and
-/// 59.6k instructions per step). Before the buffers were [`CacheAligned`],
-/// blocks above 8 vectors were 15% slower: that cliff was the misaligned
-/// buffer, not the block size.
-const CHUNKS: usize = 8;
+/// first-generation Zen; user time of 30 000 steps, best of 8 interleaved
+/// runs): 8 vectors 0.46 s, 12 vectors 0.45 s, 16 and 32 vectors 0.44 s.
+/// Larger blocks spread the per-block work (the Gram sums loaded and stored
+/// again, the exponential's loop set-up) over more points, but the buffers
+/// are zeroed per call: callgrind counts that `memset` (`rep stosb`) byte
+/// by byte, 4.2k of the 58.3k instructions per step it reports for 16
+/// vectors (58.7k for 8), though it takes ~100 cycles. Before the buffers
+/// were [`CacheAligned`], blocks above 8 vectors were 15% slower: that
+/// cliff was the misaligned buffer, not the block size.
+const CHUNKS: usize = 16;
 /// The most f64 lanes of a SIMD vector (AVX-512).
 const MAX_LANES: usize = 8;
 
@@ -177,7 +181,7 @@ struct CacheAligned<T>(T);
 /// The lower triangle of `M Mᵀ` and `M1` for a radial kernel without
 /// forming M, for `d = DIM` ≤ 10 and z column-major (each coordinate of the
 /// n points contiguous): the points are taken in blocks of [`CHUNKS`] SIMD
-/// vectors (32 points with AVX2), each vector holding one coordinate of
+/// vectors (64 points with AVX2), each vector holding one coordinate of
 /// consecutive points, and per block
 ///
 /// 1. in one pass, the differences `z_i − x` (negated, see [`differences`])
@@ -200,13 +204,14 @@ struct CacheAligned<T>(T);
 /// Gaussian), the whole kernel term: 96 instructions per point with M formed
 /// point by point and multiplied out in panels, 63 with this kernel as of
 /// session 6 (differences and distances in one pass: 73.3k → 70.7k
-/// instructions per KAMH step), 51 now (58.7k per step: the exponential for
-/// non-positive arguments, the negated differences, M1 in the Gram passes,
-/// M scaled in the first column's pass, the columns split into vectors
-/// once, straight calls per Gram column instead of a `match` in a loop).
+/// instructions per KAMH step), 51 in blocks of 8 vectors now (58.7k per
+/// step: the exponential for non-positive arguments, the negated
+/// differences, M1 in the Gram passes, M scaled in the first column's pass,
+/// the columns split into vectors once, straight calls per Gram column
+/// instead of a `match` in a loop; 16-vector blocks, see [`CHUNKS`]).
 /// Per SIMD vector of 4 points about 160 instructions: 47 differences and
 /// distances, 36 exponential and weight, 28 scaling plus the first column,
-/// 51 the other columns (28 of them FMAs); plus ~315 per block.
+/// 51 the other columns (28 of them FMAs); plus ~315 per block of 8 vectors.
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
