@@ -80,8 +80,6 @@ pub struct FKamh<F> {
     jacobian: Vec<f64>,
     /// J at the last proposal.
     jacobian_proposed: Vec<f64>,
-    /// The Jacobian's structure and buffers (see [`JacobianSource`]).
-    source: JacobianSource,
     /// φ at the current state.
     embedding: Vec<f64>,
     /// JᵀSJ at the current state (d × d).
@@ -121,7 +119,6 @@ impl<F: FeatureMap> FKamh<F> {
             "must be positive and finite",
         )?;
         Ok(Self {
-            source: JacobianSource::new(&features),
             features,
             dim,
             gamma,
@@ -197,9 +194,7 @@ impl<F: FeatureMap> FKamh<F> {
         check_dim(self.dim, x.len())?;
         let (big, d) = (self.features.dim_out(), self.dim);
         let mut jacobian = vec![0.0; big * d];
-        self.source
-            .clone()
-            .jacobian_into(&self.features, x, &mut jacobian);
+        jacobian_into(&self.features, x, &mut jacobian);
         let mut form = vec![0.0; d * d];
         let mut moments = self.moments.clone();
         QuadraticForm::new(big, d).compute(&mut moments, &jacobian, &mut form);
@@ -262,55 +257,15 @@ impl<F: FeatureMap> FKamh<F> {
     }
 }
 
-/// How F-KAMH computes the Jacobian J (D × d) of its feature map.
-///
-/// For maps whose features are functions of one linear argument,
-/// `φ_r(x) = ψ_r(ω_rᵀx)` (random Fourier features,
-/// [`FeatureMap::feature_frequencies`]), `J = diag(ψ′) Ω`: the D derivatives
-/// from [`FeatureMap::argument_derivatives`] scale the rows of the fixed
-/// frequency matrix Ω (copied here once). Measured with callgrind (D = 350,
-/// d = 8): 77k instructions per Jacobian through [`FeatureMap::jacobian`],
-/// 32k this way. Other maps (Fastfood) use their own Jacobian.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct JacobianSource {
-    /// Ω, D × d column-major, if the map has the structure.
-    frequencies: Option<Vec<f64>>,
-    /// ψ′ and ψ″ (length D each; ψ″ is written by the call but not used).
-    derivatives: Vec<f64>,
-}
-
-impl JacobianSource {
-    fn new<F: FeatureMap>(features: &F) -> Self {
-        let big = features.dim_out();
-        let frequencies = features.feature_frequencies().map(|omega| {
-            let mut columns = Vec::with_capacity(big * omega.ncols());
-            for column in omega.col_iter() {
-                columns.extend(column.iter().copied());
-            }
-            columns
-        });
-        Self {
-            frequencies,
-            derivatives: vec![0.0; 2 * big],
-        }
-    }
-
-    /// Writes J(x) into `out` (D × d, column-major).
-    fn jacobian_into<F: FeatureMap>(&mut self, features: &F, x: &[f64], out: &mut [f64]) {
-        let (big, d) = (features.dim_out(), features.dim_in());
-        if let Some(omega) = &self.frequencies {
-            let (first, second) = self.derivatives.split_at_mut(big);
-            if features.argument_derivatives(x, first, second) {
-                for (column, omega) in out.chunks_exact_mut(big).zip(omega.chunks_exact(big)) {
-                    for ((j, w), f) in column.iter_mut().zip(omega).zip(&*first) {
-                        *j = f * w;
-                    }
-                }
-                return;
-            }
-        }
-        features.jacobian(x, MatMut::from_column_major_slice_mut(out, big, d));
-    }
+/// Writes J(x) (D × d, column-major) into `out`. For random Fourier
+/// features this is [`FeatureMap::jacobian`]'s tiled kernel (D = 350,
+/// d = 8: 11.9k instructions per call, callgrind); the map-specific
+/// shortcut F-KAMH used before (ψ′ from
+/// [`FeatureMap::argument_derivatives`] times a copy of Ω) now cost more,
+/// because it computes the unused second derivatives too.
+fn jacobian_into<F: FeatureMap>(features: &F, x: &[f64], out: &mut [f64]) {
+    let (big, d) = (features.dim_out(), features.dim_in());
+    features.jacobian(x, MatMut::from_column_major_slice_mut(out, big, d));
 }
 
 /// The d × d form `Jᵀ S J` (exactly symmetric) for S (D × D, symmetric,
@@ -543,8 +498,7 @@ impl ColumnGroup<'_> {
 impl<F: FeatureMap> Proposal for FKamh<F> {
     fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
         check_dim(self.dim, target.dim())?;
-        self.source
-            .jacobian_into(&self.features, x, &mut self.jacobian);
+        jacobian_into(&self.features, x, &mut self.jacobian);
         self.features.embed(x, &mut self.embedding);
         self.quadratic
             .compute(&mut self.moments, &self.jacobian, &mut self.form);
@@ -572,8 +526,7 @@ impl<F: FeatureMap> Proposal for FKamh<F> {
         if !proposed.iter().all(|v| v.is_finite()) {
             return f64::NAN;
         }
-        self.source
-            .jacobian_into(&self.features, proposed, &mut self.jacobian_proposed);
+        jacobian_into(&self.features, proposed, &mut self.jacobian_proposed);
         self.quadratic.compute(
             &mut self.moments,
             &self.jacobian_proposed,
