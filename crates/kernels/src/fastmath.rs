@@ -29,9 +29,9 @@
 //! `exp(r) ≈ 1 + r + r² q(r)` with `q` of degree 9 (so a polynomial of
 //! degree 11; Horner), and scales by `2ᵏ` as the product of two powers of
 //! two built from the exponent bits, so results in the subnormal range are
-//! right too. The crate-internal `exp_nonpositive_fma` (the Gaussian
-//! kernel's weights) gives the same bits for `x ≤ 0` with one scale factor
-//! built by a single shift and an exact rescaling.
+//! right too. [`exp_nonpositive_fma`] (the Gaussian kernel's weights, the
+//! lite estimator's kernel values) gives the same bits for `x ≤ 0` with one
+//! scale factor built by a single shift and an exact rescaling.
 //!
 //! [`sin_cos`] (and [`cos`]) reduce `x = k π/2 + r` with `k = round(2x/π)`
 //! (the same shift trick) and `|r| ≤ π/4`, using a three-part Cody–Waite
@@ -158,8 +158,15 @@ const NONPOSITIVE_OFFSET: i32 = 65;
 /// Positive arguments are outside the contract (up to `k = 957`,
 /// `x ≈ 663`, the result is still [`exp_fma`]'s; beyond it is meaningless).
 /// Call only where FMA is enabled (see the module docs).
+///
+/// ```
+/// use kameleon_kernels::fastmath::{exp_fma, exp_nonpositive_fma};
+/// for x in [0.0, -1e-300, -0.5, -30.0, -708.0, -740.0, -1e4] {
+///     assert_eq!(exp_nonpositive_fma(x).to_bits(), exp_fma(x).to_bits());
+/// }
+/// ```
 #[inline(always)]
-pub(crate) fn exp_nonpositive_fma(x: f64) -> f64 {
+pub fn exp_nonpositive_fma(x: f64) -> f64 {
     // NaN fails the comparison and passes through, making the result NaN
     let clamped = if x < MIN_ARG { MIN_ARG } else { x };
     let bias = f64::from(1023 + NONPOSITIVE_OFFSET);

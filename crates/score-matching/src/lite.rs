@@ -10,7 +10,7 @@ use faer::linalg::triangular_solve::{
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::exp_fma;
+use kameleon_kernels::fastmath::exp_nonpositive_fma;
 use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
@@ -239,7 +239,7 @@ fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> 
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
 /// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
 /// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
-/// exponential included, see [`kameleon_kernels::fastmath::exp_fma`]) and the
+/// exponential included, see [`kameleon_kernels::fastmath::exp_nonpositive_fma`]) and the
 /// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
 /// registers across the whole pass when `DIM > 0`. The products are
 /// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
@@ -362,7 +362,7 @@ impl Basis<'_> {
                 for k in 0..EXP_GROUP {
                     // the distance is ≥ 0: clip the rounding of the expansion
                     e[k] = e[k].min(0.0);
-                    w[k] = a[k] * exp_fma(e[k]);
+                    w[k] = a[k] * exp_nonpositive_fma(e[k]);
                 }
             }
             // the weighted sums, block by block
@@ -540,7 +540,7 @@ fn gram_column(z: MatRef<'_, f64>, j: usize, start: usize, g: &mut [f64]) {
 /// The pass that forms columns `first..first + m` of `K` and `B` and the
 /// same entries of `b` ([`lite_system`]), column by column, as a
 /// [`pulp::WithSimd`] operation (so that its loops over a column vectorise,
-/// the exponential included, by `exp_fma` with fused multiply-adds).
+/// the exponential included, by `exp_nonpositive_fma` with fused multiply-adds).
 /// Column j: `G_·j` by [`gram_column`], then
 /// `r_ij = max(s_i + s_j − 2G_ij, 0) = ‖z_i − z_j‖²`, `K_ij = exp(−r_ij/σ)`,
 /// `B_ij = K_ij (s_i/2 − G_ij)` and the term `K_ij ((2/σ) r_ij − d)` of
@@ -591,7 +591,7 @@ impl pulp::WithSimd for KernelPass<'_> {
             let columns = kernel.iter_mut().zip(half_b.iter_mut()).zip(&mut terms);
             for (((k, h), t), (g, si)) in columns.zip(gram.iter().zip(squares)) {
                 let r = (si + sj - 2.0 * g).max(0.0);
-                *k = exp_fma(-r / sigma);
+                *k = exp_nonpositive_fma(-r / sigma);
                 *h = *k * (0.5 * si - g);
                 *t = *k * (2.0 / sigma * r - d);
             }
