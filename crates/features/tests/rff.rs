@@ -327,3 +327,23 @@ fn jacobian_transpose_mul_propagates_nan() {
         assert!(jtw.iter().all(|v| v.is_nan()), "{embedding:?}: {jtw:?}");
     }
 }
+
+/// The Jacobian and the second derivatives written into a view whose
+/// columns are strided (a transposed matrix) equal, to the bit, those written
+/// into a plain column-major matrix; several tiles, both embeddings.
+#[test]
+fn derivatives_into_strided_views_match() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    for embedding in EMBEDDINGS {
+        let (d, big_d) = (3, 300);
+        let phi = RandomFourierFeatures::new(&kernel, d, big_d, embedding, &mut rng(4)).unwrap();
+        let x = [0.4, -0.2, 1.3];
+        let (mut plain, mut transposed) = (Mat::zeros(big_d, d), Mat::<f64>::zeros(d, big_d));
+        phi.jacobian(&x, plain.as_mut());
+        phi.jacobian(&x, transposed.as_mut().transpose_mut());
+        assert_eq!(plain, transposed.transpose().to_owned(), "{embedding:?}");
+        phi.second_derivatives(&x, plain.as_mut());
+        phi.second_derivatives(&x, transposed.as_mut().transpose_mut());
+        assert_eq!(plain, transposed.transpose().to_owned(), "{embedding:?}");
+    }
+}
