@@ -274,8 +274,8 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
             //      column, then the other columns, one per pass, and −M1
             //      (straight calls with constant K; the columns K ≥ DIM
             //      return at once)
-            let weights = &S::as_simd_f64s(padded).0[..chunks];
-            weigh_first_column(simd, block, weights, &mut sums[0], &mut totals[0]);
+            let block_weights = &S::as_simd_f64s(padded).0[..chunks];
+            weigh_first_column(simd, block, block_weights, &mut sums[0], &mut totals[0]);
             gram_column::<S, DIM, 1>(simd, block, &mut sums, &mut totals);
             gram_column::<S, DIM, 2>(simd, block, &mut sums, &mut totals);
             gram_column::<S, DIM, 3>(simd, block, &mut sums, &mut totals);
