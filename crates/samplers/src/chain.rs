@@ -199,10 +199,11 @@ const CHECKPOINT_VERSION: u32 = 2;
 /// empty history, the run does not record those states a second time: while
 /// adapting it records only the acceptance flags and log densities, and
 /// [`Run::into_chain`] takes the history's buffer, keeps the recorded rows
-/// (burn-in dropped, thinned) in place and appends the states recorded after
-/// adaptation stopped. The chain is the one a copying run gives, bit for
-/// bit; a KAMH chain of 10⁶ steps adapting throughout holds its 10⁶ states
-/// once (64 MB in d = 8), not twice.
+/// (burn-in dropped, thinned) in place and puts them before the states
+/// recorded after adaptation stopped. The chain is the one a copying run
+/// gives, bit for bit; a KAMH chain of 10⁶ steps adapting throughout holds
+/// its 10⁶ states once (64 MB in d = 8), not twice, and no state is ever
+/// held twice on the way.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run<P> {
     sampler: MetropolisHastings<P>,
@@ -368,12 +369,19 @@ impl<P: Proposal> Run<P> {
             let kept_steps = self.steps_done().min(self.kept_until());
             let leading = self.leading_rows();
             let kept = self.sampler.proposal_mut().take_kept_states();
-            let mut samples = self.recorded_kept_states(kept, leading, kept_steps);
-            // give back the dropped rows (burn-in, thinning) and the
-            // history's growth reserve before appending the copied states
-            samples.shrink_to(samples.len() + self.chain.samples.len());
-            samples.extend_from_slice(&self.chain.samples);
-            self.chain.samples = samples;
+            let mut from_history = self.recorded_kept_states(kept, leading, kept_steps);
+            if self.chain.samples.is_empty() {
+                // adapting throughout: the history's buffer is the chain;
+                // give back the dropped rows and the growth reserve
+                from_history.shrink_to_fit();
+                self.chain.samples = from_history;
+            } else {
+                // the history's rows are the earlier steps: the copied
+                // states move up in place (nothing to move in the default
+                // case, adaptation during burn-in only), so no more than
+                // one copy of any state is ever held
+                self.chain.samples.splice(0..0, from_history);
+            }
         }
         self.chain
     }
