@@ -306,13 +306,18 @@ pub struct RandomFourierFeatures {
     dim_in: usize,
     dim_out: usize,
     frequencies: Vec<f64>,
-    /// The frequencies again, by input coordinate: row l (of length
-    /// `padded`, the multiple of [`TILE`] ≥ m, zero beyond m) holds
-    /// `ω_{1,l} … ω_{m,l}`; for [`Embedding::CosPhase`] a last row holds the
-    /// phases. The per-point loops run over whole tiles of contiguous memory
-    /// and vectorise.
+    /// The frequencies again, by input coordinate and tile: tile t (of
+    /// [`TILE`] frequencies, the last one padded with zero frequencies) is a
+    /// contiguous run of d + 1 rows of length [`TILE`], row l holding
+    /// `ω_{j,l}` for the tile's frequencies j, the last row the phases (zero
+    /// for [`Embedding::SinCos`]). The per-point loops run over whole tiles
+    /// of contiguous memory and vectorise; a tile's rows (9 KiB at d = 8)
+    /// are one contiguous stretch that fits the L1 cache from the arguments
+    /// to the accumulation of the tile. (With whole rows of length m, 8 KiB
+    /// apart at m = 1000, the d + 1 rows of a block fall into the same few
+    /// cache sets; the tiled layout made `jacobian_transpose_mul` about 4%
+    /// faster at m = 1000, d = 8.)
     by_input: Vec<f64>,
-    padded: usize,
     phases: Vec<f64>,
     scale: f64,
     /// Inputs with every `|x_l|` up to this have every argument within half
@@ -410,14 +415,17 @@ impl RandomFourierFeatures {
         check_finite("frequency", &frequencies)?;
         check_finite("phase", &phases)?;
         let dim_out = embedding.dim_out(m);
-        let padded = m.div_ceil(TILE) * TILE;
-        let mut by_input = vec![0.0; (dim_in + 1) * padded];
+        let tile_len = (dim_in + 1) * TILE;
+        let mut by_input = vec![0.0; m.div_ceil(TILE) * tile_len];
         for (j, omega) in frequencies.chunks_exact(dim_in).enumerate() {
-            for (l, w) in omega.iter().enumerate() {
-                by_input[l * padded + j] = *w;
+            let tile = &mut by_input[j / TILE * tile_len..][..tile_len];
+            for (row, w) in tile.chunks_exact_mut(TILE).zip(omega) {
+                row[j % TILE] = *w;
+            }
+            if let Some(b) = phases.get(j) {
+                tile[dim_in * TILE + j % TILE] = *b;
             }
         }
-        by_input[dim_in * padded..][..phases.len()].copy_from_slice(&phases);
         let largest = |values: &mut dyn Iterator<Item = f64>| values.fold(0.0, f64::max);
         let largest_phase = largest(&mut phases.iter().map(|b| b.abs()));
         let largest_row_sum = largest(
@@ -432,7 +440,6 @@ impl RandomFourierFeatures {
             dim_out,
             frequencies,
             by_input,
-            padded,
             phases,
             scale: (2.0 / dim_out as f64).sqrt(),
             fast_input_limit,
@@ -533,22 +540,27 @@ impl RandomFourierFeatures {
         }
     }
 
-    /// Row l of [`Self::by_input`] on the tile starting at frequency `first`.
+    /// Row l of [`Self::by_input`] on the tile starting at frequency `first`
+    /// (a multiple of [`TILE`]).
     #[inline(always)]
     fn tile_column(&self, l: usize, first: usize) -> &[f64; TILE] {
-        self.by_input[l * self.padded + first..][..TILE]
+        let tile_len = (self.dim_in + 1) * TILE;
+        self.by_input[first / TILE * tile_len + l * TILE..][..TILE]
             .try_into()
             .expect("tiles lie inside the padded rows")
     }
 
-    /// Rows 0, 1, … of [`Self::by_input`] on the block starting at frequency
-    /// `first` (the last of the d + 1 rows holds the phases).
+    /// Rows 0, 1, … d of [`Self::by_input`] on the block starting at
+    /// frequency `first` (a multiple of [`BLOCK`]; the last row holds the
+    /// phases).
     #[inline(always)]
     fn block_rows(&self, first: usize) -> impl Iterator<Item = &[f64; BLOCK]> {
-        self.by_input.chunks_exact(self.padded).map(move |row| {
-            row[first..][..BLOCK]
+        let tile_len = (self.dim_in + 1) * TILE;
+        let tile = &self.by_input[first / TILE * tile_len..][..tile_len];
+        tile.chunks_exact(TILE).map(move |row| {
+            row[first % TILE..][..BLOCK]
                 .try_into()
-                .expect("blocks lie inside the padded rows")
+                .expect("blocks lie inside the tiles")
         })
     }
 
@@ -579,9 +591,7 @@ impl RandomFourierFeatures {
     /// coordinates.
     #[inline(always)]
     fn block_arguments<S: pulp::Simd>(&self, simd: S, first: usize, x: &[f64]) -> [f64; BLOCK] {
-        let mut args: [f64; BLOCK] = self.by_input[x.len() * self.padded + first..][..BLOCK]
-            .try_into()
-            .expect("blocks lie inside the padded rows");
+        let mut args = *self.block_rows(first).nth(x.len()).expect("the phases row");
         let vectors = S::as_mut_simd_f64s(&mut args).0;
         for (xl, omega) in x.iter().zip(self.block_rows(first)) {
             let xl = simd.splat_f64s(*xl);
