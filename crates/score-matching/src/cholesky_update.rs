@@ -23,12 +23,36 @@
 //! `‖E‖ = O(ε (‖A‖ + ‖V‖²))` whatever the condition number.
 //!
 //! Cost: `2km²` multiply-adds over the triangle (4 flops per rotated pair
-//! and rotation, each a multiplication and a fused multiply-add), in one pass
-//! over L's lower triangle: the column (contiguous in the column-major
-//! storage) stays in the L1 cache while the k rotations run over it, the
-//! rotation loops vectorise, and L is read and written once per update.
+//! and rotation, each a multiplication and a fused multiply-add).
+//!
+//! # Register blocking
+//!
+//! The `(c, s)` of rotation p at column j depend only on the diagonal (left
+//! by rotation p − 1) and `V[j, p]`, which no rotation of column j touches;
+//! so all k pairs of a column are computed first, and then the rows below j
+//! are swept in blocks of [`BLOCK_VECTORS`] SIMD vectors: a block of
+//! `L[·, j]` is loaded into registers once, receives the k rotations one
+//! after the other (each loading and storing only its own rows of V), and is
+//! stored once. Every entry sees exactly the operations of the plain
+//! one-rotation-at-a-time loop, in the same order, so the factor is bitwise
+//! the same; only the loads and stores of L drop from 2k to 2 per entry.
+//!
+//! The columns of V are taken in groups of at most [`GROUP`] (the pairs of
+//! a group live in registers and on the stack): a group's rotations touch
+//! only its own columns of V, and column j of L receives them after those
+//! of the earlier groups, exactly as in the one-pass order; so updating by
+//! one group after the other (a rank-`GROUP` update per pass over L) applies
+//! the same operations in the same order to every entry.
 
 use faer::MatMut;
+use pulp::Simd;
+
+/// Columns of V rotated together in one pass over the triangle.
+const GROUP: usize = 8;
+/// SIMD vectors of a column of L kept in registers while the rotations of a
+/// group run over them (4 vectors of L, 4 of V and the 3 splatted
+/// coefficients fit the 16 AVX2 registers).
+const BLOCK_VECTORS: usize = 4;
 
 /// [`rank_update`] failed: a diagonal entry is not positive and finite
 /// (non-finite input, or a factor that was not a Cholesky factor).
@@ -44,71 +68,140 @@ pub(crate) struct NotPositive;
 ///
 /// Allocates nothing. On error the factor is partly updated: refactorise.
 pub(crate) fn rank_update(
-    factor: MatMut<'_, f64>,
-    vectors: MatMut<'_, f64>,
+    mut factor: MatMut<'_, f64>,
+    mut vectors: MatMut<'_, f64>,
 ) -> Result<(), NotPositive> {
     debug_assert!(factor.nrows() == factor.ncols() && vectors.nrows() == factor.nrows());
-    pulp::Arch::new().dispatch(RankUpdate { factor, vectors })
+    let k = vectors.ncols();
+    for first in (0..k).step_by(GROUP) {
+        let count = GROUP.min(k - first);
+        let mut columns: [&mut [f64]; GROUP] = Default::default();
+        for (slot, column) in columns
+            .iter_mut()
+            .zip(vectors.as_mut().subcols_mut(first, count).col_iter_mut())
+        {
+            *slot = column
+                .try_as_col_major_mut()
+                .expect("contiguous columns")
+                .as_slice_mut();
+        }
+        pulp::Arch::new().dispatch(GroupUpdate {
+            factor: factor.as_mut(),
+            columns: &mut columns[..count],
+        })?;
+    }
+    Ok(())
 }
 
-/// [`rank_update`] as a [`pulp::WithSimd`] operation, compiled for the best
-/// instruction set of the running CPU (AVX2 + FMA where available), where the
-/// rotation loop vectorises and `mul_add` is one instruction. Every value is
-/// computed by the same scalar operations whatever the vector width, so the
-/// result does not depend on the CPU.
-struct RankUpdate<'a> {
+/// The update by one group of at most [`GROUP`] columns of V, as a
+/// [`pulp::WithSimd`] operation compiled for the best instruction set of the
+/// running CPU (AVX2 + FMA where available). Every value is computed by the
+/// same scalar operations whatever the vector width (`mul_add` is one fused
+/// operation on every back-end), so the result does not depend on the CPU.
+struct GroupUpdate<'a, 'v> {
     factor: MatMut<'a, f64>,
-    vectors: MatMut<'a, f64>,
+    columns: &'a mut [&'v mut [f64]],
 }
 
-impl pulp::WithSimd for RankUpdate<'_> {
+impl pulp::WithSimd for GroupUpdate<'_, '_> {
     type Output = Result<(), NotPositive>;
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) -> Result<(), NotPositive> {
+    fn with_simd<S: Simd>(self, simd: S) -> Result<(), NotPositive> {
         let Self {
             mut factor,
-            mut vectors,
+            columns,
         } = self;
-        let (m, k) = (factor.nrows(), vectors.ncols());
-        for j in 0..m {
-            let column = column_mut(factor.as_mut(), j);
+        let count = columns.len();
+        let zero = simd.splat_f64s(0.0);
+        for j in 0..factor.nrows() {
+            let column = factor
+                .as_mut()
+                .col_mut(j)
+                .try_as_col_major_mut()
+                .expect("contiguous columns")
+                .as_slice_mut();
             let (diagonal, below) = column[j..].split_first_mut().expect("j < m");
-            for p in 0..k {
-                let v = column_mut(vectors.as_mut(), p);
-                let (head, v_below) = v[j..].split_first_mut().expect("j < m");
-                let (l, vj) = (*diagonal, *head);
+            // the pairs of the group, in order: rotation p sees the diagonal
+            // left by rotation p − 1
+            let mut rotations = [Rotation {
+                c: zero,
+                s: zero,
+                minus_s: zero,
+            }; GROUP];
+            let mut scalars = [(0.0, 0.0); GROUP];
+            for ((v, rotation), scalar) in columns.iter().zip(&mut rotations).zip(&mut scalars) {
+                let (l, vj) = (*diagonal, v[j]);
                 let r = l.mul_add(l, vj * vj).sqrt();
                 if !(r.is_finite() && r > 0.0) {
                     return Err(NotPositive);
                 }
                 let (c, s) = (l / r, vj / r);
                 *diagonal = r;
-                rotate(c, s, below, v_below);
+                *scalar = (c, s);
+                // −s·x is computed as (−s)·x: the same value, exactly
+                *rotation = Rotation {
+                    c: simd.splat_f64s(c),
+                    s: simd.splat_f64s(s),
+                    minus_s: simd.splat_f64s(-s),
+                };
+            }
+            let rotations = &rotations[..count];
+            // the rows below j: whole blocks of BLOCK_VECTORS vectors, then
+            // single vectors, then the scalar tail (the same split for L and
+            // every column of V, which all have the length m − j − 1)
+            let (l_vectors, l_tail) = S::as_mut_simd_f64s(below);
+            let mut v_vectors: [&mut [S::f64s]; GROUP] = Default::default();
+            let mut v_tails: [&mut [f64]; GROUP] = Default::default();
+            for ((v, vectors), tail) in columns.iter_mut().zip(&mut v_vectors).zip(&mut v_tails) {
+                (*vectors, *tail) = S::as_mut_simd_f64s(&mut v[j + 1..]);
+            }
+            let (l_blocks, l_single) = l_vectors.as_chunks_mut::<BLOCK_VECTORS>();
+            for (b, l_block) in l_blocks.iter_mut().enumerate() {
+                let mut l = *l_block;
+                for (rotation, v) in rotations.iter().zip(&mut v_vectors) {
+                    let v = &mut v[b * BLOCK_VECTORS..(b + 1) * BLOCK_VECTORS];
+                    for (x, y) in l.iter_mut().zip(v) {
+                        (*x, *y) = rotation.apply(simd, *x, *y);
+                    }
+                }
+                *l_block = l;
+            }
+            let single_start = l_blocks.len() * BLOCK_VECTORS;
+            for (i, x) in l_single.iter_mut().enumerate() {
+                for (rotation, v) in rotations.iter().zip(&mut v_vectors) {
+                    let y = &mut v[single_start + i];
+                    (*x, *y) = rotation.apply(simd, *x, *y);
+                }
+            }
+            for (i, x) in l_tail.iter_mut().enumerate() {
+                for (&(c, s), v) in scalars[..count].iter().zip(&mut v_tails) {
+                    let y = v[i];
+                    (*x, v[i]) = (c.mul_add(*x, s * y), c.mul_add(y, -(s * *x)));
+                }
             }
         }
         Ok(())
     }
 }
 
-/// Column j of a matrix with contiguous columns, as a slice.
-#[inline(always)]
-fn column_mut(matrix: MatMut<'_, f64>, j: usize) -> &mut [f64] {
-    matrix
-        .col_mut(j)
-        .try_as_col_major_mut()
-        .expect("contiguous columns")
-        .as_slice_mut()
+/// One Givens rotation `(x, y) ← (c x + s y, c y − s x)` with its
+/// coefficients splatted over a SIMD vector.
+#[derive(Clone, Copy)]
+struct Rotation<V> {
+    c: V,
+    s: V,
+    minus_s: V,
 }
 
-/// `(a_i, b_i) ← (c a_i + s b_i, c b_i − s a_i)`: one Givens rotation of two
-/// equally long slices; a plain elementwise loop, so it vectorises.
-#[inline(always)]
-fn rotate(c: f64, s: f64, a: &mut [f64], b: &mut [f64]) {
-    for (a, b) in a.iter_mut().zip(b.iter_mut()) {
-        let (x, y) = (*a, *b);
-        *a = c.mul_add(x, s * y);
-        *b = c.mul_add(y, -(s * x));
+impl<V: Copy> Rotation<V> {
+    /// The rotated pair, computed as `(fma(c, x, s·y), fma(c, y, (−s)·x))`.
+    #[inline(always)]
+    fn apply<S: Simd<f64s = V>>(&self, simd: S, x: V, y: V) -> (V, V) {
+        (
+            simd.mul_add_f64s(self.c, x, simd.mul_f64s(self.s, y)),
+            simd.mul_add_f64s(self.c, y, simd.mul_f64s(self.minus_s, x)),
+        )
     }
 }
 
@@ -221,6 +314,65 @@ mod tests {
         .expect("positive update");
         let error = max_abs(&(&ours - &theirs)) / max_abs(&theirs);
         assert!(error < 1e-12, "relative difference {error:e}");
+    }
+
+    /// The plain loop the register-blocked sweep reorganises: at each
+    /// column, the k rotations one after the other, each a full pass over
+    /// the rows below the diagonal.
+    fn rank_update_one_rotation_at_a_time(l: &mut Mat<f64>, v: &mut Mat<f64>) {
+        let (m, k) = (l.nrows(), v.ncols());
+        for j in 0..m {
+            for p in 0..k {
+                let (x, y) = (l[(j, j)], v[(j, p)]);
+                let r = x.mul_add(x, y * y).sqrt();
+                let (c, s) = (x / r, y / r);
+                l[(j, j)] = r;
+                for i in j + 1..m {
+                    let (x, y) = (l[(i, j)], v[(i, p)]);
+                    l[(i, j)] = c.mul_add(x, s * y);
+                    v[(i, p)] = c.mul_add(y, -(s * x));
+                }
+            }
+        }
+    }
+
+    /// The register-blocked sweep applies exactly the operations of the
+    /// plain loop, in the same order, to every entry: bitwise the same
+    /// factor and the same leftover V, for sizes around the block and vector
+    /// lengths and for more columns of V than one group holds.
+    #[test]
+    fn is_bitwise_the_one_rotation_at_a_time_loop() {
+        for (m, k, seed) in [
+            (1, 1, 9),
+            (3, 2, 10),
+            (17, 8, 11),
+            (33, 5, 12),
+            (70, 11, 13),
+        ] {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            let a = spd(m, 100.0, &mut rng);
+            let v = Mat::from_fn(m, k, |_, _| rng.sample::<f64, _>(StandardNormal));
+            let (mut ours, mut our_v) = (lower_factor(&a), v.clone());
+            rank_update(ours.as_mut(), our_v.as_mut()).expect("positive update");
+            let (mut plain, mut plain_v) = (lower_factor(&a), v.clone());
+            rank_update_one_rotation_at_a_time(&mut plain, &mut plain_v);
+            for j in 0..m {
+                for i in j..m {
+                    assert_eq!(
+                        ours[(i, j)].to_bits(),
+                        plain[(i, j)].to_bits(),
+                        "m = {m}, k = {k}: L[{i}, {j}]"
+                    );
+                }
+                for p in 0..k {
+                    assert_eq!(
+                        our_v[(j, p)].to_bits(),
+                        plain_v[(j, p)].to_bits(),
+                        "m = {m}, k = {k}: V[{j}, {p}]"
+                    );
+                }
+            }
+        }
     }
 
     /// Non-finite input is an error, not a silently wrong factor.

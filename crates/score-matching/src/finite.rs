@@ -362,13 +362,27 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             solve_lower_triangular_in_place(l, z.as_mat_mut(), Par::Seq);
             solve_upper_triangular_in_place(l.transpose(), z.as_mat_mut(), Par::Seq);
         };
-        precondition(&mut self.work.preconditioned, &self.work.residual);
-        self.work.direction.copy_from(&self.work.preconditioned);
-        let mut rz = dot(&self.work.residual, &self.work.preconditioned);
-        for _ in 0..MAX_SOLVE_ITERATIONS {
+        // The residual is checked before it is preconditioned, so the
+        // preconditioner solve (two passes over the factor) runs only when
+        // another step follows; the iterates are those of the textbook
+        // order, which preconditions every new residual.
+        let mut rz = 0.0;
+        for iteration in 0..MAX_SOLVE_ITERATIONS {
             if dot(&self.work.residual, &self.work.residual).sqrt() <= SOLVE_TOLERANCE * b_norm {
                 return true;
             }
+            precondition(&mut self.work.preconditioned, &self.work.residual);
+            let rz_next = dot(&self.work.residual, &self.work.preconditioned);
+            if iteration == 0 {
+                self.work.direction.copy_from(&self.work.preconditioned);
+            } else {
+                let beta = rz_next / rz;
+                for i in 0..m {
+                    self.work.direction[i] =
+                        self.work.preconditioned[i] + beta * self.work.direction[i];
+                }
+            }
+            rz = rz_next;
             symmetric_lower_mul(
                 self.c_sum.as_ref(),
                 self.work
@@ -386,14 +400,6 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             for i in 0..m {
                 self.theta[i] += step * self.work.direction[i];
                 self.work.residual[i] -= step * self.work.product[i];
-            }
-            precondition(&mut self.work.preconditioned, &self.work.residual);
-            let rz_next = dot(&self.work.residual, &self.work.preconditioned);
-            let beta = rz_next / rz;
-            rz = rz_next;
-            for i in 0..m {
-                self.work.direction[i] =
-                    self.work.preconditioned[i] + beta * self.work.direction[i];
             }
         }
         false

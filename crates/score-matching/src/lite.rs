@@ -70,6 +70,12 @@ const LANES: usize = 4;
 /// vectorised loop over a slice between the two mat-vec steps.
 const CHUNK: usize = 64;
 
+/// Points whose exponents are computed together, [`LANES`] at a time: the
+/// loop over the coordinates is the outer one, so that the chains of d
+/// fused multiply-adds of these blocks interleave in program order and the
+/// CPU overlaps their latency (one block's chain alone is latency-bound).
+const DISTANCE_POINTS: usize = 4 * LANES;
+
 /// Points per group of the exponential loop: four AVX2 vectors in flight.
 const EXP_GROUP: usize = 16;
 
@@ -152,7 +158,8 @@ impl Packed {
 struct Totals {
     /// `Σ wᵢ`.
     weights: [f64; LANES],
-    /// `Σ eᵢ wᵢ` with the exponents `eᵢ = −‖x − zᵢ‖²/σ` (for the Laplacian).
+    /// `Σ eᵢ wᵢ` with the exponents `eᵢ = −‖x − zᵢ‖²/σ` (for the Laplacian;
+    /// zero from a pass without it).
     weighted_exponents: [f64; LANES],
 }
 
@@ -207,24 +214,41 @@ impl LiteEstimator {
         &self.alpha
     }
 
+    /// Writes `∇f` at the point of the last evaluation, whose other sums are
+    /// `totals`, into `grad`; returns `Σᵢ wᵢ`.
+    fn write_gradient(&self, totals: &Totals, grad: &mut [f64]) -> f64 {
+        let total = lane_sum(&totals.weights);
+        // ∇f = (2/σ) Σᵢ wᵢ (zᵢ − c) − (2/σ)(x − c) Σᵢ wᵢ
+        let scale = 2.0 / self.sigma;
+        let Packed {
+            direction, sums, ..
+        } = &self.packed;
+        for ((g, sum), y) in grad.iter_mut().zip(sums).zip(direction) {
+            *g = scale * lane_sum(sum) - y * total;
+        }
+        total
+    }
+
     /// Evaluates at `x` (of a fitted model): fills `direction` and `sums` of
-    /// [`Packed`] and returns the other lane-partial sums.
-    fn evaluate(&mut self, x: &[f64]) -> Totals {
+    /// [`Packed`] and returns the other lane-partial sums, the weighted
+    /// exponents only if `LAPLACIAN` (a gradient alone skips their
+    /// accumulation, one fused multiply-add per vector of points).
+    fn evaluate<const LAPLACIAN: bool>(&mut self, x: &[f64]) -> Totals {
         if self.packed.alpha.len() != self.alpha.len().next_multiple_of(CHUNK) {
             // only the first evaluation after a deserialisation
             self.packed = Packed::new(&self.basis, &self.alpha, self.dim, self.sigma);
         }
         let (packed, sigma) = (&mut self.packed, self.sigma);
         match self.dim {
-            1 => evaluate_in::<1>(packed, x, sigma),
-            2 => evaluate_in::<2>(packed, x, sigma),
-            3 => evaluate_in::<3>(packed, x, sigma),
-            4 => evaluate_in::<4>(packed, x, sigma),
-            5 => evaluate_in::<5>(packed, x, sigma),
-            6 => evaluate_in::<6>(packed, x, sigma),
-            7 => evaluate_in::<7>(packed, x, sigma),
-            MAX_REGISTER_DIM => evaluate_in::<MAX_REGISTER_DIM>(packed, x, sigma),
-            _ => evaluate_in::<0>(packed, x, sigma),
+            1 => evaluate_in::<1, LAPLACIAN>(packed, x, sigma),
+            2 => evaluate_in::<2, LAPLACIAN>(packed, x, sigma),
+            3 => evaluate_in::<3, LAPLACIAN>(packed, x, sigma),
+            4 => evaluate_in::<4, LAPLACIAN>(packed, x, sigma),
+            5 => evaluate_in::<5, LAPLACIAN>(packed, x, sigma),
+            6 => evaluate_in::<6, LAPLACIAN>(packed, x, sigma),
+            7 => evaluate_in::<7, LAPLACIAN>(packed, x, sigma),
+            MAX_REGISTER_DIM => evaluate_in::<MAX_REGISTER_DIM, LAPLACIAN>(packed, x, sigma),
+            _ => evaluate_in::<0, LAPLACIAN>(packed, x, sigma),
         }
     }
 }
@@ -232,8 +256,12 @@ impl LiteEstimator {
 /// One evaluation pass with `d = DIM` if `DIM > 0` (the partial sums in
 /// registers), else `d = x.len()` (the partial sums in [`Packed::sums`]),
 /// dispatched by `pulp` to the best instruction set of the running CPU.
-fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> Totals {
-    pulp::Arch::new().dispatch(Evaluation::<DIM> { packed, x, sigma })
+fn evaluate_in<const DIM: usize, const LAPLACIAN: bool>(
+    packed: &mut Packed,
+    x: &[f64],
+    sigma: f64,
+) -> Totals {
+    pulp::Arch::new().dispatch(Evaluation::<DIM, LAPLACIAN> { packed, x, sigma })
 }
 
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
@@ -245,13 +273,13 @@ fn evaluate_in<const DIM: usize>(packed: &mut Packed, x: &[f64], sigma: f64) -> 
 /// accumulated with fused multiply-adds (`f64::mul_add` semantics on every
 /// CPU, in software where the instruction is missing), so the result does
 /// not depend on the CPU.
-struct Evaluation<'a, const DIM: usize> {
+struct Evaluation<'a, const DIM: usize, const LAPLACIAN: bool> {
     packed: &'a mut Packed,
     x: &'a [f64],
     sigma: f64,
 }
 
-impl<const DIM: usize> pulp::WithSimd for Evaluation<'_, DIM> {
+impl<const DIM: usize, const LAPLACIAN: bool> pulp::WithSimd for Evaluation<'_, DIM, LAPLACIAN> {
     type Output = Totals;
 
     #[inline(always)]
@@ -287,12 +315,12 @@ impl<const DIM: usize> pulp::WithSimd for Evaluation<'_, DIM> {
             // the partial sums in a local array, which the compiler keeps in
             // registers: its length and the loops over it are constants
             let mut local = [[0.0; LANES]; DIM];
-            let totals = basis.pass(simd, &direction[..DIM], base, &mut local);
+            let totals = basis.pass::<S, LAPLACIAN>(simd, &direction[..DIM], base, &mut local);
             sums.copy_from_slice(&local);
             totals
         } else {
             sums.fill([0.0; LANES]);
-            basis.pass(simd, direction, base, sums)
+            basis.pass::<S, LAPLACIAN>(simd, direction, base, sums)
         }
     }
 }
@@ -309,7 +337,7 @@ impl Basis<'_> {
     /// `base = −‖x − c‖²/σ`: adds the lane-partial sums of `wᵢ (zᵢ − c)` to
     /// `sums` (one `[f64; LANES]` per coordinate) and returns the others.
     #[inline(always)]
-    fn pass<S: pulp::Simd>(
+    fn pass<S: pulp::Simd, const LAPLACIAN: bool>(
         &self,
         simd: S,
         direction: &[f64],
@@ -330,23 +358,28 @@ impl Basis<'_> {
             .zip(self.offsets.as_chunks::<CHUNK>().0)
             .zip(self.alpha.as_chunks::<CHUNK>().0);
         for ((points, offsets), alpha) in chunks {
-            let blocks = || {
-                points
-                    .chunks_exact(block_len)
-                    .map(|b| b.as_chunks::<LANES>().0)
-            };
-            // the exponents `offset + base + direction · (z − c)`, block by block
-            let exponent_blocks = exponents.as_chunks_mut::<LANES>().0.iter_mut();
-            let offset_blocks = offsets.as_chunks::<LANES>().0.iter();
-            for ((exponent, offset), rows) in exponent_blocks.zip(offset_blocks).zip(blocks()) {
+            // the exponents `offset + base + direction · (z − c)`,
+            // DISTANCE_POINTS at a time, coordinate by coordinate
+            let exponent_groups = exponents.as_chunks_mut::<DISTANCE_POINTS>().0;
+            let offset_groups = offsets.as_chunks::<DISTANCE_POINTS>().0;
+            let point_groups = points.chunks_exact(DISTANCE_POINTS * direction.len());
+            for ((exponent, offset), points) in exponent_groups
+                .iter_mut()
+                .zip(offset_groups)
+                .zip(point_groups)
+            {
                 let e = S::as_mut_simd_f64s(exponent).0;
                 for (e, o) in e.iter_mut().zip(S::as_simd_f64s(offset).0) {
                     *e = simd.add_f64s(*o, base);
                 }
-                for (row, y) in rows.iter().zip(direction) {
+                for (l, y) in direction.iter().enumerate() {
                     let y = simd.splat_f64s(*y);
-                    for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
-                        *e = simd.mul_add_f64s(*z, y, *e);
+                    let blocks = e.chunks_exact_mut(LANES / S::F64_LANES);
+                    for (e, block) in blocks.zip(points.chunks_exact(block_len)) {
+                        let row = &block[l * LANES..(l + 1) * LANES];
+                        for (e, z) in e.iter_mut().zip(S::as_simd_f64s(row).0) {
+                            *e = simd.mul_add_f64s(*z, y, *e);
+                        }
                     }
                 }
             }
@@ -368,7 +401,10 @@ impl Basis<'_> {
             // the weighted sums, block by block
             let weight_blocks = weights.as_chunks::<LANES>().0.iter();
             let exponent_blocks = exponents.as_chunks::<LANES>().0.iter();
-            for ((weight, exponent), rows) in weight_blocks.zip(exponent_blocks).zip(blocks()) {
+            let blocks = points
+                .chunks_exact(block_len)
+                .map(|b| b.as_chunks::<LANES>().0);
+            for ((weight, exponent), rows) in weight_blocks.zip(exponent_blocks).zip(blocks) {
                 let w = S::as_simd_f64s(weight).0;
                 for (row, sum) in rows.iter().zip(sums.iter_mut()) {
                     let sum = S::as_mut_simd_f64s(sum).0;
@@ -377,11 +413,15 @@ impl Basis<'_> {
                     }
                 }
                 let total = S::as_mut_simd_f64s(&mut totals.weights).0;
-                let weighted = S::as_mut_simd_f64s(&mut totals.weighted_exponents).0;
-                let e = S::as_simd_f64s(exponent).0;
-                for (((t, we), w), e) in total.iter_mut().zip(weighted).zip(w).zip(e) {
+                for (t, w) in total.iter_mut().zip(w) {
                     *t = simd.add_f64s(*t, *w);
-                    *we = simd.mul_add_f64s(*e, *w, *we);
+                }
+                if LAPLACIAN {
+                    let weighted = S::as_mut_simd_f64s(&mut totals.weighted_exponents).0;
+                    let e = S::as_simd_f64s(exponent).0;
+                    for ((we, w), e) in weighted.iter_mut().zip(w).zip(e) {
+                        *we = simd.mul_add_f64s(*e, *w, *we);
+                    }
                 }
             }
         }
@@ -725,11 +765,18 @@ impl GradientModel for LiteEstimator {
         if self.alpha.is_empty() {
             return 0.0;
         }
-        lane_sum(&self.evaluate(x).weights)
+        lane_sum(&self.evaluate::<false>(x).weights)
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
-        self.grad_and_laplacian(x, out);
+        debug_assert!(x.len() == out.len());
+        debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
+        if self.alpha.is_empty() {
+            out.fill(0.0);
+            return;
+        }
+        let totals = self.evaluate::<false>(x);
+        self.write_gradient(&totals, out);
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
@@ -739,20 +786,12 @@ impl GradientModel for LiteEstimator {
             grad.fill(0.0);
             return 0.0;
         }
-        let totals = self.evaluate(x);
-        let total = lane_sum(&totals.weights);
-        // ∇f = (2/σ) Σᵢ wᵢ (zᵢ − c) − (2/σ)(x − c) Σᵢ wᵢ
-        let scale = 2.0 / self.sigma;
-        let Packed {
-            direction, sums, ..
-        } = &self.packed;
-        for ((g, sum), y) in grad.iter_mut().zip(sums).zip(direction) {
-            *g = scale * lane_sum(sum) - y * total;
-        }
+        let totals = self.evaluate::<true>(x);
+        let total = self.write_gradient(&totals, grad);
         // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k = −(2/σ)(2e + d) k with the
         // exponent e = −‖x − z‖²/σ
         let d = x.len() as f64;
-        -scale * (2.0 * lane_sum(&totals.weighted_exponents) + d * total)
+        -2.0 / self.sigma * (2.0 * lane_sum(&totals.weighted_exponents) + d * total)
     }
 }
 
