@@ -602,17 +602,19 @@ fn sums_update_flops(m: f64, d: f64) -> f64 {
 /// Preconditioned CG iterations per online update with the default ridge at
 /// the benchmark's counts (fitted on 2m points, then updated: t/t₀ < 1.125):
 /// 4 after the initial residual, counted with callgrind (5 products with the
-/// sums and 5 preconditioner solves per update at m = 1000, a few updates
-/// after the fit). Data-dependent: the preconditioned matrix's eigenvalues
-/// lie in [1, t/t₀].
+/// sums per update at m = 1000, a few updates after the fit).
+/// Data-dependent: the preconditioned matrix's eigenvalues lie in
+/// [1, t/t₀].
 const PCG_ITERATIONS: f64 = 4.0;
 
 /// Flops of one online update with the default ridge: the sums' update, the
 /// rank-d Cholesky update, and the preconditioned solve: the initial
-/// residual and [`PCG_ITERATIONS`] iterations, each a product with the sums
-/// (2m²) and a preconditioner solve (two triangular solves, 2m²).
+/// residual (a product with the sums, 2m²) and [`PCG_ITERATIONS`]
+/// iterations, each a preconditioner solve (two triangular solves, 2m²) and
+/// a product with the sums. (The residual is tested before it is
+/// preconditioned, so the converged one is never preconditioned.)
 fn finite_update_flops(m: f64, d: f64) -> f64 {
-    sums_update_flops(m, d) + rank_update_flops(m, d) + (1.0 + PCG_ITERATIONS) * 4.0 * m * m
+    sums_update_flops(m, d) + rank_update_flops(m, d) + (1.0 + 2.0 * PCG_ITERATIONS) * 2.0 * m * m
 }
 
 /// Flops of one online update with a fixed ridge on the sums: the sums'
