@@ -256,38 +256,45 @@ fn accumulate_block<S: pulp::Simd>(
     }
 }
 
-/// `g_j = Σ_r (∂φ_r/∂a) w_r` over the rows r of the frequency with argument
-/// `args[j]`, for the weights `w` of those rows (one per frequency for
-/// [`Embedding::CosPhase`], the interleaved pair for [`Embedding::SinCos`]),
-/// with the sine and cosine `T`: the derivatives of [`feature_values`]
-/// (order 1) contracted with the weights in the same loop, so that it
-/// vectorises and nothing is stored in between.
+/// `g_j = Σ_r (∂φ_r/∂a) w_r / c` over the rows r of the frequency with
+/// argument `args[j]`, for the weights `w` of those rows (one per frequency
+/// for [`Embedding::CosPhase`], the interleaved pair for
+/// [`Embedding::SinCos`]), with the sine and cosine `T`: the derivatives of
+/// [`feature_values`] (order 1) contracted with the weights in the same
+/// loop, so that it vectorises and nothing is stored in between. The
+/// constant factor `c` ([`derivative_factor`]) is left out, for the caller
+/// to apply once to the sums over the frequencies: one multiplication per
+/// frequency fewer.
 ///
 /// The loop's length is the caller's run-time count: a loop of constant
 /// length would be unrolled in full, and the polynomials' coefficients would
 /// then be reloaded for every vector instead of staying in registers.
 #[inline(always)]
-fn weighted_derivatives<T: Trig>(
-    embedding: Embedding,
-    scale: f64,
-    args: &[f64],
-    w: &[f64],
-    g: &mut [f64],
-) {
+fn weighted_derivatives<T: Trig>(embedding: Embedding, args: &[f64], w: &[f64], g: &mut [f64]) {
     match embedding {
         // ∂φ/∂a = −scale·sin a: the sine alone
         Embedding::CosPhase => {
             for ((g, a), w) in g.iter_mut().zip(args).zip(w) {
-                *g = (-scale * T::sin(*a)) * w;
+                *g = T::sin(*a) * w;
             }
         }
-        // ∂(sin a, cos a)/∂a = (cos a, −sin a)
+        // ∂(sin a, cos a)/∂a = scale·(cos a, −sin a)
         Embedding::SinCos => {
             for ((g, a), w) in g.iter_mut().zip(args).zip(w.chunks_exact(2)) {
                 let (s, c) = T::sin_cos(*a);
-                *g = (scale * c).mul_add(w[0], (-scale * s) * w[1]);
+                *g = c.mul_add(w[0], -s * w[1]);
             }
         }
+    }
+}
+
+/// The factor [`weighted_derivatives`] leaves out: `−scale` for
+/// [`Embedding::CosPhase`] (`∂φ/∂a = −scale·sin a`), `scale` for
+/// [`Embedding::SinCos`].
+fn derivative_factor(embedding: Embedding, scale: f64) -> f64 {
+    match embedding {
+        Embedding::CosPhase => -scale,
+        Embedding::SinCos => scale,
     }
 }
 
@@ -629,7 +636,8 @@ impl RandomFourierFeatures {
     /// ([`weighted_derivatives`], zero beyond m), and, block by block, `g`
     /// multiplied into [`LANES`] partial sums per output coordinate
     /// ([`accumulate_block`], the block's `g` in registers across the
-    /// coordinates), which are added up at the end. The partial sums of up to
+    /// coordinates), which are added up and multiplied by
+    /// [`derivative_factor`] at the end. The partial sums of up to
     /// [`SWEEP_COORDINATES`] coordinates sit in a stack array; larger inputs
     /// sweep the frequencies once per group of coordinates.
     #[inline(always)]
@@ -650,7 +658,7 @@ impl RandomFourierFeatures {
                 let w = &weights[self.embedding.dim_out(first)..][..self.embedding.dim_out(count)];
                 self.tile_arguments(simd, first, x, &mut args);
                 let (a, tile_g) = (&args[..count], &mut g[..count]);
-                weighted_derivatives::<T>(self.embedding, self.scale, a, w, tile_g);
+                weighted_derivatives::<T>(self.embedding, a, w, tile_g);
                 g[count..].fill(0.0);
                 let blocks = g.as_chunks::<BLOCK>().0.iter().take(count.div_ceil(BLOCK));
                 for (start, g) in (first..).step_by(BLOCK).zip(blocks) {
@@ -660,8 +668,9 @@ impl RandomFourierFeatures {
                     }
                 }
             }
+            let factor = derivative_factor(self.embedding, self.scale);
             for (o, sums) in out.iter_mut().zip(sums.iter()) {
-                *o = sums.iter().sum();
+                *o = factor * sums.iter().sum::<f64>();
             }
         }
     }
