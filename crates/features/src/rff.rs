@@ -547,14 +547,22 @@ impl RandomFourierFeatures {
         }
     }
 
+    /// The d + 1 rows of [`Self::by_input`] of the tile holding frequency
+    /// `first` (contiguous, [`TILE`] long each; the last row holds the
+    /// phases).
+    #[inline(always)]
+    fn tile(&self, first: usize) -> &[f64] {
+        let tile_len = (self.dim_in + 1) * TILE;
+        &self.by_input[first / TILE * tile_len..][..tile_len]
+    }
+
     /// Row l of [`Self::by_input`] on the tile starting at frequency `first`
     /// (a multiple of [`TILE`]).
     #[inline(always)]
     fn tile_column(&self, l: usize, first: usize) -> &[f64; TILE] {
-        let tile_len = (self.dim_in + 1) * TILE;
-        self.by_input[first / TILE * tile_len + l * TILE..][..TILE]
+        self.tile(first)[l * TILE..][..TILE]
             .try_into()
-            .expect("tiles lie inside the padded rows")
+            .expect("rows are TILE long")
     }
 
     /// Rows 0, 1, … d of [`Self::by_input`] on the block starting at
@@ -562,9 +570,7 @@ impl RandomFourierFeatures {
     /// phases).
     #[inline(always)]
     fn block_rows(&self, first: usize) -> impl Iterator<Item = &[f64; BLOCK]> {
-        let tile_len = (self.dim_in + 1) * TILE;
-        let tile = &self.by_input[first / TILE * tile_len..][..tile_len];
-        tile.chunks_exact(TILE).map(move |row| {
+        self.tile(first).chunks_exact(TILE).map(move |row| {
             row[first % TILE..][..BLOCK]
                 .try_into()
                 .expect("blocks lie inside the tiles")
