@@ -1046,8 +1046,9 @@ fn run_cyclical<K: Kernel>(
     let kept = config.iterations as usize;
     let points = checkpoints(config.iterations);
     let mut timeline = Timeline::default();
-    let (mut samples, mut accepted, mut log_densities) = (
+    let (mut samples, mut accepted, mut log_densities, mut accept_probabilities) = (
         Vec::with_capacity(kept * d),
+        Vec::with_capacity(kept),
         Vec::with_capacity(kept),
         Vec::with_capacity(kept),
     );
@@ -1058,6 +1059,7 @@ fn run_cyclical<K: Kernel>(
             samples.extend_from_slice(sampler.position());
             accepted.push(info.accepted);
             log_densities.push(sampler.log_density());
+            accept_probabilities.push(info.accept_prob);
             if points.get(timeline.draws.len()) == Some(&(accepted.len() as u64)) {
                 timeline.record(accepted.len() as u64, t, start.elapsed().as_secs_f64());
             }
@@ -1077,6 +1079,7 @@ fn run_cyclical<K: Kernel>(
             samples,
             accepted,
             log_densities,
+            accept_probabilities,
             wall_time_secs: start.elapsed().as_secs_f64(),
             adaptation: proposal.summary(),
             seed,
@@ -1630,6 +1633,7 @@ mod tests {
             samples,
             accepted,
             log_densities: vec![0.0; n],
+            accept_probabilities: vec![0.0; n],
             wall_time_secs: 2.0,
             adaptation: AdaptationSummary::default(),
             seed: 0,

@@ -23,6 +23,9 @@ pub struct Chain {
     pub accepted: Vec<bool>,
     /// For each recorded state, its stored log density.
     pub log_densities: Vec<f64>,
+    /// For each recorded state, the acceptance probability min(1, ratio) of
+    /// the step that produced it (0 for a non-finite proposal).
+    pub accept_probabilities: Vec<f64>,
     /// Wall-clock seconds spent stepping (burn-in included, summed over resumes).
     pub wall_time_secs: f64,
     /// The proposal's adaptation state at the end of the run.
@@ -187,9 +190,8 @@ pub fn chain_rng(seed: u64, chain_index: u64) -> Xoshiro256PlusPlus {
     rng
 }
 
-/// Version 2: a run may share the states of adapting steps with its
-/// proposal's history ([`Run`]'s `shares_states`).
-const CHECKPOINT_VERSION: u32 = 2;
+/// Version 3: the chain records each step's acceptance probability.
+const CHECKPOINT_VERSION: u32 = 3;
 
 /// A run in progress: the engine plus what has been recorded so far.
 /// Serialising it is a complete checkpoint ([`Run::checkpoint`], [`Run::resume`]).
@@ -269,6 +271,7 @@ impl<P: Proposal> Run<P> {
             samples: Vec::with_capacity(copied as usize * dim),
             accepted: Vec::with_capacity(recorded as usize),
             log_densities: Vec::with_capacity(recorded as usize),
+            accept_probabilities: Vec::with_capacity(recorded as usize),
             wall_time_secs: 0.0,
             adaptation: AdaptationSummary::default(),
             seed,
@@ -339,6 +342,7 @@ impl<P: Proposal> Run<P> {
                 }
                 self.chain.accepted.push(info.accepted);
                 self.chain.log_densities.push(self.sampler.log_density());
+                self.chain.accept_probabilities.push(info.accept_prob);
             }
             if let Some(report) = progress
                 && (t.is_multiple_of(every) || t == total)

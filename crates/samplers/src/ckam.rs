@@ -714,6 +714,7 @@ fn run_cycles<K: Kernel>(
     let mut samples = Vec::with_capacity(kept * dim);
     let mut accepted = Vec::with_capacity(kept);
     let mut log_densities = Vec::with_capacity(kept);
+    let mut accept_probabilities = Vec::with_capacity(kept);
     let start = Instant::now();
     for t in 1..=total {
         let info = sampler.step(target);
@@ -721,6 +722,7 @@ fn run_cycles<K: Kernel>(
             samples.extend_from_slice(sampler.position());
             accepted.push(info.accepted);
             log_densities.push(sampler.log_density());
+            accept_probabilities.push(info.accept_prob);
         }
     }
     Ok(Chain {
@@ -728,6 +730,7 @@ fn run_cycles<K: Kernel>(
         samples,
         accepted,
         log_densities,
+        accept_probabilities,
         wall_time_secs: start.elapsed().as_secs_f64(),
         adaptation: sampler.proposal().summary(),
         seed,

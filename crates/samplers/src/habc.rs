@@ -405,6 +405,7 @@ impl<S: SummarySimulator> Habc<S> {
             samples: Vec::with_capacity(recorded * d),
             accepted: Vec::with_capacity(recorded),
             log_densities: Vec::with_capacity(recorded),
+            accept_probabilities: Vec::with_capacity(recorded),
             wall_time_secs: 0.0,
             adaptation: AdaptationSummary::default(),
             seed,
@@ -473,6 +474,9 @@ impl<S: SummarySimulator> Habc<S> {
                 chain.samples.extend_from_slice(&current);
                 chain.accepted.push(finite);
                 chain.log_densities.push(density);
+                chain
+                    .accept_probabilities
+                    .push(if finite { 1.0 } else { 0.0 });
             }
         }
         chain.wall_time_secs = clock.elapsed().as_secs_f64();

@@ -167,6 +167,20 @@ fn current_log_density_is_never_re_evaluated() {
             assert_eq!(chain.sample(i), chain.sample(i - 1));
         }
     }
+    // the recorded acceptance probability is min(1, π(x*)/π(x)) of the
+    // step: for an accepted random-walk step it is recomputable from the
+    // two stored log densities
+    assert_eq!(chain.accept_probabilities.len(), chain.len());
+    for i in 1..chain.len() {
+        let p = chain.accept_probabilities[i];
+        assert!((0.0..=1.0).contains(&p), "{p}");
+        if chain.accepted[i] {
+            let expected = (chain.log_densities[i] - chain.log_densities[i - 1])
+                .min(0.0)
+                .exp();
+            assert!((p - expected).abs() < 1e-12, "{p} vs {expected}");
+        }
+    }
 }
 
 #[test]
