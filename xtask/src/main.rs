@@ -4,7 +4,8 @@
 //! status; `cargo xtask reproduce <name> [--quick] [--seed S] [--chains K]
 //! [--out DIR] [--threads T] [--shard i/N]` runs one (or `all`) and writes
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
-//! `cargo xtask merge <name> DIR…` combines shard outputs.
+//! `cargo xtask merge <name> DIR…` combines shard outputs; `cargo xtask test`
+//! runs every test, Rust and Python.
 
 mod bench_report;
 mod benchmark;
@@ -15,6 +16,7 @@ mod plot;
 mod runner;
 mod spec;
 mod summary;
+mod test_command;
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
@@ -78,6 +80,13 @@ enum Command {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Run every test: `cargo test --workspace`, then the Python package's
+    /// build (into the project-local `.venv/`) and pytest.
+    Test {
+        /// Which suites to run.
+        #[arg(long, value_enum, default_value = "all")]
+        suite: test_command::Suite,
+    },
     /// Time every hot path of issue 9 and write DIR/bench-report.{md,json}.
     BenchReport {
         /// Few repetitions, shorter F-KAMH history and memory chain (CI).
@@ -131,6 +140,7 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::Test { suite } => test_command::main(suite),
         Command::BenchReport {
             quick,
             out,
