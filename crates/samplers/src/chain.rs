@@ -3,7 +3,7 @@
 
 use crate::Target;
 use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal};
-use crate::error::{Result, SamplerError, ensure};
+use crate::error::{Result, ensure};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -190,9 +190,6 @@ pub fn chain_rng(seed: u64, chain_index: u64) -> Xoshiro256PlusPlus {
     rng
 }
 
-/// Version 3: the chain records each step's acceptance probability.
-const CHECKPOINT_VERSION: u32 = 3;
-
 /// A run in progress: the engine plus what has been recorded so far.
 /// Serialising it is a complete checkpoint ([`Run::checkpoint`], [`Run::resume`]).
 ///
@@ -213,12 +210,6 @@ pub struct Run<P> {
     /// The proposal's kept states stand for the recorded states of the
     /// adapting steps (decided once, at the start).
     shares_states: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Checkpoint<R> {
-    version: u32,
-    run: R,
 }
 
 impl<P: Proposal> Run<P> {
@@ -432,35 +423,26 @@ impl<P: Proposal> Run<P> {
     }
 }
 
+/// The checkpoint kind of a run of proposal `P` (its type name).
+fn checkpoint_kind<P>() -> String {
+    format!("kameleon_samplers::Run<{}>", std::any::type_name::<P>())
+}
+
 impl<P: Proposal + Serialize> Run<P> {
     /// Writes the complete state (engine, proposal, rng, recorded chain) to
-    /// `path` with postcard, atomically (a temporary file then a rename).
+    /// `path` with [`crate::checkpoint::save`] (checked, atomic), under the
+    /// kind `kameleon_samplers::Run<P>` with `P`'s type name.
     pub fn checkpoint(&self, path: &Path) -> Result<()> {
-        let bytes = postcard::to_stdvec(&Checkpoint {
-            version: CHECKPOINT_VERSION,
-            run: self,
-        })?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
+        crate::checkpoint::save(path, &checkpoint_kind::<P>(), self)
     }
 }
 
 impl<P: Proposal + DeserializeOwned> Run<P> {
-    /// Reads a run written by [`Run::checkpoint`]; continuing it gives the
-    /// bit-identical chain of an uninterrupted run.
+    /// Reads a run written by [`Run::checkpoint`] for the same proposal type
+    /// (see [`crate::checkpoint::load`] for the checks); continuing it gives
+    /// the bit-identical chain of an uninterrupted run.
     pub fn resume(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path)?;
-        let checkpoint: Checkpoint<Self> = postcard::from_bytes(&bytes)?;
-        if checkpoint.version != CHECKPOINT_VERSION {
-            return Err(SamplerError::CheckpointVersion {
-                expected: CHECKPOINT_VERSION,
-                found: checkpoint.version,
-            });
-        }
-        Ok(checkpoint.run)
+        crate::checkpoint::load(path, &checkpoint_kind::<P>())
     }
 }
 

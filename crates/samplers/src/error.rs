@@ -34,19 +34,65 @@ pub enum SamplerError {
         /// The largest jitter tried.
         jitter: f64,
     },
-    /// Reading or writing a checkpoint file failed.
-    #[error("checkpoint i/o: {0}")]
+    /// A checkpoint file could not be written or read back.
+    #[error("checkpoint {}: {problem}", path.display())]
+    Checkpoint {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        #[source]
+        problem: CheckpointProblem,
+    },
+}
+
+/// What is wrong with a checkpoint file (see [`crate::checkpoint`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointProblem {
+    /// The file could not be read, written, synced or renamed.
+    #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
-    /// A checkpoint could not be encoded or decoded.
-    #[error("checkpoint encoding: {0}")]
-    Encoding(#[from] postcard::Error),
-    /// A checkpoint was written by an incompatible version of this crate.
+    /// The value could not be encoded.
+    #[error("cannot encode the value: {reason}")]
+    Unencodable {
+        /// The encoder's message.
+        reason: String,
+    },
+    /// The file does not start with the checkpoint magic.
+    #[error("not a checkpoint file (wrong magic bytes)")]
+    NotACheckpoint,
+    /// The file has another format version.
     #[error("checkpoint format version {found}, this build reads version {expected}")]
-    CheckpointVersion {
-        /// The version this build writes and reads.
-        expected: u32,
-        /// The version found in the file.
+    Version {
+        /// The version in the file.
         found: u32,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// The file holds another kind of value.
+    #[error("holds a `{found}`, not a `{wanted}`")]
+    WrongKind {
+        /// The kind in the file.
+        found: String,
+        /// The kind asked for.
+        wanted: String,
+    },
+    /// The file ends before its header or its payload does.
+    #[error("truncated (the file is shorter than its header says)")]
+    Truncated,
+    /// The checksum does not match the contents.
+    #[error("corrupt (checksum mismatch)")]
+    Corrupt,
+    /// The file goes on after its payload.
+    #[error("{extra} trailing bytes after the payload")]
+    TrailingBytes {
+        /// How many bytes follow the payload.
+        extra: u64,
+    },
+    /// The payload passed the checks but does not decode as the wanted type.
+    #[error("undecodable payload: {reason}")]
+    Undecodable {
+        /// The decoder's message.
+        reason: String,
     },
 }
 

@@ -35,6 +35,7 @@
 pub mod adaptation;
 mod am;
 mod chain;
+pub mod checkpoint;
 mod ckam;
 mod covariance;
 pub mod engine;
@@ -61,7 +62,7 @@ pub use covariance::ProposalCovariance;
 pub use engine::{
     AdaptationSummary, KeptStates, MetropolisHastings, Proposal, StepInfo, StepOutcome,
 };
-pub use error::{Result, SamplerError};
+pub use error::{CheckpointProblem, Result, SamplerError};
 pub use fkamh::FKamh;
 pub use habc::{Habc, HabcConfig, SummarySimulator, SyntheticLikelihood};
 pub use hmc::{HamiltonianMove, Hmc};
