@@ -2,6 +2,7 @@
 //! curves with interval whiskers or shaded bands on linear or log axes, and
 //! 95% proposal ellipses over a density heat map.
 
+use crate::files::write_file;
 use crate::summary::CurveStats;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -65,18 +66,19 @@ fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
     44 + (0.62 * f64::from(LEGEND_FONT) * chars).ceil() as u32
 }
 
-/// An SVG of `size` with a white legend column at its right, holding
+/// An SVG of `size` (drawn into `svg`; `path` names it in errors) with a white legend column at its right, holding
 /// `entries` from `top` px down; returns the area left of the column for
 /// the chart, so the legend never covers data.
 fn with_legend<'a>(
-    path: &'a Path,
+    path: &Path,
+    svg: &'a mut String,
     (width, height): (u32, u32),
     entries: &[(String, Mark)],
     top: i32,
 ) -> Result<DrawingArea<SVGBackend<'a>, plotters::coord::Shift>> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
     let legend = legend_width(entries.iter().map(|(l, _)| l.as_str()));
-    let root = SVGBackend::new(path, (width + legend, height)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width + legend, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(&e))?;
     let (chart_area, legend_area) = root.split_horizontally(width);
     let style = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK).pos(
@@ -114,6 +116,9 @@ pub fn grouped_bars(
     y_label: &str,
 ) -> Result<()> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
     let top = series
         .iter()
         .flat_map(|s| s.bars.iter().flatten())
@@ -126,7 +131,7 @@ pub fn grouped_bars(
         .enumerate()
         .map(|(k, s)| (s.label.clone(), Mark::Box(PALETTE[k % PALETTE.len()])))
         .collect();
-    let root = with_legend(path, (1000, 460), &entries, 50)?;
+    let root = with_legend(path, &mut svg, (1000, 460), &entries, 50)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(10)
@@ -177,7 +182,8 @@ pub fn grouped_bars(
             .map_err(|e| plot_err(&e))?;
     }
     root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    }
+    write_file(path, svg.as_bytes())
 }
 
 /// One point of a curve with its interval.
@@ -256,6 +262,9 @@ pub fn curves(
     series: &[Curve],
 ) -> Result<()> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
     let keep = |p: &CurvePoint| {
         p.x.is_finite()
             && p.y.is_finite()
@@ -298,7 +307,7 @@ pub fn curves(
         .iter()
         .map(|s| (s.label.clone(), Mark::Line(colour_of(s), width_of(s))))
         .collect();
-    let root = with_legend(path, (900, 560), &entries, 50)?;
+    let root = with_legend(path, &mut svg, (900, 560), &entries, 50)?;
     let mut builder = ChartBuilder::on(&root);
     builder
         .caption(title, ("sans-serif", 20))
@@ -364,7 +373,8 @@ pub fn curves(
         (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
     }
     root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    }
+    write_file(path, svg.as_bytes())
 }
 
 /// A 2-d Gaussian N(centre, Σ) whose region of given mass is drawn.
@@ -412,7 +422,10 @@ pub fn proposal_contours(
 ) -> Result<()> {
     const GRID: usize = 80;
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let root = SVGBackend::new(path, (760, 620)).into_drawing_area();
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
+    let root = SVGBackend::with_string(&mut svg, (760, 620)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -471,7 +484,8 @@ pub fn proposal_contours(
             .map_err(|e| plot_err(&e))?;
     }
     root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    }
+    write_file(path, svg.as_bytes())
 }
 
 #[cfg(test)]
