@@ -98,7 +98,8 @@ fn summary(dir: &Path) -> Value {
 }
 
 /// Kills a run (SIGKILL) 8 times at random moments within an
-/// uninterrupted run's duration, resuming each time, then lets it finish:
+/// uninterrupted run's duration, resuming each time (with --force every
+/// other time), then lets it finish:
 /// the summary (less wall times) and every chain file equal the
 /// uninterrupted run's, and no record is left that does not parse.
 #[test]
@@ -112,8 +113,18 @@ fn killed_runs_resume_to_the_uninterrupted_result() {
 
     let resumed = root.join("resumed");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2026);
-    for _ in 0..8 {
-        let mut child = spawn(&resumed, false);
+    for kill in 0..8 {
+        // Every other run reruns everything (--force), so kills also land
+        // while chain files whose records exist are being rewritten.
+        let mut command = command(&resumed, false);
+        if kill % 2 == 1 {
+            command.arg("--force");
+        }
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(duration.mul_f64(rng.random::<f64>()));
         child.kill().unwrap();
         child.wait().unwrap();
