@@ -270,7 +270,10 @@ pub fn run(opts: &ReportOptions) -> Result<Report> {
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let json = serde_json::to_string_pretty(&report)?;
     crate::files::write_file(&opts.out.join("bench-report.json"), json.as_bytes())?;
-    crate::files::write_file(&opts.out.join("bench-report.md"), markdown(&report).as_bytes())?;
+    crate::files::write_file(
+        &opts.out.join("bench-report.md"),
+        markdown(&report).as_bytes(),
+    )?;
     Ok(report)
 }
 

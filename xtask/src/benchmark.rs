@@ -356,7 +356,11 @@ fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
 /// each atomically.
 fn save(dir: &Path, reference: &Reference) -> Result<()> {
     create_dir(dir)?;
-    write_chain(&dir.join("benchmark.npy"), &reference.samples, reference.dim)?;
+    write_chain(
+        &dir.join("benchmark.npy"),
+        &reference.samples,
+        reference.dim,
+    )?;
     let json = serde_json::to_string_pretty(&reference.record)?;
     write_file(&dir.join("benchmark.json"), json.as_bytes())
 }

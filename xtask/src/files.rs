@@ -39,10 +39,7 @@ fn temp_path(path: &Path) -> Result<PathBuf> {
 /// directory, which is flushed to disk and renamed over `path`, so that
 /// readers (and a run after a crash) see the old file or the new one, never
 /// a torn one. The temporary file is removed if anything fails.
-pub fn write_atomic(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<()>,
-) -> Result<()> {
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let tmp = temp_path(path)?;
     let written = (|| -> Result<()> {
         let file = File::create_new(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
@@ -95,8 +92,7 @@ fn is_temp_name(name: &str) -> bool {
 pub fn remove_stale_temps(dir: &Path) -> Result<()> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))?;
+        let entries = std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))?;
         for entry in entries {
             let entry = entry.with_context(|| format!("listing {}", d.display()))?;
             let path = entry.path();
@@ -369,7 +365,10 @@ mod tests {
             });
         });
         assert!(versions.contains(&std::fs::read(&path).unwrap()));
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -387,7 +386,10 @@ mod tests {
         std::fs::write(&tmp, b"torn").unwrap();
         write_file(&sub.join("1.npy"), b"whole").unwrap();
         remove_stale_temps(&dir).unwrap();
-        let left: Vec<_> = std::fs::read_dir(&sub).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("1.npy")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -433,9 +435,15 @@ mod tests {
             "{:#}",
             lock_dir(&dir, Access::Shard { index: 1, count: 2 }).unwrap_err()
         );
-        assert!(err.contains("shard 1/2 is already running") && err.contains(&pid), "{err}");
+        assert!(
+            err.contains("shard 1/2 is already running") && err.contains(&pid),
+            "{err}"
+        );
         let err = format!("{:#}", lock_dir(&dir, Access::Whole).unwrap_err());
-        assert!(err.contains("running shard(s)") && err.contains(&pid), "{err}");
+        assert!(
+            err.contains("running shard(s)") && err.contains(&pid),
+            "{err}"
+        );
         drop((one, two));
         drop(lock_dir(&dir, Access::Whole).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -196,4 +196,3 @@ fn with_threads(threads: Option<usize>, f: impl FnOnce() -> Result<()> + Send) -
     }
     builder.build()?.install(f)
 }
-

@@ -244,8 +244,16 @@ impl<'a> Parser<'a> {
     /// A quoted string without escapes.
     fn string(&mut self) -> Result<&'a str> {
         self.skip_space();
-        let Some(quote) = self.rest().chars().next().filter(|&c| c == '\'' || c == '"') else {
-            bail!("malformed .npy header: expected a string at byte {}", self.pos);
+        let Some(quote) = self
+            .rest()
+            .chars()
+            .next()
+            .filter(|&c| c == '\'' || c == '"')
+        else {
+            bail!(
+                "malformed .npy header: expected a string at byte {}",
+                self.pos
+            );
         };
         let body = &self.rest()[1..];
         let Some(end) = body.find(quote) else {
@@ -334,7 +342,10 @@ mod tests {
         assert_eq!(back, samples);
         assert_eq!(read_chain(&path).unwrap(), (samples.clone(), 3));
         let h = read_chain_header(&path).unwrap();
-        assert_eq!((h.rows, h.cols, h.data_offset + 15 * 8), (5, 3, bytes.len()));
+        assert_eq!(
+            (h.rows, h.cols, h.data_offset + 15 * 8),
+            (5, 3, bytes.len())
+        );
         let err = format!("{:#}", write_chain(&path, &samples[..14], 3).unwrap_err());
         assert!(err.contains("chain.npy"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -372,10 +383,22 @@ mod tests {
             b
         };
         for (dict, why) in [
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1), }", "<f8"),
-            ("{'descr': '<f8', 'fortran_order': True, 'shape': (0, 1), }", "C order"),
-            ("{'descr': '<f8', 'fortran_order': False, 'shape': (0,), }", "2-d"),
-            ("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 0), }", "column"),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1), }",
+                "<f8",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': True, 'shape': (0, 1), }",
+                "C order",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (0,), }",
+                "2-d",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 0), }",
+                "column",
+            ),
             (
                 "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999, 1), }",
                 "shape",

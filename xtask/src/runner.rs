@@ -54,9 +54,7 @@ impl Shard {
     /// The shard of this process from Slurm's environment (see
     /// [`Shard::from_vars`]).
     pub fn from_env() -> Result<Self> {
-        Self::from_vars(|name| {
-            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-        })
+        Self::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
     }
 
     /// The shard from Slurm's variables, read through `var`:
@@ -75,9 +73,9 @@ impl Shard {
         let number = |name: &str| -> Result<Option<usize>> {
             var(name)
                 .map(|v| {
-                    v.trim().parse::<usize>().map_err(|_| {
-                        anyhow::anyhow!("{name}={v:?} is not a non-negative integer")
-                    })
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| anyhow::anyhow!("{name}={v:?} is not a non-negative integer"))
                 })
                 .transpose()
         };
@@ -585,9 +583,8 @@ fn copy_merged<R>(dir: &Path, gathered: &[Gathered<R>], chains: &[(PathBuf, Path
 where
     R: RecordFile,
 {
-    let canonical = |p: &Path| {
-        std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()))
-    };
+    let canonical =
+        |p: &Path| std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()));
     let here = canonical(dir)?;
     let jobs = dir.join("jobs");
     for g in gathered {
@@ -615,7 +612,10 @@ fn write_outputs(
 ) -> Result<()> {
     let figures = figures(summary, dir)?;
     summary.write_json(&dir.join("summary.json"))?;
-    write_file(&dir.join("summary.md"), markdown(summary, &figures).as_bytes())?;
+    write_file(
+        &dir.join("summary.md"),
+        markdown(summary, &figures).as_bytes(),
+    )?;
     println!("{}", summary_table(summary));
     println!("wrote {}", dir.display());
     Ok(())
@@ -731,8 +731,13 @@ fn job_state(
     if record.params != params || record.experiment != experiment {
         return JobState::Absent;
     }
-    if (&record.target, &record.sampler, &record.setting, record.chain, record.iterations)
-        != (&t, &s, &set, job.chain, job.cell.iterations)
+    if (
+        &record.target,
+        &record.sampler,
+        &record.setting,
+        record.chain,
+        record.iterations,
+    ) != (&t, &s, &set, job.chain, job.cell.iterations)
     {
         eprintln!(
             "warning: {} belongs to another chain; rerunning this one",
@@ -1390,7 +1395,9 @@ mod tests {
         assert_eq!(timeless(again), timeless(first.clone()));
         assert_eq!(chains(&dir), good_chains);
         let record: JobRecord = read_record(&damaged).unwrap().unwrap();
-        let original: JobRecord = serde_json::from_slice(&good_jobs[damaged.strip_prefix(dir.join("jobs")).unwrap()]).unwrap();
+        let original: JobRecord =
+            serde_json::from_slice(&good_jobs[damaged.strip_prefix(dir.join("jobs")).unwrap()])
+                .unwrap();
         assert_eq!(record.timeless(), original.timeless());
 
         // A --no-chains run, then a run that keeps chains writes them all.
@@ -1447,7 +1454,10 @@ mod tests {
         record.rows[0].metrics.insert("mean".into(), 42.0);
         write_record(&b.join(e.name).join("jobs"), &record).unwrap();
         let out = root.join("out");
-        let message = format!("{:#}", merge(&e, &[a.clone(), b.clone()], &out).unwrap_err());
+        let message = format!(
+            "{:#}",
+            merge(&e, &[a.clone(), b.clone()], &out).unwrap_err()
+        );
         assert!(
             message.contains(&path(&a).display().to_string())
                 && message.contains(&path(&b).display().to_string()),
@@ -1455,7 +1465,10 @@ mod tests {
         );
         std::fs::write(path(&b), b"not json").unwrap();
         let message = format!("{:#}", merge(&e, &[a, b.clone()], &out).unwrap_err());
-        assert!(message.contains(&path(&b).display().to_string()), "{message}");
+        assert!(
+            message.contains(&path(&b).display().to_string()),
+            "{message}"
+        );
         assert!(!out.exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
@@ -1491,17 +1504,48 @@ mod tests {
         ok(&[(id, "15"), (min, "1"), (step, "2"), (count, "8")], 8, 8);
         ok(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "3")], 1, 3);
         // The array takes precedence over the step's tasks.
-        ok(&[(id, "2"), (min, "1"), (count, "2"), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "3")], 2, 2);
-        fails(&[(id, "1"), (min, "x1"), (count, "8")], "SLURM_ARRAY_TASK_MIN=\"x1\"");
+        ok(
+            &[
+                (id, "2"),
+                (min, "1"),
+                (count, "2"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "3"),
+            ],
+            2,
+            2,
+        );
+        fails(
+            &[(id, "1"), (min, "x1"), (count, "8")],
+            "SLURM_ARRAY_TASK_MIN=\"x1\"",
+        );
         fails(&[(id, "-1"), (count, "8")], "SLURM_ARRAY_TASK_ID=\"-1\"");
-        fails(&[(id, "1"), (min, "2"), (count, "8")], "SLURM_ARRAY_TASK_ID=1 is below SLURM_ARRAY_TASK_MIN=2");
-        fails(&[(id, "9"), (min, "1"), (count, "8")], "SLURM_ARRAY_TASK_COUNT=8");
-        fails(&[(id, "2"), (min, "1"), (step, "2"), (count, "8")], "SLURM_ARRAY_TASK_STEP=2");
-        fails(&[(id, "1"), (min, "1"), (step, "0"), (count, "8")], "SLURM_ARRAY_TASK_STEP=0");
+        fails(
+            &[(id, "1"), (min, "2"), (count, "8")],
+            "SLURM_ARRAY_TASK_ID=1 is below SLURM_ARRAY_TASK_MIN=2",
+        );
+        fails(
+            &[(id, "9"), (min, "1"), (count, "8")],
+            "SLURM_ARRAY_TASK_COUNT=8",
+        );
+        fails(
+            &[(id, "2"), (min, "1"), (step, "2"), (count, "8")],
+            "SLURM_ARRAY_TASK_STEP=2",
+        );
+        fails(
+            &[(id, "1"), (min, "1"), (step, "0"), (count, "8")],
+            "SLURM_ARRAY_TASK_STEP=0",
+        );
         fails(&[(id, "1")], "SLURM_ARRAY_TASK_COUNT is not set");
         fails(&[(id, "0"), (count, "0")], "SLURM_ARRAY_TASK_COUNT=0");
-        fails(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "3")], "SLURM_PROCID=3");
-        fails(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "three")], "SLURM_NTASKS=\"three\"");
+        fails(
+            &[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "3")],
+            "SLURM_PROCID=3",
+        );
+        fails(
+            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "three")],
+            "SLURM_NTASKS=\"three\"",
+        );
         fails(&[], "none is set");
     }
 

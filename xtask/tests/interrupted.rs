@@ -108,7 +108,11 @@ fn killed_runs_resume_to_the_uninterrupted_result() {
     let reference = root.join("reference");
     let clock = Instant::now();
     let out = run(&reference);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let duration = clock.elapsed();
 
     let resumed = root.join("resumed");
@@ -130,7 +134,11 @@ fn killed_runs_resume_to_the_uninterrupted_result() {
         child.wait().unwrap();
     }
     let out = run(&resumed);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     assert_eq!(summary(&resumed), summary(&reference));
     let chains = |dir: &Path| tree(&dir.join(EXPERIMENT).join("chains"));
@@ -140,7 +148,10 @@ fn killed_runs_resume_to_the_uninterrupted_result() {
         .into_iter()
         .filter(|(p, _)| p.extension().is_some_and(|e| e == "npy"))
         .collect();
-    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
     for (path, bytes) in &expected {
         assert!(got[path] == *bytes, "{} differs", path.display());
     }
@@ -166,13 +177,19 @@ fn a_second_process_is_refused_while_the_first_runs() {
     // Wait until the first run holds the lock (it writes its pid there).
     let clock = Instant::now();
     while !std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&pid)) {
-        assert!(clock.elapsed() < Duration::from_secs(30), "the run never took its lock");
+        assert!(
+            clock.elapsed() < Duration::from_secs(30),
+            "the run never took its lock"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let clock = Instant::now();
     let second = run(&root);
     let refused = clock.elapsed();
-    assert!(first.try_wait().unwrap().is_none(), "the full-size run ended early");
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the full-size run ended early"
+    );
     first.kill().unwrap();
     first.wait().unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);
@@ -184,6 +201,10 @@ fn a_second_process_is_refused_while_the_first_runs() {
     assert!(refused < Duration::from_secs(5), "{refused:?}");
     // Once the first is gone (killed: the OS released its lock), runs go on.
     let out = run(&root);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

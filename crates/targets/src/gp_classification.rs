@@ -1001,7 +1001,10 @@ mod tests {
             ("RI,Type\n1.5,9\n", "line 2: unknown glass type 9"),
             ("RI,Type\n1.5,1.5\n", "unknown glass type 1.5"),
             ("RI,Type\n1.5,NaN\n", "unknown glass type NaN"),
-            ("RI,Type\n1.5,1\nabc,1\n", "line 3, column `RI`: `abc` is not a number"),
+            (
+                "RI,Type\n1.5,1\nabc,1\n",
+                "line 3, column `RI`: `abc` is not a number",
+            ),
             ("RI,Type\n1.5,1\n1.5\n", "glass.csv"),
             ("RI,Kind\n1.5,1\n", "last column `Type`"),
             ("Type\n1\n", "last column `Type`"),
