@@ -269,8 +269,11 @@ pub fn run(opts: &ReportOptions) -> Result<Report> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let json = serde_json::to_string_pretty(&report)?;
-    std::fs::write(opts.out.join("bench-report.json"), json)?;
-    std::fs::write(opts.out.join("bench-report.md"), markdown(&report))?;
+    crate::files::write_file(&opts.out.join("bench-report.json"), json.as_bytes())?;
+    crate::files::write_file(
+        &opts.out.join("bench-report.md"),
+        markdown(&report).as_bytes(),
+    )?;
     Ok(report)
 }
 

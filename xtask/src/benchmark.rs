@@ -6,7 +6,8 @@
 //! (`kamh-glass` and `kmc-glass` share the Glass benchmark); a cached file is
 //! used only if its recorded plan equals the current one.
 
-use crate::npy::write_chain;
+use crate::files::{create_dir, write_file};
+use crate::npy::{read_chain, write_chain};
 use crate::spec::{RunEnv, SamplerSpec, TargetSpec};
 use anyhow::{Context, Result, bail, ensure};
 use kameleon_diagnostics::{ess_bulk, per_dimension, rhat_rank};
@@ -254,8 +255,10 @@ const GLASS_THIN: u64 = 20;
 pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>> {
     let plan = key.plan(env.quick, env.seed);
     let dir = key.dir(env);
-    if let Some(reference) = load(&dir, &plan)? {
-        return Ok(Arc::new(reference));
+    match load(&dir, &plan) {
+        Ok(Some(reference)) => return Ok(Arc::new(reference)),
+        Ok(None) => {}
+        Err(e) => eprintln!("warning: the cached reference is damaged ({e:#}); recomputing it"),
     }
     println!(
         "computing the {} reference sample: {} {} chains × {} + {} iterations (cached in {})",
@@ -335,27 +338,31 @@ fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
         );
         return Ok(None);
     }
-    let bytes = std::fs::read(dir.join("benchmark.npy"))?;
-    let npy = npyz::NpyFile::new(&bytes[..])?;
-    let shape = npy.shape().to_vec();
-    if shape.len() != 2 || shape[0] as usize != record.diagnostics.rows {
-        bail!("{}: shape {shape:?} does not match its json", dir.display());
+    let npy = dir.join("benchmark.npy");
+    let (samples, dim) = read_chain(&npy)?;
+    if samples.len() / dim != record.diagnostics.rows {
+        bail!(
+            "{} has {} rows but {} says {}: delete both to recompute the reference",
+            npy.display(),
+            samples.len() / dim,
+            json.display(),
+            record.diagnostics.rows
+        );
     }
-    let samples: Vec<f64> = npy.into_vec()?;
-    Ok(Some(Reference::new(shape[1] as usize, samples, record)?))
+    Ok(Some(Reference::new(dim, samples, record)?))
 }
 
 /// Writes the sample, then the json (its presence marks a complete cache),
-/// each through a temporary file and a rename.
+/// each atomically.
 fn save(dir: &Path, reference: &Reference) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!("benchmark.npy.{}.tmp", std::process::id()));
-    write_chain(&tmp, &reference.samples, reference.dim)?;
-    std::fs::rename(&tmp, dir.join("benchmark.npy"))?;
-    let tmp = dir.join(format!("benchmark.json.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string_pretty(&reference.record)?)?;
-    std::fs::rename(&tmp, dir.join("benchmark.json"))?;
-    Ok(())
+    create_dir(dir)?;
+    write_chain(
+        &dir.join("benchmark.npy"),
+        &reference.samples,
+        reference.dim,
+    )?;
+    let json = serde_json::to_string_pretty(&reference.record)?;
+    write_file(&dir.join("benchmark.json"), json.as_bytes())
 }
 
 #[cfg(test)]

@@ -6,11 +6,23 @@
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
 //! `cargo xtask merge <name> DIR…` combines shard outputs; `cargo xtask test`
 //! runs every test, Rust and Python.
+//!
+//! `--shard-from-env` takes the shard from Slurm: in a job array from
+//! `SLURM_ARRAY_TASK_ID`, `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP` and
+//! `SLURM_ARRAY_TASK_COUNT`; otherwise, in an `srun` step, from
+//! `SLURM_PROCID` and `SLURM_NTASKS` (the array variables take precedence).
+//!
+//! Every output file is written atomically, and a run locks its experiment's
+//! output directory: a second run into the same directory fails at once
+//! naming the holder (the shards of one grid may share a directory). An
+//! interrupted run can simply be rerun: finished chains are kept, and a
+//! damaged record or chain file is reported and its chain rerun.
 
 mod bench_report;
 mod benchmark;
 mod experiment;
 mod experiments;
+mod files;
 mod npy;
 mod plot;
 mod runner;
@@ -58,8 +70,12 @@ enum Command {
         /// study's replicates (1-based, round robin), e.g. 3/8.
         #[arg(long)]
         shard: Option<Shard>,
-        /// Take the shard from SLURM_ARRAY_TASK_ID (0- or 1-based: taken as
-        /// 1 + id − SLURM_ARRAY_TASK_MIN) and SLURM_ARRAY_TASK_COUNT.
+        /// Take the shard from Slurm's environment. In a job array
+        /// (SLURM_ARRAY_TASK_ID set): shard 1 + (SLURM_ARRAY_TASK_ID −
+        /// SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of
+        /// SLURM_ARRAY_TASK_COUNT, so 0- and 1-based arrays both work.
+        /// Otherwise, in an srun step: shard SLURM_PROCID + 1 of
+        /// SLURM_NTASKS. The array variables take precedence.
         #[arg(long, conflicts_with = "shard")]
         shard_from_env: bool,
         /// Do not write the raw chains (.npy).
@@ -87,7 +103,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "all")]
         suite: test_command::Suite,
     },
-    /// Time every hot path of issue 9 and write DIR/bench-report.{md,json}.
+    /// Time every hot path and write DIR/bench-report.{md,json}.
     BenchReport {
         /// Few repetitions, shorter F-KAMH history and memory chain (CI).
         #[arg(long)]
@@ -117,7 +133,7 @@ fn main() -> Result<()> {
             force,
         } => {
             let shard = if shard_from_env {
-                Some(shard_from_slurm()?)
+                Some(Shard::from_env()?)
             } else {
                 shard
             };
@@ -189,17 +205,4 @@ fn with_threads(threads: Option<usize>, f: impl FnOnce() -> Result<()> + Send) -
         builder = builder.num_threads(t);
     }
     builder.build()?.install(f)
-}
-
-fn shard_from_slurm() -> Result<Shard> {
-    let var = |name: &str| -> Result<usize> {
-        let v = std::env::var(name).map_err(|_| anyhow::anyhow!("{name} is not set"))?;
-        Ok(v.parse()?)
-    };
-    let id = var("SLURM_ARRAY_TASK_ID")?;
-    let min = var("SLURM_ARRAY_TASK_MIN").unwrap_or(0);
-    let count = var("SLURM_ARRAY_TASK_COUNT")?;
-    format!("{}/{count}", id + 1 - min)
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!(e))
 }

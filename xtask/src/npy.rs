@@ -1,41 +1,331 @@
-//! Raw chains as NumPy `.npy` files (little-endian f64, C order, n × d).
+//! Raw chains as NumPy `.npy` files (little-endian f64, C order, n × d):
+//! written atomically, and read back with every header field and the body's
+//! length checked, so a damaged file gives an error naming it.
 
-use anyhow::{Context, Result, ensure};
+use crate::files::write_atomic;
+use anyhow::{Context, Result, bail, ensure};
 use npyz::WriterBuilder;
-use std::fs::File;
-use std::io::BufWriter;
+use std::io::{Read, Write};
 use std::path::Path;
 
-/// Writes row-major `samples` (n rows of `dim` values) as an n × d `<f8` array.
+/// The longest header we read: NumPy's own default limit
+/// (`max_header_size`).
+const MAX_HEADER: usize = 10_000;
+
+/// The magic string that starts every `.npy` file.
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// Writes row-major `samples` (n rows of `dim` values) as an n × d `<f8`
+/// array, atomically.
 pub fn write_chain(path: &Path, samples: &[f64], dim: usize) -> Result<()> {
     ensure!(
         dim > 0 && samples.len().is_multiple_of(dim),
-        "{} values do not form rows of {dim}",
+        "{}: {} values do not form rows of {dim}",
+        path.display(),
         samples.len()
     );
+    write_atomic(path, |out| encode_chain(out, samples, dim))
+}
+
+/// Writes the `.npy` encoding of `samples` as rows of `dim` (> 0) values.
+fn encode_chain(out: &mut dyn Write, samples: &[f64], dim: usize) -> Result<()> {
     let rows = (samples.len() / dim) as u64;
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut out = BufWriter::new(file);
     let mut writer = npyz::WriteOptions::<f64>::new()
         .default_dtype()
         .shape(&[rows, dim as u64])
-        .writer(&mut out)
+        .writer(out)
         .begin_nd()?;
     writer.extend(samples.iter().copied())?;
     writer.finish()?;
     Ok(())
 }
 
+/// The shape of a chain file and where its data start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainHeader {
+    /// Rows (draws).
+    pub rows: usize,
+    /// Columns (the dimension).
+    pub cols: usize,
+    /// The byte offset of the first value.
+    pub data_offset: usize,
+}
+
+impl ChainHeader {
+    /// The number of data bytes the shape needs, if it fits in memory.
+    fn body_len(&self) -> Option<usize> {
+        self.rows.checked_mul(self.cols)?.checked_mul(8)
+    }
+
+    /// Checks that a body of `len` bytes is exactly the shape's.
+    fn check_body(&self, len: usize) -> Result<()> {
+        match self.body_len() {
+            Some(needed) if needed == len => Ok(()),
+            Some(needed) => bail!(
+                "the shape ({}, {}) needs {needed} data bytes but the file has {len} \
+                 (a truncated or damaged file: delete it and rerun)",
+                self.rows,
+                self.cols
+            ),
+            None => bail!("the shape ({}, {}) is too large", self.rows, self.cols),
+        }
+    }
+}
+
+/// Reads a chain file: its values (row-major) and its dimension.
+pub fn read_chain(path: &Path) -> Result<(Vec<f64>, usize)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_chain(&bytes).with_context(|| format!("reading the chain {}", path.display()))
+}
+
+/// Reads a chain file's header and checks that the file has exactly the
+/// data its shape needs (the values themselves are not read).
+pub fn read_chain_header(path: &Path) -> Result<ChainHeader> {
+    let checked = || -> Result<ChainHeader> {
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut prefix = Vec::new();
+        file.take((12 + MAX_HEADER) as u64)
+            .read_to_end(&mut prefix)?;
+        let header = parse_header(&prefix)?;
+        let body = usize::try_from(len)?.saturating_sub(header.data_offset);
+        header.check_body(body)?;
+        Ok(header)
+    };
+    checked().with_context(|| format!("reading the chain {}", path.display()))
+}
+
+/// Parses a whole chain file held in memory.
+fn parse_chain(bytes: &[u8]) -> Result<(Vec<f64>, usize)> {
+    let header = parse_header(bytes)?;
+    let body = &bytes[header.data_offset..];
+    header.check_body(body.len())?;
+    let values = body
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")))
+        .collect();
+    Ok((values, header.cols))
+}
+
+/// Parses the header at the start of `bytes` (which must hold all of it):
+/// the magic string, a version 1–3, and a dictionary that says `<f8`, C
+/// order and a 2-d shape with at least one column.
+fn parse_header(bytes: &[u8]) -> Result<ChainHeader> {
+    ensure!(
+        bytes.len() >= 10 && bytes.starts_with(MAGIC),
+        "not a .npy file (no NumPy magic string)"
+    );
+    let (major, minor) = (bytes[6], bytes[7]);
+    let (len, offset) = match major {
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        2 | 3 => {
+            ensure!(bytes.len() >= 12, "truncated .npy header");
+            let len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            (usize::try_from(len)?, 12)
+        }
+        _ => bail!("unsupported .npy format version {major}.{minor}"),
+    };
+    ensure!(
+        len <= MAX_HEADER,
+        "the .npy header claims {len} bytes (at most {MAX_HEADER} allowed)"
+    );
+    let Some(text) = bytes.get(offset..offset + len) else {
+        bail!("truncated .npy header");
+    };
+    let dict = HeaderDict::parse(text)?;
+    ensure!(
+        dict.descr == Some("<f8"),
+        "the values must be little-endian f64 ('<f8'), found {:?}",
+        dict.descr
+    );
+    ensure!(
+        dict.fortran_order == Some(false),
+        "the values must be in C order ('fortran_order': False)"
+    );
+    let Some(shape) = dict.shape else {
+        bail!("the .npy header has no shape");
+    };
+    let &[rows, cols] = shape.as_slice() else {
+        bail!("a chain must be a 2-d array (draws × dimension), found shape {shape:?}");
+    };
+    ensure!(cols >= 1, "a chain needs at least one column");
+    Ok(ChainHeader {
+        rows,
+        cols,
+        data_offset: offset + len,
+    })
+}
+
+/// The fields of a `.npy` header dictionary that chains use.
+#[derive(Debug, Default)]
+struct HeaderDict<'a> {
+    descr: Option<&'a str>,
+    fortran_order: Option<bool>,
+    shape: Option<Vec<usize>>,
+}
+
+impl<'a> HeaderDict<'a> {
+    /// Parses `{'descr': '<f8', 'fortran_order': False, 'shape': (n, d), }`
+    /// (any key order, any spacing, optional trailing commas), padded with
+    /// spaces and a newline as NumPy writes it.
+    fn parse(text: &'a [u8]) -> Result<Self> {
+        let text = std::str::from_utf8(text).context("the .npy header is not text")?;
+        let mut p = Parser { text, pos: 0 };
+        let mut dict = HeaderDict::default();
+        p.expect('{')?;
+        loop {
+            if p.eat('}') {
+                break;
+            }
+            let key = p.string()?;
+            p.expect(':')?;
+            match key {
+                "descr" => dict.descr = Some(p.string()?),
+                "fortran_order" => {
+                    dict.fortran_order = Some(match p.word() {
+                        "True" => true,
+                        "False" => false,
+                        other => bail!("fortran_order must be True or False, found `{other}`"),
+                    })
+                }
+                "shape" => dict.shape = Some(p.tuple()?),
+                other => bail!("unexpected key `{other}` in the .npy header"),
+            }
+            if !p.eat(',') {
+                p.expect('}')?;
+                break;
+            }
+        }
+        p.skip_space();
+        ensure!(
+            p.pos == text.len(),
+            "unexpected text after the .npy header's dictionary"
+        );
+        Ok(dict)
+    }
+}
+
+/// A cursor over a header's text.
+struct Parser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn rest(&self) -> &'a str {
+        &self.text[self.pos..]
+    }
+
+    fn skip_space(&mut self) {
+        let rest = self.rest();
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    /// Consumes `c` (after spaces) if it comes next.
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_space();
+        if self.rest().starts_with(c) {
+            self.pos += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<()> {
+        ensure!(
+            self.eat(c),
+            "malformed .npy header: expected `{c}` at byte {}",
+            self.pos
+        );
+        Ok(())
+    }
+
+    /// A quoted string without escapes.
+    fn string(&mut self) -> Result<&'a str> {
+        self.skip_space();
+        let Some(quote) = self
+            .rest()
+            .chars()
+            .next()
+            .filter(|&c| c == '\'' || c == '"')
+        else {
+            bail!(
+                "malformed .npy header: expected a string at byte {}",
+                self.pos
+            );
+        };
+        let body = &self.rest()[1..];
+        let Some(end) = body.find(quote) else {
+            bail!("malformed .npy header: unterminated string");
+        };
+        self.pos += end + 2;
+        Ok(&body[..end])
+    }
+
+    /// A run of letters.
+    fn word(&mut self) -> &'a str {
+        self.skip_space();
+        let rest = self.rest();
+        let end = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        self.pos += end;
+        &rest[..end]
+    }
+
+    /// A tuple of non-negative integers: `()`, `(n,)`, `(n, d)`, `(n, d, )`.
+    fn tuple(&mut self) -> Result<Vec<usize>> {
+        self.expect('(')?;
+        let mut values = Vec::new();
+        loop {
+            if self.eat(')') {
+                return Ok(values);
+            }
+            let rest = self.rest();
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let digits = &rest[..end];
+            let value = digits.parse::<usize>().with_context(|| {
+                format!("malformed .npy shape: `{digits}` at byte {}", self.pos)
+            })?;
+            self.pos += end;
+            values.push(value);
+            ensure!(values.len() <= 32, "the .npy shape has too many dimensions");
+            if !self.eat(',') {
+                self.expect(')')?;
+                return Ok(values);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
-    /// The file reads back (with npyz's reader) as the same n × d array with
-    /// the little-endian f64 descriptor NumPy expects.
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-npy-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A valid 5 × 3 chain file.
+    fn valid_file() -> (Vec<u8>, Vec<f64>) {
+        let samples: Vec<f64> = (0..15).map(|i| i as f64 * 0.5 - 3.0).collect();
+        let mut bytes = Vec::new();
+        encode_chain(&mut bytes, &samples, 3).unwrap();
+        (bytes, samples)
+    }
+
+    /// The file reads back (with npyz's reader and ours) as the same n × d
+    /// array with the little-endian f64 descriptor NumPy expects.
     #[test]
     fn chains_round_trip_with_the_numpy_header() {
-        let dir = std::env::temp_dir().join(format!("xtask-npy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_dir("round-trip");
         let path = dir.join("chain.npy");
         let samples: Vec<f64> = (0..15).map(|i| i as f64 * 0.5 - 3.0).collect();
         write_chain(&path, &samples, 3).unwrap();
@@ -50,7 +340,114 @@ mod tests {
         assert_eq!(npy.shape(), &[5, 3]);
         let back: Vec<f64> = npy.into_vec().unwrap();
         assert_eq!(back, samples);
-        assert!(write_chain(&path, &samples[..14], 3).is_err());
+        assert_eq!(read_chain(&path).unwrap(), (samples.clone(), 3));
+        let h = read_chain_header(&path).unwrap();
+        assert_eq!(
+            (h.rows, h.cols, h.data_offset + 15 * 8),
+            (5, 3, bytes.len())
+        );
+        let err = format!("{:#}", write_chain(&path, &samples[..14], 3).unwrap_err());
+        assert!(err.contains("chain.npy"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A truncated file (a torn write) and a file with bytes appended are
+    /// rejected by both readers, naming the file.
+    #[test]
+    fn torn_chains_are_rejected() {
+        let (bytes, _) = valid_file();
+        let dir = temp_dir("torn");
+        let path = dir.join("0.npy");
+        for len in [0, 9, 60, bytes.len() - 8, bytes.len() - 1, bytes.len() + 8] {
+            let mut b = bytes.clone();
+            b.resize(len, 0);
+            std::fs::write(&path, &b).unwrap();
+            for err in [
+                read_chain(&path).map(|_| ()).unwrap_err(),
+                read_chain_header(&path).map(|_| ()).unwrap_err(),
+            ] {
+                assert!(format!("{err:#}").contains("0.npy"), "{err:#}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Headers NumPy may write for other arrays are refused with a reason.
+    #[test]
+    fn other_arrays_are_refused() {
+        let header = |dict: &str| {
+            let mut b = MAGIC.to_vec();
+            b.extend([1, 0]);
+            b.extend((dict.len() as u16).to_le_bytes());
+            b.extend(dict.as_bytes());
+            b
+        };
+        for (dict, why) in [
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1), }",
+                "<f8",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': True, 'shape': (0, 1), }",
+                "C order",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (0,), }",
+                "2-d",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 0), }",
+                "column",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999, 1), }",
+                "shape",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+                "too large",
+            ),
+        ] {
+            let err = format!("{:#}", parse_chain(&header(dict)).unwrap_err());
+            assert!(err.contains(why), "{dict}: {err}");
+        }
+        let ok = "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 2), }  \n";
+        assert_eq!(parse_chain(&header(ok)).unwrap(), (vec![], 2));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary bytes give an error or a chain, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse_chain(&bytes);
+            let mut with_magic = MAGIC.to_vec();
+            with_magic.extend(&bytes);
+            let _ = parse_chain(&with_magic);
+        }
+
+        /// Valid files with bytes overwritten, cut or inserted give an error
+        /// or a chain of the right size, never a panic.
+        #[test]
+        fn mutated_chains_never_panic(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..8),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let (mut bytes, _) = valid_file();
+            for (at, byte, kind) in edits {
+                let i = at.index(bytes.len());
+                match kind {
+                    0 => bytes[i] = byte,
+                    1 => bytes.insert(i, byte),
+                    _ => { bytes.remove(i); }
+                }
+            }
+            if let Ok((values, cols)) = parse_chain(&bytes) {
+                prop_assert!(cols >= 1 && values.len() % cols == 0);
+            }
+            bytes.truncate(cut.index(bytes.len() + 1));
+            let _ = parse_chain(&bytes);
+        }
     }
 }

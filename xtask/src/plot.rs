@@ -2,6 +2,7 @@
 //! curves with interval whiskers or shaded bands on linear or log axes, and
 //! 95% proposal ellipses over a density heat map.
 
+use crate::files::write_file;
 use crate::summary::CurveStats;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -65,18 +66,19 @@ fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
     44 + (0.62 * f64::from(LEGEND_FONT) * chars).ceil() as u32
 }
 
-/// An SVG of `size` with a white legend column at its right, holding
+/// An SVG of `size` (drawn into `svg`; `path` names it in errors) with a white legend column at its right, holding
 /// `entries` from `top` px down; returns the area left of the column for
 /// the chart, so the legend never covers data.
 fn with_legend<'a>(
-    path: &'a Path,
+    path: &Path,
+    svg: &'a mut String,
     (width, height): (u32, u32),
     entries: &[(String, Mark)],
     top: i32,
 ) -> Result<DrawingArea<SVGBackend<'a>, plotters::coord::Shift>> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
     let legend = legend_width(entries.iter().map(|(l, _)| l.as_str()));
-    let root = SVGBackend::new(path, (width + legend, height)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (width + legend, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(&e))?;
     let (chart_area, legend_area) = root.split_horizontally(width);
     let style = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK).pos(
@@ -114,70 +116,74 @@ pub fn grouped_bars(
     y_label: &str,
 ) -> Result<()> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let top = series
-        .iter()
-        .flat_map(|s| s.bars.iter().flatten())
-        .map(|b| b.high.max(b.value))
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max);
-    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
-    let entries: Vec<(String, Mark)> = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (s.label.clone(), Mark::Box(PALETTE[k % PALETTE.len()])))
-        .collect();
-    let root = with_legend(path, (1000, 460), &entries, 50)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..groups.len() as f64, 0.0..top)
-        .map_err(|e| plot_err(&e))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| plot_err(&e))?;
-    let width = 0.8 / series.len().max(1) as f64;
-    for (k, s) in series.iter().enumerate() {
-        let colour = PALETTE[k % PALETTE.len()];
-        let offset = 0.1 + k as f64 * width;
-        let present: Vec<(f64, Bar)> = s
-            .bars
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
+        let top = series
+            .iter()
+            .flat_map(|s| s.bars.iter().flatten())
+            .map(|b| b.high.max(b.value))
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max);
+        let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+        let entries: Vec<(String, Mark)> = series
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| b.map(|b| (i as f64 + offset, b)))
+            .map(|(k, s)| (s.label.clone(), Mark::Box(PALETTE[k % PALETTE.len()])))
             .collect();
-        chart
-            .draw_series(present.iter().map(|&(x, b)| {
-                Rectangle::new([(x, 0.0), (x + width * 0.9, b.value)], colour.filled())
-            }))
+        let root = with_legend(path, &mut svg, (1000, 460), &entries, 50)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..groups.len() as f64, 0.0..top)
             .map_err(|e| plot_err(&e))?;
         chart
-            .draw_series(present.iter().map(|&(x, b)| {
-                let mid = x + width * 0.45;
-                PathElement::new(vec![(mid, b.low), (mid, b.high)], BLACK.stroke_width(1))
-            }))
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc(y_label)
+            .draw()
             .map_err(|e| plot_err(&e))?;
+        let width = 0.8 / series.len().max(1) as f64;
+        for (k, s) in series.iter().enumerate() {
+            let colour = PALETTE[k % PALETTE.len()];
+            let offset = 0.1 + k as f64 * width;
+            let present: Vec<(f64, Bar)> = s
+                .bars
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.map(|b| (i as f64 + offset, b)))
+                .collect();
+            chart
+                .draw_series(present.iter().map(|&(x, b)| {
+                    Rectangle::new([(x, 0.0), (x + width * 0.9, b.value)], colour.filled())
+                }))
+                .map_err(|e| plot_err(&e))?;
+            chart
+                .draw_series(present.iter().map(|&(x, b)| {
+                    let mid = x + width * 0.45;
+                    PathElement::new(vec![(mid, b.low), (mid, b.high)], BLACK.stroke_width(1))
+                }))
+                .map_err(|e| plot_err(&e))?;
+        }
+        // Group names under the axis, centred on their groups (drawn on the root
+        // area: the chart's own labels would sit at "nice" numbers instead).
+        for (i, name) in groups.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            let style = ("sans-serif", 14).into_font().color(&BLACK).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Center,
+                    plotters::style::text_anchor::VPos::Top,
+                ),
+            );
+            root.draw(&Text::new(name.clone(), (px, py + 8), style))
+                .map_err(|e| plot_err(&e))?;
+        }
+        root.present().map_err(|e| plot_err(&e))?;
     }
-    // Group names under the axis, centred on their groups (drawn on the root
-    // area: the chart's own labels would sit at "nice" numbers instead).
-    for (i, name) in groups.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        let style = ("sans-serif", 14).into_font().color(&BLACK).pos(
-            plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Top,
-            ),
-        );
-        root.draw(&Text::new(name.clone(), (px, py + 8), style))
-            .map_err(|e| plot_err(&e))?;
-    }
-    root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    write_file(path, svg.as_bytes())
 }
 
 /// One point of a curve with its interval.
@@ -256,115 +262,119 @@ pub fn curves(
     series: &[Curve],
 ) -> Result<()> {
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let keep = |p: &CurvePoint| {
-        p.x.is_finite()
-            && p.y.is_finite()
-            && (!axes.log_x || p.x > 0.0)
-            && (!axes.log_y || p.low.min(p.y) > 0.0)
-    };
-    let all: Vec<&CurvePoint> = series
-        .iter()
-        .flat_map(|s| &s.points)
-        .filter(|p| keep(p))
-        .collect();
-    let range = |values: &mut dyn Iterator<Item = f64>, log: bool| {
-        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(v), b.max(v))
-        });
-        if !lo.is_finite() {
-            return (1.0, 10.0);
-        }
-        if log {
-            (lo / 1.3, hi * 1.3)
-        } else {
-            let pad = ((hi - lo) * 0.05).max(1e-12);
-            (lo - pad, hi + pad)
-        }
-    };
-    let (x0, x1) = range(&mut all.iter().map(|p| p.x), axes.log_x);
-    let (y0, y1) = range(
-        &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
-        axes.log_y,
-    );
-    let colour_of = |s: &Curve| match s.kind {
-        CurveKind::Reference => GREYS[s.colour % GREYS.len()],
-        _ => PALETTE[s.colour % PALETTE.len()],
-    };
-    let width_of = |s: &Curve| match s.kind {
-        CurveKind::Data | CurveKind::Banded => 2,
-        CurveKind::Fit | CurveKind::Reference => 1,
-    };
-    let entries: Vec<(String, Mark)> = series
-        .iter()
-        .map(|s| (s.label.clone(), Mark::Line(colour_of(s), width_of(s))))
-        .collect();
-    let root = with_legend(path, (900, 560), &entries, 50)?;
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(65);
-    // The four axis combinations have different coordinate types.
-    macro_rules! draw {
-        ($x:expr, $y:expr) => {{
-            let mut chart = builder
-                .build_cartesian_2d($x, $y)
-                .map_err(|e| plot_err(&e))?;
-            chart
-                .configure_mesh()
-                .x_desc(x_label)
-                .y_desc(y_label)
-                .draw()
-                .map_err(|e| plot_err(&e))?;
-            for s in series {
-                let (colour, width) = (colour_of(s), width_of(s));
-                let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
-                if s.kind == CurveKind::Banded && points.len() > 1 {
-                    let mut outline: Vec<(f64, f64)> =
-                        points.iter().map(|p| (p.x, p.low.min(p.y))).collect();
-                    outline.extend(points.iter().rev().map(|p| (p.x, p.high.max(p.y))));
-                    chart
-                        .draw_series(std::iter::once(Polygon::new(
-                            outline,
-                            colour.mix(0.2).filled(),
-                        )))
-                        .map_err(|e| plot_err(&e))?;
-                }
-                chart
-                    .draw_series(LineSeries::new(
-                        points.iter().map(|p| (p.x, p.y)),
-                        colour.stroke_width(width),
-                    ))
-                    .map_err(|e| plot_err(&e))?;
-                if s.kind == CurveKind::Data {
-                    chart
-                        .draw_series(points.iter().map(|p| {
-                            PathElement::new(
-                                vec![(p.x, p.low), (p.x, p.high)],
-                                colour.stroke_width(1),
-                            )
-                        }))
-                        .map_err(|e| plot_err(&e))?;
-                    chart
-                        .draw_series(
-                            points
-                                .iter()
-                                .map(|p| Circle::new((p.x, p.y), 3, colour.filled())),
-                        )
-                        .map_err(|e| plot_err(&e))?;
-                }
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
+        let keep = |p: &CurvePoint| {
+            p.x.is_finite()
+                && p.y.is_finite()
+                && (!axes.log_x || p.x > 0.0)
+                && (!axes.log_y || p.low.min(p.y) > 0.0)
+        };
+        let all: Vec<&CurvePoint> = series
+            .iter()
+            .flat_map(|s| &s.points)
+            .filter(|p| keep(p))
+            .collect();
+        let range = |values: &mut dyn Iterator<Item = f64>, log: bool| {
+            let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+            if !lo.is_finite() {
+                return (1.0, 10.0);
             }
-        }};
+            if log {
+                (lo / 1.3, hi * 1.3)
+            } else {
+                let pad = ((hi - lo) * 0.05).max(1e-12);
+                (lo - pad, hi + pad)
+            }
+        };
+        let (x0, x1) = range(&mut all.iter().map(|p| p.x), axes.log_x);
+        let (y0, y1) = range(
+            &mut all.iter().flat_map(|p| [p.low.min(p.y), p.high.max(p.y)]),
+            axes.log_y,
+        );
+        let colour_of = |s: &Curve| match s.kind {
+            CurveKind::Reference => GREYS[s.colour % GREYS.len()],
+            _ => PALETTE[s.colour % PALETTE.len()],
+        };
+        let width_of = |s: &Curve| match s.kind {
+            CurveKind::Data | CurveKind::Banded => 2,
+            CurveKind::Fit | CurveKind::Reference => 1,
+        };
+        let entries: Vec<(String, Mark)> = series
+            .iter()
+            .map(|s| (s.label.clone(), Mark::Line(colour_of(s), width_of(s))))
+            .collect();
+        let root = with_legend(path, &mut svg, (900, 560), &entries, 50)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(65);
+        // The four axis combinations have different coordinate types.
+        macro_rules! draw {
+            ($x:expr, $y:expr) => {{
+                let mut chart = builder
+                    .build_cartesian_2d($x, $y)
+                    .map_err(|e| plot_err(&e))?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_label)
+                    .y_desc(y_label)
+                    .draw()
+                    .map_err(|e| plot_err(&e))?;
+                for s in series {
+                    let (colour, width) = (colour_of(s), width_of(s));
+                    let points: Vec<CurvePoint> = s.points.iter().copied().filter(keep).collect();
+                    if s.kind == CurveKind::Banded && points.len() > 1 {
+                        let mut outline: Vec<(f64, f64)> =
+                            points.iter().map(|p| (p.x, p.low.min(p.y))).collect();
+                        outline.extend(points.iter().rev().map(|p| (p.x, p.high.max(p.y))));
+                        chart
+                            .draw_series(std::iter::once(Polygon::new(
+                                outline,
+                                colour.mix(0.2).filled(),
+                            )))
+                            .map_err(|e| plot_err(&e))?;
+                    }
+                    chart
+                        .draw_series(LineSeries::new(
+                            points.iter().map(|p| (p.x, p.y)),
+                            colour.stroke_width(width),
+                        ))
+                        .map_err(|e| plot_err(&e))?;
+                    if s.kind == CurveKind::Data {
+                        chart
+                            .draw_series(points.iter().map(|p| {
+                                PathElement::new(
+                                    vec![(p.x, p.low), (p.x, p.high)],
+                                    colour.stroke_width(1),
+                                )
+                            }))
+                            .map_err(|e| plot_err(&e))?;
+                        chart
+                            .draw_series(
+                                points
+                                    .iter()
+                                    .map(|p| Circle::new((p.x, p.y), 3, colour.filled())),
+                            )
+                            .map_err(|e| plot_err(&e))?;
+                    }
+                }
+            }};
+        }
+        match (axes.log_x, axes.log_y) {
+            (false, false) => draw!(x0..x1, y0..y1),
+            (true, false) => draw!((x0..x1).log_scale(), y0..y1),
+            (false, true) => draw!(x0..x1, (y0..y1).log_scale()),
+            (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
+        }
+        root.present().map_err(|e| plot_err(&e))?;
     }
-    match (axes.log_x, axes.log_y) {
-        (false, false) => draw!(x0..x1, y0..y1),
-        (true, false) => draw!((x0..x1).log_scale(), y0..y1),
-        (false, true) => draw!(x0..x1, (y0..y1).log_scale()),
-        (true, true) => draw!((x0..x1).log_scale(), (y0..y1).log_scale()),
-    }
-    root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    write_file(path, svg.as_bytes())
 }
 
 /// A 2-d Gaussian N(centre, Σ) whose region of given mass is drawn.
@@ -412,66 +422,70 @@ pub fn proposal_contours(
 ) -> Result<()> {
     const GRID: usize = 80;
     let plot_err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
-    let root = SVGBackend::new(path, (760, 620)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(35)
-        .y_label_area_size(45)
-        .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
-        .map_err(|e| plot_err(&e))?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .draw()
-        .map_err(|e| plot_err(&e))?;
-    let (dx, dy) = (
-        (x_range.1 - x_range.0) / GRID as f64,
-        (y_range.1 - y_range.0) / GRID as f64,
-    );
-    let cells: Vec<(f64, f64, f64)> = (0..GRID * GRID)
-        .map(|k| {
-            let (x, y) = (
-                x_range.0 + (k % GRID) as f64 * dx,
-                y_range.0 + (k / GRID) as f64 * dy,
-            );
-            (x, y, log_density(x + dx / 2.0, y + dy / 2.0))
-        })
-        .collect();
-    let top = cells.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max);
-    // Heat: white at zero density to dark grey at the maximum; cells below
-    // 1% of the maximum stay white (keeps the SVG small).
-    chart
-        .draw_series(cells.iter().filter_map(|&(x, y, l)| {
-            let w = (l - top).exp();
-            (w >= 0.01).then(|| {
-                let g = (235.0 - 130.0 * w) as u8;
-                Rectangle::new([(x, y), (x + dx, y + dy)], RGBColor(g, g, g).filled())
+    // Drawn in memory, then written atomically.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 620)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(35)
+            .y_label_area_size(45)
+            .build_cartesian_2d(x_range.0..x_range.1, y_range.0..y_range.1)
+            .map_err(|e| plot_err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .draw()
+            .map_err(|e| plot_err(&e))?;
+        let (dx, dy) = (
+            (x_range.1 - x_range.0) / GRID as f64,
+            (y_range.1 - y_range.0) / GRID as f64,
+        );
+        let cells: Vec<(f64, f64, f64)> = (0..GRID * GRID)
+            .map(|k| {
+                let (x, y) = (
+                    x_range.0 + (k % GRID) as f64 * dx,
+                    y_range.0 + (k / GRID) as f64 * dy,
+                );
+                (x, y, log_density(x + dx / 2.0, y + dy / 2.0))
             })
-        }))
-        .map_err(|e| plot_err(&e))?;
-    chart
-        .draw_series(
-            samples
-                .iter()
-                .map(|&p| Circle::new(p, 1, RGBColor(31, 119, 180).filled())),
-        )
-        .map_err(|e| plot_err(&e))?;
-    let red = RGBColor(214, 39, 40);
-    for e in ellipses {
+            .collect();
+        let top = cells.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max);
+        // Heat: white at zero density to dark grey at the maximum; cells below
+        // 1% of the maximum stay white (keeps the SVG small).
         chart
-            .draw_series(std::iter::once(PathElement::new(
-                e.boundary(CHI2_2_95.sqrt(), 96),
-                red.stroke_width(2),
-            )))
+            .draw_series(cells.iter().filter_map(|&(x, y, l)| {
+                let w = (l - top).exp();
+                (w >= 0.01).then(|| {
+                    let g = (235.0 - 130.0 * w) as u8;
+                    Rectangle::new([(x, y), (x + dx, y + dy)], RGBColor(g, g, g).filled())
+                })
+            }))
             .map_err(|e| plot_err(&e))?;
         chart
-            .draw_series(std::iter::once(Circle::new(e.centre, 3, red.filled())))
+            .draw_series(
+                samples
+                    .iter()
+                    .map(|&p| Circle::new(p, 1, RGBColor(31, 119, 180).filled())),
+            )
             .map_err(|e| plot_err(&e))?;
+        let red = RGBColor(214, 39, 40);
+        for e in ellipses {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    e.boundary(CHI2_2_95.sqrt(), 96),
+                    red.stroke_width(2),
+                )))
+                .map_err(|e| plot_err(&e))?;
+            chart
+                .draw_series(std::iter::once(Circle::new(e.centre, 3, red.filled())))
+                .map_err(|e| plot_err(&e))?;
+        }
+        root.present().map_err(|e| plot_err(&e))?;
     }
-    root.present().map_err(|e| plot_err(&e))?;
-    Ok(())
+    write_file(path, svg.as_bytes())
 }
 
 #[cfg(test)]

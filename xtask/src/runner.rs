@@ -3,9 +3,12 @@
 //! same for studies, with one record per replicate.
 
 use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
-use crate::npy::write_chain;
+use crate::files::{
+    Access, DirLock, copy_file, create_dir, lock_dir, remove_stale_temps, write_file,
+};
+use crate::npy::{read_chain_header, write_chain};
 use crate::spec::{BuiltTarget, RunEnv, TargetSpec};
-use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
+use crate::summary::{JobRecord, RunParams, StudyRecord, Summary, depends_on_clock};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kameleon_samplers::chain_rng;
@@ -46,6 +49,86 @@ impl Shard {
     /// to this shard (round robin, so shards get balanced mixes of cells).
     pub fn contains(&self, job: usize) -> bool {
         job % self.count == self.index - 1
+    }
+
+    /// The shard of this process from Slurm's environment (see
+    /// [`Shard::from_vars`]).
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// The shard from Slurm's variables, read through `var`:
+    ///
+    /// 1. In a job array (`SLURM_ARRAY_TASK_ID` is set): shard
+    ///    `1 + (SLURM_ARRAY_TASK_ID − SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP`
+    ///    of `SLURM_ARRAY_TASK_COUNT`, so `--array=0-7`, `1-8` and `1-15:2`
+    ///    all give shards 1/8 … 8/8 (`MIN` defaults to 0 and `STEP` to 1
+    ///    when unset).
+    /// 2. Otherwise in an `srun` step of several tasks: shard
+    ///    `SLURM_PROCID + 1` of `SLURM_NTASKS`.
+    ///
+    /// Every variable is parsed strictly; an error names the variable, its
+    /// value and what was expected.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let number = |name: &str| -> Result<Option<usize>> {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| anyhow::anyhow!("{name}={v:?} is not a non-negative integer"))
+                })
+                .transpose()
+        };
+        let required = |name: &str, why: &str| -> Result<usize> {
+            number(name)?.ok_or_else(|| anyhow::anyhow!("{name} is not set ({why})"))
+        };
+        let (index, count) = if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
+            let why = "SLURM_ARRAY_TASK_ID is set, so this is taken for a job array";
+            let count = required("SLURM_ARRAY_TASK_COUNT", why)?;
+            let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
+            if step == 0 {
+                bail!("SLURM_ARRAY_TASK_STEP=0: the array's step must be at least 1");
+            }
+            let Some(offset) = id.checked_sub(min) else {
+                bail!("SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}");
+            };
+            if offset % step != 0 {
+                bail!(
+                    "SLURM_ARRAY_TASK_ID={id} is not SLURM_ARRAY_TASK_MIN={min} plus a multiple \
+                     of SLURM_ARRAY_TASK_STEP={step}: --shard-from-env needs an array of evenly \
+                     spaced ids (e.g. --array=1-8); pass --shard i/N instead"
+                );
+            }
+            let index = offset / step + 1;
+            if index > count {
+                bail!(
+                    "SLURM_ARRAY_TASK_ID={id} is task {index} of the array, but \
+                     SLURM_ARRAY_TASK_COUNT={count}: --shard-from-env needs an array of evenly \
+                     spaced ids (e.g. --array=1-8); pass --shard i/N instead"
+                );
+            }
+            (index, count)
+        } else if let Some(rank) = number("SLURM_PROCID")? {
+            let count = required(
+                "SLURM_NTASKS",
+                "SLURM_PROCID is set, so this is taken for an srun step",
+            )?;
+            if rank >= count {
+                bail!("SLURM_PROCID={rank} must be below SLURM_NTASKS={count}");
+            }
+            (rank + 1, count)
+        } else {
+            bail!(
+                "--shard-from-env needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (a job \
+                 array) or SLURM_PROCID and SLURM_NTASKS (an srun step), and none is set; \
+                 pass --shard i/N outside Slurm"
+            );
+        };
+        if count == 0 {
+            bail!("the number of Slurm tasks is 0");
+        }
+        Ok(Self { index, count })
     }
 }
 
@@ -176,21 +259,37 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     let cells = (protocol.cells)(opts.quick);
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    std::fs::create_dir_all(&jobs_dir)
-        .with_context(|| format!("creating {}", jobs_dir.display()))?;
+    let _lock = open_output(&dir, opts.shard)?;
 
     let all: Vec<Job> = cells
         .iter()
         .filter(|c| c.sampler.pending().is_none())
         .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
         .collect();
+    let mut chainless = 0;
     let mine: Vec<Job> = all
         .into_iter()
         .enumerate()
         .filter(|(i, _)| opts.shard.is_none_or(|s| s.contains(*i)))
         .map(|(_, j)| j)
-        .filter(|j| opts.force || existing_record(&jobs_dir, j, &params, experiment).is_none())
+        .filter(|j| {
+            opts.force
+                || match job_state(&dir, j, params, experiment.name, opts.write_chains) {
+                    JobState::Done => false,
+                    JobState::NoChainFile => {
+                        chainless += 1;
+                        true
+                    }
+                    JobState::Absent => true,
+                }
+        })
         .collect();
+    if chainless > 0 {
+        println!(
+            "  {chainless} chain(s) have a record but no .npy (a --no-chains run, or deleted \
+             files): rerunning them to write their chains"
+        );
+    }
 
     let tracker = Progress::new(opts, experiment.name, mine.len());
     let bars = &tracker.bars;
@@ -250,7 +349,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     overall.finish_and_clear();
     report_wall_times(&new_records, started.elapsed().as_secs_f64());
 
-    let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, Some(params))?;
+    let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(
@@ -294,9 +393,8 @@ fn reproduce_study(
     }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    std::fs::create_dir_all(&jobs_dir)
-        .with_context(|| format!("creating {}", jobs_dir.display()))?;
-    let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, Some(params))?
+    let _lock = open_output(&dir, opts.shard)?;
+    let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, params)?
         .into_iter()
         .map(|r: StudyRecord| r.replicate)
         .collect();
@@ -348,10 +446,7 @@ fn reproduce_study(
                 wall_time_secs: clock.elapsed().as_secs_f64(),
                 rows,
             };
-            let id = replicate_id(k);
-            let tmp = jobs_dir.join(format!("{id}.json.tmp"));
-            std::fs::write(&tmp, serde_json::to_string_pretty(&record)?)?;
-            std::fs::rename(&tmp, jobs_dir.join(format!("{id}.json")))?;
+            write_record(&jobs_dir, &record)?;
             bar.finish_and_clear();
             bars.remove(&bar);
             tracker.finished(&bar.prefix());
@@ -364,7 +459,7 @@ fn reproduce_study(
         experiment.name,
         started.elapsed().as_secs_f64()
     );
-    let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, Some(params))?;
+    let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, params)?;
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(
@@ -389,71 +484,121 @@ fn reproduce_study(
 
 /// Merges the shard outputs found in `inputs` (each `DIR/<name>/` or `DIR`)
 /// into `out/<name>/`: copies their records and chains and writes the summary.
+///
+/// Everything is checked before anything is written: every record parses,
+/// no two inputs disagree on a job, the shards used the same parameters,
+/// the grid (or every replicate) is complete and every chain file present
+/// is whole. A failed merge leaves the output untouched.
 pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
+    let dir = experiment_dir(out, experiment);
     if let Some(study) = &experiment.study {
-        return merge_study(experiment, study, inputs, out);
+        let gathered = gather::<StudyRecord>(experiment, inputs)?;
+        let mut records: Vec<StudyRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+        records.sort_by_key(|r| r.replicate);
+        let params = agreed_params(&records, "replicate")?;
+        let summary = Summary::from_study(experiment, study, params, &records)?;
+        let _lock = open_output(&dir, None)?;
+        copy_merged(&dir, &gathered, &[])?;
+        write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+        return Ok(summary);
     }
     let Some(protocol) = &experiment.protocol else {
         bail!("{} is not implemented yet", experiment.name);
     };
-    let dir = experiment_dir(out, experiment);
-    std::fs::create_dir_all(dir.join("jobs"))?;
-    let mut records = Vec::new();
-    for input in inputs {
-        let src = shard_source(input, experiment)?;
-        let found: Vec<JobRecord> = read_records(&src.join("jobs"), experiment.name, None)?;
-        let same_dir = std::fs::canonicalize(&src)? == std::fs::canonicalize(&dir)?;
-        if !same_dir {
-            for r in &found {
-                let id = job_id(&r.target, &r.sampler, &r.setting, r.chain);
-                let from = src.join("jobs").join(format!("{id}.json"));
-                std::fs::copy(&from, dir.join("jobs").join(format!("{id}.json")))
-                    .with_context(|| format!("copying {}", from.display()))?;
-                let chain_from = chain_path(&src, r);
-                if chain_from.exists() {
-                    let chain_to = chain_path(&dir, r);
-                    std::fs::create_dir_all(chain_to.parent().expect("has a parent"))?;
-                    std::fs::copy(&chain_from, &chain_to)?;
-                }
-            }
-        }
-        records.extend(found);
-    }
+    let gathered = gather::<JobRecord>(experiment, inputs)?;
+    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
     let params = agreed_params(&records, "job")?;
     let cells = (protocol.cells)(params.quick);
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
+    let mut chains = Vec::new();
+    for g in &gathered {
+        let from = chain_path(&g.source, &g.record);
+        if from.exists() {
+            check_chain(&from, &g.record)
+                .with_context(|| format!("delete {} and rerun its shard", from.display()))?;
+            chains.push((from, chain_path(&dir, &g.record)));
+        }
+    }
+    let _lock = open_output(&dir, None)?;
+    copy_merged(&dir, &gathered, &chains)?;
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     Ok(summary)
 }
 
-/// [`merge`] for a study: takes each replicate from whichever input holds it.
-fn merge_study(
-    experiment: &Experiment,
-    study: &Study,
-    inputs: &[PathBuf],
-    out: &Path,
-) -> Result<Summary> {
-    let dir = experiment_dir(out, experiment);
-    std::fs::create_dir_all(dir.join("jobs"))?;
-    let mut records: BTreeMap<usize, StudyRecord> = BTreeMap::new();
+/// A record found by [`gather`], with where it came from.
+struct Gathered<R> {
+    record: R,
+    /// Its file.
+    file: PathBuf,
+    /// The experiment directory it was found in.
+    source: PathBuf,
+}
+
+/// Every record of `experiment` in `inputs`, once per job: an error names
+/// the file if a record does not parse, and both files if two inputs hold
+/// different results for one job (the same results with other wall times
+/// are one job run twice).
+fn gather<R: RecordFile>(experiment: &Experiment, inputs: &[PathBuf]) -> Result<Vec<Gathered<R>>> {
+    let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
     for input in inputs {
-        let src = shard_source(input, experiment)?;
-        let same_dir = std::fs::canonicalize(&src)? == std::fs::canonicalize(&dir)?;
-        for r in read_records::<StudyRecord>(&src.join("jobs"), experiment.name, None)? {
-            if !same_dir {
-                let file = format!("{}.json", replicate_id(r.replicate));
-                let from = src.join("jobs").join(&file);
-                std::fs::copy(&from, dir.join("jobs").join(&file))
-                    .with_context(|| format!("copying {}", from.display()))?;
+        let source = shard_source(input, experiment)?;
+        for (file, record) in record_files::<R>(&source.join("jobs"))? {
+            let record = record.with_context(|| {
+                format!(
+                    "{} is damaged: delete it and rerun its shard",
+                    file.display()
+                )
+            })?;
+            if record.experiment() != experiment.name {
+                continue;
             }
-            records.entry(r.replicate).or_insert(r);
+            match by_id.entry(record.id()) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(Gathered {
+                        record,
+                        file,
+                        source: source.clone(),
+                    });
+                }
+                std::collections::btree_map::Entry::Occupied(seen) => {
+                    if seen.get().record.timeless() != record.timeless() {
+                        bail!(
+                            "{} and {} hold different results for {} (made with other code \
+                             or settings): delete the wrong one",
+                            seen.get().file.display(),
+                            file.display(),
+                            record.id()
+                        );
+                    }
+                }
+            }
         }
     }
-    let records: Vec<StudyRecord> = records.into_values().collect();
-    let params = agreed_params(&records, "replicate")?;
-    let summary = Summary::from_study(experiment, study, params, &records)?;
-    write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
-    Ok(summary)
+    Ok(by_id.into_values().collect())
+}
+
+/// Copies the gathered records and the `chains` (from, to) into `dir`
+/// (those not already there).
+fn copy_merged<R>(dir: &Path, gathered: &[Gathered<R>], chains: &[(PathBuf, PathBuf)]) -> Result<()>
+where
+    R: RecordFile,
+{
+    let canonical =
+        |p: &Path| std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()));
+    let here = canonical(dir)?;
+    let jobs = dir.join("jobs");
+    for g in gathered {
+        if canonical(&g.source)? != here {
+            copy_file(&g.file, &jobs.join(format!("{}.json", g.record.id())))?;
+        }
+    }
+    for (from, to) in chains {
+        if canonical(from)? != canonical(to).unwrap_or_default() {
+            create_dir(to.parent().expect("a chain path has a parent"))?;
+            copy_file(from, to)?;
+        }
+    }
+    Ok(())
 }
 
 /// The figures and the report of a summary.
@@ -467,7 +612,10 @@ fn write_outputs(
 ) -> Result<()> {
     let figures = figures(summary, dir)?;
     summary.write_json(&dir.join("summary.json"))?;
-    std::fs::write(dir.join("summary.md"), markdown(summary, &figures))?;
+    write_file(
+        &dir.join("summary.md"),
+        markdown(summary, &figures).as_bytes(),
+    )?;
     println!("{}", summary_table(summary));
     println!("wrote {}", dir.display());
     Ok(())
@@ -522,25 +670,121 @@ fn report_wall_times(records: &[JobRecord], elapsed: f64) {
     println!("  elapsed {elapsed:.1} s");
 }
 
-fn existing_record(
-    jobs_dir: &Path,
+/// Creates the experiment directory `dir` with its `jobs/` and locks it:
+/// shared with the other shards for a shard of several, exclusively
+/// otherwise.
+fn open_output(dir: &Path, shard: Option<Shard>) -> Result<DirLock> {
+    create_dir(&dir.join("jobs"))?;
+    let access = match shard {
+        Some(s) if s.count > 1 => Access::Shard {
+            index: s.index,
+            count: s.count,
+        },
+        _ => Access::Whole,
+    };
+    let lock = lock_dir(dir, access)?;
+    if access == Access::Whole {
+        remove_stale_temps(dir)?;
+    }
+    Ok(lock)
+}
+
+/// Writes a record as `jobs_dir/<id>.json`, atomically.
+fn write_record<R: RecordFile>(jobs_dir: &Path, record: &R) -> Result<()> {
+    let path = jobs_dir.join(format!("{}.json", record.id()));
+    write_file(&path, serde_json::to_string_pretty(record)?.as_bytes())
+}
+
+/// Whether a job's results are complete in the output directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    /// Its record parses, matches the job, and its chain file (if kept) is whole.
+    Done,
+    /// Its record is fine but its chain file is missing.
+    NoChainFile,
+    /// No usable record (none, another run's, or damaged: reported).
+    Absent,
+}
+
+/// The state of `job` in `dir`. A damaged record or chain file is reported
+/// (naming it) and counts as absent, so the job is rerun and the file
+/// replaced.
+fn job_state(
+    dir: &Path,
     job: &Job,
-    params: &RunParams,
-    experiment: &Experiment,
-) -> Option<JobRecord> {
+    params: RunParams,
+    experiment: &str,
+    write_chains: bool,
+) -> JobState {
     let (t, s, set) = job.cell.key();
-    let path = jobs_dir.join(format!("{}.json", job_id(&t, &s, &set, job.chain)));
-    let text = std::fs::read_to_string(path).ok()?;
-    let r: JobRecord = serde_json::from_str(&text).ok()?;
-    (r.params == *params && r.experiment == experiment.name).then_some(r)
+    let path = dir
+        .join("jobs")
+        .join(format!("{}.json", job_id(&t, &s, &set, job.chain)));
+    let record: JobRecord = match read_record(&path) {
+        Ok(Some(r)) => r,
+        Ok(None) => return JobState::Absent,
+        Err(e) => {
+            eprintln!("warning: {e:#}; rerunning that chain");
+            return JobState::Absent;
+        }
+    };
+    if record.params != params || record.experiment != experiment {
+        return JobState::Absent;
+    }
+    if (
+        &record.target,
+        &record.sampler,
+        &record.setting,
+        record.chain,
+        record.iterations,
+    ) != (&t, &s, &set, job.chain, job.cell.iterations)
+    {
+        eprintln!(
+            "warning: {} belongs to another chain; rerunning this one",
+            path.display()
+        );
+        return JobState::Absent;
+    }
+    if !write_chains {
+        return JobState::Done;
+    }
+    let chain = chain_path(dir, &record);
+    if !chain.exists() {
+        return JobState::NoChainFile;
+    }
+    match check_chain(&chain, &record) {
+        Ok(()) => JobState::Done,
+        Err(e) => {
+            eprintln!("warning: {e:#}; rerunning that chain");
+            JobState::Absent
+        }
+    }
+}
+
+/// Checks that the chain file at `path` is whole and has `record`'s draws.
+fn check_chain(path: &Path, record: &JobRecord) -> Result<()> {
+    let header = read_chain_header(path)?;
+    if header.rows as u64 != record.iterations {
+        bail!(
+            "{} has {} draws but its record says {}",
+            path.display(),
+            header.rows,
+            record.iterations
+        );
+    }
+    Ok(())
 }
 
 /// A record file (`jobs/*.json`) of a chain or of a study's replicate.
-trait RecordFile: serde::de::DeserializeOwned {
+trait RecordFile: serde::Serialize + serde::de::DeserializeOwned + PartialEq + Clone {
     /// The experiment that wrote it.
     fn experiment(&self) -> &str;
     /// The run parameters it was made with.
     fn params(&self) -> RunParams;
+    /// Its file stem.
+    fn id(&self) -> String;
+    /// The record without its wall times: what two runs of one job share.
+    fn timeless(&self) -> Self;
 }
 
 impl RecordFile for JobRecord {
@@ -549,6 +793,16 @@ impl RecordFile for JobRecord {
     }
     fn params(&self) -> RunParams {
         self.params
+    }
+    fn id(&self) -> String {
+        job_id(&self.target, &self.sampler, &self.setting, self.chain)
+    }
+    fn timeless(&self) -> Self {
+        let mut r = self.clone();
+        r.wall_time_secs = 0.0;
+        r.metrics.retain(|name, _| !depends_on_clock(name));
+        r.curves.retain(|name, _| !depends_on_clock(name));
+        r
     }
 }
 
@@ -559,25 +813,67 @@ impl RecordFile for StudyRecord {
     fn params(&self) -> RunParams {
         self.params
     }
+    fn id(&self) -> String {
+        replicate_id(self.replicate)
+    }
+    fn timeless(&self) -> Self {
+        let mut r = self.clone();
+        r.wall_time_secs = 0.0;
+        for row in &mut r.rows {
+            row.wall_time_secs = 0.0;
+            row.metrics.retain(|name, _| !depends_on_clock(name));
+        }
+        r
+    }
 }
 
-/// The records of `experiment` in `jobs_dir`, only those made with `params`
-/// if given.
+/// Reads the record at `path`: `None` if there is no such file, an error
+/// naming the file if it cannot be read or parsed.
+fn read_record<R: RecordFile>(path: &Path) -> Result<Option<R>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let record = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid record", path.display()))?;
+    Ok(Some(record))
+}
+
+/// Every record file (`*.json`) in `jobs_dir`, parsed or with the error
+/// that names it.
+fn record_files<R: RecordFile>(jobs_dir: &Path) -> Result<Vec<(PathBuf, Result<R>)>> {
+    let entries =
+        std::fs::read_dir(jobs_dir).with_context(|| format!("listing {}", jobs_dir.display()))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("listing {}", jobs_dir.display()))?
+            .path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let record = read_record(&path)
+                .and_then(|r| r.with_context(|| format!("{} vanished", path.display())));
+            out.push((path, record));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The records of `experiment` made with `params` in `jobs_dir`; damaged
+/// ones are reported and skipped (their jobs were rerun, or belong to
+/// another shard).
 fn read_records<R: RecordFile>(
     jobs_dir: &Path,
     experiment: &str,
-    params: Option<RunParams>,
+    params: RunParams,
 ) -> Result<Vec<R>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(jobs_dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let text = std::fs::read_to_string(&path)?;
-            let r: R = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", path.display()))?;
-            if r.experiment() == experiment && params.is_none_or(|p| r.params() == p) {
-                out.push(r);
-            }
+    for (_, record) in record_files::<R>(jobs_dir)? {
+        match record {
+            Ok(r) if r.experiment() == experiment && r.params() == params => out.push(r),
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: {e:#}; skipped"),
         }
     }
     Ok(out)
@@ -711,14 +1007,11 @@ fn run_job(
     };
     if opts.write_chains {
         let path = chain_path(dir, &record);
-        std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+        create_dir(path.parent().expect("a chain path has a parent"))?;
         write_chain(&path, &chain.samples, chain.dim)?;
     }
-    // Atomic: a record exists only once its chain is complete.
-    let id = job_id(&t, &s, &set, job.chain);
-    let tmp = dir.join("jobs").join(format!("{id}.json.tmp"));
-    std::fs::write(&tmp, serde_json::to_string_pretty(&record)?)?;
-    std::fs::rename(&tmp, dir.join("jobs").join(format!("{id}.json")))?;
+    // A record is written only once its chain is complete.
+    write_record(&dir.join("jobs"), &record)?;
     Ok(record)
 }
 
@@ -726,8 +1019,10 @@ fn run_job(
 mod tests {
     use super::*;
     use crate::experiments;
-    use crate::summary::depends_on_clock;
     use serde_json::Value;
+
+    /// The fastest grid experiment at --quick size.
+    const FAST_GRID: &str = "kamh-banana";
 
     fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("xtask-{tag}-{}", std::process::id()));
@@ -941,6 +1236,8 @@ mod tests {
         let incomplete = merge(&e, &shard_dirs[..2], &root.join("bad"));
         let message = format!("{:#}", incomplete.unwrap_err());
         assert!(message.contains("missing"), "{message}");
+        // A failed merge writes nothing, not even the output directory.
+        assert!(!root.join("bad").exists());
         let merged_dir = root.join("merged");
         let merged = merge(&e, &shard_dirs, &merged_dir).unwrap();
         assert_eq!(timeless(merged), timeless(single.clone()));
@@ -1042,12 +1339,214 @@ mod tests {
             message.contains("missing") && message.contains("replicate-0"),
             "{message}"
         );
+        assert!(!root.join("bad").exists());
         let merged = merge(&e, &shard_dirs, &root.join("merged")).unwrap();
         assert_eq!(timeless(merged), timeless(single));
         let md =
             std::fs::read_to_string(root.join("merged").join(e.name).join("summary.md")).unwrap();
         assert!(md.contains("5 replicate(s)") && md.contains("![fixture.svg](fixture.svg)"));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The files under `dir` (relative paths) with their bytes.
+    fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let rel = path.strip_prefix(dir).unwrap().to_path_buf();
+                    out.insert(rel, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// The chain files under an experiment directory.
+    fn chains(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        tree(&dir.join("chains"))
+    }
+
+    /// A rerun repairs what an interrupted or careless run left: a torn
+    /// `.npy` (its record exists), a deleted `.npy`, the chains of a
+    /// `--no-chains` run, and a damaged record (reported, not fatal). Each
+    /// repaired file is identical to the original.
+    #[test]
+    fn reruns_repair_damaged_and_missing_outputs() {
+        let e = experiments::find(FAST_GRID).unwrap();
+        let root = temp_dir("repair");
+        let dir = root.join(e.name);
+        let first = reproduce(&e, &options(&root, None)).unwrap().unwrap();
+        let good_chains = chains(&dir);
+        let good_jobs = tree(&dir.join("jobs"));
+        let (torn, whole) = good_chains.iter().next().unwrap();
+        let torn = dir.join("chains").join(torn);
+        std::fs::write(&torn, &whole[..whole.len() - 8]).unwrap();
+        let (deleted, _) = good_chains.iter().nth(1).unwrap();
+        std::fs::remove_file(dir.join("chains").join(deleted)).unwrap();
+        let (damaged, _) = good_jobs.iter().next().unwrap();
+        let damaged = dir.join("jobs").join(damaged);
+        std::fs::write(&damaged, b"{\"experiment\": ").unwrap();
+        let again = reproduce(&e, &options(&root, None)).unwrap().unwrap();
+        assert_eq!(timeless(again), timeless(first.clone()));
+        assert_eq!(chains(&dir), good_chains);
+        let record: JobRecord = read_record(&damaged).unwrap().unwrap();
+        let original: JobRecord =
+            serde_json::from_slice(&good_jobs[damaged.strip_prefix(dir.join("jobs")).unwrap()])
+                .unwrap();
+        assert_eq!(record.timeless(), original.timeless());
+
+        // A --no-chains run, then a run that keeps chains writes them all.
+        let bare = temp_dir("repair-bare");
+        let opts = RunOptions {
+            write_chains: false,
+            ..options(&bare, None)
+        };
+        reproduce(&e, &opts).unwrap();
+        assert!(!bare.join(e.name).join("chains").exists());
+        let full = reproduce(&e, &options(&bare, None)).unwrap().unwrap();
+        assert_eq!(timeless(full), timeless(first));
+        assert_eq!(chains(&bare.join(e.name)), good_chains);
+        std::fs::remove_dir_all(&root).unwrap();
+        std::fs::remove_dir_all(&bare).unwrap();
+    }
+
+    /// A run into a directory another run holds fails at once, naming the
+    /// holder's pid and the lock file; it runs once the lock is released.
+    #[test]
+    fn a_second_run_into_a_locked_directory_fails_at_once() {
+        let e = fixture_study();
+        let root = temp_dir("locked");
+        let dir = experiment_dir(&root, &e);
+        let lock = open_output(&dir, None).unwrap();
+        let message = format!("{:#}", reproduce(&e, &options(&root, None)).unwrap_err());
+        assert!(
+            message.contains(&format!("pid {}", std::process::id()))
+                && message.contains(&dir.join(".lock").display().to_string()),
+            "{message}"
+        );
+        assert!(!dir.join("summary.json").exists());
+        drop(lock);
+        reproduce(&e, &options(&root, None)).unwrap().unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A merge refuses damaged records and two shards that disagree on a
+    /// job, naming the files, and writes nothing.
+    #[test]
+    fn merge_refuses_damaged_and_conflicting_records() {
+        let e = fixture_study();
+        let root = temp_dir("merge-bad");
+        let (a, b) = (root.join("a"), root.join("b"));
+        reproduce(&e, &options(&a, None)).unwrap();
+        reproduce(&e, &options(&b, None)).unwrap();
+        // The same results with other wall times merge (one job run twice).
+        let path = |dir: &Path| dir.join(e.name).join("jobs").join("replicate-1.json");
+        let mut record: StudyRecord = read_record(&path(&b)).unwrap().unwrap();
+        record.wall_time_secs += 1.0;
+        write_record(&b.join(e.name).join("jobs"), &record).unwrap();
+        merge(&e, &[a.clone(), b.clone()], &root.join("ok")).unwrap();
+        // Other results do not.
+        record.rows[0].metrics.insert("mean".into(), 42.0);
+        write_record(&b.join(e.name).join("jobs"), &record).unwrap();
+        let out = root.join("out");
+        let message = format!(
+            "{:#}",
+            merge(&e, &[a.clone(), b.clone()], &out).unwrap_err()
+        );
+        assert!(
+            message.contains(&path(&a).display().to_string())
+                && message.contains(&path(&b).display().to_string()),
+            "{message}"
+        );
+        std::fs::write(path(&b), b"not json").unwrap();
+        let message = format!("{:#}", merge(&e, &[a, b.clone()], &out).unwrap_err());
+        assert!(
+            message.contains(&path(&b).display().to_string()),
+            "{message}"
+        );
+        assert!(!out.exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Slurm's variables are parsed strictly (an error names the variable
+    /// and its value), arrays may start anywhere and have a step, and an
+    /// srun step shards by its task rank.
+    #[test]
+    fn shards_come_from_slurm_variables() {
+        let shard = |vars: &[(&str, &str)]| {
+            Shard::from_vars(|name| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        let ok = |vars: &[(&str, &str)], index, count| {
+            assert_eq!(shard(vars).unwrap(), Shard { index, count }, "{vars:?}");
+        };
+        let fails = |vars: &[(&str, &str)], expected: &str| {
+            let message = format!("{:#}", shard(vars).unwrap_err());
+            assert!(message.contains(expected), "{vars:?}: {message}");
+        };
+        let id = "SLURM_ARRAY_TASK_ID";
+        let (min, count, step) = (
+            "SLURM_ARRAY_TASK_MIN",
+            "SLURM_ARRAY_TASK_COUNT",
+            "SLURM_ARRAY_TASK_STEP",
+        );
+        ok(&[(id, "0"), (min, "0"), (count, "8")], 1, 8);
+        ok(&[(id, "8"), (min, "1"), (count, "8")], 8, 8);
+        ok(&[(id, "3"), (count, "4")], 4, 4);
+        ok(&[(id, "15"), (min, "1"), (step, "2"), (count, "8")], 8, 8);
+        ok(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "3")], 1, 3);
+        // The array takes precedence over the step's tasks.
+        ok(
+            &[
+                (id, "2"),
+                (min, "1"),
+                (count, "2"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "3"),
+            ],
+            2,
+            2,
+        );
+        fails(
+            &[(id, "1"), (min, "x1"), (count, "8")],
+            "SLURM_ARRAY_TASK_MIN=\"x1\"",
+        );
+        fails(&[(id, "-1"), (count, "8")], "SLURM_ARRAY_TASK_ID=\"-1\"");
+        fails(
+            &[(id, "1"), (min, "2"), (count, "8")],
+            "SLURM_ARRAY_TASK_ID=1 is below SLURM_ARRAY_TASK_MIN=2",
+        );
+        fails(
+            &[(id, "9"), (min, "1"), (count, "8")],
+            "SLURM_ARRAY_TASK_COUNT=8",
+        );
+        fails(
+            &[(id, "2"), (min, "1"), (step, "2"), (count, "8")],
+            "SLURM_ARRAY_TASK_STEP=2",
+        );
+        fails(
+            &[(id, "1"), (min, "1"), (step, "0"), (count, "8")],
+            "SLURM_ARRAY_TASK_STEP=0",
+        );
+        fails(&[(id, "1")], "SLURM_ARRAY_TASK_COUNT is not set");
+        fails(&[(id, "0"), (count, "0")], "SLURM_ARRAY_TASK_COUNT=0");
+        fails(
+            &[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "3")],
+            "SLURM_PROCID=3",
+        );
+        fails(
+            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "three")],
+            "SLURM_NTASKS=\"three\"",
+        );
+        fails(&[], "none is set");
     }
 
     #[test]

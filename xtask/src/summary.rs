@@ -2,7 +2,7 @@
 //! aggregation into `summary.json`, and the `summary.md` report.
 
 use crate::experiment::{Cell, Experiment, Protocol, Study};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -116,7 +116,6 @@ impl CurveStats {
     }
 }
 
-#[cfg(test)]
 /// Whether a metric or curve named `name` depends on the clock (wall time),
 /// so that it differs between two runs with the same seed.
 pub fn depends_on_clock(name: &str) -> bool {
@@ -488,15 +487,16 @@ impl Summary {
         out
     }
 
-    /// Writes `summary.json`.
+    /// Writes `summary.json` atomically.
     pub fn write_json(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        crate::files::write_file(path, text.as_bytes())
     }
 
     /// Reads a `summary.json`.
     #[cfg(test)]
     pub fn read_json(path: &Path) -> Result<Self> {
+        use anyhow::Context;
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Ok(serde_json::from_str(&text)?)

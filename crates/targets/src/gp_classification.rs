@@ -350,42 +350,49 @@ impl ClassificationData {
     /// ([`ClassificationData::whitened`]); label +1 for window glass
     /// (types 1–4; 163 rows) and −1 for the rest (types 5–7; 51 rows).
     pub fn glass() -> Result<Self, TargetError> {
-        Self::parse_glass_csv(GLASS_CSV)?.whitened()
+        Self::parse_glass_csv(GLASS_CSV.as_bytes())?.whitened()
     }
 
-    /// Parses the Glass CSV layout (header `RI,…,Fe,Type`), unwhitened.
-    fn parse_glass_csv(text: &str) -> Result<Self, TargetError> {
-        let data_error = |e: csv::Error| TargetError::Data(e.to_string());
-        let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let n_columns = reader.headers().map_err(data_error)?.len();
-        if n_columns < 2 {
-            return Err(TargetError::Data(
-                "glass.csv needs covariates and a Type column".into(),
-            ));
+    /// Parses the Glass CSV layout (header `RI,…,Fe,Type`, then one row
+    /// per point with numeric covariates and an integer type 1–7),
+    /// unwhitened. Errors name the line and the column.
+    fn parse_glass_csv(bytes: &[u8]) -> Result<Self, TargetError> {
+        let data_error = |e: csv::Error| TargetError::Data(format!("glass.csv: {e}"));
+        let mut reader = csv::Reader::from_reader(bytes);
+        let headers = reader.headers().map_err(data_error)?.clone();
+        let Some(last) = headers.iter().last().map(str::trim) else {
+            return Err(TargetError::Data("glass.csv has no header".into()));
+        };
+        if headers.len() < 2 || last != "Type" {
+            return Err(TargetError::Data(format!(
+                "glass.csv needs covariate columns and a last column `Type`, found header `{}`",
+                headers.iter().collect::<Vec<_>>().join(",")
+            )));
         }
-        let d = n_columns - 1;
+        let d = headers.len() - 1;
         let (mut covariates, mut y) = (Vec::new(), Vec::new());
         for record in reader.records() {
             let record = record.map_err(data_error)?;
-            let parse = |field: &str| {
-                field
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|e| TargetError::Data(format!("`{field}`: {e}")))
+            let line = record.position().map_or(0, |p| p.line());
+            let field = |j: usize| -> Result<f64, TargetError> {
+                let text = record.get(j).unwrap_or("").trim();
+                text.parse::<f64>().map_err(|_| {
+                    TargetError::Data(format!(
+                        "glass.csv line {line}, column `{}`: `{text}` is not a number",
+                        &headers[j]
+                    ))
+                })
             };
-            for field in record.iter().take(d) {
-                covariates.push(parse(field)?);
+            for j in 0..d {
+                covariates.push(field(j)?);
             }
-            let glass_type = parse(&record[d])?;
-            y.push(match glass_type as i64 {
-                1..=4 => 1.0,
-                5..=7 => -1.0,
-                _ => {
-                    return Err(TargetError::Data(format!(
-                        "unknown glass type {glass_type}"
-                    )));
-                }
-            });
+            let glass_type = field(d)?;
+            if glass_type.fract() != 0.0 || !(1.0..=7.0).contains(&glass_type) {
+                return Err(TargetError::Data(format!(
+                    "glass.csv line {line}: unknown glass type {glass_type} (types are 1–7)"
+                )));
+            }
+            y.push(if glass_type <= 4.0 { 1.0 } else { -1.0 });
         }
         let x = Mat::from_fn(y.len(), d, |i, j| covariates[i * d + j]);
         Self::new(x, y)
@@ -963,8 +970,6 @@ mod tests {
         assert!(ClassificationData::new(x.clone(), vec![1.0]).is_err());
         assert!(ClassificationData::new(x.clone(), vec![1.0, 0.0]).is_err());
         assert!(ClassificationData::new(Mat::from_fn(1, 1, |_, _| f64::NAN), vec![1.0]).is_err());
-        assert!(ClassificationData::parse_glass_csv("RI,Type\n1.5,9\n").is_err());
-        assert!(ClassificationData::parse_glass_csv("RI,Type\nabc,1\n").is_err());
         let data = ClassificationData::new(x, vec![1.0, -1.0]).unwrap();
         assert!(data.whitened().is_err());
         assert!(data.subset(&[2]).is_err());
@@ -980,6 +985,71 @@ mod tests {
                 .log_likelihood_estimate(&[0.0, 1.0], &mut rng)
                 .is_nan()
         );
+    }
+
+    /// Malformed Glass CSVs give errors that name the line, the column and
+    /// the value; a fractional type is refused (it used to be truncated to
+    /// a valid one).
+    #[test]
+    fn glass_csv_errors_name_the_place() {
+        let err = |text: &str| {
+            ClassificationData::parse_glass_csv(text.as_bytes())
+                .unwrap_err()
+                .to_string()
+        };
+        for (text, expected) in [
+            ("RI,Type\n1.5,9\n", "line 2: unknown glass type 9"),
+            ("RI,Type\n1.5,1.5\n", "unknown glass type 1.5"),
+            ("RI,Type\n1.5,NaN\n", "unknown glass type NaN"),
+            (
+                "RI,Type\n1.5,1\nabc,1\n",
+                "line 3, column `RI`: `abc` is not a number",
+            ),
+            ("RI,Type\n1.5,1\n1.5\n", "glass.csv"),
+            ("RI,Kind\n1.5,1\n", "last column `Type`"),
+            ("Type\n1\n", "last column `Type`"),
+            ("", "glass.csv"),
+            ("RI,Type\n", "at least one point"),
+            ("RI,Type\ninf,1\n", "finite"),
+        ] {
+            let message = err(text);
+            assert!(message.contains(expected), "{text:?}: {message}");
+        }
+        let ok = ClassificationData::parse_glass_csv(b"RI, Type\n1.5, 7\n2.5,4\n").unwrap();
+        assert_eq!(ok.y(), &[-1.0, 1.0]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Arbitrary bytes, and the embedded file with bytes overwritten,
+        /// inserted or removed, give data or an error, never a panic.
+        #[test]
+        fn glass_csv_parser_never_panics(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(),
+                 proptest::prelude::any::<u8>(), 0..3u8),
+                1..6,
+            ),
+        ) {
+            let _ = ClassificationData::parse_glass_csv(&bytes);
+            let end = GLASS_CSV[..2000].rfind('\n').expect("the file has lines") + 1;
+            let mut glass = GLASS_CSV.as_bytes()[..end].to_vec();
+            for (at, byte, kind) in edits {
+                let i = at.index(glass.len());
+                match kind {
+                    0 => glass[i] = byte,
+                    1 => glass.insert(i, byte),
+                    _ => {
+                        glass.remove(i);
+                    }
+                }
+            }
+            if let Ok(data) = ClassificationData::parse_glass_csv(&glass) {
+                proptest::prop_assert!(data.y().iter().all(|&y| y == 1.0 || y == -1.0));
+            }
+        }
     }
 
     /// The blocked product form of `Σ log σ(yᵢfᵢ)` against the pointwise

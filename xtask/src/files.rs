@@ -1,0 +1,460 @@
+//! Output files: every file is written atomically (a temporary file in the
+//! same directory, flushed to disk and renamed over the target), and an
+//! experiment's output directory is guarded by an OS advisory lock so that
+//! two runs never write into it at once.
+//!
+//! A whole run (or a merge) holds the directory's lock exclusively. A shard
+//! `i/N` with `N > 1` holds it shared, plus an exclusive lock of its own
+//! shard, so the shards of a job array may share one `--out` while a whole
+//! run, a merge or a second copy of the same shard is refused. The locks are
+//! released by the operating system when their process ends, however it ends.
+
+use anyhow::{Context, Result, anyhow, bail};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Numbers the temporary files of this process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The file name of the lock of an experiment's output directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// A temporary name beside `path`, unique to this process and call: a
+/// hidden file ending in `.tmp` (never taken for a record or a chain).
+fn temp_path(path: &Path) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("cannot write {}: it names no file", path.display()))?;
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    Ok(path.with_file_name(format!(
+        ".{}.{}.{n}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Writes `path` atomically: `write` fills a temporary file in the same
+/// directory, which is flushed to disk and renamed over `path`, so that
+/// readers (and a run after a crash) see the old file or the new one, never
+/// a torn one. The temporary file is removed if anything fails.
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let tmp = temp_path(path)?;
+    let written = (|| -> Result<()> {
+        let file = File::create_new(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut out = BufWriter::new(file);
+        write(&mut out).with_context(|| format!("writing {}", tmp.display()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("flushing {} to disk", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    // The rename itself survives a power cut only once the directory is synced.
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("flushing directory {} to disk", parent.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically (see [`write_atomic`]).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |w| Ok(w.write_all(bytes)?))
+}
+
+/// Copies `from` to `to` atomically (see [`write_atomic`]).
+pub fn copy_file(from: &Path, to: &Path) -> Result<()> {
+    let mut source = File::open(from).with_context(|| format!("opening {}", from.display()))?;
+    write_atomic(to, |w| {
+        std::io::copy(&mut source, w).with_context(|| format!("reading {}", from.display()))?;
+        Ok(())
+    })
+}
+
+/// Whether `name` is one of [`write_atomic`]'s temporary files.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// Removes the temporary files that killed runs left under `dir`. Call it
+/// only while holding `dir`'s lock exclusively (no other process writes
+/// there then).
+pub fn remove_stale_temps(dir: &Path) -> Result<()> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("listing {}", d.display()))?;
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if is_temp_name(&entry.file_name().to_string_lossy()) {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its parents, naming it in the error.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))
+}
+
+/// How a run uses an experiment's output directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// A whole run or a merge: nobody else may write there.
+    Whole,
+    /// Shard `index` of `count` (`count > 1`): other shards may write
+    /// there too, but no whole run and no second copy of this shard.
+    Shard {
+        /// 1-based index.
+        index: usize,
+        /// Number of shards.
+        count: usize,
+    },
+}
+
+/// The lock of an experiment's output directory, released when dropped (or
+/// when the process ends).
+#[derive(Debug)]
+pub struct DirLock {
+    _files: Vec<File>,
+}
+
+/// Who holds a lock: the pid, the host and the start time, and the command.
+fn holder_line() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "an unknown host".into());
+    let command: Vec<String> = std::env::args().collect();
+    format!(
+        "pid {} on {host} since {} (`{}`)",
+        std::process::id(),
+        utc_now(),
+        command.join(" ")
+    )
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    utc(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()))
+}
+
+/// `secs` after the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("opening the lock file {}", path.display()))
+}
+
+/// Records this process as the holder of the lock `file` at `path`.
+fn write_holder(file: &mut File, path: &Path) -> Result<()> {
+    file.set_len(0)
+        .and_then(|()| {
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(0))?;
+            writeln!(file, "{}", holder_line())
+        })
+        .with_context(|| format!("writing the lock file {}", path.display()))
+}
+
+/// What a lock file says about its holder.
+fn read_holder(path: &Path) -> String {
+    let mut text = String::new();
+    let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
+    let text = text.trim();
+    if text.is_empty() {
+        "another process".into()
+    } else {
+        text.to_string()
+    }
+}
+
+/// Whether `file` could be locked as asked (`Ok(false)`: someone holds it).
+fn try_lock(file: &File, path: &Path, shared: bool) -> Result<bool> {
+    let attempt = if shared {
+        file.try_lock_shared()
+    } else {
+        file.try_lock()
+    };
+    match attempt {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(anyhow!(
+            "cannot lock {}: {e} (the filesystem may not support file locks; \
+             use an --out on a local disk)",
+            path.display()
+        )),
+    }
+}
+
+/// The lock file of shard `index` of `count` in `dir`.
+fn shard_lock_path(dir: &Path, index: usize, count: usize) -> PathBuf {
+    dir.join(format!("{LOCK_FILE}-shard-{index}-of-{count}"))
+}
+
+/// The holders of the shard locks in `dir` that are held now.
+fn shard_holders(dir: &Path) -> Vec<String> {
+    let prefix = format!("{LOCK_FILE}-shard-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut holders: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .filter(|p| {
+            File::open(p)
+                .ok()
+                .is_some_and(|f| matches!(f.try_lock_shared(), Err(TryLockError::WouldBlock)))
+        })
+        .map(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            format!("{} ({})", read_holder(&p), name.unwrap_or_default())
+        })
+        .collect();
+    holders.sort();
+    holders
+}
+
+/// The advice in a lock error.
+fn lock_advice(path: &Path) -> String {
+    format!(
+        "wait for it to finish, or write elsewhere with --out. The lock is released when \
+         its process exits; if that process is gone and the lock stays (a filesystem that \
+         keeps locks of dead processes), delete {}",
+        path.display()
+    )
+}
+
+/// Locks the experiment output directory `dir` (which must exist) for
+/// `access`; fails at once, naming the holder, if the lock is taken.
+pub fn lock_dir(dir: &Path, access: Access) -> Result<DirLock> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = open_lock_file(&path)?;
+    match access {
+        Access::Whole => {
+            if !try_lock(&file, &path, false)? {
+                let holders = shard_holders(dir);
+                let holder = if holders.is_empty() {
+                    read_holder(&path)
+                } else {
+                    format!("running shard(s): {}", holders.join("; "))
+                };
+                bail!(
+                    "{} is in use: its lock {} is held by {holder}; {}",
+                    dir.display(),
+                    path.display(),
+                    lock_advice(&path)
+                );
+            }
+            write_holder(&mut file, &path)?;
+            Ok(DirLock { _files: vec![file] })
+        }
+        Access::Shard { index, count } => {
+            if !try_lock(&file, &path, true)? {
+                bail!(
+                    "{} is in use: its lock {} is held by {} (a whole run or a merge); {}",
+                    dir.display(),
+                    path.display(),
+                    read_holder(&path),
+                    lock_advice(&path)
+                );
+            }
+            // No whole run holds the lock, so what it says is stale.
+            let _ = file.set_len(0);
+            let shard_path = shard_lock_path(dir, index, count);
+            let mut shard = open_lock_file(&shard_path)?;
+            if !try_lock(&shard, &shard_path, false)? {
+                bail!(
+                    "shard {index}/{count} is already running in {}: its lock {} is held by {}; {}",
+                    dir.display(),
+                    shard_path.display(),
+                    read_holder(&shard_path),
+                    lock_advice(&shard_path)
+                );
+            }
+            write_holder(&mut shard, &shard_path)?;
+            Ok(DirLock {
+                _files: vec![file, shard],
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-files-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Two threads writing the same file many times never collide on a
+    /// temporary name (a shared one made renames fail with "No such file or
+    /// directory"), every read sees one whole version, and no temporary
+    /// file is left behind.
+    #[test]
+    fn concurrent_atomic_writes_never_tear_or_collide() {
+        let dir = temp_dir("concurrent");
+        let path = dir.join("record.json");
+        let versions: Vec<Vec<u8>> = (0..2u8).map(|k| vec![b'a' + k; 64 * 1024]).collect();
+        std::thread::scope(|s| {
+            for v in &versions {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        write_file(path, v).unwrap();
+                    }
+                });
+            }
+            s.spawn(|| {
+                for _ in 0..200 {
+                    if let Ok(bytes) = std::fs::read(&path) {
+                        assert!(versions.contains(&bytes), "torn read");
+                    }
+                }
+            });
+        });
+        assert!(versions.contains(&std::fs::read(&path).unwrap()));
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Temporary names are hidden `.tmp` files beside their target, and
+    /// clearing stale ones removes only those.
+    #[test]
+    fn stale_temporary_files_are_removed() {
+        let dir = temp_dir("stale");
+        let sub = dir.join("chains").join("t");
+        std::fs::create_dir_all(&sub).unwrap();
+        let tmp = temp_path(&sub.join("0.npy")).unwrap();
+        assert_eq!(tmp.parent(), Some(sub.as_path()));
+        assert!(is_temp_name(&tmp.file_name().unwrap().to_string_lossy()));
+        std::fs::write(&tmp, b"torn").unwrap();
+        write_file(&sub.join("1.npy"), b"whole").unwrap();
+        remove_stale_temps(&dir).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("1.npy")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A failed write leaves the old file and no temporary file, and the
+    /// error names the file.
+    #[test]
+    fn failed_writes_keep_the_old_file() {
+        let dir = temp_dir("failed");
+        let path = dir.join("summary.json");
+        write_file(&path, b"old").unwrap();
+        let err = write_atomic(&path, |w| {
+            w.write_all(b"half")?;
+            bail!("interrupted")
+        })
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("summary.json"), "{err:#}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        let missing = dir.join("no-such-dir").join("x.json");
+        let err = format!("{:#}", write_file(&missing, b"x").unwrap_err());
+        assert!(err.contains("no-such-dir"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A whole run excludes everything else; shards exclude whole runs and
+    /// their own copies but not each other; errors name the holder's pid
+    /// and the lock file; dropping a lock releases it.
+    #[test]
+    fn locks_exclude_conflicting_runs() {
+        let dir = temp_dir("lock");
+        let pid = format!("pid {}", std::process::id());
+        let whole = lock_dir(&dir, Access::Whole).unwrap();
+        for access in [Access::Whole, Access::Shard { index: 1, count: 2 }] {
+            let err = format!("{:#}", lock_dir(&dir, access).unwrap_err());
+            assert!(err.contains(&pid) && err.contains(".lock"), "{err}");
+            assert!(err.contains("delete"), "{err}");
+        }
+        drop(whole);
+        let one = lock_dir(&dir, Access::Shard { index: 1, count: 2 }).unwrap();
+        let two = lock_dir(&dir, Access::Shard { index: 2, count: 2 }).unwrap();
+        let err = format!(
+            "{:#}",
+            lock_dir(&dir, Access::Shard { index: 1, count: 2 }).unwrap_err()
+        );
+        assert!(
+            err.contains("shard 1/2 is already running") && err.contains(&pid),
+            "{err}"
+        );
+        let err = format!("{:#}", lock_dir(&dir, Access::Whole).unwrap_err());
+        assert!(
+            err.contains("running shard(s)") && err.contains(&pid),
+            "{err}"
+        );
+        drop((one, two));
+        drop(lock_dir(&dir, Access::Whole).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Reference values from `date -u -d @secs`, including a leap day and
+    /// a century that is not a leap year.
+    #[test]
+    fn utc_times_are_iso_8601() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_825_599), "2000-02-29T11:59:59Z");
+        assert_eq!(utc(4_102_444_800), "2100-01-01T00:00:00Z");
+    }
+}
