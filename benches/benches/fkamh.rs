@@ -9,7 +9,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    Ckam, FKamh, MetropolisHastings, Proposal, RobbinsMonro, Scale, StepSchedule, SwitchRule,
+    Ckam, CycleAdaptation, FKamh, MetropolisHastings, Proposal, RobbinsMonro, Scale, StepSchedule,
+    SwitchRule,
 };
 use kameleon_targets::{Banana, Target};
 use rand::SeedableRng;
@@ -86,7 +87,8 @@ fn ckam_sampling_iteration(c: &mut Criterion) {
         let kernel = Gaussian::new(10.0).unwrap();
         let ckam = Ckam::new(kernel, DIM, 0.2, 50, nu, 1_000_000_000_000, 1e-10)
             .unwrap()
-            .with_switch_rule(rule);
+            .with_switch_rule(rule)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let mut x = vec![0.0; DIM];
         target.sample_iid(&mut rng, &mut x).unwrap();

@@ -12,10 +12,10 @@ use kameleon_diagnostics::{
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::{Gaussian, Kernel, Matern};
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Chain, Ckam, FKamh,
-    FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite,
-    LiteSurrogate, MetropolisHastings, MomentEstimator, Progress, ProgressFn, Proposal, RandomWalk,
-    Refresh, RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig,
+    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Chain, Ckam, CycleAdaptation,
+    FKamh, FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite,
+    LiteSurrogate, MomentEstimator, Progress, ProgressFn, Proposal, RandomWalk, Refresh,
+    RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig, SwitchRule,
     SyntheticLikelihood, Target, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
@@ -495,6 +495,12 @@ pub enum SamplerSpec {
         cycle: u64,
         /// Exploration fraction β.
         beta: f64,
+        /// How exploration passes to sampling (the paper's Alg. 2:
+        /// [`SwitchRule::AsWritten`]).
+        switch: SwitchRule,
+        /// When z and ν adapt (the paper's Alg. 2:
+        /// [`CycleAdaptation::WithinCycle`]).
+        adaptation: CycleAdaptation,
     },
 }
 
@@ -834,8 +840,12 @@ impl SamplerSpec {
                 gamma,
                 cycle,
                 beta,
+                switch,
+                adaptation,
             } => {
-                let ckam = Ckam::new(ckam_kernel()?, d, *gamma, *n, ckam_nu(*nu0)?, *cycle, *beta)?;
+                let ckam = Ckam::new(ckam_kernel()?, d, *gamma, *n, ckam_nu(*nu0)?, *cycle, *beta)?
+                    .with_switch_rule(*switch)
+                    .with_cycle_adaptation(*adaptation);
                 run_cyclical(target, ckam, x0, config, seed, chain, progress)
             }
             Self::KmcFinite {
@@ -987,11 +997,11 @@ fn run<P: Proposal>(
 ) -> Result<TimedChain> {
     let start = Instant::now();
     let mut run = Run::new(target, proposal, x0, config, seed, chain)?;
-    run.advance(target, config.burn_in, Some(progress));
+    run.advance(target, config.burn_in, Some(progress))?;
     let mut timeline = Timeline::default();
     for n in checkpoints(config.iterations / config.thin) {
         let recorded = (run.steps_done() - config.burn_in) / config.thin;
-        run.advance(target, (n - recorded) * config.thin, Some(progress));
+        run.advance(target, (n - recorded) * config.thin, Some(progress))?;
         timeline.record(n, run.steps_done(), start.elapsed().as_secs_f64());
     }
     Ok(TimedChain {
@@ -1019,8 +1029,10 @@ fn ckam_nu(nu0: f64) -> Result<RobbinsMonro> {
 
 /// Runs cKAM for `config.burn_in + config.iterations` steps (whole cycles),
 /// adapting at every step and keeping the sampling steps' states only, whose
-/// number must be `config.iterations`. (`kameleon_samplers::run_ckam` does
-/// the same for chain 0 of a seed without progress or checkpoints.)
+/// number must be `config.iterations`: `kameleon_samplers::run_ckam` for
+/// chain `chain`, through a [`Run`] so that progress and the timeline are
+/// recorded on the way. The chain reports the cell's `config` (adaptation
+/// never stopping), in which the burn-in counts the exploration steps.
 fn run_cyclical<K: Kernel>(
     target: &dyn Target,
     ckam: Ckam<K>,
@@ -1041,56 +1053,18 @@ fn run_cyclical<K: Kernel>(
         );
     }
     let start = Instant::now();
-    let mut sampler = MetropolisHastings::new(target, ckam, x0, chain_rng(seed, chain), None)?;
-    let d = target.dim();
-    let kept = config.iterations as usize;
-    let points = checkpoints(config.iterations);
+    let steps = RunConfig::new(0, total).adaptation(AdaptationStop::Never);
+    let mut run = Run::new(target, ckam, x0, steps, seed, chain)?;
     let mut timeline = Timeline::default();
-    let (mut samples, mut accepted, mut log_densities, mut accept_probabilities) = (
-        Vec::with_capacity(kept * d),
-        Vec::with_capacity(kept),
-        Vec::with_capacity(kept),
-        Vec::with_capacity(kept),
-    );
-    let every = (total / 100).max(1);
-    for t in 1..=total {
-        let info = sampler.step(target);
-        if sampler.proposal().is_sampling_step(t) {
-            samples.extend_from_slice(sampler.position());
-            accepted.push(info.accepted);
-            log_densities.push(sampler.log_density());
-            accept_probabilities.push(info.accept_prob);
-            if points.get(timeline.draws.len()) == Some(&(accepted.len() as u64)) {
-                timeline.record(accepted.len() as u64, t, start.elapsed().as_secs_f64());
-            }
-        }
-        if t.is_multiple_of(every) || t == total {
-            progress(Progress {
-                chain_index: chain,
-                step: t,
-                total,
-            });
-        }
+    for n in checkpoints(config.iterations) {
+        run.advance_until_recorded(target, n as usize, Some(progress))?;
+        timeline.record(n, run.steps_done(), start.elapsed().as_secs_f64());
     }
-    let proposal = sampler.proposal();
-    Ok(TimedChain {
-        chain: Chain {
-            dim: d,
-            samples,
-            accepted,
-            log_densities,
-            accept_probabilities,
-            wall_time_secs: start.elapsed().as_secs_f64(),
-            adaptation: proposal.summary(),
-            seed,
-            chain_index: chain,
-            config: config.adaptation(AdaptationStop::Never),
-            accepted_total: sampler.accepted(),
-            rejected_non_finite: sampler.rejected_non_finite(),
-            covariance_jitters: proposal.covariance_jitters(),
-        },
-        timeline,
-    })
+    // the last kept state is the run's last step: nothing is left to do
+    run.advance(target, u64::MAX, Some(progress))?;
+    let mut chain = run.into_chain();
+    chain.config = config.adaptation(AdaptationStop::Never);
+    Ok(TimedChain { chain, timeline })
 }
 
 /// A chain with the wall time at checkpoints of its post-burn-in draws.
@@ -2078,6 +2052,8 @@ mod tests {
             gamma: 4.0,
             cycle: 100,
             beta: 0.4,
+            switch: SwitchRule::AsWritten,
+            adaptation: CycleAdaptation::WithinCycle,
         };
         // 41 exploration and 59 sampling steps per cycle
         let config = RunConfig::new(3 * 41, 3 * 59);
@@ -2091,7 +2067,9 @@ mod tests {
             100,
             0.4,
         )
-        .unwrap();
+        .unwrap()
+        .with_switch_rule(SwitchRule::AsWritten)
+        .with_cycle_adaptation(CycleAdaptation::WithinCycle);
         let reference = kameleon_samplers::run_ckam(t, ckam, &[-8.0, 0.0], 3, 9).unwrap();
         assert_eq!(run.chain.samples, reference.samples);
         assert_eq!(run.timeline.draws, checkpoints(3 * 59));

@@ -2,7 +2,7 @@
 //! frequency matrix is a product of diagonal, permutation and Hadamard
 //! matrices, applied in O(D log d) per point instead of O(D d).
 
-use crate::error::check_finite;
+use crate::error::{check_finite, check_len};
 use crate::fwht::fwht;
 use crate::rff::{Embedding, feature_values};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
@@ -10,6 +10,7 @@ use faer::MatMut;
 use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::f64::consts::TAU;
 
@@ -62,7 +63,11 @@ impl RadialSpectralDensity for InverseMultiquadric {}
 /// allocated on a thread's first call and only grows when a larger map is
 /// used on that thread — so the per-point calls allocate nothing in steady
 /// state either way.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The map (de)serialises with serde; deserialisation re-validates every
+/// shape, sign, swap index and scale, so a damaged file gives an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FastfoodParts", into = "FastfoodParts")]
 pub struct Fastfood {
     embedding: Embedding,
     dim_in: usize,
@@ -82,6 +87,41 @@ pub struct Fastfood {
     phases: Vec<f64>,
     /// √(2/D).
     scale: f64,
+}
+
+/// The serialised form of [`Fastfood`] (everything but the derived sizes).
+#[derive(Serialize, Deserialize)]
+struct FastfoodParts {
+    embedding: Embedding,
+    dim_in: usize,
+    dim_out: usize,
+    signs: Vec<f64>,
+    swaps: Vec<usize>,
+    gaussian: Vec<f64>,
+    scaling: Vec<f64>,
+    phases: Vec<f64>,
+}
+
+impl TryFrom<FastfoodParts> for Fastfood {
+    type Error = FeatureError;
+    fn try_from(parts: FastfoodParts) -> Result<Self, FeatureError> {
+        Self::from_parts(parts)
+    }
+}
+
+impl From<Fastfood> for FastfoodParts {
+    fn from(f: Fastfood) -> Self {
+        FastfoodParts {
+            embedding: f.embedding,
+            dim_in: f.dim_in,
+            dim_out: f.dim_out,
+            signs: f.signs,
+            swaps: f.swaps,
+            gaussian: f.gaussian,
+            scaling: f.scaling,
+            phases: f.phases,
+        }
+    }
 }
 
 /// Scratch space for the [`Fastfood`] transforms (`3p` numbers); make it
@@ -134,11 +174,69 @@ impl Fastfood {
                 scaling.push(radius / norm);
             }
         }
-        check_finite("radial scaling", &scaling)?;
         let phases = match embedding {
             Embedding::CosPhase => (0..m).map(|_| TAU * rng.random::<f64>()).collect(),
             Embedding::SinCos => Vec::new(),
         };
+        Self::from_parts(FastfoodParts {
+            embedding,
+            dim_in,
+            dim_out,
+            signs,
+            swaps,
+            gaussian,
+            scaling,
+            phases,
+        })
+    }
+
+    /// Checks the parts (as drawn, or as read back) and assembles the map.
+    fn from_parts(parts: FastfoodParts) -> Result<Self, FeatureError> {
+        let FastfoodParts {
+            embedding,
+            dim_in,
+            dim_out,
+            signs,
+            swaps,
+            gaussian,
+            scaling,
+            phases,
+        } = parts;
+        let m = embedding.num_frequencies(dim_out)?;
+        if dim_in == 0 {
+            return Err(FeatureError::ZeroDimension {
+                what: "input dimension",
+            });
+        }
+        let p = dim_in.next_power_of_two();
+        let len = m.div_ceil(p) * p;
+        check_len("signs", len, signs.len())?;
+        check_len("swaps", len, swaps.len())?;
+        check_len("gaussian", len, gaussian.len())?;
+        check_len("radial scaling", len, scaling.len())?;
+        let expected_phases = match embedding {
+            Embedding::CosPhase => m,
+            Embedding::SinCos => 0,
+        };
+        check_len("phases", expected_phases, phases.len())?;
+        if let Some(&value) = signs.iter().find(|&&b| b != 1.0 && b != -1.0) {
+            return Err(FeatureError::InvalidParameter {
+                name: "signs",
+                value,
+                reason: "must be 1 or -1",
+            });
+        }
+        // position j of a block swaps with one of 0..=j (Fisher–Yates)
+        if let Some(i) = (0..len).find(|&i| swaps[i] > i % p) {
+            return Err(FeatureError::InvalidParameter {
+                name: "swaps",
+                value: swaps[i] as f64,
+                reason: "a block's position j must swap with a position in 0..=j",
+            });
+        }
+        check_finite("gaussian", &gaussian)?;
+        check_finite("radial scaling", &scaling)?;
+        check_finite("phase", &phases)?;
         Ok(Self {
             embedding,
             dim_in,

@@ -209,3 +209,38 @@ fn parallel_batch_equals_sequential_rows() {
         }
     }
 }
+
+/// A Fastfood map survives a serde round trip exactly (postcard and JSON),
+/// and a damaged serialised map is refused with an error, not a panic.
+#[test]
+fn serde_round_trips_and_rejects_damaged_maps() {
+    let kernel = Gaussian::new(1.3).unwrap();
+    for embedding in EMBEDDINGS {
+        let phi = Fastfood::new(&kernel, 3, 10, embedding, &mut rng(4)).unwrap();
+        let bytes = postcard::to_stdvec(&phi).unwrap();
+        let back: Fastfood = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, phi);
+        let x = [0.3, -1.2, 0.7];
+        let (mut a, mut b) = (vec![0.0; 10], vec![0.0; 10]);
+        phi.embed(&x, &mut a);
+        back.embed(&x, &mut b);
+        assert_eq!(a, b);
+        let json = serde_json::to_string(&phi).unwrap();
+        assert_eq!(serde_json::from_str::<Fastfood>(&json).unwrap(), phi);
+
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        // a swap out of its Fisher–Yates range would index out of bounds
+        value["swaps"][1] = serde_json::json!(7);
+        assert!(serde_json::from_value::<Fastfood>(value.clone()).is_err());
+        // a sign that is not ±1, a wrong length, a non-finite scale
+        let mut signs = serde_json::from_str::<serde_json::Value>(&json).unwrap();
+        signs["signs"][0] = serde_json::json!(0.5);
+        assert!(serde_json::from_value::<Fastfood>(signs).is_err());
+        let mut short = serde_json::from_str::<serde_json::Value>(&json).unwrap();
+        short["gaussian"].as_array_mut().unwrap().pop();
+        assert!(serde_json::from_value::<Fastfood>(short).is_err());
+        let mut odd = serde_json::from_str::<serde_json::Value>(&json).unwrap();
+        odd["dim_out"] = serde_json::json!(11);
+        assert!(serde_json::from_value::<Fastfood>(odd).is_err());
+    }
+}

@@ -52,6 +52,44 @@ pub(crate) fn positive(name: &'static str, value: f64) -> Result<f64, KernelErro
     }
 }
 
+/// Checks a length-scale ℓ: finite and positive, and such that the powers
+/// the kernels compute with (ℓ², ℓ⁴ and their inverses, for values, slopes
+/// and curvatures) are finite and positive too. A length-scale whose square
+/// under- or overflows (roughly outside 1e-77 … 1e77) would otherwise make
+/// every kernel value degenerate without any error.
+pub(crate) fn check_length_scale(name: &'static str, value: f64) -> Result<f64, KernelError> {
+    let l = positive(name, value)?;
+    let l4 = (l * l) * (l * l);
+    if l4.is_finite() && l4 > 0.0 && (1.0 / l4).is_finite() {
+        Ok(l)
+    } else {
+        Err(KernelError::InvalidParameter {
+            name,
+            value,
+            reason: "its square and fourth power (and their inverses) must be finite and > 0",
+        })
+    }
+}
+
+/// Checks that a quantity derived from the parameter `name` (e.g. `2ν/ℓ²`)
+/// and its square are finite and positive.
+pub(crate) fn derived_positive(
+    name: &'static str,
+    value: f64,
+    derived: f64,
+) -> Result<(), KernelError> {
+    let squared = derived * derived;
+    if squared.is_finite() && squared > 0.0 && derived > 0.0 {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidParameter {
+            name,
+            value,
+            reason: "gives a derived scale (or its square) that is not finite and > 0",
+        })
+    }
+}
+
 /// Checks that a parameter is finite and non-negative.
 pub(crate) fn non_negative(name: &'static str, value: f64) -> Result<f64, KernelError> {
     if value.is_finite() && value >= 0.0 {

@@ -1,6 +1,6 @@
 //! The Gaussian (squared-exponential) kernel.
 
-use crate::error::positive;
+use crate::error::{check_length_scale, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -18,7 +18,7 @@ impl Gaussian {
     /// A Gaussian kernel with length-scale `ℓ > 0`.
     pub fn new(length_scale: f64) -> Result<Self, KernelError> {
         Ok(Self {
-            length_scale: positive("length_scale", length_scale)?,
+            length_scale: check_length_scale("length_scale", length_scale)?,
         })
     }
 

@@ -1,6 +1,6 @@
 //! The Laplacian (L1) kernel.
 
-use crate::error::positive;
+use crate::error::{check_length_scale, positive};
 use crate::radial::for_each_column;
 use crate::{Kernel, KernelError, SpectralDensity};
 use faer::{MatMut, MatRef};
@@ -28,7 +28,7 @@ impl Laplacian {
     /// A Laplacian kernel with length-scale `ℓ > 0`.
     pub fn new(length_scale: f64) -> Result<Self, KernelError> {
         Ok(Self {
-            length_scale: positive("length_scale", length_scale)?,
+            length_scale: check_length_scale("length_scale", length_scale)?,
         })
     }
 

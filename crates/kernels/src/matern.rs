@@ -1,6 +1,6 @@
 //! The Matérn family.
 
-use crate::error::positive;
+use crate::error::{check_length_scale, derived_positive, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -72,7 +72,9 @@ impl Matern {
     /// `ν ∈ {1/2, 3/2, 5/2}` (slower; for validating the closed forms).
     pub fn with_bessel(nu: f64, length_scale: f64) -> Result<Self, KernelError> {
         let nu = positive("nu", nu)?;
-        let length_scale = positive("length_scale", length_scale)?;
+        let length_scale = check_length_scale("length_scale", length_scale)?;
+        // q = 2ν/ℓ² scales the Bessel argument and the slopes
+        derived_positive("nu", nu, 2.0 * nu / (length_scale * length_scale))?;
         // libm's lgamma is accurate to an ulp or so; puruspe's ln_gamma only to ~1e-11.
         let ln_gamma_nu = libm::lgamma(nu);
         // K_ν(u) ≈ Γ(ν) 2^{ν−1} u^{−ν} as u → 0: keep it below e^600.

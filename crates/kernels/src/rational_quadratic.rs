@@ -1,7 +1,7 @@
 //! The rational quadratic and inverse multiquadric kernels: scale mixtures of
 //! Gaussians with a Gamma-distributed precision.
 
-use crate::error::positive;
+use crate::error::{check_length_scale, derived_positive, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -22,10 +22,20 @@ pub struct RationalQuadratic {
 
 impl RationalQuadratic {
     /// A rational quadratic kernel with length-scale `ℓ > 0` and shape `α > 0`.
+    /// The scale `2αℓ²` of `s` in `t = 1 + s/(2αℓ²)` must be finite and
+    /// positive as well.
     pub fn new(length_scale: f64, alpha: f64) -> Result<Self, KernelError> {
+        let length_scale = check_length_scale("length_scale", length_scale)?;
+        let alpha = positive("alpha", alpha)?;
+        derived_positive("alpha", alpha, 2.0 * alpha * length_scale * length_scale)?;
+        derived_positive(
+            "alpha",
+            alpha,
+            1.0 / (2.0 * alpha * length_scale * length_scale),
+        )?;
         Ok(Self {
-            length_scale: positive("length_scale", length_scale)?,
-            alpha: positive("alpha", alpha)?,
+            length_scale,
+            alpha,
         })
     }
 
@@ -105,7 +115,7 @@ impl InverseMultiquadric {
 
     /// `(1 + ‖x − y‖²/ℓ²)^{−β}` with length-scale `ℓ > 0` and exponent `β > 0`.
     pub fn with_exponent(length_scale: f64, beta: f64) -> Result<Self, KernelError> {
-        let length_scale = positive("length_scale", length_scale)?;
+        let length_scale = check_length_scale("length_scale", length_scale)?;
         let beta = positive("beta", beta)?;
         Ok(Self {
             length_scale,

@@ -24,7 +24,36 @@ fn bandwidths_and_shapes_must_be_finite_and_positive() {
         assert!(is_invalid(InverseMultiquadric::with_exponent(1.0, bad)));
         assert!(is_invalid(InverseMultiquadric::from_thesis(bad, 0.5)));
     }
-    assert!(Gaussian::new(1e-300).is_ok() && RationalQuadratic::new(2.0, 1e6).is_ok());
+    assert!(Gaussian::new(1e-50).is_ok() && RationalQuadratic::new(2.0, 1e6).is_ok());
+}
+
+/// A length-scale whose square (or fourth power, or their inverses) under-
+/// or overflows would make every kernel value degenerate (e.g. ℓ = 1e-200:
+/// ℓ² = 0, every r²/ℓ² infinite, every KAMH proposal non-finite): refused.
+#[test]
+fn length_scales_whose_powers_are_not_finite_are_refused() {
+    use kameleon_kernels::Matern;
+    for bad in [1e-200, 1e-100, 1e-78, 1e78, 1e100, 1e200, 1e-300] {
+        assert!(is_invalid(Gaussian::new(bad)), "{bad}");
+        assert!(is_invalid(Laplacian::new(bad)), "{bad}");
+        assert!(is_invalid(Matern::new(1.5, bad)), "{bad}");
+        assert!(is_invalid(Matern::new(0.7, bad)), "{bad}");
+        assert!(is_invalid(RationalQuadratic::new(bad, 1.0)), "{bad}");
+        assert!(is_invalid(InverseMultiquadric::new(bad)), "{bad}");
+    }
+    // the shape's product with ℓ² must be finite too
+    assert!(is_invalid(RationalQuadratic::new(1e70, 1e300)));
+    assert!(is_invalid(Matern::new(1e300, 1e-70)));
+    for good in [1e-70, 1e-10, 1.0, 1e10, 1e70] {
+        assert!(Gaussian::new(good).is_ok(), "{good}");
+        assert!(Laplacian::new(good).is_ok(), "{good}");
+        assert!(Matern::new(2.5, good).is_ok(), "{good}");
+        assert!(RationalQuadratic::new(good, 1.0).is_ok(), "{good}");
+        assert!(InverseMultiquadric::new(good).is_ok(), "{good}");
+    }
+    // and the error names the parameter
+    let message = Gaussian::new(1e-200).unwrap_err().to_string();
+    assert!(message.contains("length_scale"), "{message}");
 }
 
 #[test]

@@ -474,6 +474,22 @@ impl Scale {
         Ok(Self::Fixed(scale))
     }
 
+    /// Checks the scale as the parameter `name`: a fixed ν must be positive
+    /// and finite (a zero ν would never move the chain yet accept every
+    /// step); an adaptive one was checked by [`RobbinsMonro::new`] and is
+    /// checked again here.
+    pub fn validate(&self, name: &'static str) -> Result<()> {
+        let value = self.value();
+        if value > 0.0 && value.is_finite() {
+            Ok(())
+        } else {
+            Err(crate::SamplerError::InvalidParameter {
+                name,
+                reason: format!("must be positive and finite, got {value}"),
+            })
+        }
+    }
+
     /// The Gelman–Roberts–Gilks scale 2.38/√d.
     pub fn optimal_for(dim: usize) -> f64 {
         2.38 / (dim.max(1) as f64).sqrt()

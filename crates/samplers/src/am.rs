@@ -170,6 +170,7 @@ impl AdaptiveMetropolis {
     ) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
         check_dim(dim, moments.dim())?;
+        scale.validate("scale")?;
         ensure(
             epsilon >= 0.0 && epsilon.is_finite(),
             "epsilon",
@@ -271,9 +272,11 @@ impl AdaptiveMetropolis {
 }
 
 impl Proposal for AdaptiveMetropolis {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
-        self.moments.start(x);
+        if adapts {
+            self.moments.start(x);
+        }
         Ok(())
     }
 

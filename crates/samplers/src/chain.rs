@@ -3,7 +3,7 @@
 
 use crate::Target;
 use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal};
-use crate::error::{Result, ensure};
+use crate::error::{Result, SamplerError, ensure};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -46,7 +46,53 @@ pub struct Chain {
     pub covariance_jitters: u64,
 }
 
+/// The most states whose room a run reserves up front; longer runs grow
+/// their buffers as they record (so a huge `iterations` costs nothing before
+/// it is reached).
+const RESERVED_STATES: usize = 1 << 16;
+
+/// How many of `rows` states to reserve room for up front: all of them, up
+/// to [`RESERVED_STATES`].
+pub(crate) fn reserved_rows(rows: u64) -> usize {
+    usize::try_from(rows).map_or(RESERVED_STATES, |r| r.min(RESERVED_STATES))
+}
+
+/// Room for [`reserved_rows`]`(rows)` states of `width` values each.
+fn reserved<T>(rows: u64, width: usize) -> Vec<T> {
+    Vec::with_capacity(reserved_rows(rows) * width)
+}
+
 impl Chain {
+    /// An empty chain for a run of `config` in dimension `dim`, with room for
+    /// `copied_rows` sample rows (capped, see [`reserved`]). `config` must be
+    /// validated; errors if its recorded states of dimension `dim` cannot be
+    /// addressed.
+    pub(crate) fn empty(
+        dim: usize,
+        config: RunConfig,
+        seed: u64,
+        chain_index: u64,
+        copied_rows: u64,
+    ) -> Result<Self> {
+        config.recorded_values(dim)?;
+        let recorded = config.iterations / config.thin;
+        Ok(Self {
+            dim,
+            samples: reserved(copied_rows, dim),
+            accepted: reserved(recorded, 1),
+            log_densities: reserved(recorded, 1),
+            accept_probabilities: reserved(recorded, 1),
+            wall_time_secs: 0.0,
+            adaptation: AdaptationSummary::default(),
+            seed,
+            chain_index,
+            config,
+            accepted_total: 0,
+            rejected_non_finite: 0,
+            covariance_jitters: 0,
+        })
+    }
+
     /// The number of recorded states.
     pub fn len(&self) -> usize {
         self.accepted.len()
@@ -64,7 +110,7 @@ impl Chain {
 
     /// The fraction of accepted proposals over all steps (burn-in included).
     pub fn acceptance_rate(&self) -> f64 {
-        let steps = self.config.burn_in + self.config.iterations;
+        let steps = self.config.burn_in.saturating_add(self.config.iterations);
         if steps == 0 {
             0.0
         } else {
@@ -72,7 +118,11 @@ impl Chain {
         }
     }
 
-    /// The mean of the recorded states per dimension.
+    /// The mean of the recorded states per dimension; NaN in every
+    /// coordinate if nothing was recorded. The mean of no states is
+    /// undefined: NaN cannot be mistaken for an estimate (zeros could), it
+    /// propagates through whatever is computed from it, and a caller that
+    /// must know checks [`Chain::is_empty`] first.
     pub fn mean(&self) -> Vec<f64> {
         let mut m = vec![0.0; self.dim];
         for i in 0..self.len() {
@@ -80,7 +130,8 @@ impl Chain {
                 *mj += xj;
             }
         }
-        let n = self.len().max(1) as f64;
+        // 0/0 = NaN for an empty chain
+        let n = self.len() as f64;
         m.iter_mut().for_each(|v| *v /= n);
         m
     }
@@ -134,9 +185,39 @@ impl RunConfig {
         self
     }
 
-    /// Checks the configuration.
+    /// Checks the configuration: `thin` ≥ 1, `burn_in + iterations` fits in
+    /// a `u64`, and the recorded length `iterations / thin` can be held in
+    /// memory on this platform (one `f64` per state, at least).
     pub fn validate(&self) -> Result<()> {
-        ensure(self.thin >= 1, "thin", "must be at least 1")
+        ensure(self.thin >= 1, "thin", "must be at least 1")?;
+        if self.burn_in.checked_add(self.iterations).is_none() {
+            return Err(SamplerError::InvalidParameter {
+                name: "iterations",
+                reason: format!(
+                    "burn_in ({}) + iterations ({}) overflows the step counter (u64)",
+                    self.burn_in, self.iterations
+                ),
+            });
+        }
+        self.recorded_values(1).map(|_| ())
+    }
+
+    /// The number of values `iterations / thin` recorded states of `dim`
+    /// coordinates take, or an error if they cannot be addressed on this
+    /// platform (more than `isize::MAX` bytes of `f64`s).
+    pub(crate) fn recorded_values(&self, dim: usize) -> Result<usize> {
+        let recorded = self.iterations / self.thin.max(1);
+        usize::try_from(recorded)
+            .ok()
+            .and_then(|rows| rows.checked_mul(dim))
+            .filter(|&values| values <= isize::MAX as usize / size_of::<f64>())
+            .ok_or_else(|| SamplerError::InvalidParameter {
+                name: "iterations",
+                reason: format!(
+                    "{recorded} recorded states (iterations / thin) of dimension {dim} \
+                     cannot be addressed on this platform"
+                ),
+            })
     }
 
     /// The last adapting step (`None`: always adapt).
@@ -251,27 +332,12 @@ impl<P: Proposal> Run<P> {
             .kept_states()
             .is_some_and(|kept| kept.rows == 0);
         let dim = target.dim();
-        let recorded = config.iterations / config.thin;
-        let copied = if shares_states {
+        let copied_rows = if shares_states {
             config.recorded_after(config.adapt_until().unwrap_or(u64::MAX))
         } else {
-            recorded
+            config.iterations / config.thin
         };
-        let chain = Chain {
-            dim,
-            samples: Vec::with_capacity(copied as usize * dim),
-            accepted: Vec::with_capacity(recorded as usize),
-            log_densities: Vec::with_capacity(recorded as usize),
-            accept_probabilities: Vec::with_capacity(recorded as usize),
-            wall_time_secs: 0.0,
-            adaptation: AdaptationSummary::default(),
-            seed,
-            chain_index,
-            config,
-            accepted_total: 0,
-            rejected_non_finite: 0,
-            covariance_jitters: 0,
-        };
+        let chain = Chain::empty(dim, config, seed, chain_index, copied_rows)?;
         Ok(Self {
             sampler,
             chain,
@@ -305,27 +371,67 @@ impl<P: Proposal> Run<P> {
     }
 
     /// Takes up to `max_steps` more steps (stopping at the end of the run),
-    /// recording post-burn-in states; reports progress to `progress`.
+    /// recording the post-burn-in (thinned) states that the proposal marks
+    /// as draws ([`Proposal::records_last_step`]: all, except cKAM's
+    /// exploration steps); reports progress to `progress`.
+    /// Errors (taking no step) if `target` has another dimension than the run.
     pub fn advance(
         &mut self,
         target: &dyn Target,
         max_steps: u64,
         progress: Option<ProgressFn<'_>>,
-    ) {
+    ) -> Result<()> {
+        self.step_until(target, max_steps, usize::MAX, progress)
+    }
+
+    /// Takes steps until `recorded` states are recorded in all (see
+    /// [`Run::recorded`]) or the run ends, reporting progress to `progress`.
+    /// Errors (taking no step) if `target` has another dimension than the run.
+    pub fn advance_until_recorded(
+        &mut self,
+        target: &dyn Target,
+        recorded: usize,
+        progress: Option<ProgressFn<'_>>,
+    ) -> Result<()> {
+        self.step_until(target, u64::MAX, recorded, progress)
+    }
+
+    /// The number of states recorded so far.
+    pub fn recorded(&self) -> usize {
+        self.chain.len()
+    }
+
+    /// Takes up to `max_steps` steps, stopping early once `recorded` states
+    /// are recorded or the run ends.
+    fn step_until(
+        &mut self,
+        target: &dyn Target,
+        max_steps: u64,
+        recorded: usize,
+        progress: Option<ProgressFn<'_>>,
+    ) -> Result<()> {
+        if target.dim() != self.chain.dim {
+            return Err(SamplerError::RunDimension {
+                seed: self.chain.seed,
+                chain_index: self.chain.chain_index,
+                run: self.chain.dim,
+                target: target.dim(),
+            });
+        }
         let config = self.chain.config;
         let total = config.total_steps();
         let end = total.min(self.steps_done().saturating_add(max_steps));
         let every = (total / 100).max(1);
         let kept_until = self.kept_until();
         let start = Instant::now();
-        while self.steps_done() < end {
+        while self.steps_done() < end && self.chain.len() < recorded {
             let info = self.sampler.step(target);
             let t = self.sampler.iteration();
             debug_assert!(
                 t > kept_until || self.keeps_states_up_to(t),
                 "the proposal keeps every adapting state, as it declared"
             );
-            if config.records(t) {
+            if config.records(t) && self.sampler.proposal().records_last_step() {
                 if t > kept_until {
                     self.chain
                         .samples
@@ -346,12 +452,18 @@ impl<P: Proposal> Run<P> {
             }
         }
         self.chain.wall_time_secs += start.elapsed().as_secs_f64();
+        Ok(())
     }
 
-    /// Runs to the end and returns the chain.
-    pub fn finish(mut self, target: &dyn Target, progress: Option<ProgressFn<'_>>) -> Chain {
-        self.advance(target, u64::MAX, progress);
-        self.into_chain()
+    /// Runs to the end and returns the chain. Errors (taking no step) if
+    /// `target` has another dimension than the run.
+    pub fn finish(
+        mut self,
+        target: &dyn Target,
+        progress: Option<ProgressFn<'_>>,
+    ) -> Result<Chain> {
+        self.advance(target, u64::MAX, progress)?;
+        Ok(self.into_chain())
     }
 
     /// The chain recorded so far, with the final counters and adaptation state.
@@ -439,10 +551,22 @@ impl<P: Proposal + Serialize> Run<P> {
 
 impl<P: Proposal + DeserializeOwned> Run<P> {
     /// Reads a run written by [`Run::checkpoint`] for the same proposal type
-    /// (see [`crate::checkpoint::load`] for the checks); continuing it gives
-    /// the bit-identical chain of an uninterrupted run.
-    pub fn resume(path: &Path) -> Result<Self> {
-        crate::checkpoint::load(path, &checkpoint_kind::<P>())
+    /// (see [`crate::checkpoint::load`] for the checks), to be continued on
+    /// `target`; continuing it gives the bit-identical chain of an
+    /// uninterrupted run. Errors if `target` has another dimension than the
+    /// run (naming the file, the seed and the chain index).
+    pub fn resume(path: &Path, target: &dyn Target) -> Result<Self> {
+        let run: Self = crate::checkpoint::load(path, &checkpoint_kind::<P>())?;
+        if run.chain.dim != target.dim() || run.sampler.position().len() != run.chain.dim {
+            return Err(SamplerError::ResumeDimension {
+                path: path.to_path_buf(),
+                seed: run.chain.seed,
+                chain_index: run.chain.chain_index,
+                recorded: run.chain.dim,
+                target: target.dim(),
+            });
+        }
+        Ok(run)
     }
 }
 
@@ -454,7 +578,7 @@ pub fn run_chain<P: Proposal>(
     config: RunConfig,
     seed: u64,
 ) -> Result<Chain> {
-    Ok(Run::new(target, proposal, x0, config, seed, 0)?.finish(target, None))
+    Run::new(target, proposal, x0, config, seed, 0)?.finish(target, None)
 }
 
 /// Runs `n_chains` chains in parallel (rayon, the current thread pool).
@@ -483,7 +607,7 @@ where
             let mut rng = chain_rng(seed, k as u64);
             let (proposal, x0) = setup(k, &mut rng)?;
             let run = Run::with_rng(target, proposal, &x0, config, seed, k as u64, rng)?;
-            Ok(run.finish(target, progress))
+            run.finish(target, progress)
         })
         .collect()
 }

@@ -17,10 +17,12 @@
 //!   at s = βL), accepted with min(1, π(x*)/π(x)). Only these states are
 //!   kept ([`run_ckam`]).
 //!
-//! That is the paper's algorithm and the default; it is not π-invariant
-//! (next two sections). [`SwitchRule::DelayedRejection`] with
-//! [`CycleAdaptation::BetweenCycles`] makes every cycle exact (last
-//! section).
+//! That is the paper's algorithm ([`SwitchRule::AsWritten`] with
+//! [`CycleAdaptation::WithinCycle`]); it is **biased**, not π-invariant
+//! (next two sections). The default is the exact variant,
+//! [`SwitchRule::DelayedRejection`] with [`CycleAdaptation::BetweenCycles`],
+//! which makes every cycle exact (last section); ask for the paper's
+//! variant by name to reproduce its results.
 //!
 //! # The approximation at the switch (paper §2.5)
 //!
@@ -40,8 +42,11 @@
 //! step θ → x₁ is a Metropolis step with a state-dependent proposal
 //! N(θ, ν²Σ(θ)) accepted as if it were symmetric — the same error as
 //! evaluating KAMH's reverse density at the wrong point — and the later
-//! steps keep the Σ chosen by θ. (In our tests this bias is below detection;
-//! the exploration's, next, is not.)
+//! steps keep the Σ chosen by θ. This bias is detectable on its own, with
+//! the exploration made exact: in `tests/ckam.rs`,
+//! `the_paper_switch_is_not_invariant_on_a_2d_banana` runs one frozen cycle
+//! from each of many exact draws of a 2-d banana under each switch rule; the
+//! delayed-rejection switch returns exact draws, the paper's does not.
 //!
 //! # The exploration is not exact either
 //!
@@ -142,28 +147,28 @@
 
 use crate::Target;
 use crate::adaptation::{History, RobbinsMonro};
-use crate::chain::{AdaptationStop, Chain, RunConfig, chain_rng};
+use crate::chain::{AdaptationStop, Chain, Run, RunConfig, reserved_rows};
 use crate::covariance::ProposalCovariance;
-use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
+use crate::error::{Result, SamplerError, check_dim, ensure};
 use crate::kamh_covariance::{KamhCovariance, combine_in_place};
 use faer::MatRef;
 use kameleon_kernels::Kernel;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
-use std::time::Instant;
 
 /// How cKAM passes from exploration to sampling (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum SwitchRule {
     /// The paper's Alg. 2 as written: Σ built at the switch state θ, plain
-    /// random-walk acceptance min{1, π(x*)/π(x)} (the approximation of §2.5).
-    #[default]
+    /// random-walk acceptance min{1, π(x*)/π(x)} (the approximation of §2.5,
+    /// biased).
     AsWritten,
-    /// The exact delayed-rejection reading: Σ built at a KAMH draw θ' from
-    /// θ, every sampling step accepted with
+    /// The exact delayed-rejection reading (the default): Σ built at a KAMH
+    /// draw θ' from θ, every sampling step accepted with
     /// min{1, π(x*) q_z(θ'|x*) / (π(x) q_z(θ'|x))}.
+    #[default]
     DelayedRejection,
 }
 
@@ -174,21 +179,25 @@ pub enum CycleAdaptation {
     /// The paper's Alg. 2 as written: z redrawn at every exploration step
     /// from the current cycle's states, ν updated by Robbins–Monro after
     /// every exploration step (not π-invariant, see the module docs).
-    #[default]
     WithinCycle,
-    /// Adaptation only at cycle boundaries: z drawn once per cycle from the
+    /// Adaptation only at cycle boundaries (the default): z drawn once per
+    /// cycle from the
     /// sampling-phase states of all earlier cycles and held fixed, ν fixed
     /// during the cycle and updated by Robbins–Monro with the cycle's
     /// exploration acceptance probabilities at its end. With
     /// [`SwitchRule::DelayedRejection`] every cycle leaves π invariant given
     /// the past, and the chain after the adaptation stops is an exactly
     /// π-invariant Markov chain.
+    #[default]
     BetweenCycles,
 }
 
 /// The cKAM proposal (see the module docs): cycles of `cycle_length` steps,
-/// the first fraction β exploring with KAMH on the current cycle's history,
-/// the rest sampling with a frozen, cosine-scaled random walk.
+/// the first fraction β exploring with KAMH, the rest sampling with a
+/// frozen, cosine-scaled random walk. By default the exact variant
+/// ([`SwitchRule::DelayedRejection`], [`CycleAdaptation::BetweenCycles`]);
+/// the paper's Alg. 2 as written, which is biased, is
+/// [`SwitchRule::AsWritten`] with [`CycleAdaptation::WithinCycle`].
 ///
 /// ```
 /// use kameleon_kernels::Gaussian;
@@ -295,12 +304,12 @@ impl<K: Kernel> Ckam<K> {
             cycle_length,
             exploration_fraction,
             exploration_steps,
-            switch_rule: SwitchRule::AsWritten,
-            cycle_adaptation: CycleAdaptation::WithinCycle,
+            switch_rule: SwitchRule::DelayedRejection,
+            cycle_adaptation: CycleAdaptation::BetweenCycles,
             steps: 0,
-            history: History::with_capacity(dim, exploration_steps as usize + 1),
+            history: History::with_capacity(dim, reserved_rows(exploration_steps + 1)),
             kept: History::new(dim),
-            pending: Vec::with_capacity(exploration_steps as usize),
+            pending: Vec::with_capacity(reserved_rows(exploration_steps)),
             subsample: vec![0.0; n * dim],
             subsample_len: 0,
             builder: KamhCovariance::new(dim, n),
@@ -318,7 +327,7 @@ impl<K: Kernel> Ckam<K> {
     }
 
     /// Sets how exploration passes to sampling (default
-    /// [`SwitchRule::AsWritten`]).
+    /// [`SwitchRule::DelayedRejection`]).
     pub fn with_switch_rule(mut self, rule: SwitchRule) -> Self {
         self.switch_rule = rule;
         self
@@ -329,7 +338,7 @@ impl<K: Kernel> Ckam<K> {
         self.switch_rule
     }
 
-    /// Sets when z and ν adapt (default [`CycleAdaptation::WithinCycle`]).
+    /// Sets when z and ν adapt (default [`CycleAdaptation::BetweenCycles`]).
     pub fn with_cycle_adaptation(mut self, adaptation: CycleAdaptation) -> Self {
         self.cycle_adaptation = adaptation;
         self
@@ -543,7 +552,7 @@ impl<K: Kernel> Ckam<K> {
 }
 
 impl<K: Kernel> Proposal for Ckam<K> {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         check_dim(self.dim, x.len())
     }
@@ -558,7 +567,8 @@ impl<K: Kernel> Proposal for Ckam<K> {
         let s = self.steps % self.cycle_length;
         if s == 0 && self.cycle_adaptation == CycleAdaptation::WithinCycle {
             // a new cycle: its history starts with its first state
-            self.history = History::with_capacity(self.dim, self.exploration_steps as usize + 1);
+            self.history =
+                History::with_capacity(self.dim, reserved_rows(self.exploration_steps + 1));
             self.history.push(current);
         }
         if s < self.exploration_steps {
@@ -612,6 +622,11 @@ impl<K: Kernel> Proposal for Ckam<K> {
         }
     }
 
+    /// Only the sampling steps' states are draws of the chain.
+    fn records_last_step(&self) -> bool {
+        self.steps >= 1 && (self.steps - 1) % self.cycle_length >= self.exploration_steps
+    }
+
     fn summary(&self) -> AdaptationSummary {
         AdaptationSummary {
             scale: Some(self.nu.scale()),
@@ -649,11 +664,12 @@ fn draw_subsample(
 }
 
 /// Runs `cycles` cKAM cycles (cycles × L steps) from `x0` with the rng of
-/// chain 0 of `seed` ([`chain_rng`]), adapting at every step, and keeps the
-/// states of the sampling steps only. The chain's `config` is
+/// chain 0 of `seed` ([`crate::chain_rng`]), adapting at every step, and
+/// keeps the states of the sampling steps only: a [`Run`] of
 /// `RunConfig::new(0, cycles × L)` with [`AdaptationStop::Never`] (so
-/// `acceptance_rate` is over all steps); its length is
-/// cycles × (L − ⌊βL⌋ − 1).
+/// `acceptance_rate` is over all steps), finished. Its length is
+/// cycles × (L − ⌊βL⌋ − 1). Use [`Run`] directly for progress reports,
+/// chunked runs and checkpoints.
 pub fn run_ckam<K: Kernel>(
     target: &dyn Target,
     proposal: Ckam<K>,
@@ -661,9 +677,9 @@ pub fn run_ckam<K: Kernel>(
     cycles: u64,
     seed: u64,
 ) -> Result<Chain> {
-    let total = cycles * proposal.cycle_length;
+    let total = cycle_steps("cycles", cycles, proposal.cycle_length)?;
     let config = RunConfig::new(0, total).adaptation(AdaptationStop::Never);
-    run_cycles(target, proposal, x0, config, seed)
+    Run::new(target, proposal, x0, config, seed, 0)?.finish(target, None)
 }
 
 /// Runs `burn_in_cycles` adapting cycles, then `cycles` cycles with the
@@ -672,10 +688,10 @@ pub fn run_ckam<K: Kernel>(
 /// step is the last step of the burn-in, a cycle boundary, so under
 /// [`CycleAdaptation::BetweenCycles`] the frozen cycles all use the z and ν
 /// chosen there (and with [`SwitchRule::DelayedRejection`] the kept chain
-/// is exactly π-invariant). The chain's `config` is
+/// is exactly π-invariant). This is a [`Run`] of
 /// `RunConfig::new(burn_in_cycles × L, cycles × L)` (adaptation after
-/// burn-in; with `burn_in_cycles` = 0 nothing adapts); its length is
-/// cycles × (L − ⌊βL⌋ − 1).
+/// burn-in; with `burn_in_cycles` = 0 nothing adapts), finished; its length
+/// is cycles × (L − ⌊βL⌋ − 1).
 pub fn run_ckam_with_burn_in<K: Kernel>(
     target: &dyn Target,
     proposal: Ckam<K>,
@@ -685,59 +701,22 @@ pub fn run_ckam_with_burn_in<K: Kernel>(
     seed: u64,
 ) -> Result<Chain> {
     let cycle = proposal.cycle_length;
-    let config = RunConfig::new(burn_in_cycles * cycle, cycles * cycle);
-    run_cycles(target, proposal, x0, config, seed)
+    let config = RunConfig::new(
+        cycle_steps("burn_in_cycles", burn_in_cycles, cycle)?,
+        cycle_steps("cycles", cycles, cycle)?,
+    );
+    Run::new(target, proposal, x0, config, seed, 0)?.finish(target, None)
 }
 
-/// Runs `config.total_steps()` steps (whole cycles) adapting until
-/// `config.adapt_until()`, keeping the sampling steps' states after
-/// `config.burn_in`.
-fn run_cycles<K: Kernel>(
-    target: &dyn Target,
-    proposal: Ckam<K>,
-    x0: &[f64],
-    config: RunConfig,
-    seed: u64,
-) -> Result<Chain> {
-    let (burn_in, total) = (config.burn_in, config.total_steps());
-    let mut sampler = MetropolisHastings::new(
-        target,
-        proposal,
-        x0,
-        chain_rng(seed, 0),
-        config.adapt_until(),
-    )?;
-    let dim = target.dim();
-    let p = sampler.proposal();
-    let kept =
-        (config.iterations / p.cycle_length * (p.cycle_length - p.exploration_steps)) as usize;
-    let mut samples = Vec::with_capacity(kept * dim);
-    let mut accepted = Vec::with_capacity(kept);
-    let mut log_densities = Vec::with_capacity(kept);
-    let mut accept_probabilities = Vec::with_capacity(kept);
-    let start = Instant::now();
-    for t in 1..=total {
-        let info = sampler.step(target);
-        if t > burn_in && sampler.proposal().is_sampling_step(t) {
-            samples.extend_from_slice(sampler.position());
-            accepted.push(info.accepted);
-            log_densities.push(sampler.log_density());
-            accept_probabilities.push(info.accept_prob);
-        }
-    }
-    Ok(Chain {
-        dim,
-        samples,
-        accepted,
-        log_densities,
-        accept_probabilities,
-        wall_time_secs: start.elapsed().as_secs_f64(),
-        adaptation: sampler.proposal().summary(),
-        seed,
-        chain_index: 0,
-        config,
-        accepted_total: sampler.accepted(),
-        rejected_non_finite: sampler.rejected_non_finite(),
-        covariance_jitters: sampler.proposal().covariance_jitters(),
-    })
+/// The number of steps of `cycles` cycles of `cycle_length` steps, or an
+/// error naming `name` if it overflows the step counter.
+fn cycle_steps(name: &'static str, cycles: u64, cycle_length: u64) -> Result<u64> {
+    cycles
+        .checked_mul(cycle_length)
+        .ok_or_else(|| SamplerError::InvalidParameter {
+            name,
+            reason: format!(
+                "{cycles} cycles of {cycle_length} steps overflow the step counter (u64)"
+            ),
+        })
 }

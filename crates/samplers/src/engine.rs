@@ -70,8 +70,11 @@ pub struct AdaptationSummary {
 pub trait Proposal: Send {
     /// Called once when a chain starts at `x` (a point of finite log density):
     /// build caches, check the target offers what the proposal needs.
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
-        let _ = (target, x);
+    /// `adapts` says whether the chain's first step adapts: if not, the
+    /// proposal must start with exactly the kernel it holds (nothing it has
+    /// learned may change, not even by recording `x`).
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
+        let _ = (target, x, adapts);
         Ok(())
     }
 
@@ -90,6 +93,15 @@ pub trait Proposal: Send {
     /// Told the outcome of the step after the decision. Swap caches here; adapt
     /// only if `adapt` (the engine turns adaptation off after its stop point).
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng);
+
+    /// Whether the state after the step just observed is a draw of the
+    /// chain: a [`crate::Run`] records a post-burn-in (thinned) step only if
+    /// this says so. Default `true`, every step; cKAM answers `true` for its
+    /// sampling steps only. A proposal that keeps states
+    /// ([`Proposal::kept_states`]) must record every step.
+    fn records_last_step(&self) -> bool {
+        true
+    }
 
     /// Whether the engine re-estimates log π̂ of the current state before each
     /// step ("Monte Carlo within Metropolis", MCWM) instead of reusing the
@@ -139,6 +151,18 @@ pub struct KeptStates {
     pub rows: usize,
 }
 
+/// Returns [`SamplerError::NonFiniteStart`] unless every coordinate of the
+/// starting point `x0` is finite.
+pub(crate) fn check_finite_start(x0: &[f64]) -> Result<()> {
+    match x0.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(SamplerError::NonFiniteStart {
+            index,
+            value: x0[index],
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What one [`MetropolisHastings::step`] did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepInfo {
@@ -171,6 +195,8 @@ pub struct MetropolisHastings<P> {
 impl<P: Proposal> MetropolisHastings<P> {
     /// Starts a chain at `x0` with the given rng. Adaptation runs for steps
     /// `1..=adapt_until` (forever if `None`). Evaluates log π(x0) once.
+    /// Errors if `x0` has the wrong length or a non-finite coordinate, if its
+    /// log density is not finite, or if the proposal refuses to start.
     pub fn new(
         target: &dyn Target,
         mut proposal: P,
@@ -185,11 +211,12 @@ impl<P: Proposal> MetropolisHastings<P> {
                 got: x0.len(),
             });
         }
+        check_finite_start(x0)?;
         let log_density = target.log_density(x0, &mut rng);
         if !log_density.is_finite() {
             return Err(SamplerError::StartOutsideSupport(log_density));
         }
-        proposal.initialise(target, x0)?;
+        proposal.initialise(target, x0, adapt_until.is_none_or(|n| n >= 1))?;
         Ok(Self {
             proposal,
             x: x0.to_vec(),

@@ -25,6 +25,14 @@ pub enum SamplerError {
     /// support, or NaN): a chain cannot start there.
     #[error("the starting point has log density {0}; start inside the support")]
     StartOutsideSupport(f64),
+    /// A coordinate of the starting point is NaN or infinite.
+    #[error("the starting point's coordinate {index} is {value}; start at a finite point")]
+    NonFiniteStart {
+        /// The first non-finite coordinate.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
     /// The target lacks a capability the sampler needs (e.g. a gradient for HMC).
     #[error(transparent)]
     Target(#[from] TargetError),
@@ -33,6 +41,35 @@ pub enum SamplerError {
     NotPositiveDefinite {
         /// The largest jitter tried.
         jitter: f64,
+    },
+    /// A run read from a checkpoint does not fit the target it is to
+    /// continue on.
+    #[error("checkpoint {}: the run (seed {seed}, chain {chain_index}) has dimension {recorded}, the target dimension {target}", path.display())]
+    ResumeDimension {
+        /// The checkpoint file.
+        path: std::path::PathBuf,
+        /// The run's base seed.
+        seed: u64,
+        /// The run's chain index.
+        chain_index: u64,
+        /// The run's dimension.
+        recorded: usize,
+        /// The target's dimension.
+        target: usize,
+    },
+    /// A run was asked to take steps on a target of another dimension.
+    #[error(
+        "the run (seed {seed}, chain {chain_index}) has dimension {run}, the target dimension {target}"
+    )]
+    RunDimension {
+        /// The run's base seed.
+        seed: u64,
+        /// The run's chain index.
+        chain_index: u64,
+        /// The run's dimension.
+        run: usize,
+        /// The target's dimension.
+        target: usize,
     },
     /// A checkpoint file could not be written or read back.
     #[error("checkpoint {}: {problem}", path.display())]

@@ -113,11 +113,7 @@ impl<F: FeatureMap> FKamh<F> {
             "gamma",
             "must be positive and finite",
         )?;
-        ensure(
-            eta.value() > 0.0 && eta.value().is_finite(),
-            "eta",
-            "must be positive and finite",
-        )?;
+        eta.validate("eta")?;
         Ok(Self {
             features,
             dim,
@@ -496,13 +492,17 @@ impl ColumnGroup<'_> {
 }
 
 impl<F: FeatureMap> Proposal for FKamh<F> {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         jacobian_into(&self.features, x, &mut self.jacobian);
         self.features.embed(x, &mut self.embedding);
         self.quadratic
             .compute(&mut self.moments, &self.jacobian, &mut self.form);
-        self.push_current();
+        // the start joins C̃'s history only if the first step adapts C̃:
+        // a frozen kernel stays exactly as it was
+        if adapts && self.freeze_after != Some(0) {
+            self.push_current();
+        }
         self.refactor_current();
         ensure(
             self.current_valid,
@@ -683,7 +683,7 @@ mod tests {
             }
             let target = FnTarget::new(d, |x: &[f64]| -0.5 * x.iter().map(|v| v * v).sum::<f64>());
             let x0 = vec![0.2, -0.4, 0.5];
-            sampler.initialise(&target, &x0).unwrap();
+            sampler.initialise(&target, &x0, true).unwrap();
             history.push(x0.clone());
             // the covariance at an arbitrary point
             let y = [0.7, 0.1, -0.9];
@@ -807,7 +807,7 @@ mod tests {
         assert!(s.push_history(&[1.0]).is_err());
         assert!(s.push_history(&[1.0, f64::INFINITY]).is_err());
         let target = FnTarget::new(3, |_: &[f64]| 0.0);
-        assert!(s.initialise(&target, &[0.0, 0.0, 0.0]).is_err());
+        assert!(s.initialise(&target, &[0.0, 0.0, 0.0], true).is_err());
         let sampler = FKamh::new(phi, 0.5, Scale::fixed(1.0).unwrap())
             .unwrap()
             .freeze_covariance_after(10);

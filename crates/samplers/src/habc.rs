@@ -72,7 +72,7 @@
 
 use crate::adaptation::RunningMoments;
 use crate::chain::{Chain, RunConfig, chain_rng};
-use crate::engine::AdaptationSummary;
+use crate::engine::check_finite_start;
 use crate::error::{Result, SamplerError, check_dim, ensure};
 use kameleon_targets::{AbcSkewNormal, IsotropicGaussianPrior, LogPrior};
 use rand::{Rng, RngExt, SeedableRng};
@@ -381,7 +381,8 @@ impl<S: SummarySimulator> Habc<S> {
 
     /// Runs one chain from `start` with the rng `chain_rng(seed, chain_index)`.
     /// Every step counts as accepted unless its trajectory was non-finite.
-    /// Errors: wrong `start` length, invalid `run`, or a start where the
+    /// Errors: wrong `start` length, a non-finite coordinate of `start`,
+    /// invalid `run`, or a start where the
     /// prior plus synthetic log likelihood is not finite.
     pub fn run(
         &mut self,
@@ -392,29 +393,15 @@ impl<S: SummarySimulator> Habc<S> {
     ) -> Result<Chain> {
         let d = self.likelihood.dim();
         check_dim(d, start.len())?;
+        check_finite_start(start)?;
         run.validate()?;
+        let mut chain = Chain::empty(d, run, seed, chain_index, run.iterations / run.thin)?;
         let mut rng = chain_rng(seed, chain_index);
         let start_density = self.log_posterior(start, rng.next_u64());
         if !start_density.is_finite() {
             return Err(SamplerError::StartOutsideSupport(start_density));
         }
         let clock = Instant::now();
-        let recorded = (run.iterations / run.thin) as usize;
-        let mut chain = Chain {
-            dim: d,
-            samples: Vec::with_capacity(recorded * d),
-            accepted: Vec::with_capacity(recorded),
-            log_densities: Vec::with_capacity(recorded),
-            accept_probabilities: Vec::with_capacity(recorded),
-            wall_time_secs: 0.0,
-            adaptation: AdaptationSummary::default(),
-            seed,
-            chain_index,
-            config: run,
-            accepted_total: 0,
-            rejected_non_finite: 0,
-            covariance_jitters: 0,
-        };
         let mut current = start.to_vec();
         let mut position = vec![0.0; d];
         let mut momentum = vec![0.0; d];

@@ -134,7 +134,7 @@ impl Hmc {
 }
 
 impl Proposal for Hmc {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         let mut g = vec![0.0; self.dim];
         target.grad_log_density(x, &mut g)?;

@@ -512,6 +512,7 @@ impl<K: LengthScale> Kamh<K> {
     /// KAMH in dimension `dim` with the initial `kernel` (its bandwidth is
     /// replaced at each refresh under [`Bandwidth::MedianHeuristic`]).
     pub fn new(dim: usize, kernel: K, config: KamhConfig) -> Result<Self> {
+        config.scale.validate("scale")?;
         let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
         let n = adaptation.subsample_size();
         Ok(Self {
@@ -573,7 +574,7 @@ impl<K: LengthScale> Kamh<K> {
 }
 
 impl<K: LengthScale> Proposal for Kamh<K> {
-    fn initialise(&mut self, target: &dyn Target, _x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.adaptation.dim, target.dim())?;
         self.current_valid = false;
         Ok(())

@@ -459,9 +459,9 @@ impl<S: KmcSurrogate> Kmc<S> {
 }
 
 impl<S: KmcSurrogate> Proposal for Kmc<S> {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
-        self.walk.initialise(target, x)?;
+        self.walk.initialise(target, x, adapts)?;
         self.dynamics.invalidate();
         Ok(())
     }

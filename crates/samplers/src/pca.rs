@@ -179,9 +179,11 @@ impl PrincipalComponents {
 }
 
 impl Proposal for PrincipalComponents {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
-        self.moments.start(x);
+        if adapts {
+            self.moments.start(x);
+        }
         Ok(())
     }
 

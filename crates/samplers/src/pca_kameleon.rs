@@ -89,6 +89,7 @@ impl<K: LengthScale> PcaKameleon<K> {
     /// PCA-Kameleon in dimension `dim` with the initial `kernel`.
     pub fn new(dim: usize, kernel: K, config: PcaKameleonConfig) -> Result<Self> {
         ensure(config.components >= 1, "components", "must be at least 1")?;
+        config.scale.validate("scale")?;
         let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
         let n = adaptation.subsample_size();
         let m = config.components.min(n);
@@ -272,7 +273,7 @@ fn double_centre(mut k: MatMut<'_, f64>) {
 }
 
 impl<K: LengthScale> Proposal for PcaKameleon<K> {
-    fn initialise(&mut self, target: &dyn Target, _x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.adaptation.dim, target.dim())?;
         self.current_valid = false;
         Ok(())

@@ -35,7 +35,7 @@ impl RandomWalk {
 }
 
 impl Proposal for RandomWalk {
-    fn initialise(&mut self, target: &dyn Target, _x: &[f64]) -> Result<()> {
+    fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         crate::error::check_dim(self.dim, target.dim())
     }
 

@@ -172,7 +172,7 @@ fn a_run_of_another_proposal_type_is_refused_by_kind() {
     )
     .unwrap();
     run.checkpoint(&path).unwrap();
-    let resumed = Run::<kameleon_samplers::AdaptiveMetropolis>::resume(&path);
+    let resumed = Run::<kameleon_samplers::AdaptiveMetropolis>::resume(&path, &target);
     let problem = problem_of(resumed, &path);
     assert!(
         matches!(&problem, CheckpointProblem::WrongKind { found, .. } if found.contains("RandomWalk")),
@@ -238,7 +238,7 @@ fn arbitrary_bytes_never_panic() {
         0,
     )
     .unwrap();
-    run.advance(&target, 4, None);
+    run.advance(&target, 4, None).unwrap();
     run.checkpoint(&path).unwrap();
     let good = std::fs::read(&path).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
@@ -263,7 +263,7 @@ fn arbitrary_bytes_never_panic() {
             }
         };
         std::fs::write(&path, &bytes).unwrap();
-        let resumed = Run::<RandomWalk>::resume(&path);
+        let resumed = Run::<RandomWalk>::resume(&path, &target);
         if bytes != good {
             assert!(resumed.is_err(), "case {case} was accepted");
         }

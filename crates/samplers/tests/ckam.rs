@@ -50,7 +50,10 @@ fn frozen_sigma_contains_the_kernel_term() {
     });
     let ell = 1.0;
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-    let ckam = Ckam::new(Gaussian::new(ell).unwrap(), 2, 0.3, 20, nu, 100, 0.5).unwrap();
+    let ckam = Ckam::new(Gaussian::new(ell).unwrap(), 2, 0.3, 20, nu, 100, 0.5)
+        .unwrap()
+        .with_switch_rule(SwitchRule::AsWritten)
+        .with_cycle_adaptation(CycleAdaptation::WithinCycle);
     let mut sampler = kameleon_samplers::MetropolisHastings::new(
         &target,
         ckam,
@@ -121,7 +124,10 @@ fn ckam_started_in_one_mode_finds_both_with_masses_near_one_half() {
             StepSchedule::Power { kappa: 0.75 },
         )
         .unwrap();
-        let ckam = Ckam::new(Gaussian::new(2.0).unwrap(), 2, 8.0, 50, nu, 500, 0.4).unwrap();
+        let ckam = Ckam::new(Gaussian::new(2.0).unwrap(), 2, 8.0, 50, nu, 500, 0.4)
+            .unwrap()
+            .with_switch_rule(SwitchRule::AsWritten)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
         let cycles = 100;
         let chain = run_ckam(&target, ckam, &[-8.0, 0.0], cycles, seed).unwrap();
         let per_cycle = chain.len() / cycles as usize;
@@ -175,7 +181,8 @@ fn ckam_kept_states_are_invariant_on_a_correlated_gaussian() {
             let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
             let ckam = Ckam::new(Gaussian::new(3.0).unwrap(), 4, 0.2, 50, nu, cycle, 0.8)
                 .unwrap()
-                .with_switch_rule(rule);
+                .with_switch_rule(rule)
+                .with_cycle_adaptation(CycleAdaptation::WithinCycle);
             let kept = (cycle - 401) as usize;
             let chain = run_ckam(&target, ckam, &[0.0; 4], cycles, seed).unwrap();
             assert_eq!(chain.len(), kept * cycles as usize);
@@ -208,7 +215,8 @@ fn delayed_rejection_switch_uses_the_kamh_draw_and_the_exact_correction() {
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
     let ckam = Ckam::new(Gaussian::new(ell).unwrap(), 2, gamma, 20, nu, 100, 0.5)
         .unwrap()
-        .with_switch_rule(SwitchRule::DelayedRejection);
+        .with_switch_rule(SwitchRule::DelayedRejection)
+        .with_cycle_adaptation(CycleAdaptation::WithinCycle);
     let mut sampler =
         MetropolisHastings::new(&target, ckam, &[0.0, 0.0], chain_rng(5, 0), None).unwrap();
     let mut rng = chain_rng(6, 0);
@@ -272,7 +280,8 @@ fn first_kept_states(rule: SwitchRule, seed: u64) -> Vec<f64> {
         let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
         let ckam = Ckam::new(Gaussian::new(1.0).unwrap(), 4, 0.2, 20, nu, 100, 0.5)
             .unwrap()
-            .with_switch_rule(rule);
+            .with_switch_rule(rule)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
         let chain = run_ckam(&target, ckam, &x0, 1, seed * 1000 + r).unwrap();
         out.extend_from_slice(chain.sample(0));
     }
@@ -281,7 +290,7 @@ fn first_kept_states(rule: SwitchRule, seed: u64) -> Vec<f64> {
 
 #[test]
 fn the_within_cycle_subsample_adaptation_is_not_invariant() {
-    // Why the paper's cKAM (CycleAdaptation::WithinCycle, the default) has
+    // Why the paper's cKAM (CycleAdaptation::WithinCycle, as written) has
     // no banana invariance test: its exploration redraws z at
     // every step from the current cycle's few states, which include the
     // current one, so the exploration kernel depends on the chain's own
@@ -623,4 +632,83 @@ fn exact_ckam_is_invariant_on_a_correlated_gaussian() {
 #[test]
 fn exact_ckam_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_gaussian() {
     gaussian_check(true);
+}
+
+/// The states of one frozen cycle (at its first kept step, `first`, and at
+/// its end) started at each of `runs` exact draws of `target`, for the
+/// kernel `ckam` adapted for `adapt_cycles` cycles from an exact draw.
+fn one_frozen_cycle_from_exact_draws(
+    target: &dyn Target,
+    ckam: Ckam<Gaussian>,
+    adapt_cycles: u64,
+    runs: u64,
+    seed: u64,
+) -> (Vec<f64>, Vec<f64>) {
+    let d = target.dim();
+    let cycle = ckam.cycle_length();
+    let first_kept = (1..=cycle).find(|&t| ckam.is_sampling_step(t)).unwrap();
+    let mut rng = chain_rng(seed, 7);
+    let mut x0 = vec![0.0; d];
+    target.sample_iid(&mut rng, &mut x0).unwrap();
+    let mut sampler = MetropolisHastings::new(target, ckam, &x0, chain_rng(seed, 0), None).unwrap();
+    for _ in 0..adapt_cycles * cycle {
+        sampler.step(target);
+    }
+    let frozen = sampler.proposal().clone();
+    let (mut first, mut last) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        target.sample_iid(&mut rng, &mut x0).unwrap();
+        let mut chain =
+            MetropolisHastings::new(target, frozen.clone(), &x0, chain_rng(seed, r + 1), Some(0))
+                .unwrap();
+        for s in 1..=cycle {
+            chain.step(target);
+            if s == first_kept {
+                first.extend_from_slice(chain.position());
+            }
+        }
+        last.extend_from_slice(chain.position());
+    }
+    (first, last)
+}
+
+#[test]
+fn the_paper_switch_is_not_invariant_on_a_2d_banana() {
+    // The switch alone: z and ν adapt between cycles (exact exploration),
+    // the kernel is frozen after 10 adapting cycles, and one cycle is run
+    // from each of RUNS exact draws of the 2-d banana B(0.1, 100) (ℓ = 2
+    // against a y₁ scale of 10, n = 30, L = 100, β = 0.5, γ = 0.2). A
+    // π-invariant cycle returns iid π draws at every step (z_iid, exact
+    // tolerance); the paper's switch, whose Σ depends on the switch state
+    // and whose sampling steps are accepted as if symmetric, does not.
+    // (with 2000 runs the paper's switch was off by 3.5 standard errors)
+    const RUNS: u64 = 10_000;
+    let target = Banana::new(2, 0.1, 100.0).unwrap();
+    let reference = Reference::banana(&target);
+    let ckam = |rule| {
+        let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
+        Ckam::new(Gaussian::new(2.0).unwrap(), 2, 0.2, 30, nu, 100, 0.5)
+            .unwrap()
+            .with_switch_rule(rule)
+            .with_cycle_adaptation(CycleAdaptation::BetweenCycles)
+    };
+    for seed in 0..1 {
+        for (rule, exact) in [
+            (SwitchRule::DelayedRejection, true),
+            (SwitchRule::AsWritten, false),
+        ] {
+            let (first, last) =
+                one_frozen_cycle_from_exact_draws(&target, ckam(rule), 10, RUNS, seed);
+            let worst = [first, last]
+                .iter()
+                .map(|states| reference.worst_z(states, &common::z_iid))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .unwrap();
+            assert_verdict(
+                &format!("{rule:?} switch, 2-d banana, seed {seed}"),
+                worst,
+                exact,
+            );
+        }
+    }
 }

@@ -278,20 +278,21 @@ fn checkpoint_and_resume_give_the_uninterrupted_chain() {
     };
     let mut whole = Run::new(&target, proposal(), &[0.5, 0.5], config, 11, 2)
         .unwrap()
-        .finish(&target, None);
+        .finish(&target, None)
+        .unwrap();
 
     let dir = std::env::temp_dir().join(format!("kameleon-ckpt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("run.postcard");
     let mut run = Run::new(&target, proposal(), &[0.5, 0.5], config, 11, 2).unwrap();
-    run.advance(&target, 157, None); // inside burn-in: adaptation state matters
+    run.advance(&target, 157, None).unwrap(); // inside burn-in: adaptation state matters
     run.checkpoint(&path).unwrap();
     drop(run);
-    let mut resumed: Run<RandomWalk> = Run::resume(&path).unwrap();
-    resumed.advance(&target, 500, None);
+    let mut resumed: Run<RandomWalk> = Run::resume(&path, &target).unwrap();
+    resumed.advance(&target, 500, None).unwrap();
     resumed.checkpoint(&path).unwrap();
-    let resumed: Run<RandomWalk> = Run::resume(&path).unwrap();
-    let mut piecewise = resumed.finish(&target, None);
+    let resumed: Run<RandomWalk> = Run::resume(&path, &target).unwrap();
+    let mut piecewise = resumed.finish(&target, None).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 
     whole.wall_time_secs = 0.0;
@@ -381,15 +382,16 @@ fn adaptive_metropolis_checkpoint_resumes_bit_identically() {
     let make = || AdaptiveMetropolis::learned_scale(2, StepSchedule::Power { kappa: 0.7 }).unwrap();
     let mut whole = Run::new(&target, make(), &[0.0, 0.0], config, 5, 0)
         .unwrap()
-        .finish(&target, None);
+        .finish(&target, None)
+        .unwrap();
     let path =
         std::env::temp_dir().join(format!("kameleon-am-ckpt-{}.postcard", std::process::id()));
     let mut run = Run::new(&target, make(), &[0.0, 0.0], config, 5, 0).unwrap();
-    run.advance(&target, 250, None);
+    run.advance(&target, 250, None).unwrap();
     run.checkpoint(&path).unwrap();
-    let resumed: Run<AdaptiveMetropolis> = Run::resume(&path).unwrap();
+    let resumed: Run<AdaptiveMetropolis> = Run::resume(&path, &target).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let mut piecewise = resumed.finish(&target, None);
+    let mut piecewise = resumed.finish(&target, None).unwrap();
     whole.wall_time_secs = 0.0;
     piecewise.wall_time_secs = 0.0;
     assert_eq!(whole, piecewise);

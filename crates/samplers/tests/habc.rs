@@ -104,7 +104,7 @@ fn bad_parameters_are_typed_errors() {
     ));
     assert!(matches!(
         habc.run(&[f64::NAN; 2], RunConfig::new(1, 1), 0, 0),
-        Err(SamplerError::StartOutsideSupport(_))
+        Err(SamplerError::NonFiniteStart { index: 0, .. })
     ));
 }
 

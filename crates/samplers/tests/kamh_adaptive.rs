@@ -76,9 +76,9 @@ fn run_in_two_halves<P: Proposal, S: PartialEq + std::fmt::Debug>(
     let (target, mean, cov) = common::correlated_gaussian(4);
     let config = RunConfig::new(BURN_IN, RECORDED);
     let mut run = Run::new(&target, proposal, &mean, config, seed, 0).unwrap();
-    run.advance(&target, BURN_IN, None);
+    run.advance(&target, BURN_IN, None).unwrap();
     let at_burn_in = snapshot(run.sampler().proposal());
-    run.advance(&target, RECORDED, None);
+    run.advance(&target, RECORDED, None).unwrap();
     let at_end = snapshot(run.sampler().proposal());
     let chain = run.into_chain();
     assert_eq!(chain.len() as u64, RECORDED);

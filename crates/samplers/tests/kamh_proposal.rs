@@ -115,7 +115,7 @@ fn hastings_correction_matches_brute_force_densities_across_accepts_and_rejects(
     let kernel = *kamh.kernel();
     let target = dummy_target(d);
     let mut x = vec![0.4, -0.2, 1.0];
-    kamh.initialise(&target, &x).unwrap();
+    kamh.initialise(&target, &x, true).unwrap();
     let mut proposed = vec![0.0; d];
     // alternate accepts and rejects so both cache paths are exercised
     for step in 0..12u64 {
@@ -150,7 +150,7 @@ fn same_subsample_for_forward_and_reverse_while_z_is_redrawn_every_step() {
     let mut kamh = Kamh::new(d, kernel, config).unwrap();
     let target = dummy_target(d);
     let mut x = vec![0.0, 0.0];
-    kamh.initialise(&target, &x).unwrap();
+    kamh.initialise(&target, &x, true).unwrap();
     let mut proposed = vec![0.0; d];
     let mut checked = 0;
     for t in 1..=80u64 {
@@ -214,7 +214,7 @@ fn empirical_covariance_of_proposal_draws_matches_the_formula() {
     let kernel = *kamh.kernel();
     let target = dummy_target(d);
     let x = [0.5, 0.0, -1.0];
-    kamh.initialise(&target, &x).unwrap();
+    kamh.initialise(&target, &x, true).unwrap();
     let sigma = brute_force_covariance(&kernel, &x, &z);
     // the kernel term must matter at x, or this test would only check γ²I
     assert!(sigma[(0, 0)] > 2.0 * GAMMA * GAMMA);
@@ -251,7 +251,7 @@ fn median_heuristic_sets_the_length_scale_to_the_median_distance_of_each_new_sub
     let mut kamh = Kamh::new(d, Gaussian::new(123.0).unwrap(), config).unwrap();
     let target = dummy_target(d);
     let mut x = vec![0.0, 0.0];
-    kamh.initialise(&target, &x).unwrap();
+    kamh.initialise(&target, &x, true).unwrap();
     let mut proposed = vec![0.0; d];
     let mut checked = 0;
     for t in 1..=40u64 {
@@ -291,14 +291,15 @@ fn checkpoint_and_resume_reproduce_the_uninterrupted_chain() {
     let run_config = RunConfig::new(200, 300);
     let whole = Run::new(&target, make(), &[0.0, 0.0], run_config, 4, 0)
         .unwrap()
-        .finish(&target, None);
+        .finish(&target, None)
+        .unwrap();
     let mut first = Run::new(&target, make(), &[0.0, 0.0], run_config, 4, 0).unwrap();
-    first.advance(&target, 150, None);
+    first.advance(&target, 150, None).unwrap();
     let path = std::env::temp_dir().join(format!("kamh-checkpoint-{}.bin", std::process::id()));
     first.checkpoint(&path).unwrap();
-    let resumed = Run::<Kamh<Gaussian>>::resume(&path).unwrap();
+    let resumed = Run::<Kamh<Gaussian>>::resume(&path, &target).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let mut resumed_chain = resumed.finish(&target, None);
+    let mut resumed_chain = resumed.finish(&target, None).unwrap();
     resumed_chain.wall_time_secs = whole.wall_time_secs;
     assert_eq!(resumed_chain, whole);
     assert!(whole.accepted_total > 0);

@@ -434,7 +434,7 @@ fn lite_falls_back_to_a_random_walk_far_from_the_data() {
         .with_oracle_points(normal_points(100, 2, 6).as_ref())
         .unwrap();
     let far = [40.0, -40.0];
-    kmc.initialise(&target, &far).unwrap();
+    kmc.initialise(&target, &far, true).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
     let r = 4_000;
     let mut proposed = [0.0; 2];
@@ -477,7 +477,7 @@ fn finite_surrogate_learns_from_every_state() {
     let config = RunConfig::new(0, 600).adaptation(AdaptationStop::Never);
     let x0 = [0.3, -0.2];
     let mut run = Run::new(&target, kmc, &x0, config, 11, 0).unwrap();
-    run.advance(&target, u64::MAX, None);
+    run.advance(&target, u64::MAX, None).unwrap();
     let online = run.sampler().proposal().surrogate().model().clone();
     let chain = run.into_chain();
     assert_eq!(online.count(), 1 + chain.len());
@@ -518,7 +518,7 @@ fn lite_refits_follow_the_vanishing_schedule() {
     let kmc = KmcLite::new(surrogate, (0.1, 0.3), (1, 5)).unwrap();
     let config = RunConfig::new(0, steps).adaptation(AdaptationStop::Never);
     let mut run = Run::new(&target, kmc, &[0.0, 0.0], config, 12, 0).unwrap();
-    run.advance(&target, u64::MAX, None);
+    run.advance(&target, u64::MAX, None).unwrap();
     let kmc = run.sampler().proposal();
     assert_eq!(kmc.walk_steps(), n as u64 - 1);
     assert_eq!(kmc.surrogate().history().len() as u64, steps + 1);
@@ -545,19 +545,20 @@ where
     let x0 = [0.3, -0.2];
     let mut whole = Run::new(&target, make(), &x0, config, 21, 1)
         .unwrap()
-        .finish(&target, None);
+        .finish(&target, None)
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("kameleon-kmc-ckpt-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("run.postcard");
     let mut run = Run::new(&target, make(), &x0, config, 21, 1).unwrap();
-    run.advance(&target, breaks[0], None);
+    run.advance(&target, breaks[0], None).unwrap();
     run.checkpoint(&path).unwrap();
     drop(run);
-    let mut resumed: Run<P> = Run::resume(&path).unwrap();
-    resumed.advance(&target, breaks[1], None);
+    let mut resumed: Run<P> = Run::resume(&path, &target).unwrap();
+    resumed.advance(&target, breaks[1], None).unwrap();
     resumed.checkpoint(&path).unwrap();
-    let resumed: Run<P> = Run::resume(&path).unwrap();
-    let mut piecewise = resumed.finish(&target, None);
+    let resumed: Run<P> = Run::resume(&path, &target).unwrap();
+    let mut piecewise = resumed.finish(&target, None).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     whole.wall_time_secs = 0.0;
     piecewise.wall_time_secs = 0.0;

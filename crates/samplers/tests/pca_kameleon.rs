@@ -102,7 +102,7 @@ fn mixture_density_equals_the_rho_integral_of_the_hierarchical_proposal() {
     let target = FnTarget::new(2, |_: &[f64]| 0.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let y = vec![0.3, -0.8];
-    pca.initialise(&target, &y).unwrap();
+    pca.initialise(&target, &y, true).unwrap();
     let forward_components = brute_force_components(&kernel, &z, &y);
     let mut proposed = vec![0.0; 2];
     for _ in 0..5 {
@@ -132,7 +132,7 @@ fn draws_have_the_mixture_covariance() {
     let target = FnTarget::new(2, |_: &[f64]| 0.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
     let y = [0.5, 1.0];
-    pca.initialise(&target, &y).unwrap();
+    pca.initialise(&target, &y, true).unwrap();
     let components = brute_force_components(&kernel, &z, &y);
     let mut sigma = [[0.0; 2]; 2];
     for (w, u) in &components {

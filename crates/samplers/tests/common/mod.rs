@@ -395,8 +395,13 @@ pub fn adaptive_scale() -> Scale {
 pub struct ReverseAtCurrent<P>(pub P);
 
 impl<P: Proposal> Proposal for ReverseAtCurrent<P> {
-    fn initialise(&mut self, target: &dyn Target, x: &[f64]) -> kameleon_samplers::Result<()> {
-        self.0.initialise(target, x)
+    fn initialise(
+        &mut self,
+        target: &dyn Target,
+        x: &[f64],
+        adapts: bool,
+    ) -> kameleon_samplers::Result<()> {
+        self.0.initialise(target, x, adapts)
     }
 
     fn propose(

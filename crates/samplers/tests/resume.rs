@@ -1,0 +1,315 @@
+//! Every sampler configuration checkpoints and resumes bit-identically, and a
+//! resumed (or running) run refuses a target of another dimension with an
+//! error naming the file and the run.
+
+mod common;
+
+use common::{adaptive_scale, correlated_gaussian, subsample_config};
+use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
+use kameleon_kernels::Gaussian;
+use kameleon_samplers::{
+    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Ckam, CycleAdaptation, FKamh,
+    FiniteSurrogate, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite, LiteSurrogate, PcaKameleon,
+    PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, Refresh, RobbinsMonro, Run,
+    RunConfig, SamplerError, Scale, StepSchedule, SwitchRule,
+};
+use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kameleon-resume-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `make()` in one go and in three pieces with a checkpoint and a
+/// resume at each break (the first inside the burn-in, the second after
+/// it); the chains must be bit-identical.
+fn resumes_bit_identically<P>(name: &str, make: impl Fn() -> P, config: RunConfig, breaks: [u64; 2])
+where
+    P: Proposal + Serialize + DeserializeOwned,
+{
+    let (target, _, _) = correlated_gaussian(2);
+    let x0 = [0.3, -0.2];
+    let mut whole = Run::new(&target, make(), &x0, config, 21, 1)
+        .unwrap()
+        .finish(&target, None)
+        .unwrap();
+    let dir = scratch(name);
+    let path = dir.join("run.ckpt");
+    let mut run = Run::new(&target, make(), &x0, config, 21, 1).unwrap();
+    run.advance(&target, breaks[0], None).unwrap();
+    run.checkpoint(&path).unwrap();
+    drop(run);
+    let mut resumed: Run<P> = Run::resume(&path, &target).unwrap();
+    resumed.advance(&target, breaks[1], None).unwrap();
+    resumed.checkpoint(&path).unwrap();
+    let resumed: Run<P> = Run::resume(&path, &target).unwrap();
+    let mut piecewise = resumed.finish(&target, None).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    whole.wall_time_secs = 0.0;
+    piecewise.wall_time_secs = 0.0;
+    assert!(!whole.is_empty(), "{name}");
+    assert_eq!(whole, piecewise, "{name}");
+}
+
+const CONFIG: RunConfig = RunConfig {
+    burn_in: 150,
+    iterations: 200,
+    thin: 1,
+    adaptation: AdaptationStop::AfterBurnIn,
+};
+const BREAKS: [u64; 2] = [97, 120];
+
+fn rff(m: usize) -> RandomFourierFeatures {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    RandomFourierFeatures::new(
+        &Gaussian::new(2.0).unwrap(),
+        2,
+        m,
+        Embedding::CosPhase,
+        &mut rng,
+    )
+    .unwrap()
+}
+
+fn fastfood(m: usize) -> Fastfood {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    Fastfood::new(
+        &Gaussian::new(2.0).unwrap(),
+        2,
+        m,
+        Embedding::SinCos,
+        &mut rng,
+    )
+    .unwrap()
+}
+
+fn fkamh<F: FeatureMap>(features: F) -> FKamh<F> {
+    let eta = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.7 }).unwrap();
+    FKamh::new(features, 0.3, Scale::Adaptive(eta)).unwrap()
+}
+
+fn kmc_finite<F: FeatureMap>(features: F) -> KmcFinite<F> {
+    let model = FiniteEstimator::new(features, 1e-3).unwrap();
+    KmcFinite::new(FiniteSurrogate::new(model, 30).unwrap(), (0.1, 0.3), (1, 5)).unwrap()
+}
+
+#[test]
+fn random_walk_and_adaptive_metropolis_resume_bit_identically() {
+    resumes_bit_identically("rw", || RandomWalk::new(2).unwrap(), CONFIG, BREAKS);
+    resumes_bit_identically(
+        "am",
+        || AdaptiveMetropolis::fixed_scale(2).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    resumes_bit_identically(
+        "am-learned",
+        || AdaptiveMetropolis::learned_scale(2, StepSchedule::InverseSqrt).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    resumes_bit_identically(
+        "am-rb",
+        || AdaptiveMetropolis::rao_blackwellised(2, StepSchedule::InverseSqrt).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    resumes_bit_identically(
+        "pca",
+        || PrincipalComponents::with_defaults(2).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+}
+
+#[test]
+fn kernel_adaptive_samplers_resume_bit_identically() {
+    let config = KamhConfig {
+        subsample: subsample_config(
+            20,
+            0.2,
+            Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
+        ),
+        scale: adaptive_scale(),
+    };
+    resumes_bit_identically(
+        "kamh",
+        || Kamh::new(2, Gaussian::new(1.0).unwrap(), config.clone()).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    let pca = PcaKameleonConfig {
+        subsample: subsample_config(
+            20,
+            0.2,
+            Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
+        ),
+        components: 2,
+        scale: adaptive_scale(),
+    };
+    resumes_bit_identically(
+        "pca-kameleon",
+        || PcaKameleon::new(2, Gaussian::new(1.0).unwrap(), pca.clone()).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    resumes_bit_identically("fkamh-rff", || fkamh(rff(40)), CONFIG, BREAKS);
+    resumes_bit_identically("fkamh-fastfood", || fkamh(fastfood(40)), CONFIG, BREAKS);
+}
+
+#[test]
+fn hamiltonian_samplers_resume_bit_identically() {
+    resumes_bit_identically(
+        "hmc",
+        || Hmc::new(2, (0.1, 0.3), (1, 5)).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
+    let lite = || {
+        let surrogate = LiteSurrogate::new(
+            LiteEstimator::new(4.0, 1e-2).unwrap(),
+            2,
+            30,
+            AdaptProbability::Power { kappa: 0.5 },
+        )
+        .unwrap();
+        KmcLite::new(surrogate, (0.1, 0.3), (1, 5)).unwrap()
+    };
+    resumes_bit_identically("kmc-lite", lite, CONFIG, BREAKS);
+    resumes_bit_identically("kmc-finite-rff", || kmc_finite(rff(40)), CONFIG, BREAKS);
+    resumes_bit_identically(
+        "kmc-finite-fastfood",
+        || kmc_finite(fastfood(40)),
+        CONFIG,
+        BREAKS,
+    );
+}
+
+#[test]
+fn ckam_resumes_bit_identically() {
+    let make = |rule, adaptation| {
+        move || {
+            let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap();
+            Ckam::new(Gaussian::new(1.0).unwrap(), 2, 0.5, 10, nu, 50, 0.4)
+                .unwrap()
+                .with_switch_rule(rule)
+                .with_cycle_adaptation(adaptation)
+        }
+    };
+    // 3 adapting cycles, 4 frozen; breaks inside an exploration phase and
+    // inside a sampling phase
+    let config = RunConfig::new(150, 200);
+    for (name, rule, adaptation) in [
+        (
+            "ckam-paper",
+            SwitchRule::AsWritten,
+            CycleAdaptation::WithinCycle,
+        ),
+        (
+            "ckam-exact",
+            SwitchRule::DelayedRejection,
+            CycleAdaptation::BetweenCycles,
+        ),
+    ] {
+        resumes_bit_identically(name, make(rule, adaptation), config, [61, 103]);
+    }
+}
+
+#[test]
+fn a_resumed_run_refuses_a_target_of_another_dimension() {
+    let (two, _, _) = correlated_gaussian(2);
+    let (three, _, _) = correlated_gaussian(3);
+    let dir = scratch("dimension");
+    let path = dir.join("run.ckpt");
+    let mut run = Run::new(&two, RandomWalk::new(2).unwrap(), &[0.0; 2], CONFIG, 31, 4).unwrap();
+    run.advance(&two, 10, None).unwrap();
+    run.checkpoint(&path).unwrap();
+    // on resume
+    match Run::<RandomWalk>::resume(&path, &three) {
+        Err(e @ SamplerError::ResumeDimension { .. }) => {
+            let message = e.to_string();
+            for part in [
+                &path.display().to_string(),
+                "seed 31",
+                "chain 4",
+                "dimension 2",
+                "dimension 3",
+            ] {
+                assert!(message.contains(part), "`{part}` missing from: {message}");
+            }
+        }
+        other => panic!("expected a dimension error, got {other:?}"),
+    }
+    // and when a run is advanced on the wrong target
+    let mut resumed = Run::<RandomWalk>::resume(&path, &two).unwrap();
+    let before = resumed.steps_done();
+    match resumed.advance(&three, 10, None) {
+        Err(e @ SamplerError::RunDimension { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("seed 31") && message.contains("chain 4"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a dimension error, got {other:?}"),
+    }
+    assert_eq!(resumed.steps_done(), before, "no step was taken");
+    assert!(resumed.finish(&three, None).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A frozen, adapted F-KAMH reused for new chains with adaptation off keeps
+/// its C̃ exactly: starting a chain does not record the starting point.
+#[test]
+fn a_frozen_fkamh_is_not_changed_by_starting_a_chain() {
+    let (target, _, _) = correlated_gaussian(2);
+    let adapted = Run::new(
+        &target,
+        fkamh(rff(40)),
+        &[0.0; 2],
+        RunConfig::new(200, 0),
+        3,
+        0,
+    )
+    .unwrap();
+    let mut adapted = adapted;
+    adapted.advance(&target, u64::MAX, None).unwrap();
+    let template = adapted.sampler().proposal().clone();
+    let history = template.history_len();
+    assert_eq!(history, 200 + 1, "x_0 and the 200 burn-in states");
+    for stop in [AdaptationStop::After(0), AdaptationStop::AfterBurnIn] {
+        // burn-in 0 with AfterBurnIn adapts at no step either
+        let config = RunConfig::new(0, 50).adaptation(stop);
+        let run = Run::new(&target, template.clone(), &[1.0, -1.0], config, 9, 0).unwrap();
+        assert_eq!(run.sampler().proposal().history_len(), history, "{stop:?}");
+        assert_eq!(
+            run.sampler().proposal().feature_moments(),
+            template.feature_moments()
+        );
+        let mut run = run;
+        run.advance(&target, u64::MAX, None).unwrap();
+        assert_eq!(run.sampler().proposal().history_len(), history);
+        assert_eq!(
+            run.sampler().proposal().feature_moments(),
+            template.feature_moments()
+        );
+    }
+    // with adaptation on, the start still joins the history
+    let run = Run::new(
+        &target,
+        template.clone(),
+        &[1.0, -1.0],
+        RunConfig::new(5, 5),
+        9,
+        0,
+    )
+    .unwrap();
+    assert_eq!(run.sampler().proposal().history_len(), history + 1);
+}
