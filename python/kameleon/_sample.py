@@ -144,7 +144,11 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None)
         "covariance_jitters": [int(c["covariance_jitters"]) for c in chains],
         "accepted_total": [int(c["accepted_total"]) for c in chains],
     }
-    return az.from_dict(posterior=posterior, sample_stats=stats, attrs=attrs)
+    idata = az.from_dict(posterior=posterior, sample_stats=stats)
+    # set on each group: not every ArviZ version passes from_dict's attrs on
+    for group in ("posterior", "sample_stats"):
+        idata[group].attrs.update(attrs)
+    return idata
 
 
 def _cores(cores: int | None, chains: int) -> int:
