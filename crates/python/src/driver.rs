@@ -206,7 +206,10 @@ fn drive<P: Sampler>(
         .num_threads(control.cores.max(1))
         .build()
         .map_err(|e| PyValueError::new_err(format!("cannot start the thread pool: {e}")))?;
-    let steps: Vec<AtomicU64> = runs.iter().map(|r| AtomicU64::new(r.steps_done())).collect();
+    let steps: Vec<AtomicU64> = runs
+        .iter()
+        .map(|r| AtomicU64::new(r.steps_done()))
+        .collect();
     let cancel = AtomicBool::new(false);
     let mut interrupted = false;
     let mut callback_error = None;
@@ -243,7 +246,8 @@ fn drive<P: Sampler>(
                 if let Some(callback) = &control.progress
                     && callback_error.is_none()
                 {
-                    let counts: Vec<u64> = steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+                    let counts: Vec<u64> =
+                        steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
                     if let Err(err) = callback.call1((counts,)) {
                         callback_error = Some(err);
                         cancel.store(true, Ordering::Relaxed);

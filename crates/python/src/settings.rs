@@ -34,8 +34,7 @@ pub trait Job {
     /// The job's result.
     type Output;
     /// Runs the job for proposals of type `P`.
-    fn run<P: Sampler>(self, build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync))
-    -> Self::Output;
+    fn run<P: Sampler>(self, build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync)) -> Self::Output;
 }
 
 /// A kernel as the Python classes describe it; `bandwidth: None` is the
@@ -134,9 +133,9 @@ impl KernelSpec {
 
     /// The kernel's spectral density (random features need a fixed ℓ).
     fn spectral(&self) -> BuildResult<Box<dyn SpectralDensity>> {
-        let ell = self
-            .bandwidth()
-            .ok_or("invalid sampler parameter `bandwidth`: random features need a number, not \"median\"")?;
+        let ell = self.bandwidth().ok_or(
+            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\"",
+        )?;
         Ok(match *self {
             Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
             Self::Laplacian { .. } => Box::new(Laplacian::new(ell).map_err(msg)?),
@@ -341,10 +340,7 @@ impl SamplerSettings {
     /// parameters are validated (by building chain 0's proposal) first.
     pub fn dispatch<J: Job>(&self, dim: usize, job: J) -> BuildResult<J::Output> {
         match self {
-            Self::RandomWalk {
-                scale: nu,
-                learned,
-            } => {
+            Self::RandomWalk { scale: nu, learned } => {
                 let s = scale(nu.unwrap_or_else(|| Scale::optimal_for(dim)), *learned)?;
                 checked(job, |_, _| {
                     RandomWalk::with_scale(dim, s.clone()).map_err(msg)
@@ -364,7 +360,9 @@ impl SamplerSettings {
                     }
                 };
                 let rb = *rao_blackwell;
-                checked(job, move |_, _| adaptive_metropolis(dim, learned, rb).map_err(msg))
+                checked(job, move |_, _| {
+                    adaptive_metropolis(dim, learned, rb).map_err(msg)
+                })
             }
             Self::AMPCA { components } => {
                 let m = components.unwrap_or(dim);
@@ -474,23 +472,27 @@ impl SamplerSettings {
                 min_points,
             } => {
                 let density = kernel.spectral()?;
-                let (m, lam, eps, l, min_points) = (*features, *lam, *step_size, *steps, *min_points);
-                checked(job, move |seed, chain| -> BuildResult<KmcFinite<RandomFourierFeatures>> {
-                    let phi = RandomFourierFeatures::new(
-                        density.as_ref(),
-                        dim,
-                        m,
-                        Embedding::CosPhase,
-                        &mut feature_rng(seed, chain),
-                    )
-                    .map_err(msg)?;
-                    let surrogate = FiniteSurrogate::new(
-                        FiniteEstimator::new(phi, lam).map_err(msg)?,
-                        min_points,
-                    )
-                    .map_err(msg)?;
-                    KmcFinite::new(surrogate, eps, l).map_err(msg)
-                })
+                let (m, lam, eps, l, min_points) =
+                    (*features, *lam, *step_size, *steps, *min_points);
+                checked(
+                    job,
+                    move |seed, chain| -> BuildResult<KmcFinite<RandomFourierFeatures>> {
+                        let phi = RandomFourierFeatures::new(
+                            density.as_ref(),
+                            dim,
+                            m,
+                            Embedding::CosPhase,
+                            &mut feature_rng(seed, chain),
+                        )
+                        .map_err(msg)?;
+                        let surrogate = FiniteSurrogate::new(
+                            FiniteEstimator::new(phi, lam).map_err(msg)?,
+                            min_points,
+                        )
+                        .map_err(msg)?;
+                        KmcFinite::new(surrogate, eps, l).map_err(msg)
+                    },
+                )
             }
         }
     }
