@@ -1,0 +1,258 @@
+//! Log densities from Python: a callable, a pseudo-marginal callable, a
+//! compiled C function, or a built-in Rust target, all behind [`Target`].
+
+use kameleon_samplers::{Target, TargetError};
+use numpy::PyArray1;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyFloat;
+use rand::Rng;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The signature of a compiled log density: `double logp(const double *x, int64_t dim)`.
+pub type CompiledFn = extern "C" fn(*const f64, i64) -> f64;
+
+/// Where a chain's log density comes from.
+pub enum Source {
+    /// `f(x) -> float` (and for HMC an optional `grad(x) -> array`).
+    Callable {
+        /// The log density.
+        function: Py<PyAny>,
+        /// Its gradient, if given.
+        gradient: Option<Py<PyAny>>,
+    },
+    /// `f(x, rng) -> float`, a noisy log-likelihood estimate; `rng` is a
+    /// `numpy.random.Generator` seeded from the chain's stream per call.
+    PseudoMarginal {
+        /// The estimator.
+        function: Py<PyAny>,
+        /// `numpy.random.PCG64`.
+        bit_generator: Py<PyAny>,
+        /// `numpy.random.Generator`.
+        generator: Py<PyAny>,
+    },
+    /// A compiled function pointer, called without the GIL.
+    Compiled(CompiledFn),
+    /// A built-in Rust target.
+    Builtin(Arc<dyn Target>),
+}
+
+/// A [`Source`] of known dimension that records the first Python error and
+/// turns every later call into a rejection, so a failing run stops quickly.
+pub struct Density {
+    dim: usize,
+    source: Source,
+    failed: AtomicBool,
+    error: Mutex<Option<PyErr>>,
+}
+
+impl Density {
+    /// A density of dimension `dim` from `source`.
+    pub fn new(dim: usize, source: Source) -> Self {
+        Self {
+            dim,
+            source,
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Whether evaluating the density needs the GIL (Python callables).
+    pub fn needs_gil(&self) -> bool {
+        matches!(
+            self.source,
+            Source::Callable { .. } | Source::PseudoMarginal { .. }
+        )
+    }
+
+    /// Whether a Python call has failed (the run must stop).
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The first Python error raised by the density, if any.
+    pub fn take_error(&self) -> Option<PyErr> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn fail(&self, err: PyErr) {
+        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(err);
+        }
+        self.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// Calls `function(*args)` and converts the result to a float; a Python
+    /// error is recorded and gives NaN (a rejection).
+    fn call_scalar<'py>(
+        &self,
+        function: &Bound<'py, PyAny>,
+        args: impl pyo3::call::PyCallArgs<'py>,
+    ) -> f64 {
+        match function.call1(args).and_then(|v| to_float(function, &v)) {
+            Ok(v) => v,
+            Err(err) => {
+                self.fail(err);
+                f64::NAN
+            }
+        }
+    }
+}
+
+/// The value as a float: a Python float is read directly; anything else
+/// convertible with `float()` (numpy scalars, 0-d arrays, ints) is
+/// converted; other objects raise `TypeError` naming the function.
+fn to_float(function: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return Ok(f.value());
+    }
+    value.extract::<f64>().map_err(|_| {
+        let name = function
+            .getattr("__qualname__")
+            .and_then(|n| n.extract::<String>())
+            .unwrap_or_else(|_| function.to_string());
+        let kind = value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!(
+            "log density function `{name}` returned a value of type `{kind}`; expected a float"
+        ))
+    })
+}
+
+impl Target for Density {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn log_density(&self, x: &[f64], rng: &mut dyn Rng) -> f64 {
+        match &self.source {
+            Source::Builtin(target) => target.log_density(x, rng),
+            Source::Compiled(f) => call_compiled(*f, x),
+            Source::Callable { function, .. } => {
+                if self.has_failed() {
+                    return f64::NAN;
+                }
+                Python::attach(|py| {
+                    let array = PyArray1::from_slice(py, x);
+                    self.call_scalar(function.bind(py), (array,))
+                })
+            }
+            Source::PseudoMarginal {
+                function,
+                bit_generator,
+                generator,
+            } => {
+                // One draw from the chain's stream per call, whether or not
+                // the run has failed, so the stream's layout is fixed.
+                let seed = rng.next_u64();
+                if self.has_failed() {
+                    return f64::NAN;
+                }
+                Python::attach(|py| {
+                    let array = PyArray1::from_slice(py, x);
+                    let generator = bit_generator
+                        .bind(py)
+                        .call1((seed,))
+                        .and_then(|bits| generator.bind(py).call1((bits,)));
+                    match generator {
+                        Ok(g) => self.call_scalar(function.bind(py), (array, g)),
+                        Err(err) => {
+                            self.fail(err);
+                            f64::NAN
+                        }
+                    }
+                })
+            }
+        }
+    }
+
+    fn is_exact(&self) -> bool {
+        match &self.source {
+            Source::Builtin(target) => target.is_exact(),
+            Source::PseudoMarginal { .. } => false,
+            Source::Callable { .. } | Source::Compiled(_) => true,
+        }
+    }
+
+    fn grad_log_density(&self, x: &[f64], out: &mut [f64]) -> Result<(), TargetError> {
+        match &self.source {
+            Source::Builtin(target) => target.grad_log_density(x, out),
+            Source::Callable {
+                gradient: Some(gradient),
+                ..
+            } => {
+                if self.has_failed() {
+                    out.fill(f64::NAN);
+                    return Ok(());
+                }
+                Python::attach(|py| {
+                    let result = gradient
+                        .bind(py)
+                        .call1((PyArray1::from_slice(py, x),))
+                        .and_then(|g| read_gradient(gradient.bind(py), &g, out));
+                    if let Err(err) = result {
+                        self.fail(err);
+                        out.fill(f64::NAN);
+                    }
+                });
+                Ok(())
+            }
+            _ => Err(TargetError::Unsupported("gradient")),
+        }
+    }
+}
+
+/// Copies a returned gradient (any 1-d float sequence of length d) into `out`.
+fn read_gradient(
+    function: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    out: &mut [f64],
+) -> PyResult<()> {
+    let values: Vec<f64> = value.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "gradient function `{function}` must return a sequence of {} floats",
+            out.len()
+        ))
+    })?;
+    if values.len() != out.len() {
+        return Err(PyTypeError::new_err(format!(
+            "gradient function `{function}` returned {} values, expected {}",
+            values.len(),
+            out.len()
+        )));
+    }
+    out.copy_from_slice(&values);
+    Ok(())
+}
+
+/// Calls a compiled log density.
+fn call_compiled(f: CompiledFn, x: &[f64]) -> f64 {
+    f(x.as_ptr(), x.len() as i64)
+}
+
+/// The compiled function at `address`.
+///
+/// The caller promises that `address` is a function with the C signature
+/// `double logp(const double *x, int64_t dim)` that reads `dim` doubles from
+/// `x`, is safe to call concurrently from several threads and touches no
+/// Python object; the Python wrapper documents this contract.
+pub fn compiled_from_address(address: usize) -> PyResult<CompiledFn> {
+    if address == 0 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "Compiled: `address` is a null pointer",
+        ));
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the address is non-null and, by the documented contract the
+    // user accepts when passing it, points to a thread-safe function with
+    // exactly this C signature that stays alive for the whole run (numba
+    // keeps its cfunc's code alive as long as the cfunc object, which the
+    // Python caller holds).
+    let f = unsafe { std::mem::transmute::<usize, CompiledFn>(address) };
+    Ok(f)
+}

@@ -1,0 +1,330 @@
+//! Runs chains on a thread pool while the calling (Python) thread polls
+//! progress, signals and checkpoints.
+
+use crate::density::Density;
+use crate::settings::{BuildResult, Job, Sampler};
+use kameleon_samplers::{Chain, Run, RunConfig};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The settings of a multi-chain run, stored in its checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// The sampler settings (the Python classes' JSON).
+    pub settings: String,
+    /// The dimension.
+    pub dim: usize,
+    /// The base seed.
+    pub seed: u64,
+    /// Kept draws per chain.
+    pub draws: u64,
+    /// Tuning (burn-in) steps per chain.
+    pub tune: u64,
+    /// Thinning.
+    pub thin: u64,
+    /// The number of chains.
+    pub chains: usize,
+}
+
+impl RunHeader {
+    /// The run configuration of every chain: `tune` adapting steps, then
+    /// `draws × thin` steps keeping every `thin`-th.
+    pub fn config(&self) -> RunConfig {
+        RunConfig::new(self.tune, self.draws * self.thin).thin(self.thin)
+    }
+}
+
+/// Version of the checkpoint file layout written by [`save_checkpoint`].
+const CHECKPOINT_FORMAT: u32 = 1;
+
+/// A checkpoint: the run's header and its chains' [`Run`] states (postcard
+/// bytes of a `Vec<Run<P>>` for the proposal type the settings name).
+#[derive(Serialize, Deserialize)]
+pub struct CheckpointFile {
+    format: u32,
+    /// The run's settings.
+    pub header: RunHeader,
+    /// The encoded runs.
+    pub runs: Vec<u8>,
+}
+
+/// Writes `value` to `path` atomically (temporary file, then rename).
+pub fn save_checkpoint(path: &Path, value: &CheckpointFile) -> PyResult<()> {
+    let bytes = postcard::to_stdvec(value)
+        .map_err(|e| PyValueError::new_err(format!("cannot encode checkpoint: {e}")))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let io = |e: std::io::Error| {
+        pyo3::exceptions::PyOSError::new_err(format!(
+            "cannot write checkpoint {}: {e}",
+            path.display()
+        ))
+    };
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Reads a checkpoint written by [`save_checkpoint`].
+pub fn load_checkpoint(path: &Path) -> PyResult<CheckpointFile> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!(
+            "cannot read checkpoint {}: {e}",
+            path.display()
+        ))
+    })?;
+    let file: CheckpointFile = postcard::from_bytes(&bytes).map_err(|e| {
+        PyValueError::new_err(format!(
+            "{} is not a kameleon checkpoint: {e}",
+            path.display()
+        ))
+    })?;
+    if file.format != CHECKPOINT_FORMAT {
+        return Err(PyValueError::new_err(format!(
+            "checkpoint {} has format {}, this version reads {CHECKPOINT_FORMAT}",
+            path.display(),
+            file.format
+        )));
+    }
+    Ok(file)
+}
+
+/// How to run: threads, progress, checkpoints.
+pub struct Control<'py> {
+    /// The GIL token of the calling thread.
+    pub py: Python<'py>,
+    /// Worker threads.
+    pub cores: usize,
+    /// Called with the list of steps done per chain every ~0.1 s.
+    pub progress: Option<Bound<'py, PyAny>>,
+    /// Where to checkpoint, if anywhere.
+    pub checkpoint: Option<PathBuf>,
+    /// Seconds between checkpoints.
+    pub checkpoint_every: f64,
+}
+
+/// The chains of a run, and whether it was interrupted before the end.
+pub struct Outcome {
+    /// The chains (possibly partial).
+    pub chains: Vec<Chain>,
+    /// Whether Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+/// Starts new chains at the given points.
+pub struct Start<'a, 'py> {
+    /// The run.
+    pub header: RunHeader,
+    /// The log density.
+    pub density: &'a Density,
+    /// One starting point per chain.
+    pub x0: Vec<Vec<f64>>,
+    /// How to run.
+    pub control: Control<'py>,
+}
+
+impl Job for Start<'_, '_> {
+    type Output = PyResult<Outcome>;
+
+    fn run<P: Sampler>(
+        self,
+        build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<Outcome> {
+        let config = self.header.config();
+        let mut runs = Vec::with_capacity(self.x0.len());
+        for (k, x0) in self.x0.iter().enumerate() {
+            let proposal = build(self.header.seed, k as u64).map_err(PyValueError::new_err)?;
+            let run = Run::new(
+                self.density,
+                proposal,
+                x0,
+                config,
+                self.header.seed,
+                k as u64,
+            );
+            if let Some(err) = self.density.take_error() {
+                return Err(err);
+            }
+            runs.push(run.map_err(|e| PyValueError::new_err(format!("chain {k}: {e}")))?);
+        }
+        drive(&self.header, self.density, runs, &self.control)
+    }
+}
+
+/// Continues the chains of a checkpoint.
+pub struct Resume<'a, 'py> {
+    /// The checkpoint.
+    pub file: CheckpointFile,
+    /// The log density.
+    pub density: &'a Density,
+    /// How to run.
+    pub control: Control<'py>,
+}
+
+impl Job for Resume<'_, '_> {
+    type Output = PyResult<Outcome>;
+
+    fn run<P: Sampler>(
+        self,
+        _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<Outcome> {
+        let runs: Vec<Run<P>> = postcard::from_bytes(&self.file.runs).map_err(|e| {
+            PyValueError::new_err(format!(
+                "the checkpoint's chains do not match its sampler settings: {e}"
+            ))
+        })?;
+        drive(&self.file.header, self.density, runs, &self.control)
+    }
+}
+
+/// Sets a flag when dropped (also when a worker panics).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// How often the calling thread wakes to draw progress and check signals.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Runs every chain to its end (or until Ctrl-C or a Python error), writing
+/// checkpoints every `checkpoint_every` seconds and at the end.
+fn drive<P: Sampler>(
+    header: &RunHeader,
+    density: &Density,
+    mut runs: Vec<Run<P>>,
+    control: &Control<'_>,
+) -> PyResult<Outcome> {
+    let py = control.py;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(control.cores.max(1))
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot start the thread pool: {e}")))?;
+    let steps: Vec<AtomicU64> = runs
+        .iter()
+        .map(|r| AtomicU64::new(r.steps_done()))
+        .collect();
+    let cancel = AtomicBool::new(false);
+    let mut interrupted = false;
+    let mut callback_error = None;
+    let segment = control
+        .checkpoint
+        .as_ref()
+        .map(|_| Duration::from_secs_f64(control.checkpoint_every.max(0.01)));
+    loop {
+        let deadline = segment.map(|s| Instant::now() + s);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let runs = &mut runs;
+            let (steps, cancel, done, pool) = (&steps, &cancel, &done, &pool);
+            scope.spawn(move || {
+                let _done = SetOnDrop(done);
+                pool.install(|| {
+                    runs.par_iter_mut()
+                        .zip(steps.par_iter())
+                        .for_each(|(run, counter)| {
+                            advance(run, density, deadline, cancel, counter);
+                        });
+                });
+            });
+            // This thread holds the GIL only between sleeps, and leaves the
+            // loop only once every worker is done, so the scope's join
+            // never waits while holding it.
+            while !done.load(Ordering::Acquire) {
+                py.detach(|| {
+                    let until = Instant::now() + POLL;
+                    while !done.load(Ordering::Acquire) && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                });
+                if let Some(callback) = &control.progress
+                    && callback_error.is_none()
+                {
+                    let counts: Vec<u64> =
+                        steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+                    if let Err(err) = callback.call1((counts,)) {
+                        callback_error = Some(err);
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+                if py.check_signals().is_err() {
+                    interrupted = true;
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                if density.has_failed() {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+        if let Some(err) = density.take_error().or(callback_error.take()) {
+            return Err(err);
+        }
+        let finished = runs.iter().all(|r| r.is_finished());
+        if let Some(path) = &control.checkpoint {
+            let bytes = postcard::to_stdvec(&runs)
+                .map_err(|e| PyValueError::new_err(format!("cannot encode the chains: {e}")))?;
+            save_checkpoint(
+                path,
+                &CheckpointFile {
+                    format: CHECKPOINT_FORMAT,
+                    header: header.clone(),
+                    runs: bytes,
+                },
+            )?;
+        }
+        if finished || interrupted {
+            break;
+        }
+    }
+    if let Some(callback) = &control.progress {
+        let counts: Vec<u64> = runs.iter().map(|r| r.steps_done()).collect();
+        callback.call1((counts,))?;
+    }
+    Ok(Outcome {
+        chains: runs.into_iter().map(Run::into_chain).collect(),
+        interrupted,
+    })
+}
+
+/// Chunks shorter than this double, longer than `4 ×` this halve, so each
+/// lasts roughly 10–40 ms whatever one step costs.
+const CHUNK: Duration = Duration::from_millis(10);
+
+/// Advances one chain in chunks until it ends, the deadline passes or the
+/// run is cancelled; chunking does not change the chain.
+fn advance<P: Sampler>(
+    run: &mut Run<P>,
+    density: &Density,
+    deadline: Option<Instant>,
+    cancel: &AtomicBool,
+    counter: &AtomicU64,
+) {
+    let mut chunk = 1u64;
+    while !run.is_finished()
+        && !cancel.load(Ordering::Relaxed)
+        && !density.has_failed()
+        && deadline.is_none_or(|d| Instant::now() < d)
+    {
+        let start = Instant::now();
+        if density.needs_gil() {
+            // One attach per chunk: attaching per call would create and
+            // destroy this thread's Python state at every evaluation.
+            Python::attach(|_| run.advance(density, chunk, None));
+        } else {
+            run.advance(density, chunk, None);
+        }
+        counter.store(run.steps_done(), Ordering::Relaxed);
+        let took = start.elapsed();
+        if took < CHUNK {
+            chunk = chunk.saturating_mul(2);
+        } else if took > 4 * CHUNK {
+            chunk = (chunk / 2).max(1);
+        }
+    }
+}

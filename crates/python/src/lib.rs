@@ -1,0 +1,219 @@
+//! `kameleon._core`: the Rust side of the `kameleon` Python package.
+//!
+//! Rust owns the chains, the threads and the checkpoint files; Python owns
+//! the user's log density and the output objects. [`sample`] and
+//! [`resume`] run chains on a thread pool while the calling thread polls
+//! progress counters and signals; [`BuiltinTarget`] exposes the Rust
+//! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate.
+
+mod builtin;
+mod density;
+mod diagnostics;
+mod driver;
+mod settings;
+
+pub use builtin::BuiltinTarget;
+pub use density::{CompiledFn, Density, Source};
+pub use driver::{CheckpointFile, RunHeader, load_checkpoint, save_checkpoint};
+pub use settings::{Job, KernelSpec, Sampler, SamplerSettings};
+
+use driver::{Control, Outcome, Resume, Start};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Builds the density of dimension `dim` named by `kind`: `"callable"`
+/// (`function`, optional `gradient`), `"pseudo_marginal"` (`function`),
+/// `"compiled"` (`function` is the address) or `"builtin"` (`function` is
+/// a [`BuiltinTarget`]).
+fn density(
+    py: Python<'_>,
+    kind: &str,
+    function: &Bound<'_, PyAny>,
+    gradient: Option<Py<PyAny>>,
+    dim: usize,
+) -> PyResult<Density> {
+    let source = match kind {
+        "callable" => Source::Callable {
+            function: function.clone().unbind(),
+            gradient,
+        },
+        "pseudo_marginal" => {
+            let random = py.import("numpy.random")?;
+            Source::PseudoMarginal {
+                function: function.clone().unbind(),
+                bit_generator: random.getattr("PCG64")?.unbind(),
+                generator: random.getattr("Generator")?.unbind(),
+            }
+        }
+        "compiled" => Source::Compiled(density::compiled_from_address(function.extract()?)?),
+        "builtin" => {
+            let target = function.cast::<BuiltinTarget>()?.get();
+            if target.inner.dim() != dim {
+                return Err(PyValueError::new_err(format!(
+                    "x0 has dimension {dim} but the target has dimension {}",
+                    target.inner.dim()
+                )));
+            }
+            Source::Builtin(Arc::clone(&target.inner))
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown log density kind {other:?}"
+            )));
+        }
+    };
+    Ok(Density::new(dim, source))
+}
+
+/// The chains as a list of dicts of numpy arrays and counters.
+fn outcome_to_python<'py>(py: Python<'py>, outcome: Outcome) -> PyResult<Bound<'py, PyDict>> {
+    let chains = outcome
+        .chains
+        .into_iter()
+        .map(|chain| {
+            let dict = PyDict::new(py);
+            let n = chain.len();
+            let samples = PyArray1::from_vec(py, chain.samples).reshape([n, chain.dim])?;
+            dict.set_item("samples", samples)?;
+            dict.set_item("lp", PyArray1::from_vec(py, chain.log_densities))?;
+            dict.set_item("accepted", PyArray1::from_vec(py, chain.accepted))?;
+            dict.set_item(
+                "acceptance_probability",
+                PyArray1::from_vec(py, chain.accept_probabilities),
+            )?;
+            dict.set_item("accepted_total", chain.accepted_total)?;
+            dict.set_item("rejected_non_finite", chain.rejected_non_finite)?;
+            dict.set_item("covariance_jitters", chain.covariance_jitters)?;
+            dict.set_item("wall_time", chain.wall_time_secs)?;
+            dict.set_item("scale", chain.adaptation.scale)?;
+            Ok(dict)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = PyDict::new(py);
+    out.set_item("chains", chains)?;
+    out.set_item("interrupted", outcome.interrupted)?;
+    Ok(out)
+}
+
+fn settings(json: &str) -> PyResult<SamplerSettings> {
+    SamplerSettings::from_json(json).map_err(PyValueError::new_err)
+}
+
+/// Runs `x0.shape[0]` chains of the sampler `settings` (JSON) on a log
+/// density and returns `{"chains": [...], "interrupted": bool}`.
+#[pyfunction]
+#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every))]
+fn sample<'py>(
+    py: Python<'py>,
+    settings_json: &str,
+    kind: &str,
+    function: &Bound<'py, PyAny>,
+    gradient: Option<Py<PyAny>>,
+    x0: PyReadonlyArray2<'py, f64>,
+    seed: u64,
+    draws: u64,
+    tune: u64,
+    thin: u64,
+    cores: usize,
+    progress: Option<Bound<'py, PyAny>>,
+    checkpoint: Option<PathBuf>,
+    checkpoint_every: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let parsed = settings(settings_json)?;
+    let x0 = x0.as_array();
+    let (chains, dim) = (x0.nrows(), x0.ncols());
+    if chains == 0 || dim == 0 {
+        return Err(PyValueError::new_err(
+            "x0 must hold at least one chain of dimension at least 1",
+        ));
+    }
+    if thin == 0 {
+        return Err(PyValueError::new_err("thin must be at least 1"));
+    }
+    let density = density(py, kind, function, gradient, dim)?;
+    let header = RunHeader {
+        settings: settings_json.to_owned(),
+        dim,
+        seed,
+        draws,
+        tune,
+        thin,
+        chains,
+    };
+    let job = Start {
+        header,
+        density: &density,
+        x0: x0.rows().into_iter().map(|r| r.to_vec()).collect(),
+        control: Control {
+            py,
+            cores,
+            progress,
+            checkpoint,
+            checkpoint_every,
+        },
+    };
+    let outcome = parsed.dispatch(dim, job).map_err(PyValueError::new_err)??;
+    outcome_to_python(py, outcome)
+}
+
+/// The header of a checkpoint as a dict (settings JSON, seed, draws, …).
+#[pyfunction]
+fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let header = load_checkpoint(&path)?.header;
+    let dict = PyDict::new(py);
+    dict.set_item("settings", header.settings)?;
+    dict.set_item("dim", header.dim)?;
+    dict.set_item("seed", header.seed)?;
+    dict.set_item("draws", header.draws)?;
+    dict.set_item("tune", header.tune)?;
+    dict.set_item("thin", header.thin)?;
+    dict.set_item("chains", header.chains)?;
+    Ok(dict)
+}
+
+/// Continues the run saved in the checkpoint at `path`.
+#[pyfunction]
+#[pyo3(signature = (path, kind, function, gradient, cores, progress, checkpoint_every))]
+fn resume<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    kind: &str,
+    function: &Bound<'py, PyAny>,
+    gradient: Option<Py<PyAny>>,
+    cores: usize,
+    progress: Option<Bound<'py, PyAny>>,
+    checkpoint_every: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let file = load_checkpoint(&path)?;
+    let parsed = settings(&file.header.settings)?;
+    let dim = file.header.dim;
+    let density = density(py, kind, function, gradient, dim)?;
+    let job = Resume {
+        file,
+        density: &density,
+        control: Control {
+            py,
+            cores,
+            progress,
+            checkpoint: Some(path),
+            checkpoint_every,
+        },
+    };
+    let outcome = parsed.dispatch(dim, job).map_err(PyValueError::new_err)??;
+    outcome_to_python(py, outcome)
+}
+
+/// The extension module.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sample, m)?)?;
+    m.add_function(wrap_pyfunction!(resume, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
+    m.add_class::<BuiltinTarget>()?;
+    diagnostics::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! Sampler settings as the Python classes serialise them (JSON with a
+//! `kind` tag), and the one dispatch from settings to a typed proposal.
+
+use kameleon_features::{Embedding, RandomFourierFeatures};
+use kameleon_kernels::{
+    Gaussian, InverseMultiquadric, Laplacian, Matern, RationalQuadratic, SpectralDensity,
+};
+use kameleon_samplers::{
+    AdaptProbability, AdaptiveMetropolis, Bandwidth, FKamh, FiniteSurrogate, Gamma, Hmc, Kamh,
+    KamhConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate, MomentEstimator, PcaKameleon,
+    PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, RobbinsMonro, Scale,
+    StepSchedule, SubsampleConfig, chain_rng,
+};
+use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// An error building a sampler: the message of the crate that rejected a
+/// parameter (it names the parameter).
+pub type BuildResult<T> = Result<T, String>;
+
+fn msg(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A proposal the Python layer can run and checkpoint.
+pub trait Sampler: Proposal + Serialize + DeserializeOwned + Send + 'static {}
+impl<P: Proposal + Serialize + DeserializeOwned + Send + 'static> Sampler for P {}
+
+/// What to do with the proposal type the settings name: start chains
+/// (`build` makes chain k's proposal from the base seed) or resume them
+/// (`build` is unused, the type alone matters).
+pub trait Job {
+    /// The job's result.
+    type Output;
+    /// Runs the job for proposals of type `P`.
+    fn run<P: Sampler>(self, build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync)) -> Self::Output;
+}
+
+/// A kernel as the Python classes describe it; `bandwidth: None` is the
+/// median heuristic.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum KernelSpec {
+    /// exp(−‖x − y‖²/(2ℓ²)).
+    Gaussian {
+        /// ℓ, or `None` for the median heuristic.
+        bandwidth: Option<f64>,
+    },
+    /// exp(−‖x − y‖/ℓ).
+    Laplacian {
+        /// ℓ, or `None` for the median heuristic.
+        bandwidth: Option<f64>,
+    },
+    /// Matérn of smoothness ν.
+    Matern {
+        /// The smoothness ν.
+        nu: f64,
+        /// ℓ, or `None` for the median heuristic.
+        bandwidth: Option<f64>,
+    },
+    /// (1 + ‖x − y‖²/ℓ²)^(−β).
+    InverseMultiquadric {
+        /// The exponent β.
+        beta: f64,
+        /// ℓ, or `None` for the median heuristic.
+        bandwidth: Option<f64>,
+    },
+    /// (1 + ‖x − y‖²/(2αℓ²))^(−α).
+    RationalQuadratic {
+        /// The shape α.
+        alpha: f64,
+        /// ℓ, or `None` for the median heuristic.
+        bandwidth: Option<f64>,
+    },
+}
+
+/// The bound every kernel of a KAMH-type sampler meets here.
+pub trait KernelType:
+    LengthScale + SpectralDensity + Clone + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+impl<K> KernelType for K where
+    K: LengthScale + SpectralDensity + Clone + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+/// A sampler family generic over its kernel.
+trait KernelFamily: Sync {
+    type P<K: KernelType>: Sampler;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>>;
+}
+
+impl KernelSpec {
+    fn bandwidth(&self) -> Option<f64> {
+        match *self {
+            Self::Gaussian { bandwidth }
+            | Self::Laplacian { bandwidth }
+            | Self::Matern { bandwidth, .. }
+            | Self::InverseMultiquadric { bandwidth, .. }
+            | Self::RationalQuadratic { bandwidth, .. } => bandwidth,
+        }
+    }
+
+    /// Runs `job` with the proposal `family` builds on this kernel (with
+    /// length-scale 1 as the placeholder the median heuristic replaces).
+    fn dispatch<J: Job, F: KernelFamily>(&self, family: F, job: J) -> BuildResult<J::Output> {
+        let median = self.bandwidth().is_none();
+        let ell = self.bandwidth().unwrap_or(1.0);
+        Ok(match *self {
+            Self::Gaussian { .. } => {
+                let k = Gaussian::new(ell).map_err(msg)?;
+                job.run(&|_, _| family.build(&k, median))
+            }
+            Self::Laplacian { .. } => {
+                let k = Laplacian::new(ell).map_err(msg)?;
+                job.run(&|_, _| family.build(&k, median))
+            }
+            Self::Matern { nu, .. } => {
+                let k = Matern::new(nu, ell).map_err(msg)?;
+                job.run(&|_, _| family.build(&k, median))
+            }
+            Self::InverseMultiquadric { beta, .. } => {
+                let k = InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?;
+                job.run(&|_, _| family.build(&k, median))
+            }
+            Self::RationalQuadratic { alpha, .. } => {
+                let k = RationalQuadratic::new(ell, alpha).map_err(msg)?;
+                job.run(&|_, _| family.build(&k, median))
+            }
+        })
+    }
+
+    /// The kernel's spectral density (random features need a fixed ℓ).
+    fn spectral(&self) -> BuildResult<Box<dyn SpectralDensity>> {
+        let ell = self.bandwidth().ok_or(
+            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\"",
+        )?;
+        Ok(match *self {
+            Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
+            Self::Laplacian { .. } => Box::new(Laplacian::new(ell).map_err(msg)?),
+            Self::Matern { nu, .. } => Box::new(Matern::new(nu, ell).map_err(msg)?),
+            Self::InverseMultiquadric { beta, .. } => {
+                Box::new(InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?)
+            }
+            Self::RationalQuadratic { alpha, .. } => {
+                Box::new(RationalQuadratic::new(ell, alpha).map_err(msg)?)
+            }
+        })
+    }
+}
+
+/// Every sampler's settings, as serialised by the Python classes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum SamplerSettings {
+    /// N(x, ν²I): ν fixed (default 2.38/√d), or learned toward acceptance
+    /// 0.234 with steps 1/√t from that value.
+    RandomWalk {
+        /// ν (None: 2.38/√d).
+        scale: Option<f64>,
+        /// Learn ν during tuning.
+        learned: bool,
+    },
+    /// Adaptive Metropolis.
+    AM {
+        /// `"fixed"` (ν = 2.38/√d) or `"learned"` (toward 0.234).
+        scale: String,
+        /// Rao–Blackwellised moment updates (x* weighted by α).
+        rao_blackwell: bool,
+    },
+    /// Principal-components AM.
+    AMPCA {
+        /// The number of leading directions (None: all d).
+        components: Option<usize>,
+    },
+    /// HMC on the density's gradient.
+    HMC {
+        /// ε ~ U[a, b).
+        step_size: (f64, f64),
+        /// L ~ U{l0, …, l1}.
+        steps: (u32, u32),
+    },
+    /// KAMH.
+    KAMH {
+        /// Subsample size n.
+        subsample_size: usize,
+        /// The kernel.
+        kernel: KernelSpec,
+        /// The isotropic term γ.
+        gamma: f64,
+        /// The initial ν.
+        scale: f64,
+        /// Learn ν toward 0.234 during tuning.
+        learned: bool,
+    },
+    /// PCA-Kameleon.
+    PCAKameleon {
+        /// Subsample size n.
+        subsample_size: usize,
+        /// The kernel.
+        kernel: KernelSpec,
+        /// Principal directions m.
+        components: usize,
+        /// The isotropic term γ.
+        gamma: f64,
+        /// The initial ν_j.
+        scale: f64,
+        /// Learn the ν_j toward 0.234 during tuning.
+        learned: bool,
+    },
+    /// F-KAMH on random Fourier features.
+    FKAMH {
+        /// The number of features D.
+        features: usize,
+        /// `"cos"` (cos(ωᵀx + b)) or `"sincos"` ([sin, cos] pairs).
+        embedding: String,
+        /// The kernel whose spectral density draws the frequencies.
+        kernel: KernelSpec,
+        /// The exploration noise γ.
+        gamma: f64,
+        /// The initial η.
+        eta: f64,
+        /// Learn η toward 0.234 during tuning.
+        learned: bool,
+    },
+    /// KMC lite.
+    KMCLite {
+        /// Basis size n.
+        n: usize,
+        /// σ of exp(−‖x − y‖²/σ).
+        sigma: f64,
+        /// The ridge λ.
+        lam: f64,
+        /// ε ~ U[a, b).
+        step_size: (f64, f64),
+        /// L ~ U{l0, …, l1}.
+        steps: (u32, u32),
+        /// Refit probability t^−κ.
+        kappa: f64,
+    },
+    /// KMC finite.
+    KMCFinite {
+        /// Random features m.
+        features: usize,
+        /// The kernel of the features.
+        kernel: KernelSpec,
+        /// The ridge λ.
+        lam: f64,
+        /// ε ~ U[a, b).
+        step_size: (f64, f64),
+        /// L ~ U{l0, …, l1}.
+        steps: (u32, u32),
+        /// States seen before trajectories start.
+        min_points: usize,
+    },
+}
+
+struct KamhFamily {
+    dim: usize,
+    config: SubsampleConfig,
+    scale: Scale,
+}
+
+impl KernelFamily for KamhFamily {
+    type P<K: KernelType> = Kamh<K>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Kamh<K>> {
+        let config = KamhConfig {
+            subsample: with_bandwidth(self.config, median),
+            scale: self.scale.clone(),
+        };
+        Kamh::new(self.dim, kernel.clone(), config).map_err(msg)
+    }
+}
+
+struct PcaKameleonFamily {
+    dim: usize,
+    config: SubsampleConfig,
+    components: usize,
+    scale: Scale,
+}
+
+impl KernelFamily for PcaKameleonFamily {
+    type P<K: KernelType> = PcaKameleon<K>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<PcaKameleon<K>> {
+        let config = PcaKameleonConfig {
+            subsample: with_bandwidth(self.config, median),
+            components: self.components,
+            scale: self.scale.clone(),
+        };
+        PcaKameleon::new(self.dim, kernel.clone(), config).map_err(msg)
+    }
+}
+
+fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig {
+    config.bandwidth = if median {
+        Bandwidth::MedianHeuristic {
+            max_points: config.subsample_size,
+        }
+    } else {
+        Bandwidth::Fixed
+    };
+    config
+}
+
+/// ν fixed at `value`, or learned from it toward 0.234 with steps 1/√t.
+fn scale(value: f64, learned: bool) -> BuildResult<Scale> {
+    if learned {
+        Ok(Scale::Adaptive(
+            RobbinsMonro::new(value, 0.234, StepSchedule::InverseSqrt).map_err(msg)?,
+        ))
+    } else {
+        Scale::fixed(value).map_err(msg)
+    }
+}
+
+fn embedding(name: &str) -> BuildResult<Embedding> {
+    match name {
+        "cos" => Ok(Embedding::CosPhase),
+        "sincos" => Ok(Embedding::SinCos),
+        other => Err(format!(
+            "invalid sampler parameter `embedding`: must be \"cos\" or \"sincos\", got {other:?}"
+        )),
+    }
+}
+
+/// The stream chain k's random features are drawn from (separate from the
+/// chain's own stream, so the features do not shift its draws).
+fn feature_rng(seed: u64, chain: u64) -> rand_xoshiro::Xoshiro256PlusPlus {
+    chain_rng(seed ^ 0xF4A7, chain)
+}
+
+impl SamplerSettings {
+    /// Parses the JSON the Python classes write.
+    pub fn from_json(json: &str) -> BuildResult<Self> {
+        serde_json::from_str(json).map_err(|e| format!("invalid sampler settings: {e}"))
+    }
+
+    /// Runs `job` with this sampler's proposal type in dimension `dim`; the
+    /// parameters are validated (by building chain 0's proposal) first.
+    pub fn dispatch<J: Job>(&self, dim: usize, job: J) -> BuildResult<J::Output> {
+        match self {
+            Self::RandomWalk { scale: nu, learned } => {
+                let s = scale(nu.unwrap_or_else(|| Scale::optimal_for(dim)), *learned)?;
+                checked(job, |_, _| {
+                    RandomWalk::with_scale(dim, s.clone()).map_err(msg)
+                })
+            }
+            Self::AM {
+                scale: kind,
+                rao_blackwell,
+            } => {
+                let learned = match kind.as_str() {
+                    "fixed" => false,
+                    "learned" => true,
+                    other => {
+                        return Err(format!(
+                            "invalid sampler parameter `scale`: must be \"fixed\" or \"learned\", got {other:?}"
+                        ));
+                    }
+                };
+                let rb = *rao_blackwell;
+                checked(job, move |_, _| {
+                    adaptive_metropolis(dim, learned, rb).map_err(msg)
+                })
+            }
+            Self::AMPCA { components } => {
+                let m = components.unwrap_or(dim);
+                checked(job, move |_, _| {
+                    PrincipalComponents::new(
+                        dim,
+                        m,
+                        MomentEstimator::empirical(dim),
+                        StepSchedule::Power { kappa: 0.7 },
+                        100 * dim as u64,
+                        10,
+                    )
+                    .map_err(msg)
+                })
+            }
+            Self::HMC { step_size, steps } => {
+                let (eps, l) = (*step_size, *steps);
+                checked(job, move |_, _| Hmc::new(dim, eps, l).map_err(msg))
+            }
+            Self::KAMH {
+                subsample_size,
+                kernel,
+                gamma,
+                scale: nu,
+                learned,
+            } => {
+                let mut config = SubsampleConfig::paper(*subsample_size);
+                config.gamma = Gamma::Fixed(*gamma);
+                let family = KamhFamily {
+                    dim,
+                    config,
+                    scale: scale(*nu, *learned)?,
+                };
+                kernel.dispatch(family, job)
+            }
+            Self::PCAKameleon {
+                subsample_size,
+                kernel,
+                components,
+                gamma,
+                scale: nu,
+                learned,
+            } => {
+                let mut config = SubsampleConfig::paper(*subsample_size);
+                config.gamma = Gamma::Fixed(*gamma);
+                let family = PcaKameleonFamily {
+                    dim,
+                    config,
+                    components: *components,
+                    scale: scale(*nu, *learned)?,
+                };
+                kernel.dispatch(family, job)
+            }
+            Self::FKAMH {
+                features,
+                embedding: name,
+                kernel,
+                gamma,
+                eta,
+                learned,
+            } => {
+                let density = kernel.spectral()?;
+                let embedding = embedding(name)?;
+                let eta = scale(*eta, *learned)?;
+                let (features, gamma) = (*features, *gamma);
+                checked(job, move |seed, chain| {
+                    let phi = RandomFourierFeatures::new(
+                        density.as_ref(),
+                        dim,
+                        features,
+                        embedding,
+                        &mut feature_rng(seed, chain),
+                    )
+                    .map_err(msg)?;
+                    FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+                })
+            }
+            Self::KMCLite {
+                n,
+                sigma,
+                lam,
+                step_size,
+                steps,
+                kappa,
+            } => {
+                let (n, sigma, lam, eps, l, kappa) = (*n, *sigma, *lam, *step_size, *steps, *kappa);
+                let walk = scale(Scale::optimal_for(dim), true)?;
+                checked(job, move |_, _| {
+                    let surrogate = LiteSurrogate::new(
+                        LiteEstimator::new(sigma, lam).map_err(msg)?,
+                        dim,
+                        n,
+                        AdaptProbability::Power { kappa },
+                    )
+                    .map_err(msg)?;
+                    KmcLite::new(surrogate, eps, l)
+                        .and_then(|k| k.with_walk_scale(walk.clone()))
+                        .map_err(msg)
+                })
+            }
+            Self::KMCFinite {
+                features,
+                kernel,
+                lam,
+                step_size,
+                steps,
+                min_points,
+            } => {
+                let density = kernel.spectral()?;
+                let (m, lam, eps, l, min_points) =
+                    (*features, *lam, *step_size, *steps, *min_points);
+                checked(
+                    job,
+                    move |seed, chain| -> BuildResult<KmcFinite<RandomFourierFeatures>> {
+                        let phi = RandomFourierFeatures::new(
+                            density.as_ref(),
+                            dim,
+                            m,
+                            Embedding::CosPhase,
+                            &mut feature_rng(seed, chain),
+                        )
+                        .map_err(msg)?;
+                        let surrogate = FiniteSurrogate::new(
+                            FiniteEstimator::new(phi, lam).map_err(msg)?,
+                            min_points,
+                        )
+                        .map_err(msg)?;
+                        KmcFinite::new(surrogate, eps, l).map_err(msg)
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// AM with ν fixed at 2.38/√d or learned toward 0.234, and empirical (fixed
+/// ν) or stochastic-approximation moments, or Rao–Blackwellised ones; steps
+/// 1/√t, ε = 10⁻⁶, identity for the first 2d updates.
+fn adaptive_metropolis(
+    dim: usize,
+    learned: bool,
+    rao_blackwell: bool,
+) -> kameleon_samplers::Result<AdaptiveMetropolis> {
+    let schedule = StepSchedule::InverseSqrt;
+    match (learned, rao_blackwell) {
+        (false, false) => AdaptiveMetropolis::fixed_scale(dim),
+        (true, false) => AdaptiveMetropolis::learned_scale(dim, schedule),
+        (false, true) => AdaptiveMetropolis::rao_blackwellised(dim, schedule),
+        (true, true) => AdaptiveMetropolis::new(
+            dim,
+            Scale::Adaptive(RobbinsMonro::new(Scale::optimal_for(dim), 0.234, schedule)?),
+            MomentEstimator::rao_blackwellised(dim, schedule)?,
+            1e-6,
+            2 * dim as u64,
+        ),
+    }
+}
+
+/// Validates the settings by building chain 0's proposal, then runs `job`.
+fn checked<J: Job, P: Sampler>(
+    job: J,
+    build: impl Fn(u64, u64) -> BuildResult<P> + Sync,
+) -> BuildResult<J::Output> {
+    build(0, 0)?;
+    Ok(job.run(&build))
+}

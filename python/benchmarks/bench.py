@@ -1,0 +1,214 @@
+"""Benchmarks of the Python layer; writes RESULTS.md and RESULTS.json here.
+
+(a) per-call overhead of a Python log density called from the samplers,
+    against calling it in a plain Python loop;
+(b) KAMH (n = 1000) on the 8-d banana B(0.03, 100): a compiled (numba)
+    density against the built-in Rust target, and 2 chains on 2 cores
+    against 1;
+(c) kameleon against emcee on the same Python callable with the same number
+    of log-density evaluations: wall time and minimum ESS per 1000
+    evaluations, on the 8-d banana and on the Glass GP posterior.
+
+Run: .venv/bin/python python/benchmarks/bench.py  (takes a few minutes)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kameleon as km
+from kameleon import diagnostics, targets
+
+HERE = Path(__file__).parent
+LN_2PI = 1.8378770664093455
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def banana(b: float, v: float):
+    ln_v = math.log(v)
+
+    def f(x):
+        y0 = x[0]
+        r = x[1] - b * (y0 * y0 - v)
+        n = y0 * y0 / v + r * r + float(x[2:] @ x[2:])
+        return -0.5 * (len(x) * LN_2PI + ln_v + n)
+
+    return f
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def overhead(n: int = 200_000) -> dict:
+    def f(x):
+        return -0.5 * (x[0] * x[0] + x[1] * x[1])
+
+    xs = [np.random.default_rng(0).standard_normal(2) for _ in range(1000)]
+
+    def plain():
+        for i in range(n):
+            f(xs[i % 1000])
+
+    _, t_plain = timed(plain)
+    common = dict(sampler=km.RandomWalk(), draws=n, tune=0, chains=1, cores=1, seed=1, progress=False)
+    _, t_python = timed(lambda: km.sample(f, [0.0, 0.0], **common))
+    gauss = targets.Gaussian([0.0, 0.0], np.eye(2))
+    _, t_rust = timed(lambda: km.sample(gauss, [0.0, 0.0], **common))
+    per_call_plain = t_plain / n * 1e6
+    per_step_python = t_python / (n + 1) * 1e6
+    per_step_rust = t_rust / (n + 1) * 1e6
+    return {
+        "calls": n,
+        "plain_loop_us_per_call": per_call_plain,
+        "sample_python_us_per_step": per_step_python,
+        "sample_rust_target_us_per_step": per_step_rust,
+        "overhead_us_per_call": per_step_python - per_step_rust - per_call_plain,
+    }
+
+
+def kamh_compiled_vs_rust(draws: int = 3000, tune: int = 1000) -> dict:
+    import numba as nb
+
+    b, v = 0.03, 100.0
+    ln_v = math.log(v)
+
+    @nb.cfunc("float64(CPointer(float64), int64)", nopython=True)
+    def logp(x, d):
+        y0 = x[0]
+        r = x[1] - b * (y0 * y0 - v)
+        s = -0.0
+        for i in range(2, d):
+            s += x[i] * x[i]
+        n = y0 * y0 / v + r * r + s
+        return -0.5 * (d * LN_2PI + ln_v + n)
+
+    compiled = km.Compiled(logp.address, 8, owner=logp)
+    rust = targets.Banana(8, b, v)
+    sampler = km.KAMH(subsample_size=1000)
+    x0 = np.zeros(8)
+    run = lambda density, chains, cores: timed(
+        lambda: km.sample(density, x0, sampler=sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+                          seed=3, progress=False)
+    )[1]
+    steps = draws + tune
+    t_compiled = run(compiled, 1, 1)
+    t_rust = run(rust, 1, 1)
+    t_two = run(compiled, 2, 2)
+    return {
+        "steps_per_chain": steps,
+        "compiled_us_per_step": t_compiled / steps * 1e6,
+        "rust_target_us_per_step": t_rust / steps * 1e6,
+        "compiled_over_rust": t_compiled / t_rust,
+        "two_chains_two_cores_speedup": 2 * t_compiled / t_two,
+    }
+
+
+def min_ess_kameleon(idata) -> float:
+    return float(np.min(diagnostics.ess_bulk(idata.posterior["x"].values)))
+
+
+def min_ess_emcee(chain: np.ndarray) -> float:
+    # chain: (steps, walkers, d); walkers as chains for the bulk ESS
+    return float(np.min(diagnostics.ess_bulk(np.swapaxes(chain, 0, 1))))
+
+
+def versus_emcee(name, f, d, x0, sampler, evaluations, walkers=32, chains=4, seed=5) -> dict:
+    import emcee
+
+    per_chain = evaluations // chains
+    tune = per_chain // 2
+    idata, t_km = timed(lambda: km.sample(f, x0, sampler=sampler, draws=per_chain - tune, tune=tune,
+                                          chains=chains, seed=seed, progress=False))
+    rng = np.random.default_rng(seed)
+    p0 = np.asarray(x0) + 0.1 * rng.standard_normal((walkers, d))
+    steps = evaluations // walkers
+    es = emcee.EnsembleSampler(walkers, d, lambda x: f(x))
+    _, t_emcee = timed(lambda: es.run_mcmc(p0, steps, progress=False))
+    kept = es.get_chain()[steps // 2:]
+    # both: the second half of the evaluations is kept
+    return {
+        "target": name,
+        "evaluations": evaluations,
+        "kameleon_sampler": type(sampler).__name__,
+        "kameleon_seconds": t_km,
+        "kameleon_min_ess_per_1000_evals": min_ess_kameleon(idata) / evaluations * 1000,
+        "emcee_seconds": t_emcee,
+        "emcee_min_ess_per_1000_evals": min_ess_emcee(kept) / evaluations * 1000,
+    }
+
+
+def main() -> None:
+    results = {"machine": machine()}
+    results["overhead"] = overhead()
+    print(results["overhead"], flush=True)
+    results["kamh_banana"] = kamh_compiled_vs_rust()
+    print(results["kamh_banana"], flush=True)
+    results["emcee"] = [
+        versus_emcee("banana-8d", banana(0.03, 100.0), 8, np.zeros(8), km.KAMH(subsample_size=500), 80_000),
+    ]
+    print(results["emcee"][-1], flush=True)
+    glass = targets.Glass()
+    counter = iter(range(10**12))
+    glass_f = lambda x: glass.log_density(x, seed=next(counter))
+    results["emcee"].append(
+        versus_emcee("glass", glass_f, glass.dim, np.zeros(glass.dim), km.KAMH(subsample_size=200), 6_000)
+    )
+    print(results["emcee"][-1], flush=True)
+    (HERE / "RESULTS.json").write_text(json.dumps(results, indent=2))
+    m, o, k = results["machine"], results["overhead"], results["kamh_banana"]
+    lines = [
+        "# kameleon Python benchmarks",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}. Generated by `bench.py`.",
+        "",
+        "## (a) Per-call overhead of a Python log density",
+        "",
+        f"- plain Python loop: {o['plain_loop_us_per_call']:.3f} µs per call",
+        f"- `km.sample` (RandomWalk, 1 chain) on the callable: {o['sample_python_us_per_step']:.3f} µs per step",
+        f"- the same on the built-in Rust Gaussian: {o['sample_rust_target_us_per_step']:.3f} µs per step",
+        f"- overhead per call (step − Rust step − plain call): **{o['overhead_us_per_call']:.3f} µs** (goal ≤ 1 µs)",
+        "",
+        "## (b) KAMH (n = 1000) on the 8-d banana B(0.03, 100)",
+        "",
+        f"- compiled numba density: {k['compiled_us_per_step']:.2f} µs per step",
+        f"- built-in Rust target: {k['rust_target_us_per_step']:.2f} µs per step",
+        f"- compiled / Rust: **{k['compiled_over_rust']:.3f}** (goal ≤ 1.10)",
+        f"- 2 chains on 2 cores vs 1 chain: **{k['two_chains_two_cores_speedup']:.2f}×** throughput (goal ≥ 1.8)",
+        "",
+        "## (c) kameleon vs emcee, same Python callable, same evaluations (second half kept)",
+        "",
+        "| target | evaluations | sampler | kameleon s | kameleon min ESS/1000 evals | emcee s | emcee min ESS/1000 evals |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["emcee"]:
+        lines.append(
+            f"| {r['target']} | {r['evaluations']} | {r['kameleon_sampler']} | {r['kameleon_seconds']:.2f} | "
+            f"{r['kameleon_min_ess_per_1000_evals']:.2f} | {r['emcee_seconds']:.2f} | "
+            f"{r['emcee_min_ess_per_1000_evals']:.2f} |"
+        )
+    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

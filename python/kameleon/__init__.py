@@ -1,0 +1,49 @@
+"""kameleon: gradient-free kernel adaptive MCMC, run in Rust, driven from Python.
+
+>>> import kameleon as km
+>>> idata = km.sample(lambda x: -0.5 * float(x @ x), [0.0, 0.0], sampler=km.AM(), progress=False)  # doctest: +SKIP
+"""
+
+from . import diagnostics, targets
+from ._sample import Compiled, PseudoMarginal, resume, sample
+from .results import load_results
+from .samplers import (
+    AM,
+    AMPCA,
+    FKAMH,
+    HMC,
+    KAMH,
+    Gaussian,
+    InverseMultiquadric,
+    KMCFinite,
+    KMCLite,
+    Laplacian,
+    Matern,
+    PCAKameleon,
+    RandomWalk,
+    RationalQuadratic,
+)
+
+__all__ = [
+    "AM",
+    "AMPCA",
+    "FKAMH",
+    "HMC",
+    "KAMH",
+    "Compiled",
+    "Gaussian",
+    "InverseMultiquadric",
+    "KMCFinite",
+    "KMCLite",
+    "Laplacian",
+    "Matern",
+    "PCAKameleon",
+    "PseudoMarginal",
+    "RandomWalk",
+    "RationalQuadratic",
+    "diagnostics",
+    "load_results",
+    "resume",
+    "sample",
+    "targets",
+]

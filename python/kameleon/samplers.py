@@ -1,0 +1,318 @@
+"""Sampler and kernel settings.
+
+Each class is a validated dataclass with the same defaults as the Rust
+samplers; ``to_dict()`` gives the JSON object (``{"kind": ..., ...}``) the
+Rust side deserialises. Parameters that only the Rust constructors can check
+(e.g. positivity of a bandwidth) raise ``ValueError`` naming the parameter
+when sampling starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
+
+
+def _positive_int(name: str, value: int, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+
+
+def _range(name: str, value: tuple, integer: bool) -> None:
+    if len(value) != 2 or value[0] > value[1]:
+        raise ValueError(f"`{name}` must be a pair (low, high) with low <= high, got {value!r}")
+    for v in value:
+        if integer:
+            _positive_int(name, v)
+        else:
+            _positive(name, v)
+
+
+def _bandwidth(value: float | str) -> float | None:
+    if value == "median":
+        return None
+    _positive("bandwidth", value)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    kind = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object the Rust side builds the sampler from."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            if f.metadata.get("python_only"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Kernel):
+                value = value.to_dict()
+            out[f.name] = value
+        return out
+
+
+# ── kernels ──────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Kernel(_Settings):
+    """Base class of the kernels; ``bandwidth`` is a length-scale or ``"median"``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["bandwidth"] = _bandwidth(out["bandwidth"])
+        return out
+
+
+@dataclass(frozen=True)
+class Gaussian(Kernel):
+    """k(x, y) = exp(−‖x − y‖²/(2ℓ²))."""
+
+    bandwidth: float | str = "median"
+    kind = "Gaussian"
+
+    def __post_init__(self) -> None:
+        _bandwidth(self.bandwidth)
+
+
+@dataclass(frozen=True)
+class Laplacian(Kernel):
+    """k(x, y) = exp(−‖x − y‖/ℓ)."""
+
+    bandwidth: float | str = "median"
+    kind = "Laplacian"
+
+    def __post_init__(self) -> None:
+        _bandwidth(self.bandwidth)
+
+
+@dataclass(frozen=True)
+class Matern(Kernel):
+    """The Matérn kernel of smoothness ``nu``."""
+
+    nu: float = 2.5
+    bandwidth: float | str = "median"
+    kind = "Matern"
+
+    def __post_init__(self) -> None:
+        _positive("nu", self.nu)
+        _bandwidth(self.bandwidth)
+
+
+@dataclass(frozen=True)
+class InverseMultiquadric(Kernel):
+    """k(x, y) = (1 + ‖x − y‖²/ℓ²)^(−β)."""
+
+    beta: float = 0.5
+    bandwidth: float | str = "median"
+    kind = "InverseMultiquadric"
+
+    def __post_init__(self) -> None:
+        _positive("beta", self.beta)
+        _bandwidth(self.bandwidth)
+
+
+@dataclass(frozen=True)
+class RationalQuadratic(Kernel):
+    """k(x, y) = (1 + ‖x − y‖²/(2αℓ²))^(−α)."""
+
+    alpha: float = 1.0
+    bandwidth: float | str = "median"
+    kind = "RationalQuadratic"
+
+    def __post_init__(self) -> None:
+        _positive("alpha", self.alpha)
+        _bandwidth(self.bandwidth)
+
+
+# ── samplers ─────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Sampler(_Settings):
+    """Base class of the samplers."""
+
+
+@dataclass(frozen=True)
+class RandomWalk(Sampler):
+    """Gaussian random walk N(x, ν²I).
+
+    ``scale=None`` is ν = 2.38/√d; ``learned=True`` adapts ν toward
+    acceptance 0.234 during tuning (steps 1/√t).
+    """
+
+    scale: float | None = None
+    learned: bool = False
+    kind = "RandomWalk"
+
+    def __post_init__(self) -> None:
+        if self.scale is not None:
+            _positive("scale", self.scale)
+
+
+@dataclass(frozen=True)
+class AM(Sampler):
+    """Adaptive Metropolis N(x, ν²(Σ + 10⁻⁶I)), identity for the first 2d updates.
+
+    ``scale="fixed"``: ν = 2.38/√d with the empirical covariance (Haario et
+    al.); ``"learned"``: ν and the moments by stochastic approximation, ν
+    toward acceptance 0.234 (Andrieu & Thoms Alg. 4). ``rao_blackwell``:
+    moments fed x* weighted by the acceptance probability (Alg. 3).
+    """
+
+    scale: Literal["fixed", "learned"] = "fixed"
+    rao_blackwell: bool = False
+    kind = "AM"
+
+    def __post_init__(self) -> None:
+        if self.scale not in ("fixed", "learned"):
+            raise ValueError(f'`scale` must be "fixed" or "learned", got {self.scale!r}')
+
+
+@dataclass(frozen=True)
+class AMPCA(Sampler):
+    """Principal-components adaptive Metropolis (``components=None``: all d)."""
+
+    components: int | None = None
+    kind = "AMPCA"
+
+    def __post_init__(self) -> None:
+        if self.components is not None:
+            _positive_int("components", self.components)
+
+
+@dataclass(frozen=True)
+class HMC(Sampler):
+    """Hamiltonian Monte Carlo with ε ~ U[step_size) and L ~ U{steps}.
+
+    ``grad_log_density(x) -> array`` is required for Python callables;
+    built-in targets use their own gradient.
+    """
+
+    grad_log_density: Callable | None = field(default=None, metadata={"python_only": True})
+    step_size: tuple[float, float] = (0.1, 0.2)
+    steps: tuple[int, int] = (10, 20)
+    kind = "HMC"
+
+    def __post_init__(self) -> None:
+        _range("step_size", self.step_size, integer=False)
+        _range("steps", self.steps, integer=True)
+
+
+@dataclass(frozen=True)
+class KAMH(Sampler):
+    """Kernel adaptive Metropolis–Hastings (MCMC Kameleon), the paper's settings.
+
+    Subsample of ``subsample_size`` past states redrawn at every tuning step,
+    N(x, γ²I + ν²MHMᵀ), ν learned toward 0.234 from ``scale`` (√0.1).
+    """
+
+    subsample_size: int = 1000
+    kernel: Kernel = field(default_factory=Gaussian)
+    gamma: float = 0.2
+    scale: float = math.sqrt(0.1)
+    learned: bool = True
+    kind = "KAMH"
+
+    def __post_init__(self) -> None:
+        _positive_int("subsample_size", self.subsample_size, 2)
+        _positive("gamma", self.gamma)
+        _positive("scale", self.scale)
+
+
+@dataclass(frozen=True)
+class PCAKameleon(Sampler):
+    """PCA-Kameleon: a mixture over the kernel principal directions."""
+
+    subsample_size: int = 1000
+    kernel: Kernel = field(default_factory=Gaussian)
+    components: int = 5
+    gamma: float = 0.2
+    scale: float = 2.38
+    learned: bool = True
+    kind = "PCAKameleon"
+
+    def __post_init__(self) -> None:
+        _positive_int("subsample_size", self.subsample_size, 2)
+        _positive_int("components", self.components)
+        _positive("gamma", self.gamma)
+        _positive("scale", self.scale)
+
+
+@dataclass(frozen=True)
+class FKAMH(Sampler):
+    """F-KAMH on ``features`` random Fourier features of ``kernel``.
+
+    ``embedding="cos"``: cos(ωᵀx + b) with D frequencies; ``"sincos"``:
+    [sin, cos] pairs with D/2 frequencies (D even). The kernel needs a
+    numeric bandwidth.
+    """
+
+    features: int = 100
+    embedding: Literal["cos", "sincos"] = "cos"
+    kernel: Kernel = field(default_factory=lambda: Gaussian(1.0))
+    gamma: float = 0.2
+    eta: float = 1.0
+    learned: bool = True
+    kind = "FKAMH"
+
+    def __post_init__(self) -> None:
+        _positive_int("features", self.features)
+        if self.embedding not in ("cos", "sincos"):
+            raise ValueError(f'`embedding` must be "cos" or "sincos", got {self.embedding!r}')
+        if self.kernel.bandwidth == "median":
+            raise ValueError("`bandwidth` of an FKAMH kernel must be a number, not \"median\"")
+        _positive("gamma", self.gamma)
+        _positive("eta", self.eta)
+
+
+@dataclass(frozen=True)
+class KMCLite(Sampler):
+    """KMC lite: HMC on a score-matching surrogate fitted to n past states."""
+
+    n: int = 200
+    sigma: float = 1.0
+    lam: float = 1e-3
+    step_size: tuple[float, float] = (0.1, 0.2)
+    steps: tuple[int, int] = (10, 20)
+    kappa: float = 0.5
+    kind = "KMCLite"
+
+    def __post_init__(self) -> None:
+        _positive_int("n", self.n, 2)
+        _positive("sigma", self.sigma)
+        _positive("lam", self.lam)
+        _range("step_size", self.step_size, integer=False)
+        _range("steps", self.steps, integer=True)
+        if not 0 < self.kappa <= 1:
+            raise ValueError(f"`kappa` must lie in (0, 1], got {self.kappa!r}")
+
+
+@dataclass(frozen=True)
+class KMCFinite(Sampler):
+    """KMC finite: HMC on a random-feature surrogate learned online."""
+
+    features: int = 100
+    kernel: Kernel = field(default_factory=lambda: Gaussian(1.0))
+    lam: float = 1e-3
+    step_size: tuple[float, float] = (0.1, 0.2)
+    steps: tuple[int, int] = (10, 20)
+    min_points: int = 100
+    kind = "KMCFinite"
+
+    def __post_init__(self) -> None:
+        _positive_int("features", self.features)
+        if self.kernel.bandwidth == "median":
+            raise ValueError("`bandwidth` of a KMCFinite kernel must be a number, not \"median\"")
+        _positive("lam", self.lam)
+        _range("step_size", self.step_size, integer=False)
+        _range("steps", self.steps, integer=True)
+        _positive_int("min_points", self.min_points)

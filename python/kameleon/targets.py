@@ -1,0 +1,131 @@
+"""The built-in Rust targets.
+
+Each class wraps the Rust target of the same name. Pass an instance as the
+log density of :func:`kameleon.sample` to run the chains entirely in Rust
+(no GIL, chains in parallel), or call ``log_density``/``sample_iid`` from
+Python.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import numpy as np
+
+from ._core import BuiltinTarget
+
+
+class Target:
+    """A built-in target: ``dim``, ``is_exact``, ``log_density(x, seed=0)``,
+    ``grad_log_density(x)`` and ``sample_iid(n, seed)`` where the Rust target
+    supports them (otherwise ``ValueError``)."""
+
+    def __init__(self, kind: str, **params) -> None:
+        self._spec = {"kind": kind, **params}
+        self._inner = BuiltinTarget(json.dumps(self._spec))
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._spec.items() if k != "kind")
+        return f"{self._spec['kind']}({params})"
+
+    @property
+    def dim(self) -> int:
+        """The dimension."""
+        return self._inner.dim
+
+    @property
+    def is_exact(self) -> bool:
+        """False for pseudo-marginal targets (noisy estimates)."""
+        return self._inner.is_exact
+
+    def log_density(self, x, seed: int = 0) -> float:
+        """The log density at ``x`` (pseudo-marginal targets: an estimate drawn with ``seed``)."""
+        return self._inner.log_density(np.ascontiguousarray(x, dtype=np.float64), seed)
+
+    def grad_log_density(self, x) -> np.ndarray:
+        """The gradient of the log density at ``x``."""
+        return self._inner.grad_log_density(np.ascontiguousarray(x, dtype=np.float64))
+
+    def sample_iid(self, n: int, seed: int = 0) -> np.ndarray:
+        """``n`` exact independent draws, shape (n, dim)."""
+        return self._inner.sample_iid(n, seed)
+
+
+class Banana(Target):
+    """The twisted Gaussian B(b, v) of Haario et al."""
+
+    def __init__(self, dim: int = 2, b: float = 0.03, v: float = 100.0) -> None:
+        super().__init__("Banana", dim=dim, b=b, v=v)
+
+
+class Flower(Target):
+    """The flower F(r₀, A, ω, σ)."""
+
+    def __init__(
+        self, dim: int = 2, radius: float = 10.0, amplitude: float = 6.0, petals: int = 6, sigma: float = 1.0
+    ) -> None:
+        super().__init__("Flower", dim=dim, radius=radius, amplitude=amplitude, petals=petals, sigma=sigma)
+
+
+class Ring(Target):
+    """The ring of radius ``radius`` and width ``sigma``."""
+
+    def __init__(self, dim: int = 2, radius: float = 10.0, sigma: float = 1.0) -> None:
+        super().__init__("Ring", dim=dim, radius=radius, sigma=sigma)
+
+
+class GaussianMixture(Target):
+    """Σ w_k N(μ_k, Σ_k) with full covariances (weights are normalised)."""
+
+    def __init__(self, weights: Sequence[float], means, covariances) -> None:
+        means = np.asarray(means, dtype=np.float64)
+        covs = np.asarray(covariances, dtype=np.float64)
+        super().__init__(
+            "GaussianMixture",
+            weights=[float(w) for w in weights],
+            means=means.tolist(),
+            covariances=[c.ravel().tolist() for c in covs],
+        )
+
+
+class Gaussian(GaussianMixture):
+    """N(mean, cov)."""
+
+    def __init__(self, mean, cov) -> None:
+        super().__init__([1.0], [mean], [cov])
+
+
+class CkamBimodal(Target):
+    """cKAM's ½N((−8, 0), 0.5I) + ½N((8, 0), 2I) (``code_weights``: 1/3, 2/3)."""
+
+    def __init__(self, code_weights: bool = False) -> None:
+        super().__init__("CkamBimodal", code_weights=code_weights)
+
+
+class CkamFiveComponents(Target):
+    """cKAM's five-component mixture (1/5)Σ N(2.5(i−1)(1, 1), √i·I)."""
+
+    def __init__(self) -> None:
+        super().__init__("CkamFiveComponents")
+
+
+class GridMixture(Target):
+    """An equal-weight mixture over the product grid ``centres``^dim, variance ``variance``."""
+
+    def __init__(self, dim: int, centres: Sequence[float], variance: float) -> None:
+        super().__init__("GridMixture", dim=dim, centres=[float(c) for c in centres], variance=variance)
+
+
+class Glass(Target):
+    """The Glass GP-classification posterior (pseudo-marginal, importance sampled)."""
+
+    def __init__(self, n_importance: int = 100) -> None:
+        super().__init__("Glass", n_importance=n_importance)
+
+
+class AbcSkewNormal(Target):
+    """The ABC posterior of a skew-normal location (pseudo-marginal)."""
+
+    def __init__(self) -> None:
+        super().__init__("AbcSkewNormal")

@@ -1,0 +1,41 @@
+import math
+
+import numpy as np
+import pytest
+
+LN_2PI = 1.8378770664093455  # ln(2π), the constant of the Rust targets
+
+
+def banana_log_density(b: float, v: float):
+    """The Rust Banana's log density with the same floating-point operations
+    in the same order (so chains agree bit for bit)."""
+    ln_v = math.log(v)
+
+    def f(x):
+        y0 = float(x[0])
+        r = float(x[1]) - b * (y0 * y0 - v)
+        s = -0.0
+        for t in x[2:]:
+            t = float(t)
+            s += t * t
+        n = y0 * y0 / v + r * r + s
+        return -0.5 * (len(x) * LN_2PI + ln_v + n)
+
+    return f
+
+
+@pytest.fixture
+def gaussian_2d():
+    """A correlated 2-d Gaussian: mean, covariance and its log density."""
+    mean = np.array([1.0, -2.0])
+    cov = np.array([[2.0, 1.2], [1.2, 1.5]])
+    prec = np.linalg.inv(cov)
+
+    def logp(x):
+        d = x - mean
+        return -0.5 * float(d @ prec @ d)
+
+    def grad(x):
+        return -(prec @ (x - mean))
+
+    return mean, cov, logp, grad

@@ -1,0 +1,100 @@
+"""Every sampler recovers the mean and covariance of a correlated Gaussian."""
+
+import numpy as np
+import pytest
+
+import kameleon as km
+from kameleon import diagnostics, targets
+
+SAMPLERS = {
+    "RandomWalk": km.RandomWalk(),
+    "RandomWalk-learned": km.RandomWalk(learned=True),
+    "AM-fixed": km.AM(),
+    "AM-learned": km.AM(scale="learned"),
+    "AM-RB": km.AM(rao_blackwell=True),
+    "AMPCA": km.AMPCA(),
+    "HMC": km.HMC(step_size=(0.1, 0.3), steps=(5, 10)),
+    "KAMH": km.KAMH(subsample_size=100),
+    "KAMH-matern": km.KAMH(subsample_size=100, kernel=km.Matern(nu=2.5)),
+    "PCAKameleon": km.PCAKameleon(subsample_size=100, components=2),
+    "FKAMH-cos": km.FKAMH(features=50, kernel=km.Gaussian(2.0)),
+    "FKAMH-sincos": km.FKAMH(features=50, embedding="sincos", kernel=km.Gaussian(2.0)),
+    "KMCLite": km.KMCLite(n=100, sigma=2.0, step_size=(0.1, 0.3), steps=(5, 10)),
+    "KMCFinite": km.KMCFinite(features=50, kernel=km.Gaussian(2.0), step_size=(0.1, 0.3), steps=(5, 10)),
+}
+
+
+def check_moments(draws: np.ndarray, mean: np.ndarray, cov: np.ndarray, k: float = 5.0) -> None:
+    """Each of E[x_i] and E[(x_i − μ_i)(x_j − μ_j)] matches its true value to
+    within k Monte Carlo standard errors sd(g)/√ESS(g), with ESS the
+    multi-chain Geyer ESS of g's own draws. The estimates are asymptotically
+    normal, so a k = 5 tolerance fails by chance with probability ~6·10⁻⁷
+    per quantity: a failure means a wrong stationary distribution (or an ESS
+    overestimated more than ~25-fold), not bad luck."""
+    d = mean.size
+    functions = {f"x{i}": draws[:, :, i] for i in range(d)}
+    truths = {f"x{i}": mean[i] for i in range(d)}
+    for i in range(d):
+        for j in range(i, d):
+            name = f"c{i}{j}"
+            functions[name] = (draws[:, :, i] - mean[i]) * (draws[:, :, j] - mean[j])
+            truths[name] = cov[i, j]
+    for name, g in functions.items():
+        ess = diagnostics.ess(g)
+        se = g.std() / np.sqrt(ess)
+        assert abs(g.mean() - truths[name]) < k * se, (name, g.mean(), truths[name], se, ess)
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_sampler_recovers_a_correlated_gaussian(name, gaussian_2d):
+    mean, cov, _, _ = gaussian_2d
+    target = targets.Gaussian(mean, cov)
+    idata = km.sample(
+        target, mean + 0.5, sampler=SAMPLERS[name], draws=2000, tune=1000, chains=4, seed=11, progress=False
+    )
+    draws = idata.posterior["x"].values
+    assert draws.shape == (4, 2000, 2)
+    check_moments(draws, mean, cov)
+
+
+def test_python_callable_with_hmc_gradient(gaussian_2d):
+    mean, cov, logp, grad = gaussian_2d
+    sampler = km.HMC(grad_log_density=grad, step_size=(0.1, 0.3), steps=(5, 10))
+    idata = km.sample(logp, mean, sampler=sampler, draws=1000, tune=500, chains=2, seed=3, progress=False)
+    check_moments(idata.posterior["x"].values, mean, cov)
+
+
+def test_hmc_on_a_callable_needs_a_gradient(gaussian_2d):
+    _, _, logp, _ = gaussian_2d
+    with pytest.raises(ValueError, match="grad_log_density"):
+        km.sample(logp, [0.0, 0.0], sampler=km.HMC(), draws=10, tune=10, chains=1, progress=False)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: km.KAMH(subsample_size=1), "subsample_size"),
+        (lambda: km.AM(scale="sometimes"), "scale"),
+        (lambda: km.Gaussian(bandwidth=-1.0), "bandwidth"),
+        (lambda: km.FKAMH(kernel=km.Gaussian()), "bandwidth"),
+        (lambda: km.HMC(steps=(5, 2)), "steps"),
+    ],
+)
+def test_invalid_parameters_name_the_parameter(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_rust_validation_names_the_parameter():
+    # components > d passes the Python check and is rejected by Rust
+    with pytest.raises(ValueError, match="components"):
+        km.sample(
+            targets.Banana(2), [0.0, 0.0], sampler=km.AMPCA(components=3), draws=10, tune=10, chains=1, progress=False
+        )
+
+
+def test_settings_serialise_with_a_kind_tag():
+    d = km.KAMH(kernel=km.Matern(nu=1.5, bandwidth=2.0)).to_dict()
+    assert d["kind"] == "KAMH" and d["kernel"] == {"kind": "Matern", "nu": 1.5, "bandwidth": 2.0}
+    assert km.KAMH().to_dict()["kernel"]["bandwidth"] is None  # the median heuristic
+    assert "grad_log_density" not in km.HMC().to_dict()
