@@ -360,7 +360,7 @@ impl ClassificationData {
         let data_error = |e: csv::Error| TargetError::Data(format!("glass.csv: {e}"));
         let mut reader = csv::Reader::from_reader(bytes);
         let headers = reader.headers().map_err(data_error)?.clone();
-        let Some(last) = headers.iter().last().map(str::trim) else {
+        let Some(last) = headers.iter().next_back().map(str::trim) else {
             return Err(TargetError::Data("glass.csv has no header".into()));
         };
         if headers.len() < 2 || last != "Type" {
