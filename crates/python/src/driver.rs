@@ -313,9 +313,11 @@ fn advance<P: Sampler>(
     {
         let start = Instant::now();
         if density.needs_gil() {
-            // One attach per chunk: attaching per call would create and
-            // destroy this thread's Python state at every evaluation.
-            Python::attach(|_| run.advance(density, chunk, None));
+            // Attach once per chunk so this thread keeps its Python state,
+            // then release the GIL: each evaluation re-acquires it (cheap
+            // with the state kept), so other chains run their Rust work and
+            // their own calls in between instead of waiting for a switch.
+            Python::attach(|py| py.detach(|| run.advance(density, chunk, None)));
         } else {
             run.advance(density, chunk, None);
         }
