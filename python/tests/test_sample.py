@@ -303,6 +303,25 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path, gaussian_2d):
     np.testing.assert_array_equal(posterior(again), posterior(whole))
 
 
+def test_resume_rejects_a_damaged_checkpoint(tmp_path, gaussian_2d):
+    # the file carries a checksum: a flipped byte anywhere, a cut or trailing
+    # bytes are refused with the file's name instead of resuming silently
+    mean, _, logp, _ = gaussian_2d
+    path = tmp_path / "run.ckpt"
+    km.sample(logp, mean, sampler=km.AM(), draws=50, tune=50, chains=2, seed=3,
+              progress=False, checkpoint=path)
+    good = path.read_bytes()
+    for damaged in (
+        good[:40] + bytes([good[40] ^ 0x01]) + good[41:],
+        good[:-1] + bytes([good[-1] ^ 0x80]),
+        good[: len(good) // 2],
+        good + b"\0",
+    ):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match="run.ckpt"):
+            km.resume(path, logp, progress=False)
+
+
 def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path):
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"not a checkpoint")

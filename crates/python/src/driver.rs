@@ -39,58 +39,40 @@ impl RunHeader {
     }
 }
 
-/// Version of the checkpoint file layout written by [`save_checkpoint`].
-const CHECKPOINT_FORMAT: u32 = 1;
+/// The kind recorded in the checkpoint header: a file of another kind (e.g.
+/// a single Rust `Run`) is refused with a message saying what it holds.
+const CHECKPOINT_KIND: &str = "kameleon-python multi-chain run v1";
 
 /// A checkpoint: the run's header and its chains' [`Run`] states (postcard
 /// bytes of a `Vec<Run<P>>` for the proposal type the settings name).
 #[derive(Serialize, Deserialize)]
 pub struct CheckpointFile {
-    format: u32,
     /// The run's settings.
     pub header: RunHeader,
     /// The encoded runs.
     pub runs: Vec<u8>,
 }
 
-/// Writes `value` to `path` atomically (temporary file, then rename).
+/// Writes `value` to `path` with [`kameleon_samplers::checkpoint::save`]
+/// (checksummed header, unique temporary file, fsync, atomic rename).
 pub fn save_checkpoint(path: &Path, value: &CheckpointFile) -> PyResult<()> {
-    let bytes = postcard::to_stdvec(value)
-        .map_err(|e| PyValueError::new_err(format!("cannot encode checkpoint: {e}")))?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let io = |e: std::io::Error| {
-        pyo3::exceptions::PyOSError::new_err(format!(
-            "cannot write checkpoint {}: {e}",
-            path.display()
-        ))
-    };
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    kameleon_samplers::checkpoint::save(path, CHECKPOINT_KIND, value)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
-/// Reads a checkpoint written by [`save_checkpoint`].
+/// Reads a checkpoint written by [`save_checkpoint`]; a damaged, truncated or
+/// foreign file is a `ValueError`, an unreadable one an `OSError`, each naming
+/// the file and the problem.
 pub fn load_checkpoint(path: &Path) -> PyResult<CheckpointFile> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err(format!(
-            "cannot read checkpoint {}: {e}",
-            path.display()
-        ))
-    })?;
-    let file: CheckpointFile = postcard::from_bytes(&bytes).map_err(|e| {
-        PyValueError::new_err(format!(
-            "{} is not a kameleon checkpoint: {e}",
-            path.display()
-        ))
-    })?;
-    if file.format != CHECKPOINT_FORMAT {
-        return Err(PyValueError::new_err(format!(
-            "checkpoint {} has format {}, this version reads {CHECKPOINT_FORMAT}",
-            path.display(),
-            file.format
-        )));
-    }
-    Ok(file)
+    use kameleon_samplers::{CheckpointProblem, SamplerError};
+    kameleon_samplers::checkpoint::load(path, CHECKPOINT_KIND).map_err(|e| match e {
+        // a file that cannot be read (missing, permissions) is an OSError
+        SamplerError::Checkpoint {
+            problem: CheckpointProblem::Io(_),
+            ..
+        } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+        other => PyValueError::new_err(other.to_string()),
+    })
 }
 
 /// How to run: threads, progress, checkpoints.
@@ -211,6 +193,9 @@ fn drive<P: Sampler>(
         .map(|r| AtomicU64::new(r.steps_done()))
         .collect();
     let cancel = AtomicBool::new(false);
+    // the first sampler error of any chain (e.g. a resumed run whose target
+    // has another dimension)
+    let failure = std::sync::Mutex::new(None::<String>);
     let mut interrupted = false;
     let mut callback_error = None;
     let segment = control
@@ -222,14 +207,18 @@ fn drive<P: Sampler>(
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let runs = &mut runs;
-            let (steps, cancel, done, pool) = (&steps, &cancel, &done, &pool);
+            let (steps, cancel, done, pool, failure) = (&steps, &cancel, &done, &pool, &failure);
             scope.spawn(move || {
                 let _done = SetOnDrop(done);
                 pool.install(|| {
                     runs.par_iter_mut()
                         .zip(steps.par_iter())
                         .for_each(|(run, counter)| {
-                            advance(run, density, deadline, cancel, counter);
+                            if let Err(err) = advance(run, density, deadline, cancel, counter) {
+                                cancel.store(true, Ordering::Relaxed);
+                                let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
+                                first.get_or_insert(err.to_string());
+                            }
                         });
                 });
             });
@@ -265,6 +254,9 @@ fn drive<P: Sampler>(
         if let Some(err) = density.take_error().or(callback_error.take()) {
             return Err(err);
         }
+        if let Some(message) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            return Err(PyValueError::new_err(message));
+        }
         let finished = runs.iter().all(|r| r.is_finished());
         if let Some(path) = &control.checkpoint {
             let bytes = postcard::to_stdvec(&runs)
@@ -272,7 +264,6 @@ fn drive<P: Sampler>(
             save_checkpoint(
                 path,
                 &CheckpointFile {
-                    format: CHECKPOINT_FORMAT,
                     header: header.clone(),
                     runs: bytes,
                 },
@@ -304,7 +295,7 @@ fn advance<P: Sampler>(
     deadline: Option<Instant>,
     cancel: &AtomicBool,
     counter: &AtomicU64,
-) {
+) -> kameleon_samplers::Result<()> {
     let mut chunk = 1u64;
     while !run.is_finished()
         && !cancel.load(Ordering::Relaxed)
@@ -317,9 +308,9 @@ fn advance<P: Sampler>(
             // then release the GIL: each evaluation re-acquires it (cheap
             // with the state kept), so other chains run their Rust work and
             // their own calls in between instead of waiting for a switch.
-            Python::attach(|py| py.detach(|| run.advance(density, chunk, None)));
+            Python::attach(|py| py.detach(|| run.advance(density, chunk, None)))?;
         } else {
-            run.advance(density, chunk, None);
+            run.advance(density, chunk, None)?;
         }
         counter.store(run.steps_done(), Ordering::Relaxed);
         let took = start.elapsed();
@@ -329,4 +320,5 @@ fn advance<P: Sampler>(
             chunk = (chunk / 2).max(1);
         }
     }
+    Ok(())
 }
