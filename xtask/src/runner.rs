@@ -1588,4 +1588,53 @@ mod tests {
         assert_eq!(unique.len(), seeds.len());
         assert_ne!(cell_seed(8, &cells[0]), seeds[0]);
     }
+
+    mod record_fuzz {
+        //! Job and study records are files a user may hand us (copied
+        //! between machines, cut by a full disk, edited by hand): reading
+        //! any bytes gives a record or an error naming the file, never a
+        //! panic.
+        use super::super::{JobRecord, StudyRecord, read_record};
+        use proptest::prelude::*;
+        use std::path::Path;
+
+        fn read_both(path: &Path, bytes: &[u8]) {
+            std::fs::write(path, bytes).unwrap();
+            for outcome in [
+                read_record::<JobRecord>(path).map(|r| r.is_some()),
+                read_record::<StudyRecord>(path).map(|r| r.is_some()),
+            ] {
+                match outcome {
+                    Ok(found) => assert!(found, "an existing file reads as missing"),
+                    Err(e) => assert!(
+                        format!("{e:#}").contains(&path.display().to_string()),
+                        "the error does not name the file: {e:#}"
+                    ),
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+                let dir = tempdir("bytes");
+                read_both(&dir.join("job.json"), &bytes);
+            }
+
+            #[test]
+            fn json_like_text_never_panics(text in r#"[{}\[\]":,0-9a-z_.eE+\- ]{0,300}"#) {
+                let dir = tempdir("json");
+                read_both(&dir.join("job.json"), text.as_bytes());
+            }
+        }
+
+        fn tempdir(tag: &str) -> std::path::PathBuf {
+            let dir = std::env::temp_dir()
+                .join(format!("xtask-record-fuzz-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        }
+    }
 }
