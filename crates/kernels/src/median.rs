@@ -43,9 +43,8 @@ pub fn median_heuristic<R: Rng + ?Sized>(
 ///
 /// It also works on squared distances and takes only the one or two middle
 /// square roots, and reads the points from one contiguous copy: the O(m²)
-/// pass is a tight loop (measured with callgrind at m = 1000, d = 8: 14%
-/// fewer instructions than the original per-pair strided, `sqrt`-per-pair
-/// loop; the selection of the median now dominates). The result is bit-identical to it (`sqrt` is correctly rounded
+/// pass is a tight loop (the selection of the median dominates). The result
+/// is bit-identical to the per-pair form (`sqrt` is correctly rounded
 /// and monotone, so the middle distances are the roots of the middle
 /// squared distances).
 ///

@@ -157,16 +157,9 @@ fn fused_gram<'a, 'b, R: Radial, const DIM: usize>(
 
 /// SIMD vectors of points per block of [`FusedGram`]; the results are
 /// bitwise the same for any block size (each lane's sums see the points in
-/// the same order). Measured on a whole KAMH step (n = 1000, d = 8, AVX2 on
-/// first-generation Zen; user time of 30 000 steps, best of 8 interleaved
-/// runs): 8 vectors 0.46 s, 12 vectors 0.45 s, 16 and 32 vectors 0.44 s.
-/// Larger blocks spread the per-block work (the Gram sums loaded and stored
-/// again, the exponential's loop set-up) over more points, but the buffers
-/// are zeroed per call: callgrind counts that `memset` (`rep stosb`) byte
-/// by byte, 4.2k of the 58.3k instructions per step it reports for 16
-/// vectors (58.7k for 8), though it takes ~100 cycles. Before the buffers
-/// were [`CacheAligned`], blocks above 8 vectors were 15% slower: that
-/// cliff was the misaligned buffer, not the block size.
+/// the same order). Larger blocks spread the per-block work (the Gram sums
+/// loaded and stored again, the exponential's loop set-up) over more points;
+/// 16 vectors was the fastest size measured (see PERFORMANCE.md).
 const CHUNKS: usize = 16;
 /// The most f64 lanes of a SIMD vector (AVX-512).
 const MAX_LANES: usize = 8;
@@ -200,18 +193,7 @@ struct CacheAligned<T>(T);
 ///    same pass adds `−m_k` to `−(M1)_k`.
 ///
 /// The sums are reduced across the lanes at the end. z is read once and M
-/// never leaves the L1 cache. Measured with callgrind (n = 1000, d = 8,
-/// Gaussian), the whole kernel term: 96 instructions per point with M formed
-/// point by point and multiplied out in panels, 63 with this kernel as of
-/// session 6 (differences and distances in one pass: 73.3k → 70.7k
-/// instructions per KAMH step), 51 in blocks of 8 vectors now (58.7k per
-/// step: the exponential for non-positive arguments, the negated
-/// differences, M1 in the Gram passes, M scaled in the first column's pass,
-/// the columns split into vectors once, straight calls per Gram column
-/// instead of a `match` in a loop; 16-vector blocks, see [`CHUNKS`]).
-/// Per SIMD vector of 4 points about 160 instructions: 47 differences and
-/// distances, 36 exponential and weight, 28 scaling plus the first column,
-/// 51 the other columns (28 of them FMAs); plus ~315 per block of 8 vectors.
+/// never leaves the L1 cache.
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
@@ -413,10 +395,7 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
     /// point, squared and summed lane-wise with fused multiply-adds, then
     /// across the lanes), the weights `2a(s)` of the whole block (one
     /// vectorised loop, the exponential included for the Gaussian), then the
-    /// columns `2a(s_i)(x − z_i)`, again as SIMD blocks. Measured with
-    /// callgrind (n = 1000, d = 8, Gaussian): 138 instructions per point with
-    /// a libm `exp` per point, 66 with the blocks and scalar distances and
-    /// differences, 53 with SIMD ones.
+    /// columns `2a(s_i)(x − z_i)`, again as SIMD blocks.
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self {
@@ -502,10 +481,8 @@ fn for_each_row(z: MatRef<'_, f64>, mut row: impl FnMut(usize, &[f64])) {
 /// Both are handed over as slices. When `out` is column-major (faer's `Mat`
 /// layout) and `z` row-major (how the samplers store a subsample), they are
 /// views of the matrices and nothing is allocated; other layouts go through
-/// d-length scratch buffers allocated once per call. Measured (callgrind,
-/// n = 1000, d = 8, Gaussian): with `gradient_matrix`'s constant dimension,
-/// slices instead of faer's strided row iterators cut the gradient matrix
-/// from 174 to 138 instructions per point, 51 of which were the libm `exp`.
+/// d-length scratch buffers allocated once per call (slices rather than
+/// faer's strided row iterators, which cost more per point).
 #[inline(always)]
 pub(crate) fn for_each_column(
     z: MatRef<'_, f64>,

@@ -254,11 +254,9 @@ impl<F: FeatureMap> FKamh<F> {
 }
 
 /// Writes J(x) (D × d, column-major) into `out`. For random Fourier
-/// features this is [`FeatureMap::jacobian`]'s tiled kernel (D = 350,
-/// d = 8: 11.9k instructions per call, callgrind); the map-specific
-/// shortcut F-KAMH used before (ψ′ from
-/// [`FeatureMap::argument_derivatives`] times a copy of Ω) now cost more,
-/// because it computes the unused second derivatives too.
+/// features this is [`FeatureMap::jacobian`]'s tiled kernel, cheaper than
+/// ψ′ from [`FeatureMap::argument_derivatives`] times a copy of Ω, which
+/// computes the unused second derivatives too.
 fn jacobian_into<F: FeatureMap>(features: &F, x: &[f64], out: &mut [f64]) {
     let (big, d) = (features.dim_out(), features.dim_in());
     features.jacobian(x, MatMut::from_column_major_slice_mut(out, big, d));
@@ -339,10 +337,6 @@ impl QuadraticForm {
 /// and one slice index reaches them (no per-column bounds checks). The chunk
 /// holding the diagonal is assembled in a small array (`S_ab` for b < a,
 /// `½ S_aa`, then zeros) and the accumulators are reduced once per row.
-/// Measured with callgrind (D = 350, d = 8), the whole form: 644k
-/// instructions with faer's full `S J`, 409k with 2 × 4 register blocks over
-/// iterator chains, 278k with this kernel (182k of them in the inner loop:
-/// one S load and eight multiply-adds per chunk).
 struct HalfLowerProduct<'a> {
     scatter: &'a mut [f64],
     /// A rank-one update to apply to S's lower triangle first (see

@@ -14,10 +14,8 @@ use serde::{Deserialize, Serialize};
 /// kernels (the Gaussian of the experiments), d ≤ 10 and a column-major z
 /// (faer's `Mat` layout; what [`crate::Kamh`] passes) that streams z once in
 /// blocks without forming M; otherwise M is formed in a buffer here and
-/// multiplied out. A build costs O(n d²) and allocates nothing. Measured
-/// with callgrind (n = 1000, d = 8, Gaussian): 96 instructions per point
-/// with M formed point by point and multiplied out in SIMD panels, 68 with
-/// the fused kernel. This is the building block of [`crate::Kamh`]; cKAM
+/// multiplied out. A build costs O(n d²) and allocates nothing. This is the
+/// building block of [`crate::Kamh`]; cKAM
 /// freezes the same matrix at its exploration/sampling switch.
 ///
 /// ```
