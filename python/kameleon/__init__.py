@@ -10,6 +10,7 @@ from .results import load_results
 from .samplers import (
     AM,
     AMPCA,
+    CKAM,
     FKAMH,
     HMC,
     KAMH,
@@ -27,6 +28,7 @@ from .samplers import (
 __all__ = [
     "AM",
     "AMPCA",
+    "CKAM",
     "FKAMH",
     "HMC",
     "KAMH",

@@ -58,7 +58,17 @@ def test_seed_is_drawn_and_recorded_when_not_given(gaussian_2d):
     np.testing.assert_array_equal(posterior(a), posterior(b))
 
 
-@pytest.mark.parametrize("sampler", [km.RandomWalk(learned=True), km.AM(scale="learned"), km.KAMH(subsample_size=50)])
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        km.RandomWalk(learned=True),
+        km.AM(scale="learned"),
+        km.KAMH(subsample_size=50),
+        km.FKAMH(features=32, feature_map="fastfood", kernel=km.Gaussian(2.0)),
+        km.CKAM(cycle_length=100, kernel=km.Matern(nu=4.0, bandwidth=2.0)),
+    ],
+    ids=["RandomWalk", "AM", "KAMH", "FKAMH-fastfood", "CKAM"],
+)
 def test_python_callable_and_rust_target_give_identical_chains(sampler):
     # The callable repeats the Rust banana's arithmetic operation for
     # operation, so the two chains must agree bit for bit.

@@ -19,6 +19,7 @@ SAMPLERS = {
     "PCAKameleon": km.PCAKameleon(subsample_size=100, components=2),
     "FKAMH-cos": km.FKAMH(features=50, kernel=km.Gaussian(2.0)),
     "FKAMH-sincos": km.FKAMH(features=50, embedding="sincos", kernel=km.Gaussian(2.0)),
+    "FKAMH-fastfood": km.FKAMH(features=64, feature_map="fastfood", kernel=km.Gaussian(2.0)),
     "KMCLite": km.KMCLite(n=100, sigma=2.0, step_size=(0.1, 0.3), steps=(5, 10)),
     "KMCFinite": km.KMCFinite(features=50, kernel=km.Gaussian(2.0), step_size=(0.1, 0.3), steps=(5, 10)),
 }
@@ -57,6 +58,18 @@ def test_sampler_recovers_a_correlated_gaussian(name, gaussian_2d):
     check_moments(draws, mean, cov)
 
 
+def test_ckam_keeps_the_sampling_steps_and_recovers_a_correlated_gaussian(gaussian_2d):
+    mean, cov, _, _ = gaussian_2d
+    sampler = km.CKAM(cycle_length=200, exploration_fraction=0.4, kernel=km.Matern(nu=4.0, bandwidth=2.0), gamma=1.0)
+    idata = km.sample(
+        targets.Gaussian(mean, cov), mean + 0.5, sampler=sampler, draws=4000, tune=1000, chains=4, seed=5, progress=False
+    )
+    draws = idata.posterior["x"].values
+    # each cycle of 200 steps explores for ⌊0.4·200⌋ + 1 = 81 and keeps the other 119
+    assert draws.shape == (4, 20 * 119, 2)
+    check_moments(draws, mean, cov)
+
+
 def test_python_callable_with_hmc_gradient(gaussian_2d):
     mean, cov, logp, grad = gaussian_2d
     sampler = km.HMC(grad_log_density=grad, step_size=(0.1, 0.3), steps=(5, 10))
@@ -78,11 +91,24 @@ def test_hmc_on_a_callable_needs_a_gradient(gaussian_2d):
         (lambda: km.Gaussian(bandwidth=-1.0), "bandwidth"),
         (lambda: km.FKAMH(kernel=km.Gaussian()), "bandwidth"),
         (lambda: km.HMC(steps=(5, 2)), "steps"),
+        (lambda: km.KAMH(median_points=1), "median_points"),
+        (lambda: km.FKAMH(feature_map="hadamard"), "feature_map"),
+        (lambda: km.FKAMH(feature_map="fastfood", kernel=km.Laplacian(1.0)), "radial"),
+        (lambda: km.CKAM(kernel=km.Gaussian()), "bandwidth"),
+        (lambda: km.CKAM(exploration_fraction=1.0), "exploration_fraction"),
+        (lambda: km.CKAM(switch="never"), "switch"),
     ],
 )
 def test_invalid_parameters_name_the_parameter(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_rust_validation_of_ckam_names_the_parameter():
+    # a cycle too short for one sampling step passes Python and is refused by Rust
+    sampler = km.CKAM(cycle_length=2, exploration_fraction=0.5)
+    with pytest.raises(ValueError, match="cycle_length"):
+        km.sample(targets.Banana(2), [0.0, 0.0], sampler=sampler, draws=10, tune=10, chains=1, progress=False)
 
 
 def test_rust_validation_names_the_parameter():

@@ -1,15 +1,15 @@
 //! Sampler settings as the Python classes serialise them (JSON with a
 //! `kind` tag), and the one dispatch from settings to a typed proposal.
 
-use kameleon_features::{Embedding, RandomFourierFeatures};
+use kameleon_features::{Embedding, Fastfood, RadialSpectralDensity, RandomFourierFeatures};
 use kameleon_kernels::{
     Gaussian, InverseMultiquadric, Laplacian, Matern, RationalQuadratic, SpectralDensity,
 };
 use kameleon_samplers::{
-    AdaptProbability, AdaptiveMetropolis, Bandwidth, FKamh, FiniteSurrogate, Gamma, Hmc, Kamh,
-    KamhConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate, MomentEstimator, PcaKameleon,
-    PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, RobbinsMonro, Scale,
-    StepSchedule, SubsampleConfig, chain_rng,
+    AdaptProbability, AdaptiveMetropolis, Bandwidth, Ckam, CycleAdaptation, FKamh, FiniteSurrogate,
+    Gamma, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate, MomentEstimator,
+    PcaKameleon, PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, RobbinsMonro, Scale,
+    StepSchedule, SubsampleConfig, SwitchRule, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use serde::de::DeserializeOwned;
@@ -148,6 +148,32 @@ impl KernelSpec {
             }
         })
     }
+
+    /// The kernel's spectral density as a radial one (Fastfood draws only
+    /// the radii of the frequencies).
+    fn radial(&self) -> BuildResult<Box<dyn RadialSpectralDensity>> {
+        let ell = self.bandwidth().ok_or(
+            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\"",
+        )?;
+        Ok(match *self {
+            Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
+            Self::Laplacian { .. } => {
+                return Err(
+                    "invalid sampler parameter `feature_map`: Fastfood needs a radial \
+                            spectral density, and the Laplacian kernel's is not radial; use \
+                            \"rff\""
+                        .to_string(),
+                );
+            }
+            Self::Matern { nu, .. } => Box::new(Matern::new(nu, ell).map_err(msg)?),
+            Self::InverseMultiquadric { beta, .. } => {
+                Box::new(InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?)
+            }
+            Self::RationalQuadratic { alpha, .. } => {
+                Box::new(RationalQuadratic::new(ell, alpha).map_err(msg)?)
+            }
+        })
+    }
 }
 
 /// Every sampler's settings, as serialised by the Python classes.
@@ -187,6 +213,9 @@ pub enum SamplerSettings {
         subsample_size: usize,
         /// The kernel.
         kernel: KernelSpec,
+        /// The median heuristic's bandwidth uses at most this many
+        /// subsample points (its cost is quadratic in them).
+        median_points: usize,
         /// The isotropic term γ.
         gamma: f64,
         /// The initial ν.
@@ -200,6 +229,9 @@ pub enum SamplerSettings {
         subsample_size: usize,
         /// The kernel.
         kernel: KernelSpec,
+        /// The median heuristic's bandwidth uses at most this many
+        /// subsample points (its cost is quadratic in them).
+        median_points: usize,
         /// Principal directions m.
         components: usize,
         /// The isotropic term γ.
@@ -215,6 +247,9 @@ pub enum SamplerSettings {
         features: usize,
         /// `"cos"` (cos(ωᵀx + b)) or `"sincos"` ([sin, cos] pairs).
         embedding: String,
+        /// `"rff"` (i.i.d. frequencies) or `"fastfood"` (structured ones,
+        /// O(D log d) per feature vector).
+        feature_map: String,
         /// The kernel whose spectral density draws the frequencies.
         kernel: KernelSpec,
         /// The exploration noise γ.
@@ -223,6 +258,25 @@ pub enum SamplerSettings {
         eta: f64,
         /// Learn η toward 0.234 during tuning.
         learned: bool,
+    },
+    /// cKAM: cycles of KAMH exploration and frozen random-walk sampling.
+    CKAM {
+        /// Subsample size n.
+        subsample_size: usize,
+        /// The kernel (a numeric bandwidth).
+        kernel: KernelSpec,
+        /// The exploration noise γ.
+        gamma: f64,
+        /// The initial exploration scale ν₀ (None: 2 · 2.38/√d).
+        scale: Option<f64>,
+        /// Steps per cycle L.
+        cycle_length: u64,
+        /// The exploring fraction β of each cycle.
+        exploration_fraction: f64,
+        /// `"delayed_rejection"` (exact) or `"as_written"` (the paper's Alg. 2).
+        switch: String,
+        /// `"between_cycles"` (exact) or `"within_cycle"` (the paper's Alg. 2).
+        adaptation: String,
     },
     /// KMC lite.
     KMCLite {
@@ -292,13 +346,57 @@ impl KernelFamily for PcaKameleonFamily {
     }
 }
 
-fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig {
-    config.bandwidth = if median {
-        Bandwidth::MedianHeuristic {
-            max_points: config.subsample_size,
+struct CkamFamily {
+    dim: usize,
+    gamma: f64,
+    subsample_size: usize,
+    nu: RobbinsMonro,
+    cycle_length: u64,
+    exploration_fraction: f64,
+    switch: SwitchRule,
+    adaptation: CycleAdaptation,
+}
+
+impl KernelFamily for CkamFamily {
+    type P<K: KernelType> = Ckam<K>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Ckam<K>> {
+        if median {
+            return Err(
+                "invalid sampler parameter `bandwidth`: cKAM needs a number, not \"median\""
+                    .to_string(),
+            );
         }
-    } else {
-        Bandwidth::Fixed
+        Ckam::new(
+            kernel.clone(),
+            self.dim,
+            self.gamma,
+            self.subsample_size,
+            self.nu.clone(),
+            self.cycle_length,
+            self.exploration_fraction,
+        )
+        .map(|c| {
+            c.with_switch_rule(self.switch)
+                .with_cycle_adaptation(self.adaptation)
+        })
+        .map_err(msg)
+    }
+}
+
+fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig {
+    if !median {
+        config.bandwidth = Bandwidth::Fixed;
+    }
+    config
+}
+
+/// The paper's subsample settings with the isotropic term γ and, for the
+/// median heuristic, at most `median_points` subsample points.
+fn subsample(size: usize, gamma: f64, median_points: usize) -> SubsampleConfig {
+    let mut config = SubsampleConfig::paper(size);
+    config.gamma = Gamma::Fixed(gamma);
+    config.bandwidth = Bandwidth::MedianHeuristic {
+        max_points: median_points.min(size),
     };
     config
 }
@@ -314,14 +412,19 @@ fn scale(value: f64, learned: bool) -> BuildResult<Scale> {
     }
 }
 
-fn embedding(name: &str) -> BuildResult<Embedding> {
-    match name {
-        "cos" => Ok(Embedding::CosPhase),
-        "sincos" => Ok(Embedding::SinCos),
-        other => Err(format!(
-            "invalid sampler parameter `embedding`: must be \"cos\" or \"sincos\", got {other:?}"
-        )),
-    }
+/// One of the named choices of a string parameter.
+fn choice<T: Copy>(parameter: &str, value: &str, choices: &[(&str, T)]) -> BuildResult<T> {
+    choices
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<String> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+            format!(
+                "invalid sampler parameter `{parameter}`: must be one of {}, got {value:?}",
+                names.join(", ")
+            )
+        })
 }
 
 /// The stream chain k's random features are drawn from (separate from the
@@ -350,15 +453,7 @@ impl SamplerSettings {
                 scale: kind,
                 rao_blackwell,
             } => {
-                let learned = match kind.as_str() {
-                    "fixed" => false,
-                    "learned" => true,
-                    other => {
-                        return Err(format!(
-                            "invalid sampler parameter `scale`: must be \"fixed\" or \"learned\", got {other:?}"
-                        ));
-                    }
-                };
+                let learned = choice("scale", kind, &[("fixed", false), ("learned", true)])?;
                 let rb = *rao_blackwell;
                 checked(job, move |_, _| {
                     adaptive_metropolis(dim, learned, rb).map_err(msg)
@@ -385,15 +480,14 @@ impl SamplerSettings {
             Self::KAMH {
                 subsample_size,
                 kernel,
+                median_points,
                 gamma,
                 scale: nu,
                 learned,
             } => {
-                let mut config = SubsampleConfig::paper(*subsample_size);
-                config.gamma = Gamma::Fixed(*gamma);
                 let family = KamhFamily {
                     dim,
-                    config,
+                    config: subsample(*subsample_size, *gamma, *median_points),
                     scale: scale(*nu, *learned)?,
                 };
                 kernel.dispatch(family, job)
@@ -401,16 +495,15 @@ impl SamplerSettings {
             Self::PCAKameleon {
                 subsample_size,
                 kernel,
+                median_points,
                 components,
                 gamma,
                 scale: nu,
                 learned,
             } => {
-                let mut config = SubsampleConfig::paper(*subsample_size);
-                config.gamma = Gamma::Fixed(*gamma);
                 let family = PcaKameleonFamily {
                     dim,
-                    config,
+                    config: subsample(*subsample_size, *gamma, *median_points),
                     components: *components,
                     scale: scale(*nu, *learned)?,
                 };
@@ -419,26 +512,91 @@ impl SamplerSettings {
             Self::FKAMH {
                 features,
                 embedding: name,
+                feature_map,
                 kernel,
                 gamma,
                 eta,
                 learned,
             } => {
-                let density = kernel.spectral()?;
-                let embedding = embedding(name)?;
+                let embedding = choice(
+                    "embedding",
+                    name,
+                    &[("cos", Embedding::CosPhase), ("sincos", Embedding::SinCos)],
+                )?;
                 let eta = scale(*eta, *learned)?;
                 let (features, gamma) = (*features, *gamma);
-                checked(job, move |seed, chain| {
-                    let phi = RandomFourierFeatures::new(
-                        density.as_ref(),
-                        dim,
-                        features,
-                        embedding,
-                        &mut feature_rng(seed, chain),
-                    )
-                    .map_err(msg)?;
-                    FKamh::new(phi, gamma, eta.clone()).map_err(msg)
-                })
+                match choice(
+                    "feature_map",
+                    feature_map,
+                    &[("rff", false), ("fastfood", true)],
+                )? {
+                    false => {
+                        let density = kernel.spectral()?;
+                        checked(job, move |seed, chain| {
+                            let phi = RandomFourierFeatures::new(
+                                density.as_ref(),
+                                dim,
+                                features,
+                                embedding,
+                                &mut feature_rng(seed, chain),
+                            )
+                            .map_err(msg)?;
+                            FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+                        })
+                    }
+                    true => {
+                        let density = kernel.radial()?;
+                        checked(job, move |seed, chain| {
+                            let phi = Fastfood::new(
+                                density.as_ref(),
+                                dim,
+                                features,
+                                embedding,
+                                &mut feature_rng(seed, chain),
+                            )
+                            .map_err(msg)?;
+                            FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+                        })
+                    }
+                }
+            }
+            Self::CKAM {
+                subsample_size,
+                kernel,
+                gamma,
+                scale: nu0,
+                cycle_length,
+                exploration_fraction,
+                switch,
+                adaptation,
+            } => {
+                let nu0 = nu0.unwrap_or_else(|| 2.0 * Scale::optimal_for(dim));
+                let family = CkamFamily {
+                    dim,
+                    gamma: *gamma,
+                    subsample_size: *subsample_size,
+                    nu: RobbinsMonro::new(nu0, 0.234, StepSchedule::Power { kappa: 0.75 })
+                        .map_err(msg)?,
+                    cycle_length: *cycle_length,
+                    exploration_fraction: *exploration_fraction,
+                    switch: choice(
+                        "switch",
+                        switch,
+                        &[
+                            ("delayed_rejection", SwitchRule::DelayedRejection),
+                            ("as_written", SwitchRule::AsWritten),
+                        ],
+                    )?,
+                    adaptation: choice(
+                        "adaptation",
+                        adaptation,
+                        &[
+                            ("between_cycles", CycleAdaptation::BetweenCycles),
+                            ("within_cycle", CycleAdaptation::WithinCycle),
+                        ],
+                    )?,
+                };
+                kernel.dispatch(family, job)
             }
             Self::KMCLite {
                 n,
