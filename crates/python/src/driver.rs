@@ -193,6 +193,9 @@ fn drive<P: Sampler>(
         .map(|r| AtomicU64::new(r.steps_done()))
         .collect();
     let cancel = AtomicBool::new(false);
+    // With one worker there is no other chain to overlap with: it keeps the
+    // GIL for a whole chunk instead of taking it at every evaluation.
+    let hold_gil = control.cores.max(1).min(runs.len()) == 1;
     // the first sampler error of any chain (e.g. a resumed run whose target
     // has another dimension)
     let failure = std::sync::Mutex::new(None::<String>);
@@ -214,7 +217,14 @@ fn drive<P: Sampler>(
                     runs.par_iter_mut()
                         .zip(steps.par_iter())
                         .for_each(|(run, counter)| {
-                            if let Err(err) = advance(run, density, deadline, cancel, counter) {
+                            let chain = Advance {
+                                density,
+                                deadline,
+                                cancel,
+                                counter,
+                                hold_gil,
+                            };
+                            if let Err(err) = chain.run(run) {
                                 cancel.store(true, Ordering::Relaxed);
                                 let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
                                 first.get_or_insert(err.to_string());
@@ -287,38 +297,50 @@ fn drive<P: Sampler>(
 /// lasts roughly 10–40 ms whatever one step costs.
 const CHUNK: Duration = Duration::from_millis(10);
 
-/// Advances one chain in chunks until it ends, the deadline passes or the
-/// run is cancelled; chunking does not change the chain.
-fn advance<P: Sampler>(
-    run: &mut Run<P>,
-    density: &Density,
+/// How one chain advances: until it ends, the deadline passes or the run is
+/// cancelled, in chunks whose steps are counted in `counter`.
+struct Advance<'a> {
+    density: &'a Density,
     deadline: Option<Instant>,
-    cancel: &AtomicBool,
-    counter: &AtomicU64,
-) -> kameleon_samplers::Result<()> {
-    let mut chunk = 1u64;
-    while !run.is_finished()
-        && !cancel.load(Ordering::Relaxed)
-        && !density.has_failed()
-        && deadline.is_none_or(|d| Instant::now() < d)
-    {
-        let start = Instant::now();
-        if density.needs_gil() {
-            // Attach once per chunk so this thread keeps its Python state,
-            // then release the GIL: each evaluation re-acquires it (cheap
-            // with the state kept), so other chains run their Rust work and
-            // their own calls in between instead of waiting for a switch.
-            Python::attach(|py| py.detach(|| run.advance(density, chunk, None)))?;
-        } else {
-            run.advance(density, chunk, None)?;
+    cancel: &'a AtomicBool,
+    counter: &'a AtomicU64,
+    /// Keep the GIL for a whole chunk (a single worker) rather than taking
+    /// it at each evaluation.
+    hold_gil: bool,
+}
+
+impl Advance<'_> {
+    /// Advances `run` in chunks; chunking does not change the chain.
+    fn run<P: Sampler>(&self, run: &mut Run<P>) -> kameleon_samplers::Result<()> {
+        let mut chunk = 1u64;
+        while !run.is_finished()
+            && !self.cancel.load(Ordering::Relaxed)
+            && !self.density.has_failed()
+            && self.deadline.is_none_or(|d| Instant::now() < d)
+        {
+            let start = Instant::now();
+            if !self.density.needs_gil() {
+                run.advance(self.density, chunk, None)?;
+            } else if self.hold_gil {
+                // each evaluation's own attach is then a counter increment;
+                // Python code run by the density still lets the polling
+                // thread in at CPython's switch interval
+                Python::attach(|_| run.advance(self.density, chunk, None))?;
+            } else {
+                // Attach once per chunk so this thread keeps its Python
+                // state, then release the GIL: each evaluation re-acquires it
+                // (cheap with the state kept), so other chains run their Rust
+                // work and their own calls in between.
+                Python::attach(|py| py.detach(|| run.advance(self.density, chunk, None)))?;
+            }
+            self.counter.store(run.steps_done(), Ordering::Relaxed);
+            let took = start.elapsed();
+            if took < CHUNK {
+                chunk = chunk.saturating_mul(2);
+            } else if took > 4 * CHUNK {
+                chunk = (chunk / 2).max(1);
+            }
         }
-        counter.store(run.steps_done(), Ordering::Relaxed);
-        let took = start.elapsed();
-        if took < CHUNK {
-            chunk = chunk.saturating_mul(2);
-        } else if took > 4 * CHUNK {
-            chunk = (chunk / 2).max(1);
-        }
+        Ok(())
     }
-    Ok(())
 }

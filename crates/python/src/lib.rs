@@ -211,6 +211,9 @@ fn resume<'py>(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample, m)?)?;
+    // whether the extension was built with debug assertions (the dev
+    // profile); the benchmarks report it
+    m.add("debug_assertions", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(resume, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
     m.add_class::<BuiltinTarget>()?;
