@@ -9,7 +9,7 @@
 //! invariance on the 8-d banana B(0.1, 100) and a correlated Gaussian with
 //! the reverse density at the wrong point failing the same checks.
 
-mod common;
+use crate::common;
 
 use common::{Reference, ReverseAtCurrent, assert_verdict, z_blocks};
 use faer::Mat;

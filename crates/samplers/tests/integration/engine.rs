@@ -2,7 +2,7 @@
 //! thread-count independence, checkpoint/resume, and a Hastings-ratio test
 //! with teeth on an asymmetric proposal.
 
-mod common;
+use crate::common;
 
 use kameleon_samplers::{
     FnTarget, Proposal, RandomWalk, Run, RunConfig, StepOutcome, Target, run_chain, run_chains,

@@ -2,7 +2,7 @@
 //! (thesis eq. 4.8), and invariance on the banana and a correlated Gaussian,
 //! with a broken reverse density that the same checks catch.
 
-mod common;
+use crate::common;
 
 use common::{Reference, ReverseAtCurrent, assert_verdict, final_states, z_chain, z_iid};
 use faer::Mat;

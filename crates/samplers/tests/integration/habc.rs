@@ -2,7 +2,7 @@
 //! faer computation, its SPSA gradient against central finite differences,
 //! and a chain on a Gaussian simulator whose posterior is known.
 
-mod common;
+use crate::common;
 
 use faer::prelude::Solve;
 use faer::{Mat, Side};

@@ -15,7 +15,7 @@
 //! B(0.1, 100) is covered with an oracle subsample in `kamh_invariance.rs`
 //! and `pca_kameleon.rs`.
 
-mod common;
+use crate::common;
 
 use common::{Reference, assert_verdict, z_chain};
 use kameleon_features::{Embedding, Fastfood};

@@ -17,7 +17,7 @@
 //! N(0, I) under the target, with the coverage of the exact regions
 //! ‖T(y)‖² ≤ χ²₈⁻¹(q) (`common::Reference::banana`).
 
-mod common;
+use crate::common;
 
 use common::{Invariance, adaptive_scale, subsample_config};
 use kameleon_kernels::Gaussian;

@@ -4,7 +4,7 @@
 //! across accept and reject, the linear kernel against AM's 4ν²ZᵀHZ + γ²I,
 //! and the empirical covariance of proposal draws.
 
-mod common;
+use crate::common;
 
 use faer::Mat;
 use faer::linalg::solvers::DenseSolveCore;

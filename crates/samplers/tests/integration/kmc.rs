@@ -9,7 +9,7 @@
 //! the data; the finite surrogate learning from every state; the lite refit
 //! frequency following a_t.
 
-mod common;
+use crate::common;
 
 /// The accept step without the kinetic energies, log u < log π(x*) − log π(x):
 /// dropping KMC's finite correction is exactly what `ReverseAtCurrent` does.

@@ -6,7 +6,7 @@
 //! 8-d banana B(0.1, 100) and a correlated Gaussian, with the reverse
 //! density at the wrong point failing the same checks.
 
-mod common;
+use crate::common;
 
 use common::{Invariance, adaptive_scale, subsample_config};
 use faer::{Mat, Side};

@@ -2,7 +2,7 @@
 //! resumed (or running) run refuses a target of another dimension with an
 //! error naming the file and the run.
 
-mod common;
+use crate::common;
 
 use common::{adaptive_scale, correlated_gaussian, subsample_config};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};

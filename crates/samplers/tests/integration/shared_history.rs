@@ -7,7 +7,7 @@
 //! copy is really gone (the checkpoint is smaller by exactly the recorded
 //! states).
 
-mod common;
+use crate::common;
 
 use common::{correlated_gaussian, subsample_config};
 use kameleon_kernels::Gaussian;

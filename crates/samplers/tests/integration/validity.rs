@@ -4,7 +4,7 @@
 //! and (banana) quantile-region coverage are within Z_TOL Monte Carlo standard
 //! errors derived from the ESS (see `common/mod.rs` for the derivation).
 
-mod common;
+use crate::common;
 
 use common::{banana, correlated_gaussian, worst_coverage_z};
 use kameleon_samplers::{

@@ -1,0 +1,20 @@
+//! The samplers' integration tests, one module per file, built as one test
+//! binary (one link of the dependency tree instead of one per file).
+
+mod common;
+
+mod checkpoint;
+mod ckam;
+mod ckam_runner;
+mod engine;
+mod fkamh;
+mod habc;
+mod kamh_adaptive;
+mod kamh_invariance;
+mod kamh_proposal;
+mod kmc;
+mod pca_kameleon;
+mod reliability;
+mod resume;
+mod shared_history;
+mod validity;
