@@ -5,7 +5,9 @@
 //! [--out DIR] [--threads T] [--shard i/N]` runs one (or `all`) and writes
 //! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
 //! `cargo xtask merge <name> DIR…` combines shard outputs; `cargo xtask test`
-//! runs every test, Rust and Python.
+//! runs every test, Rust and Python; `cargo xtask gallery` writes
+//! `RESULTS.md` from the results. Each run leaves a record of its command,
+//! commit, machine and wall time in `DIR/<name>/runs/`.
 //!
 //! `--shard-from-env` takes the shard from Slurm: in a job array from
 //! `SLURM_ARRAY_TASK_ID`, `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP` and
@@ -23,8 +25,11 @@ mod benchmark;
 mod experiment;
 mod experiments;
 mod files;
+mod gallery;
+mod machine;
 mod npy;
 mod plot;
+mod provenance;
 mod runner;
 mod spec;
 mod summary;
@@ -34,6 +39,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use runner::{RunOptions, Shard};
 use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
 
 #[derive(Parser)]
 #[command(about = "Reproduce the experiments of the kernel adaptive MCMC papers")]
@@ -96,6 +102,16 @@ enum Command {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Write RESULTS.md: every experiment's claims, verdicts, figures and
+    /// run records, from the results directory.
+    Gallery {
+        /// The results root (as given to `reproduce --out`).
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+        /// The Markdown file to write.
+        #[arg(long, default_value = "RESULTS.md")]
+        out: PathBuf,
+    },
     /// Run every test: `cargo test --workspace`, then the Python package's
     /// build (into the project-local `.venv/`) and pytest.
     Test {
@@ -156,6 +172,7 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::Gallery { results, out } => gallery::main(&results, &out),
         Command::Test { suite } => test_command::main(suite),
         Command::BenchReport {
             quick,
@@ -182,15 +199,28 @@ fn list() -> Result<()> {
 fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
     if name == "all" {
         for e in experiments::all().into_iter().filter(|e| e.is_runnable()) {
-            runner::reproduce(&e, opts)?;
+            reproduce_one(&e, opts)?;
         }
         return Ok(());
     }
     let Some(experiment) = experiments::find(name) else {
         bail!("unknown experiment `{name}` (see `cargo xtask list`)");
     };
-    runner::reproduce(&experiment, opts)?;
-    Ok(())
+    reproduce_one(&experiment, opts)
+}
+
+/// Runs one experiment and records the run (command, commit, machine, wall
+/// time) beside its results.
+fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Result<()> {
+    let (started, clock) = (SystemTime::now(), Instant::now());
+    runner::reproduce(experiment, opts)?;
+    provenance::RunRecord::of_this_process(
+        started,
+        clock.elapsed(),
+        opts.quick,
+        opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
+    )
+    .write(&runner::experiment_dir(&opts.out, experiment))
 }
 
 /// Runs `f` in a rayon pool of `threads` workers. Chains run in parallel, so
