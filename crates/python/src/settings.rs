@@ -1,7 +1,9 @@
 //! Sampler settings as the Python classes serialise them (JSON with a
 //! `kind` tag), and the one dispatch from settings to a typed proposal.
 
-use kameleon_features::{Embedding, Fastfood, RadialSpectralDensity, RandomFourierFeatures};
+use kameleon_features::{
+    Embedding, Fastfood, FeatureError, FeatureMap, RadialSpectralDensity, RandomFourierFeatures,
+};
 use kameleon_kernels::{
     Gaussian, InverseMultiquadric, Laplacian, Matern, RationalQuadratic, SpectralDensity,
 };
@@ -131,30 +133,29 @@ impl KernelSpec {
         })
     }
 
-    /// The kernel's spectral density (random features need a fixed ℓ).
-    fn spectral(&self) -> BuildResult<Box<dyn SpectralDensity>> {
-        let ell = self.bandwidth().ok_or(
-            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\"",
-        )?;
-        Ok(match *self {
-            Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
-            Self::Laplacian { .. } => Box::new(Laplacian::new(ell).map_err(msg)?),
-            Self::Matern { nu, .. } => Box::new(Matern::new(nu, ell).map_err(msg)?),
-            Self::InverseMultiquadric { beta, .. } => {
-                Box::new(InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?)
-            }
-            Self::RationalQuadratic { alpha, .. } => {
-                Box::new(RationalQuadratic::new(ell, alpha).map_err(msg)?)
-            }
+    /// The fixed length-scale random features need.
+    fn fixed_bandwidth(&self) -> BuildResult<f64> {
+        self.bandwidth().ok_or_else(|| {
+            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\""
+                .to_string()
         })
+    }
+
+    /// The kernel's spectral density.
+    fn spectral(&self) -> BuildResult<Box<dyn SpectralDensity>> {
+        if let Self::Laplacian { .. } = self {
+            return Ok(Box::new(
+                Laplacian::new(self.fixed_bandwidth()?).map_err(msg)?,
+            ));
+        }
+        let radial: Box<dyn SpectralDensity> = self.radial()?;
+        Ok(radial)
     }
 
     /// The kernel's spectral density as a radial one (Fastfood draws only
     /// the radii of the frequencies).
     fn radial(&self) -> BuildResult<Box<dyn RadialSpectralDensity>> {
-        let ell = self.bandwidth().ok_or(
-            "invalid sampler parameter `bandwidth`: random features need a number, not \"median\"",
-        )?;
+        let ell = self.fixed_bandwidth()?;
         Ok(match *self {
             Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
             Self::Laplacian { .. } => {
@@ -532,30 +533,20 @@ impl SamplerSettings {
                 )? {
                     false => {
                         let density = kernel.spectral()?;
-                        checked(job, move |seed, chain| {
-                            let phi = RandomFourierFeatures::new(
+                        fkamh(job, gamma, eta, move |rng| {
+                            RandomFourierFeatures::new(
                                 density.as_ref(),
                                 dim,
                                 features,
                                 embedding,
-                                &mut feature_rng(seed, chain),
+                                rng,
                             )
-                            .map_err(msg)?;
-                            FKamh::new(phi, gamma, eta.clone()).map_err(msg)
                         })
                     }
                     true => {
                         let density = kernel.radial()?;
-                        checked(job, move |seed, chain| {
-                            let phi = Fastfood::new(
-                                density.as_ref(),
-                                dim,
-                                features,
-                                embedding,
-                                &mut feature_rng(seed, chain),
-                            )
-                            .map_err(msg)?;
-                            FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+                        fkamh(job, gamma, eta, move |rng| {
+                            Fastfood::new(density.as_ref(), dim, features, embedding, rng)
                         })
                     }
                 }
@@ -677,6 +668,24 @@ fn adaptive_metropolis(
             2 * dim as u64,
         ),
     }
+}
+
+/// F-KAMH with exploration noise γ and scale η on the feature map `draw`
+/// makes from chain k's feature stream.
+fn fkamh<J: Job, F>(
+    job: J,
+    gamma: f64,
+    eta: Scale,
+    draw: impl Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> Result<F, FeatureError> + Sync,
+) -> BuildResult<J::Output>
+where
+    F: FeatureMap,
+    FKamh<F>: Sampler,
+{
+    checked(job, move |seed, chain| {
+        let phi = draw(&mut feature_rng(seed, chain)).map_err(msg)?;
+        FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+    })
 }
 
 /// Validates the settings by building chain 0's proposal, then runs `job`.
