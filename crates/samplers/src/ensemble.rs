@@ -28,8 +28,10 @@
 //! for π(X_k) given the fixed complementary half; each half-sweep therefore
 //! leaves the product density invariant, and so does their composition. The
 //! proposal is built from differences of walkers, so it commutes with every
-//! affine map x ↦ Ax + b: the sampler run on the image of π under the map,
-//! started from the image of the walkers, follows the image of the chain.
+//! affine map x ↦ Ax + b (A invertible), and the acceptance ratio is
+//! unchanged because the image density differs from π ∘ (map)⁻¹ only by the
+//! constant |det A|⁻¹: the sampler run on the image of π, started from the
+//! image of the walkers, follows the image of the chain.
 //! Moving one half against the other (instead of every walker against all
 //! others, one at a time) is what lets a half be evaluated in parallel; the
 //! moves of one half depend only on their own walker and the fixed
@@ -40,8 +42,8 @@
 //! each sweep is a mixture of valid kernels, hence valid. Redrawing it lets
 //! every pair of walkers meet over time (with fixed halves, the walkers of
 //! one half never serve as each other's anchors), and it is what emcee does
-//! by default, so results from the two libraries are samples of the same
-//! Markov chain. It costs one shuffle of W indices per sweep.
+//! by default, so the two libraries run the same Markov kernel. It costs one
+//! shuffle of W indices per sweep.
 //!
 //! **Conventions.** log π(y) is evaluated once per proposal; the current
 //! walker's log density is the stored value and is never re-evaluated, which
