@@ -5,6 +5,7 @@
 """
 
 from . import diagnostics, targets
+from ._ensemble import sample_ensemble
 from ._sample import Compiled, PseudoMarginal, resume, sample
 from .results import load_results
 from .samplers import (
@@ -47,5 +48,6 @@ __all__ = [
     "load_results",
     "resume",
     "sample",
+    "sample_ensemble",
     "targets",
 ]

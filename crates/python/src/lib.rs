@@ -3,13 +3,15 @@
 //! Rust owns the chains, the threads and the checkpoint files; Python owns
 //! the user's log density and the output objects. [`sample`] and
 //! [`resume`] run chains on a thread pool while the calling thread polls
-//! progress counters and signals; [`BuiltinTarget`] exposes the Rust
+//! progress counters and signals; `sample_ensemble` runs the affine-invariant
+//! ensemble sampler; [`BuiltinTarget`] exposes the Rust
 //! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate.
 
 mod builtin;
 mod density;
 mod diagnostics;
 mod driver;
+mod ensemble;
 mod settings;
 
 pub use builtin::BuiltinTarget;
@@ -216,6 +218,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("debug_assertions", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(resume, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_class::<BuiltinTarget>()?;
     diagnostics::register(m)?;
     Ok(())

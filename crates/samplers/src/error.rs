@@ -33,6 +33,16 @@ pub enum SamplerError {
         /// Its value.
         value: f64,
     },
+    /// A walker of an ensemble cannot start where it is: its coordinate is
+    /// non-finite ([`SamplerError::NonFiniteStart`]) or its log density is
+    /// ([`SamplerError::StartOutsideSupport`]).
+    #[error("walker {walker}: {source}")]
+    WalkerStart {
+        /// The walker's index.
+        walker: usize,
+        /// What is wrong with its start.
+        source: Box<SamplerError>,
+    },
     /// The target lacks a capability the sampler needs (e.g. a gradient for HMC).
     #[error(transparent)]
     Target(#[from] TargetError),

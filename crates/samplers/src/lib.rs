@@ -28,6 +28,11 @@
 //! see the [`kmc`] module) share one leapfrog move, [`HamiltonianMove`]; KMC
 //! plugs in a score-matching surrogate gradient learned from the chain.
 //!
+//! [`ensemble`] is the affine-invariant ensemble sampler with the stretch
+//! move (Goodman & Weare 2010, as in emcee), a gradient-free baseline that
+//! runs W walkers instead of one chain: [`run_ensemble`], configured by
+//! [`EnsembleConfig`].
+//!
 //! [`Habc`] is the Hamiltonian ABC baseline (Meeds et al. 2015): a friction
 //! integrator on SPSA gradients of a sticky-random-number
 //! [`SyntheticLikelihood`], with no MH correction — biased by design.
@@ -39,6 +44,7 @@ pub mod checkpoint;
 mod ckam;
 mod covariance;
 pub mod engine;
+pub mod ensemble;
 mod error;
 mod fkamh;
 mod habc;
@@ -61,6 +67,10 @@ pub use ckam::{Ckam, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_i
 pub use covariance::ProposalCovariance;
 pub use engine::{
     AdaptationSummary, KeptStates, MetropolisHastings, Proposal, StepInfo, StepOutcome,
+};
+pub use ensemble::{
+    Ensemble, EnsembleConfig, EnsembleRun, StretchFactor, initial_ball, run_ensemble,
+    run_ensemble_with,
 };
 pub use error::{CheckpointProblem, Result, SamplerError};
 pub use fkamh::FKamh;

@@ -7,6 +7,7 @@ mod checkpoint;
 mod ckam;
 mod ckam_runner;
 mod engine;
+mod ensemble;
 mod fkamh;
 mod habc;
 mod kamh_adaptive;
