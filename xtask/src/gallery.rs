@@ -184,9 +184,10 @@ fn render_entry(md: &mut String, e: &Entry, results: &str) {
             md,
             "Not run yet. Full size: {}. On one machine: \
              `cargo xtask reproduce {name} --no-chains` (rerun the same command to resume \
-             after an interruption); on a Slurm cluster, an array of N tasks each running \
-             `cargo xtask reproduce {name} --no-chains --shard-from-env`, then \
-             `cargo xtask reproduce {name} --no-chains` once to write the summary.",
+             after an interruption). On a Slurm cluster (see the README's \"Sharding a \
+             grid\"): `sbatch --array=1-16 --wrap 'target/release/xtask reproduce {name} \
+             --no-chains --shard-from-env --out shards/$SLURM_ARRAY_TASK_ID'`, then \
+             `target/release/xtask merge {name} shards/*`.",
             x.size_description(false),
             name = x.name
         );
