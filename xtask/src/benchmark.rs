@@ -56,8 +56,8 @@ pub struct ReferencePlan {
 pub struct ReferenceDiagnostics {
     /// Rows of the pooled sample.
     pub rows: usize,
-    /// Largest rank-normalised split R̂ over dimensions (the criterion of
-    /// methodology §2: < 1.01).
+    /// Largest rank-normalised split R̂ over dimensions (a reference sample
+    /// must stay below 1.01).
     pub rhat_max: f64,
     /// Smallest bulk ESS over dimensions (criterion: > 1000).
     pub ess_bulk_min: f64,

@@ -296,8 +296,7 @@ impl BuiltTarget {
         }
     }
 
-    /// The exact reference histograms of the symmetric-KL metric
-    /// (`notes/methodology.md` §1d): the joint histogram of a 2-d mixture on
+    /// The exact reference histograms of the symmetric-KL metric: the joint histogram of a 2-d mixture on
     /// [`KL_BINS_2D`]² bins, or one marginal histogram of [`KL_BINS_1D`] bins
     /// per coordinate of the grid mixture (whose coordinates are
     /// independent); J is averaged over them. Each box covers the target's
@@ -336,7 +335,7 @@ impl BuiltTarget {
 }
 
 /// Bins per axis of the 2-d KL histograms: 2 500 bins, ≲ N_eff/10 at the
-/// full runs' 10⁵-scale effective sizes (`notes/methodology.md` §1d).
+/// full runs' 10⁵-scale effective sizes.
 pub const KL_BINS_2D: usize = 50;
 
 /// Bins of each 1-d marginal histogram of the 32-d KL (width ≈ 1 on the grid

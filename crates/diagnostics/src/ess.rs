@@ -1,6 +1,6 @@
 //! Effective sample size and R-hat.
 //!
-//! Three estimators are provided (see `notes/methodology.md` §1a):
+//! Three estimators are provided:
 //! - [`ess_geyer`]: Geyer's initial monotone sequence estimator on one chain (the F-KAMH
 //!   thesis' ESS, as R's `mcmc::initseq`);
 //! - [`ess_multi_chain`]: the multi-chain estimator of Vehtari et al. (2021) on the raw values;

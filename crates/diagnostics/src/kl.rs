@@ -1,5 +1,5 @@
 //! Symmetric KL (Jeffreys) divergence of samples against a reference density on a histogram,
-//! with the sound estimator of `notes/methodology.md` §1d.
+//! with a sound estimator (empirical bin masses against exact ones, with an iid floor).
 //!
 //! - The reference bin probabilities p_i are **exact bin masses** (CDF differences or rectangle
 //!   masses supplied by the caller), never density values at grid points.

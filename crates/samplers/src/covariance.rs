@@ -1,5 +1,6 @@
 //! A Gaussian proposal covariance kept as a Cholesky factor, with the jitter
-//! fallback of DESIGN.md §3 (add εI, ε ×10 per retry, 10 retries, counted).
+//! fallback of the whole workspace (add εI, ε ×10 per retry, 10 retries,
+//! counted).
 
 use crate::error::{Result, SamplerError};
 use faer::dyn_stack::MemStack;

@@ -26,8 +26,8 @@ use std::f64::consts::{PI, TAU};
 /// `u² + ‖x₃:d‖²` satisfies `P(u² + ‖x₃:d‖² ≤ t) = κ·F_{χ²_{d−1}}(t)` for
 /// every `t < min_φ a(φ)² = ((r₀ − |A|)/σ)²`, where
 /// `κ = ∫ a dφ / ∫ Z dφ ≤ 1` (given φ, `u` has density `(a + u)ϕ(u)/Z` on
-/// `u > −a`, and the odd part integrates to zero over the symmetric region;
-/// see `notes/methodology.md` §1c). For `F(10, 6, 6, 1)`, `1 − κ ≈ 5.5·10⁻⁸`.
+/// `u > −a`, and the odd part integrates to zero over the symmetric
+/// region). For `F(10, 6, 6, 1)`, `1 − κ ≈ 5.5·10⁻⁸`.
 /// [`QuantileRegions::region_threshold`] returns `χ²_{d−1}⁻¹(q/κ)`, exact
 /// including κ, and errors when the validity condition
 /// `r₀ − |A| > σ √t` fails at that level.
@@ -333,7 +333,7 @@ mod tests {
         assert!(flower.region_threshold(0.999).is_err());
         assert!(flower.region_threshold(0.0).is_err());
         assert!(flower.region_threshold(f64::NAN).is_err());
-        // For F(10, 6, 6, 1), 1 − κ ≈ 5.5·10⁻⁸ (methodology §1c).
+        // For F(10, 6, 6, 1), 1 − κ ≈ 5.5·10⁻⁸ (see the type's docs).
         let kappa = flower.region_mass_factor;
         assert!((1.0 - kappa) > 1e-8 && (1.0 - kappa) < 1e-7, "κ = {kappa}");
     }

@@ -15,7 +15,7 @@ use rand_distr::{Distribution, Gamma, StandardNormal};
 /// the responsibility-weighted sum of `−Σ_k⁻¹(x − μ_k)`; [`Target::sample_iid`]
 /// draws a component and then `μ_k + L_k z` with `Σ_k = L_k L_kᵀ` (Cholesky).
 /// The exact marginals of single coordinates and coordinate pairs serve the
-/// binned KL metric (`notes/methodology.md` §1d). A single Gaussian is a
+/// binned KL metric of the cKAM experiments. A single Gaussian is a
 /// one-component mixture ([`GaussianMixture::gaussian`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaussianMixture {
@@ -272,8 +272,8 @@ impl GaussianMixture {
 
     /// The exact probability that coordinates `(i, j)`, `i ≠ j`, fall in the
     /// box `[s.0, s.1] × [t.0, t.1]`: the sum over components of products of
-    /// normal-CDF differences (the bin masses of the binned KL metric,
-    /// `notes/methodology.md` §1d). Needs `Σ_k[i, j] = 0` in every component
+    /// normal-CDF differences (the bin masses of the binned KL metric).
+    /// Needs `Σ_k[i, j] = 0` in every component
     /// (true of all cKAM targets) and errors with
     /// [`TargetError::Unsupported`] otherwise.
     pub fn pair_box_probability(

@@ -17,9 +17,8 @@ use rand::Rng;
 /// cKAM's 32-d target ([`GridMixture::ckam_high_dim`]) has `d = 32`,
 /// centres `{−30, −15, 0, 15, 30}` (the paper prints "15" for "−15", a typo)
 /// and `s = 15`. The cKAM code evaluates something else,
-/// `N(x; 15⌊x/15⌋, 5·I)`, an improper periodic tiling (see
-/// `notes/methodology.md` §0 item 5); that variant is deliberately not
-/// offered.
+/// `N(x; 15⌊x/15⌋, 5·I)`, an improper periodic tiling (not a normalisable
+/// density); that variant is deliberately not offered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GridMixture {
     dim: usize,
