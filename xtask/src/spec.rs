@@ -7,16 +7,17 @@ use anyhow::{Context, Result, bail};
 use faer::MatRef;
 use kameleon_diagnostics::{
     Axis, MmdEstimator, PolynomialKernel, ReferenceHistogram, autocorrelation, column,
-    ess_geyer_per_dim, mmd2_polynomial, quantile_coverage_errors,
+    ess_geyer_per_dim, ess_multi_chain, mmd2_polynomial, per_dimension, quantile_coverage_errors,
 };
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::{Gaussian, Kernel, Matern};
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Chain, Ckam, CycleAdaptation,
-    FKamh, FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite,
-    LiteSurrogate, MomentEstimator, Progress, ProgressFn, Proposal, RandomWalk, Refresh,
-    RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig, SwitchRule,
-    SyntheticLikelihood, Target, chain_rng,
+    AdaptProbability, AdaptationStop, AdaptationSummary, AdaptiveMetropolis, Bandwidth, Chain,
+    Ckam, CycleAdaptation, EnsembleConfig, FKamh, FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc,
+    Kamh, KamhConfig, KmcFinite, KmcLite, LiteSurrogate, MomentEstimator, Progress, ProgressFn,
+    Proposal, RandomWalk, Refresh, RobbinsMonro, Run, RunConfig, Scale, StepSchedule,
+    SubsampleConfig, SwitchRule, SyntheticLikelihood, Target, chain_rng, initial_ball,
+    run_ensemble_with,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use kameleon_targets::{
@@ -24,6 +25,8 @@ use kameleon_targets::{
     IsotropicGaussianPrior, PseudoMarginal, QuantileRegions, abc_skew_normal_posterior,
     glass_posterior,
 };
+use rand::Rng;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -434,6 +437,16 @@ pub enum SamplerSpec {
     /// The inner sampler adapting at every step instead of during burn-in
     /// only (protocols without burn-in, KMC Fig. 4 left); same label.
     Adapting(&'static SamplerSpec),
+    /// The affine-invariant ensemble (Goodman & Weare 2010) with emcee's
+    /// default stretch move, [`ENSEMBLE_WALKERS_PER_DIM`]·d walkers started
+    /// in a ball of radius [`ENSEMBLE_BALL`] around the chain's start: the
+    /// baseline gradient-free users pick. It runs at the cell's number of
+    /// log-density evaluations (W per sweep), and its chain pools the walkers
+    /// sweep by sweep, so a prefix of k draws cost k evaluations.
+    Ensemble {
+        /// The stretch scale a (emcee: 2).
+        a: f64,
+    },
     // ── The cKAM paper's samplers (Li et al. 2022, §3 and Tables 1–3) ──
     /// RW: N(x, ν²I) with a fixed ν.
     RwFixed {
@@ -566,6 +579,7 @@ impl SamplerSpec {
             Self::KmcLite { .. } => "KMC",
             Self::Habc => "HABC",
             Self::Adapting(inner) => inner.label(),
+            Self::Ensemble { .. } => "Ensemble",
             Self::RwFixed { .. } => "RW",
             Self::AmConstant { .. } => "AM",
             Self::RbamConstant { .. } => "RBAM",
@@ -595,7 +609,8 @@ impl SamplerSpec {
             | Self::RbamConstant { .. }
             | Self::Gam { .. }
             | Self::KamMatern { .. }
-            | Self::Ckam { .. } => None,
+            | Self::Ckam { .. }
+            | Self::Ensemble { .. } => None,
             Self::Adapting(inner) => inner.pending(),
         }
     }
@@ -914,7 +929,11 @@ impl SamplerSpec {
                     config.burn_in + config.iterations,
                     chain.wall_time_secs,
                 );
-                Ok(TimedChain { chain, timeline })
+                Ok(TimedChain {
+                    chain,
+                    timeline,
+                    walkers: 1,
+                })
             }
             Self::Adapting(inner) => inner.run(
                 target,
@@ -924,6 +943,7 @@ impl SamplerSpec {
                 chain,
                 progress,
             ),
+            Self::Ensemble { a } => run_stretch(target, *a, x0, config, seed, chain, progress),
         }
     }
 }
@@ -1006,6 +1026,111 @@ fn run<P: Proposal>(
     Ok(TimedChain {
         chain: run.into_chain(),
         timeline,
+        walkers: 1,
+    })
+}
+
+/// The ensemble baseline as emcee runs it by default: stretch scale a = 2.
+pub const EMCEE: SamplerSpec = SamplerSpec::Ensemble { a: 2.0 };
+
+/// The notes' sentence on the ensemble baseline of the experiments that
+/// have it (a macro so that `concat!` can append it to their notes).
+macro_rules! ensemble_note {
+    () => {
+        " Ensemble: emcee's affine-invariant stretch move (a = 2) with W = 2d walkers started in a \
+        ball of radius 0.1 around the chain's start, at the cell's number of log-density evaluations \
+        (burn-in/W and iterations/W sweeps); its draws pool the walkers sweep by sweep, and its ESS is \
+        the multi-chain ESS with the walkers as chains."
+    };
+}
+pub(crate) use ensemble_note;
+
+/// Walkers per dimension of the ensemble baseline: W = 2d, the fewest emcee
+/// accepts, and so the most sweeps for a given number of evaluations.
+pub const ENSEMBLE_WALKERS_PER_DIM: usize = 2;
+
+/// The radius of the Gaussian ball the ensemble's walkers start in, around
+/// the chain's start (the usual emcee start near one point).
+pub const ENSEMBLE_BALL: f64 = 0.1;
+
+/// Runs the ensemble baseline as chain `chain` of a cell of `config`: W =
+/// [`ENSEMBLE_WALKERS_PER_DIM`]·d walkers, burn_in/W sweeps discarded
+/// (rounded) and ⌊iterations/W⌋ kept, so that it spends the cell's
+/// log-density evaluations. The chain pools the kept walkers' states sweep
+/// by sweep (so a prefix of k draws cost k evaluations after burn-in), its
+/// `accept_probabilities` are NaN (the stretch move's are not recorded), and
+/// [`TimedChain::walkers`] says how to split it back into walkers.
+fn run_stretch(
+    target: &dyn Target,
+    a: f64,
+    x0: &[f64],
+    config: RunConfig,
+    seed: u64,
+    chain: u64,
+    progress: ProgressFn<'_>,
+) -> Result<TimedChain> {
+    let d = target.dim();
+    let walkers = ENSEMBLE_WALKERS_PER_DIM * d;
+    let ensemble = EnsembleConfig::new(walkers, a)?;
+    let w = walkers as u64;
+    let burn_in = (config.burn_in + w / 2) / w;
+    let sweeps = config.iterations / w;
+    if sweeps == 0 {
+        bail!(
+            "the ensemble of {walkers} walkers needs at least {walkers} iterations, got {}",
+            config.iterations
+        );
+    }
+    // The ball and the ensemble's moves come from streams of their own, one
+    // per chain.
+    let mut ball_rng = chain_rng(seed ^ 0xBA11_u64, chain);
+    let initial = initial_ball(x0, walkers, ENSEMBLE_BALL, &mut ball_rng)?;
+    let ensemble_seed = chain_rng(seed ^ 0xE45E_u64, chain).next_u64();
+    let marks = checkpoints(sweeps * w);
+    let mut next_mark = 0;
+    let mut timeline = Timeline::default();
+    let start = Instant::now();
+    let out = run_ensemble_with(
+        target,
+        &ensemble,
+        &initial,
+        sweeps,
+        burn_in,
+        ensemble_seed,
+        &mut |done| {
+            let draws = done.saturating_sub(burn_in) * w;
+            while next_mark < marks.len() && marks[next_mark] <= draws {
+                timeline.record(marks[next_mark], done * w, start.elapsed().as_secs_f64());
+                next_mark += 1;
+            }
+            progress(Progress {
+                chain_index: chain,
+                step: done * w,
+                total: (burn_in + sweeps) * w,
+            });
+            ControlFlow::Continue(())
+        },
+    )?;
+    let kept = out.log_densities.len();
+    let chain = Chain {
+        dim: d,
+        samples: out.samples,
+        accepted: out.accepted,
+        log_densities: out.log_densities,
+        accept_probabilities: vec![f64::NAN; kept],
+        wall_time_secs: start.elapsed().as_secs_f64(),
+        adaptation: AdaptationSummary::default(),
+        seed: ensemble_seed,
+        chain_index: chain,
+        config: RunConfig::new(burn_in * w, sweeps * w),
+        accepted_total: out.accepted_total.iter().sum(),
+        rejected_non_finite: out.rejected_non_finite,
+        covariance_jitters: 0,
+    };
+    Ok(TimedChain {
+        chain,
+        timeline,
+        walkers,
     })
 }
 
@@ -1063,7 +1188,11 @@ fn run_cyclical<K: Kernel>(
     run.advance(target, u64::MAX, Some(progress))?;
     let mut chain = run.into_chain();
     chain.config = config.adaptation(AdaptationStop::Never);
-    Ok(TimedChain { chain, timeline })
+    Ok(TimedChain {
+        chain,
+        timeline,
+        walkers: 1,
+    })
 }
 
 /// A chain with the wall time at checkpoints of its post-burn-in draws.
@@ -1073,6 +1202,9 @@ pub struct TimedChain {
     pub chain: Chain,
     /// When its checkpoints were reached.
     pub timeline: Timeline,
+    /// 1 for a Markov chain; W for an ensemble, whose chain holds the W
+    /// walkers' states interleaved (sweep × walker × d).
+    pub walkers: usize,
 }
 
 /// Wall-clock seconds since the chain started (burn-in included) at which
@@ -1093,6 +1225,16 @@ impl Timeline {
         self.steps.push(steps);
         self.seconds.push(seconds);
     }
+}
+
+/// The W walkers' trajectories (each sweep × d, row-major) of an
+/// ensemble's pooled states (sweep × walker × d).
+fn split_walkers(pooled: &[f64], d: usize, walkers: usize) -> Vec<Vec<f64>> {
+    let mut out = vec![Vec::with_capacity(pooled.len() / walkers.max(1)); walkers];
+    for (k, x) in pooled.chunks_exact(d).enumerate() {
+        out[k % walkers].extend_from_slice(x);
+    }
+    out
 }
 
 /// Checkpoints of the curve metrics along a chain of `n` post-burn-in
@@ -1224,6 +1366,10 @@ impl Metric {
         match self {
             Self::SymmetricKl => symmetric_kl(run, target, seed),
             Self::MarginalFirst => marginal_first(chain, target),
+            Self::MinEss | Self::EssFirstTwo => Ok(Evaluation {
+                scalars: self.ess(chain, run.walkers)?,
+                curves: Vec::new(),
+            }),
             _ => Ok(Evaluation {
                 scalars: self.compute(chain, target)?,
                 curves: self.compute_curves(chain, target)?,
@@ -1273,25 +1419,7 @@ impl Metric {
                 out.push(("q_avg".into(), avg));
                 out
             }
-            Self::MinEss => {
-                let ess = ess_geyer_per_dim(&chain.samples, d)?;
-                let min = ess.iter().copied().fold(f64::INFINITY, f64::min);
-                vec![
-                    ("ess_min".into(), min),
-                    ("ess_min_per_s".into(), min / chain.wall_time_secs.max(1e-9)),
-                ]
-            }
-            Self::EssFirstTwo => {
-                if d < 2 {
-                    bail!("ess_12 needs at least two dimensions");
-                }
-                let ess = ess_geyer_per_dim(&chain.samples, d)?;
-                let mean = 0.5 * (ess[0] + ess[1]);
-                vec![
-                    ("ess_12".into(), mean),
-                    ("ess_12_per_s".into(), mean / chain.wall_time_secs.max(1e-9)),
-                ]
-            }
+            Self::MinEss | Self::EssFirstTwo => self.ess(chain, 1)?,
             Self::BenchmarkTrace {
                 thin, estimator, ..
             } => {
@@ -1330,6 +1458,44 @@ impl Metric {
             Self::SymmetricKl | Self::MarginalFirst => {
                 bail!("{self:?} is a curve metric: use Metric::evaluate")
             }
+        })
+    }
+
+    /// The ESS metrics ([`Metric::MinEss`], [`Metric::EssFirstTwo`]) of a
+    /// Markov chain (`walkers` = 1: Geyer's ESS per dimension) or of an
+    /// ensemble's pooled chain (`walkers` = W: the multi-chain ESS with the
+    /// walkers as chains, which counts their correlation over sweeps; Geyer's
+    /// on the interleaved sequence would take neighbouring walkers for
+    /// independent draws).
+    fn ess(&self, chain: &Chain, walkers: usize) -> Result<Vec<(String, f64)>> {
+        let d = chain.dim;
+        let ess = if walkers <= 1 {
+            ess_geyer_per_dim(&chain.samples, d)?
+        } else {
+            let split = split_walkers(&chain.samples, d, walkers);
+            let views: Vec<&[f64]> = split.iter().map(Vec::as_slice).collect();
+            per_dimension(&views, d, ess_multi_chain)?
+        };
+        let per_second = |v: f64| v / chain.wall_time_secs.max(1e-9);
+        Ok(match self {
+            Self::MinEss => {
+                let min = ess.iter().copied().fold(f64::INFINITY, f64::min);
+                vec![
+                    ("ess_min".into(), min),
+                    ("ess_min_per_s".into(), per_second(min)),
+                ]
+            }
+            Self::EssFirstTwo => {
+                if d < 2 {
+                    bail!("ess_12 needs at least two dimensions");
+                }
+                let mean = 0.5 * (ess[0] + ess[1]);
+                vec![
+                    ("ess_12".into(), mean),
+                    ("ess_12_per_s".into(), per_second(mean)),
+                ]
+            }
+            _ => bail!("{self:?} is not an ESS metric"),
         })
     }
 
@@ -1896,6 +2062,7 @@ mod tests {
                 seconds: draws.iter().map(|&k| k as f64 * 1e-3).collect(),
                 draws,
             },
+            walkers: 1,
         }
     }
 
@@ -2103,5 +2270,93 @@ mod tests {
             .collect();
         assert_eq!(thinned.chain.samples, every_third);
         assert_eq!(thinned.timeline.draws, checkpoints(100));
+    }
+
+    /// The ensemble cell is `run_ensemble` from its own ball and seed, at
+    /// the cell's evaluations, with the walkers pooled sweep by sweep.
+    #[test]
+    fn ensemble_cell_pools_the_walkers_at_the_cells_evaluations() {
+        let target = TargetSpec::Banana {
+            dim: 2,
+            b: 0.0,
+            v: 4.0,
+        }
+        .build()
+        .unwrap();
+        let t = target.target();
+        let x0 = [0.5, -0.5];
+        // W = 4: 41 burn-in evaluations round to 10 sweeps, 203 iterations
+        // keep 50 sweeps (200 draws).
+        let run = EMCEE
+            .run(t, &x0, RunConfig::new(41, 203), 11, 3, &|_| {})
+            .unwrap();
+        assert_eq!(run.walkers, 4);
+        assert_eq!(run.chain.len(), 200);
+        assert_eq!(run.chain.config, RunConfig::new(40, 200));
+        let mut ball = chain_rng(11 ^ 0xBA11_u64, 3);
+        let initial = initial_ball(&x0, 4, ENSEMBLE_BALL, &mut ball).unwrap();
+        let seed = chain_rng(11 ^ 0xE45E_u64, 3).next_u64();
+        let config = EnsembleConfig::new(4, 2.0).unwrap();
+        let direct = kameleon_samplers::run_ensemble(t, &config, &initial, 50, 10, seed).unwrap();
+        assert_eq!(run.chain.samples, direct.samples);
+        assert_eq!(run.chain.accepted, direct.accepted);
+        assert_eq!(run.timeline.draws, checkpoints(200));
+        assert_eq!(*run.timeline.steps.last().unwrap(), 240);
+        assert!(run.timeline.seconds.windows(2).all(|w| w[0] <= w[1]));
+        // Too few iterations for one sweep is an error, not an empty chain.
+        assert!(
+            EMCEE
+                .run(t, &x0, RunConfig::new(0, 3), 11, 3, &|_| {})
+                .is_err()
+        );
+    }
+
+    /// On N(0, diag(4, 1)) the pooled ensemble's means lie within 4 standard
+    /// errors of 0, with the standard error from the walkers-as-chains ESS
+    /// (a false failure has probability ~6e-5 per coordinate if that ESS is
+    /// right; an ESS overstated several-fold would make the bound too tight
+    /// to hold reliably). The ESS lies between 1/100 of the draws and the
+    /// draws.
+    #[test]
+    fn ensemble_cell_recovers_a_gaussian_with_an_honest_ess() {
+        let target = TargetSpec::Banana {
+            dim: 2,
+            b: 0.0,
+            v: 4.0,
+        }
+        .build()
+        .unwrap();
+        let t = target.target();
+        let run = EMCEE
+            .run(t, &[1.0, 1.0], RunConfig::new(4_000, 40_000), 5, 0, &|_| {})
+            .unwrap();
+        let chain = &run.chain;
+        let split = split_walkers(&chain.samples, 2, run.walkers);
+        let views: Vec<&[f64]> = split.iter().map(Vec::as_slice).collect();
+        let ess = per_dimension(&views, 2, ess_multi_chain).unwrap();
+        let n = chain.len() as f64;
+        for (j, sd) in [2.0, 1.0].into_iter().enumerate() {
+            assert!(ess[j] > n / 100.0 && ess[j] <= n, "ESS {} of {n}", ess[j]);
+            let mean = column(&chain.samples, 2, j).unwrap().iter().sum::<f64>() / n;
+            assert!(
+                mean.abs() < 4.0 * sd / ess[j].sqrt(),
+                "mean {mean}, ESS {}",
+                ess[j]
+            );
+        }
+        let metric = Metric::MinEss.evaluate(&run, &target, 5).unwrap();
+        let min = ess[0].min(ess[1]);
+        assert_eq!(metric.scalars[0], ("ess_min".to_string(), min));
+    }
+
+    #[test]
+    fn split_walkers_undoes_the_sweep_major_pooling() {
+        // 3 sweeps × 2 walkers × d = 2: walker k, sweep s holds (10s + k, −(10s + k)).
+        let pooled: Vec<f64> = (0..3)
+            .flat_map(|s| (0..2).flat_map(move |k| [(10 * s + k) as f64, -((10 * s + k) as f64)]))
+            .collect();
+        let split = split_walkers(&pooled, 2, 2);
+        assert_eq!(split[0], [0.0, -0.0, 10.0, -10.0, 20.0, -20.0]);
+        assert_eq!(split[1], [1.0, -1.0, 11.0, -11.0, 21.0, -21.0]);
     }
 }
