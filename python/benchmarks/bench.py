@@ -98,7 +98,7 @@ def overhead(n: int = 200_000, repeats: int = 7) -> dict:
     }
 
 
-def kamh_compiled_vs_rust(draws: int = 20_000, tune: int = 5_000, repeats: int = 5) -> dict:
+def kamh_compiled_vs_rust(draws: int = 20_000, tune: int = 5_000, repeats: int = 9) -> dict:
     """Compiled vs built-in and 2 chains vs 1, interleaved per repeat; the
     ratios are computed per repeat and their median (and range) reported."""
     import numba as nb
