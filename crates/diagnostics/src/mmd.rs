@@ -224,7 +224,7 @@ impl PolynomialFeatures {
 
 /// Same value as [`mmd2`] with a [`PolynomialKernel`], computed exactly in O((n + m)·F·d) through
 /// the explicit feature map (F = C(d + p, p) features) instead of O((n + m)²·d) kernel sums, so
-/// a 10⁴-row benchmark costs milliseconds. The biased estimator is ‖φ̄_X − φ̄_Y‖² (no
+/// it stays cheap for large samples. The biased estimator is ‖φ̄_X − φ̄_Y‖² (no
 /// cancellation, never negative); the unbiased one is
 /// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
 pub fn mmd2_polynomial(

@@ -55,7 +55,7 @@ impl RadialSpectralDensity for InverseMultiquadric {}
 /// one transposed transform per block. The full Jacobian and second
 /// derivatives need the columns `V_b e_l`, one transform each, so they cost
 /// O(D d log p) — never a stored D × d matrix, but more than the O(D d) of
-/// dense features (see the crate docs for the measured crossover).
+/// dense features (see the crate docs on choosing between them).
 ///
 /// The transforms need `3p` numbers of scratch space. The `_with` methods
 /// take it as a [`FastfoodScratch`] made once by [`Fastfood::scratch`]; the

@@ -31,31 +31,13 @@
 //!
 //! # Dense or Fastfood?
 //!
-//! Criterion, one point, `CosPhase`, mean times in µs (`cargo bench -p
-//! kameleon-benches --bench features`, measured with 1 s windows on a shared
-//! 2-core machine under heavy load, so absolute values are inflated; the
-//! ratios are what matters):
-//!
-//! | d | D | embed dense | embed Fastfood | Jᵀw dense | Jᵀw Fastfood | Jacobian dense | Jacobian Fastfood |
-//! |---|---|---|---|---|---|---|---|
-//! | 8 | 256 | 17 | 24 | 36 | 54 | 50 | 178 |
-//! | 8 | 4096 | 403 | 544 | 612 | 904 | 781 | 1 633 |
-//! | 64 | 256 | 58 | 19 | 249 | 128 | 156 | 401 |
-//! | 64 | 4096 | 1 119 | 485 | 4 875 | 1 505 | 3 587 | 6 545 |
-//! | 512 | 256 | 598 | 38 | 1 719 | 207 | 5 672* | 8 695 |
-//! | 512 | 4096 | 11 297 | 534 | 55 045 | 2 244 | 128 320* | 74 624 |
-//!
-//! Crossover: for `embed` and `jacobian_transpose_mul` (the gradient of a
-//! linear model on the features, what KMC finite needs) Fastfood loses by
-//! ≈ 1.4× at d = 8 and wins at d = 64 (2–3×) and d = 512 (8–25×), at every
-//! D: the crossover lies between d = 8 and d = 64 (not measured in between).
-//! The full Jacobian (F-KAMH) costs O(D d log p) with Fastfood against
-//! O(D d) dense, and dense wins it at d = 8 and d = 64 (2–3×). At d = 512
-//! (`*`: measured before the dense Jacobian was rewritten to fill `out`
-//! column-wise, which made it 2.5–3.5× faster at d = 64) Fastfood was ahead
-//! for D ≥ 1024; with the rewrite dense is likely ahead there too. Use
-//! Fastfood when you mostly embed or need `Jᵀw` and d ≳ 64; use dense
-//! features for small d or when the full Jacobian dominates.
+//! Fastfood embeds and computes `Jᵀw` (the gradient of a linear model on the
+//! features, what KMC finite needs) in O(D log p), p the next power of two
+//! ≥ d, instead of O(D d), but the full Jacobian (F-KAMH) costs it
+//! O(D d log p) against O(D d) dense. Use Fastfood when you mostly embed or
+//! need `Jᵀw` and d ≳ 64; use dense features for small d or when the full
+//! Jacobian dominates (the benchmark behind this crossover is in
+//! PERFORMANCE.md).
 //!
 //! # Conventions
 //!

@@ -174,9 +174,8 @@ fn feature_values_with<T: Trig>(
 
 /// [`write_feature_values`] with libm: the rare fallback, kept out of line.
 /// Inlined, its calls are pure functions of arguments that may sit in
-/// registers, and the compiler was seen to evaluate some of them on the
-/// fast path too (speculatively, before the range test): 60% of the
-/// instructions of [`FeatureMap::argument_derivatives`].
+/// registers, and the compiler may evaluate some of them on the fast path
+/// too (speculatively, before the range test).
 #[cold]
 #[inline(never)]
 fn feature_values_libm(embedding: Embedding, order: u8, args: &[f64], scale: f64, out: &mut [f64]) {
@@ -322,8 +321,7 @@ pub struct RandomFourierFeatures {
     /// are one contiguous stretch that fits the L1 cache from the arguments
     /// to the accumulation of the tile. (With whole rows of length m, 8 KiB
     /// apart at m = 1000, the d + 1 rows of a block fall into the same few
-    /// cache sets; the tiled layout made `jacobian_transpose_mul` about 4%
-    /// faster at m = 1000, d = 8.)
+    /// cache sets.)
     by_input: Vec<f64>,
     phases: Vec<f64>,
     scale: f64,
@@ -478,12 +476,11 @@ impl RandomFourierFeatures {
     /// dispatch.
     ///
     /// Works on tiles of [`TILE`] frequencies whose derivative values sit in a
-    /// stack array, so that `out` (column-major) is written column by column:
-    /// writing it row by row strides through memory and was ~2× slower at
-    /// D = 4096. Each column segment is a slice written by a vectorised loop
-    /// ([`Self::scale_rows`]; element-wise indexing into `out` took 70% of
-    /// the instructions), or, for a view with strided columns, goes through
-    /// a stack buffer.
+    /// stack array, so that `out` (column-major) is written column by column
+    /// (row by row strides through memory). Each column segment is a slice
+    /// written by a vectorised loop ([`Self::scale_rows`], not element-wise
+    /// indexing into `out`), or, for a view with strided columns, goes
+    /// through a stack buffer.
     #[inline(always)]
     fn derivative_matrix<S: pulp::Simd>(
         &self,

@@ -99,10 +99,9 @@ fn mul_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
 
 /// The polynomial with the given coefficients (highest degree first) at `t`,
 /// by Horner's rule: the fewest operations, one dependency chain. Used for
-/// the sines and cosines: in the random-feature kernels, where the sine
-/// shares the loop with other arithmetic, [`polynomial_in_pairs`] cost 6%
-/// more instructions (constants reloaded) for no measurable gain in time,
-/// and full Estrin 10% more, also for no gain.
+/// the sines and cosines, which in the random-feature kernels share the loop
+/// with other arithmetic: there [`polynomial_in_pairs`] and full Estrin add
+/// instructions without saving time (measurements in PERFORMANCE.md).
 #[inline(always)]
 fn polynomial<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64) -> f64 {
     let (first, rest) = coefficients.split_first().expect("N ≥ 1");
@@ -114,10 +113,8 @@ fn polynomial<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64
 /// by Horner's rule in `u`. The pairs `a₂ᵢ + a₂ᵢ₊₁ t` are independent of
 /// one another, so the dependency chain is half as long, for one
 /// multiplication (`u`) more; only the rounding differs. Used for the
-/// exponentials, whose callers run little else per vector: measured on
-/// first-generation Zen (user time over interleaved runs), the KMC lite
-/// gradient got 9% faster and the KAMH step 5% (full Estrin, with two more
-/// multiplications, 5% and 4%).
+/// exponentials, whose callers run little else per vector, so the shorter
+/// chain pays off (more than full Estrin; measurements in PERFORMANCE.md).
 #[inline(always)]
 fn polynomial_in_pairs<const FUSED: bool, const N: usize>(coefficients: &[f64; N], t: f64) -> f64 {
     // a(i), the coefficient of tⁱ
@@ -406,7 +403,7 @@ pub fn sin_fma(x: f64) -> f64 {
 /// arguments once (e.g. from a bound on their inputs) instead of testing
 /// each: the same bits for `|x| ≤` [`SIN_COS_MAX_ARG`]; outside that range
 /// (and for ±∞) the result is unspecified, though NaN stays NaN. Saves the
-/// test and the selection of NaN, a few instructions of ~25 per vector.
+/// test and the selection of NaN.
 ///
 /// ```
 /// use kameleon_kernels::fastmath::{sin_fma, sin_fma_in_range};

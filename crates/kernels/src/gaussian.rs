@@ -65,7 +65,7 @@ impl Radial for Gaussian {
     /// [`crate::fastmath::exp_fma`] (within 2 ulp of `value_slope`'s libm
     /// value; only called under a `pulp` dispatch, see the trait method), in
     /// its variant for the non-positive arguments that `s ≥ 0` gives (the
-    /// same bits, fewer instructions). `−k ℓ⁻²` is `k · (−ℓ⁻²)` bitwise.
+    /// same bits, less work). `−k ℓ⁻²` is `k · (−ℓ⁻²)` bitwise.
     #[inline(always)]
     fn gradient_weights(&self, s_values: &mut [f64]) {
         let inv_l2 = 1.0 / (self.length_scale * self.length_scale);

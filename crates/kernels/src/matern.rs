@@ -14,7 +14,7 @@ use rand_distr::{Gamma, StandardNormal};
 /// with `K_ν` the modified Bessel function of the second kind and `k(x, x) = 1`.
 /// For `ν = 1/2, 3/2, 5/2` the closed forms `e^{−u}`, `(1 + u)e^{−u}` and
 /// `(1 + u + u²/3)e^{−u}` are used; other orders go through `K_ν` (puruspe,
-/// with an asymptotic expansion for `u > 500`), about a hundred times slower.
+/// with an asymptotic expansion for `u > 500`), which is much slower.
 ///
 /// Conventions of the papers: the F-KAMH thesis (Table 2.1, its `λ, σ`) and
 /// the cKAM paper (`v, l`) use this one; the KAMH paper writes

@@ -167,7 +167,7 @@ const MAX_LANES: usize = 8;
 /// A stack buffer on a cache-line boundary. `pulp`'s vector types are only
 /// aligned like `f64`, so without this a buffer of them may start 8 bytes
 /// past a 32-byte boundary, and then every other 256-bit access crosses a
-/// cache line (measured: 10–15% slower KAMH steps for the same code).
+/// cache line (measurably slower KAMH steps; see PERFORMANCE.md).
 #[repr(C, align(64))]
 struct CacheAligned<T>(T);
 

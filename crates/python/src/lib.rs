@@ -1,8 +1,8 @@
 //! `kameleon._core`: the Rust side of the `kameleon` Python package.
 //!
 //! Rust owns the chains, the threads and the checkpoint files; Python owns
-//! the user's log density and the output objects. [`sample`] and
-//! [`resume`] run chains on a thread pool while the calling thread polls
+//! the user's log density and the output objects. `sample` and
+//! `resume` run chains on a thread pool while the calling thread polls
 //! progress counters and signals; `sample_ensemble` runs the affine-invariant
 //! ensemble sampler; [`BuiltinTarget`] exposes the Rust
 //! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate.

@@ -60,9 +60,8 @@ pub struct LiteEstimator {
 /// every CPU (vectors or scalars), so the result does not depend on the
 /// instruction set; each lane sums its points in basis order. One vector
 /// per coordinate keeps all d ≤ 8 partial sums and the two totals in
-/// registers; with two vectors per coordinate (8 lanes) they spilled, and a
-/// KMC lite iteration (n = 1000, d = 8, 55 leapfrog steps) took 1.445M
-/// instructions instead of 1.072M.
+/// registers; with two vectors per coordinate (8 lanes) they spill
+/// (measurements in PERFORMANCE.md).
 const LANES: usize = 4;
 
 /// Basis points per chunk of an evaluation pass: the chunk's exponents and

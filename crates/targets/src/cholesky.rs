@@ -1,7 +1,7 @@
 //! A left-looking blocked Cholesky factorisation, and the matching
 //! triangular solve from the right, for the small dense matrices of the
-//! Glass estimate (n ≈ 200), where faer's recursive algorithms lose a fifth
-//! or more of their time outside their matrix products (numbers below).
+//! Glass estimate (n ≈ 200), where faer's recursive algorithms spend much of
+//! their time outside their matrix products.
 //!
 //! **Algorithm.** The columns are factorised in panels of [`PANEL`] columns.
 //! Panel `J = j₀..j₀+w`, rows `j₀..n`, first receives the contributions of
@@ -12,14 +12,11 @@
 //! `L[j₀+w.., J] = A[j₀+w.., J] L[J, J]⁻ᵀ`, [`ROWS`] rows at a time in
 //! registers. Narrow panels keep the non-product work small (n²w/2 flops),
 //! and faer's product with w = 4 output columns runs at its full rate at
-//! this size. At n = 214 on a first-generation Zen core one factorisation
-//! takes 237 µs against 311 µs for faer's `cholesky_in_place` (best of 60
-//! interleaved batches on the loaded VM; 35 vs 47 µs at n = 100, 1.76 vs
-//! 2.17 ms at n = 428); panels of 8 or 16 columns were slower.
+//! this size. Hand-written because it beats faer's `cholesky_in_place` at
+//! these sizes (measurements, and the panel widths tried, in PERFORMANCE.md).
 //!
 //! [`solve_lower_transposed_right_in_place`] runs the same panels for
-//! `X L⁻ᵀ` (647 vs 769 µs for faer's solve of the transposed problem at
-//! 214 × 214).
+//! `X L⁻ᵀ`, which likewise beats faer's solve of the transposed problem.
 //!
 //! The result equals faer's factor up to rounding (the sums are the same,
 //! grouped differently). Like faer, a pivot that is not positive and finite
