@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from . import _core
+from ._arviz import inference_data, posterior_variables
 from ._sample import Compiled, _density, _run, _version
 
 __all__ = ["sample_ensemble"]
@@ -99,8 +100,6 @@ def sample_ensemble(
 
 
 def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune: int, parameter_names):
-    import arviz as az
-
     if result["interrupted"]:
         warnings.warn(
             f"sampling was interrupted: returning the partial draws ({result['samples'].shape[0]} sweeps)",
@@ -108,13 +107,7 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
             stacklevel=3,
         )
     samples = np.swapaxes(result["samples"], 0, 1)  # (walker, sweep, d)
-    d = samples.shape[2]
-    if parameter_names is not None:
-        if len(parameter_names) != d:
-            raise ValueError(f"parameter_names has {len(parameter_names)} names for dimension {d}")
-        posterior = {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
-    else:
-        posterior = {"x": samples}
+    posterior = posterior_variables(samples, parameter_names)
     stats = {
         "lp": np.swapaxes(result["lp"], 0, 1),
         "accepted": np.swapaxes(result["accepted"], 0, 1),
@@ -133,7 +126,4 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         "accepted_total": [int(n) for n in result["accepted_total"]],
         "interrupted": int(bool(result["interrupted"])),
     }
-    idata = az.from_dict(posterior=posterior, sample_stats=stats)
-    for group in ("posterior", "sample_stats"):
-        idata[group].attrs.update(attrs)
-    return idata
+    return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import _core
+from ._arviz import inference_data, posterior_variables
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
 
@@ -107,8 +108,6 @@ def _version() -> str:
 
 
 def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None):
-    import arviz as az
-
     chains = result["chains"]
     lengths = [c["samples"].shape[0] for c in chains]
     n = min(lengths)
@@ -119,13 +118,7 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None)
             stacklevel=3,
         )
     samples = np.stack([c["samples"][:n] for c in chains])  # (chain, draw, d)
-    d = samples.shape[2]
-    if parameter_names is not None:
-        if len(parameter_names) != d:
-            raise ValueError(f"parameter_names has {len(parameter_names)} names for dimension {d}")
-        posterior = {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
-    else:
-        posterior = {"x": samples}
+    posterior = posterior_variables(samples, parameter_names)
     stats = {
         "lp": np.stack([c["lp"][:n] for c in chains]),
         "accepted": np.stack([c["accepted"][:n] for c in chains]),
@@ -144,11 +137,7 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None)
         "covariance_jitters": [int(c["covariance_jitters"]) for c in chains],
         "accepted_total": [int(c["accepted_total"]) for c in chains],
     }
-    idata = az.from_dict(posterior=posterior, sample_stats=stats)
-    # set on each group: not every ArviZ version passes from_dict's attrs on
-    for group in ("posterior", "sample_stats"):
-        idata[group].attrs.update(attrs)
-    return idata
+    return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
 
 
 def _cores(cores: int | None, chains: int) -> int:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._arviz import inference_data
+
 __all__ = ["load_results"]
 
 
@@ -17,8 +19,6 @@ def load_results(directory) -> dict:
 
     Chains of unequal length are truncated to the shortest, with a warning.
     """
-    import arviz as az
-
     root = Path(directory) / "chains"
     if not root.is_dir():
         raise FileNotFoundError(f"{root} does not exist (expected <results>/chains/...)")
@@ -39,5 +39,5 @@ def load_results(directory) -> dict:
                 stacklevel=2,
             )
         key = tuple(setting_dir.relative_to(root).parts)
-        out[key] = az.from_dict(posterior={"x": np.stack([c[:n] for c in chains])})
+        out[key] = inference_data({"posterior": {"x": np.stack([c[:n] for c in chains])}})
     return out

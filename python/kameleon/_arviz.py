@@ -1,0 +1,47 @@
+"""ArviZ output shared by every sampler: posterior variables and the
+InferenceData (ArviZ < 1) or DataTree (ArviZ ≥ 1) holding them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def posterior_variables(samples: np.ndarray, parameter_names: Sequence[str] | None) -> dict:
+    """The posterior group of draws shaped (chain, draw, d): one variable per
+    named parameter, or a single variable ``x`` with the parameters on its
+    last axis."""
+    d = samples.shape[2]
+    if parameter_names is None:
+        return {"x": samples}
+    if len(parameter_names) != d:
+        raise ValueError(f"parameter_names has {len(parameter_names)} names for dimension {d}")
+    return {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
+
+
+def arviz_major_version() -> int:
+    """The installed ArviZ's major version."""
+    import arviz as az
+
+    return int(str(az.__version__).split(".")[0])
+
+
+def inference_data(groups: dict, attrs: dict | None = None):
+    """ArviZ data from ``{group: {variable: array (chain, draw, ...)}}``, with
+    `attrs` set on every group.
+
+    ArviZ ≥ 1 takes the groups as one dictionary and returns an
+    ``xarray.DataTree``; earlier versions take one keyword argument per group
+    and return an ``InferenceData``. Both index groups as ``data["posterior"]``.
+    """
+    import arviz as az
+
+    if arviz_major_version() >= 1:
+        data = az.from_dict(groups)
+    else:
+        data = az.from_dict(**groups)
+    # set on each group: not every ArviZ version passes from_dict's attrs on
+    for group in groups:
+        data[group].attrs.update(attrs or {})
+    return data
