@@ -17,6 +17,7 @@
 
 use anyhow::{Context, Result, bail};
 use faer::{Accum, Mat, Par};
+use kameleon_diagnostics::quantile_sorted;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
@@ -302,19 +303,12 @@ fn time<F: FnMut()>(warmup: usize, repetitions: usize, min_secs: f64, mut call: 
         .collect();
     samples.sort_by(f64::total_cmp);
     Timing {
-        median_secs: quantile(&samples, 0.5),
-        p10_secs: quantile(&samples, 0.1),
-        p90_secs: quantile(&samples, 0.9),
+        median_secs: quantile_sorted(&samples, 0.5),
+        p10_secs: quantile_sorted(&samples, 0.1),
+        p90_secs: quantile_sorted(&samples, 0.9),
         repetitions: samples.len(),
         calls_per_repetition: batch,
     }
-}
-
-/// The q-quantile of sorted values, linearly interpolated.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (pos - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
 fn measure(opts: &ReportOptions) -> Result<Report> {
@@ -834,7 +828,8 @@ fn parallel_throughput(target: &Banana, z: &Mat<f64>, s: Sizes) -> Result<Parall
     }
     one.sort_by(f64::total_cmp);
     two.sort_by(f64::total_cmp);
-    let (one_chain_secs, two_chains_secs) = (quantile(&one, 0.5), quantile(&two, 0.5));
+    let (one_chain_secs, two_chains_secs) =
+        (quantile_sorted(&one, 0.5), quantile_sorted(&two, 0.5));
     let throughput_ratio = 2.0 * one_chain_secs / two_chains_secs;
     Ok(Parallelism {
         steps_per_chain: steps,
@@ -1152,15 +1147,5 @@ mod tests {
         assert!(!note.contains("`reachable`"), "{note}");
         assert!(!note.contains("no_goal") && !note.contains("parallel"));
         assert_eq!(below_floor_note(&paths[..1]), "");
-    }
-
-    /// The quantile interpolates between order statistics.
-    #[test]
-    fn quantile_interpolates() {
-        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(quantile(&v, 0.5), 3.0);
-        assert!((quantile(&v, 0.1) - 1.4).abs() < 1e-12);
-        assert!((quantile(&v, 0.9) - 4.6).abs() < 1e-12);
-        assert_eq!(quantile(&[7.0], 0.9), 7.0);
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::experiment::{Cell, Experiment, Protocol, Study};
 use anyhow::{Result, bail};
+use kameleon_diagnostics::quantile_sorted;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -194,14 +195,6 @@ impl MetricStats {
             values,
         }
     }
-}
-
-/// The p-quantile of sorted values with linear interpolation (R type 7).
-fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * p;
-    let lo = h.floor() as usize;
-    let hi = h.ceil() as usize;
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
 /// One target × sampler × setting of the summary.

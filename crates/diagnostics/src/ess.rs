@@ -15,6 +15,7 @@
 use crate::autocov::autocovariance;
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
 use crate::normal::normal_quantile;
+use crate::quantile::quantile_sorted;
 
 /// Minimum draws per chain accepted by the ESS and R-hat functions.
 pub const MIN_DRAWS: usize = 4;
@@ -214,14 +215,6 @@ pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
         worst = worst.min(ess_multi_chain(&as_slices(&ind))?);
     }
     Ok(worst)
-}
-
-/// Empirical quantile with linear interpolation (R type 7) of sorted data.
-fn quantile_sorted(sorted: &[f64], prob: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * prob;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
 /// Potential scale reduction of chains taken as they are:

@@ -44,6 +44,7 @@ mod ess;
 mod kl;
 mod mmd;
 mod normal;
+mod quantile;
 
 pub use autocov::{autocorrelation, autocovariance, autocovariance_direct};
 pub use coverage::{mean_norm, quantile_coverage_errors};
@@ -56,3 +57,4 @@ pub use ess::{
 pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, ReferenceHistogram};
 pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2, mmd2_polynomial};
 pub use normal::{normal_cdf, normal_quantile};
+pub use quantile::quantile_sorted;
