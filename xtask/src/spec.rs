@@ -1039,8 +1039,9 @@ macro_rules! ensemble_note {
     () => {
         " Ensemble: emcee's affine-invariant stretch move (a = 2) with W = 2d walkers started in a \
         ball of radius 0.1 around the chain's start, at the cell's number of log-density evaluations \
-        (burn-in/W and iterations/W sweeps); its draws pool the walkers sweep by sweep, and its ESS is \
-        the multi-chain ESS with the walkers as chains."
+        (burn-in/W sweeps, rounded, then ⌈iterations/W⌉ sweeps); its draws pool the walkers sweep by \
+        sweep, cut to the cell's iterations, and its ESS is the multi-chain ESS of the whole sweeps \
+        with the walkers as chains."
     };
 }
 pub(crate) use ensemble_note;
@@ -1055,9 +1056,11 @@ pub const ENSEMBLE_BALL: f64 = 0.1;
 
 /// Runs the ensemble baseline as chain `chain` of a cell of `config`: W =
 /// [`ENSEMBLE_WALKERS_PER_DIM`]·d walkers, burn_in/W sweeps discarded
-/// (rounded) and ⌊iterations/W⌋ kept, so that it spends the cell's
+/// (rounded) and ⌈iterations/W⌉ kept, so that it spends the cell's
 /// log-density evaluations. The chain pools the kept walkers' states sweep
-/// by sweep (so a prefix of k draws cost k evaluations after burn-in), its
+/// by sweep, truncated to the cell's `iterations` draws (so a prefix of k
+/// draws cost k evaluations after burn-in; the last sweep's unrecorded
+/// walkers, fewer than W, are the only evaluations beyond the cell's). Its
 /// `accept_probabilities` are NaN (the stretch move's are not recorded), and
 /// [`TimedChain::walkers`] says how to split it back into walkers.
 fn run_stretch(
@@ -1074,19 +1077,17 @@ fn run_stretch(
     let ensemble = EnsembleConfig::new(walkers, a)?;
     let w = walkers as u64;
     let burn_in = (config.burn_in + w / 2) / w;
-    let sweeps = config.iterations / w;
+    let sweeps = config.iterations.div_ceil(w);
     if sweeps == 0 {
-        bail!(
-            "the ensemble of {walkers} walkers needs at least {walkers} iterations, got {}",
-            config.iterations
-        );
+        bail!("the ensemble needs at least one iteration");
     }
     // The ball and the ensemble's moves come from streams of their own, one
     // per chain.
     let mut ball_rng = chain_rng(seed ^ 0xBA11_u64, chain);
     let initial = initial_ball(x0, walkers, ENSEMBLE_BALL, &mut ball_rng)?;
     let ensemble_seed = chain_rng(seed ^ 0xE45E_u64, chain).next_u64();
-    let marks = checkpoints(sweeps * w);
+    let draws_wanted = config.iterations;
+    let marks = checkpoints(draws_wanted);
     let mut next_mark = 0;
     let mut timeline = Timeline::default();
     let start = Instant::now();
@@ -1098,7 +1099,7 @@ fn run_stretch(
         burn_in,
         ensemble_seed,
         &mut |done| {
-            let draws = done.saturating_sub(burn_in) * w;
+            let draws = (done.saturating_sub(burn_in) * w).min(draws_wanted);
             while next_mark < marks.len() && marks[next_mark] <= draws {
                 timeline.record(marks[next_mark], done * w, start.elapsed().as_secs_f64());
                 next_mark += 1;
@@ -1111,18 +1112,23 @@ fn run_stretch(
             ControlFlow::Continue(())
         },
     )?;
-    let kept = out.log_densities.len();
+    let (mut samples, mut accepted, mut log_densities) =
+        (out.samples, out.accepted, out.log_densities);
+    let kept = draws_wanted as usize;
+    samples.truncate(kept * d);
+    accepted.truncate(kept);
+    log_densities.truncate(kept);
     let chain = Chain {
         dim: d,
-        samples: out.samples,
-        accepted: out.accepted,
-        log_densities: out.log_densities,
+        samples,
+        accepted,
+        log_densities,
         accept_probabilities: vec![f64::NAN; kept],
         wall_time_secs: start.elapsed().as_secs_f64(),
         adaptation: AdaptationSummary::default(),
         seed: ensemble_seed,
         chain_index: chain,
-        config: RunConfig::new(burn_in * w, sweeps * w),
+        config: RunConfig::new(burn_in * w, draws_wanted),
         accepted_total: out.accepted_total.iter().sum(),
         rejected_non_finite: out.rejected_non_finite,
         covariance_jitters: 0,
@@ -1472,7 +1478,9 @@ impl Metric {
         let ess = if walkers <= 1 {
             ess_geyer_per_dim(&chain.samples, d)?
         } else {
-            let split = split_walkers(&chain.samples, d, walkers);
+            // whole sweeps only: the walkers' chains must have equal lengths
+            let whole = chain.len() / walkers * walkers;
+            let split = split_walkers(&chain.samples[..whole * d], d, walkers);
             let views: Vec<&[f64]> = split.iter().map(Vec::as_slice).collect();
             per_dimension(&views, d, ess_multi_chain)?
         };
@@ -2286,27 +2294,30 @@ mod tests {
         let t = target.target();
         let x0 = [0.5, -0.5];
         // W = 4: 41 burn-in evaluations round to 10 sweeps, 203 iterations
-        // keep 50 sweeps (200 draws).
+        // take 51 sweeps, of which the first 203 pooled states are kept.
         let run = EMCEE
             .run(t, &x0, RunConfig::new(41, 203), 11, 3, &|_| {})
             .unwrap();
         assert_eq!(run.walkers, 4);
-        assert_eq!(run.chain.len(), 200);
-        assert_eq!(run.chain.config, RunConfig::new(40, 200));
+        assert_eq!(run.chain.len(), 203);
+        assert_eq!(run.chain.config, RunConfig::new(40, 203));
         let mut ball = chain_rng(11 ^ 0xBA11_u64, 3);
         let initial = initial_ball(&x0, 4, ENSEMBLE_BALL, &mut ball).unwrap();
         let seed = chain_rng(11 ^ 0xE45E_u64, 3).next_u64();
         let config = EnsembleConfig::new(4, 2.0).unwrap();
-        let direct = kameleon_samplers::run_ensemble(t, &config, &initial, 50, 10, seed).unwrap();
-        assert_eq!(run.chain.samples, direct.samples);
-        assert_eq!(run.chain.accepted, direct.accepted);
-        assert_eq!(run.timeline.draws, checkpoints(200));
-        assert_eq!(*run.timeline.steps.last().unwrap(), 240);
+        let direct = kameleon_samplers::run_ensemble(t, &config, &initial, 51, 10, seed).unwrap();
+        assert_eq!(run.chain.samples, direct.samples[..203 * 2]);
+        assert_eq!(run.chain.accepted, direct.accepted[..203]);
+        assert_eq!(run.timeline.draws, checkpoints(203));
+        assert_eq!(*run.timeline.steps.last().unwrap(), 244);
         assert!(run.timeline.seconds.windows(2).all(|w| w[0] <= w[1]));
-        // Too few iterations for one sweep is an error, not an empty chain.
+        // The ESS uses the 50 whole sweeps.
+        let ess = Metric::MinEss.evaluate(&run, &target, 11).unwrap();
+        assert!(ess.scalars[0].1 > 0.0 && ess.scalars[0].1 <= 200.0);
+        // No iterations is an error, not an empty chain.
         assert!(
             EMCEE
-                .run(t, &x0, RunConfig::new(0, 3), 11, 3, &|_| {})
+                .run(t, &x0, RunConfig::new(0, 0), 11, 3, &|_| {})
                 .is_err()
         );
     }
