@@ -213,8 +213,11 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
 /// time) beside its results.
 fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Result<()> {
     let (started, clock) = (SystemTime::now(), Instant::now());
+    // the commit the run starts from (a commit made while it runs is not its code)
+    let commit = provenance::commit();
     runner::reproduce(experiment, opts)?;
     provenance::RunRecord::of_this_process(
+        commit,
         started,
         clock.elapsed(),
         opts.quick,

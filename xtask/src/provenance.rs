@@ -31,9 +31,10 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// The record of a run of this process that started at `started` and
-    /// took `wall`.
+    /// The record of a run of this process that started from `commit` (see
+    /// [`commit`]) at `started` and took `wall`.
     pub fn of_this_process(
+        commit: String,
         started: SystemTime,
         wall: Duration,
         quick: bool,
@@ -42,7 +43,7 @@ impl RunRecord {
         let args: Vec<String> = std::env::args().skip(1).collect();
         Self {
             command: format!("xtask {}", args.join(" ")),
-            commit: commit(),
+            commit,
             machine: crate::machine::description(),
             started_unix: started
                 .duration_since(UNIX_EPOCH)
@@ -88,8 +89,9 @@ impl RunRecord {
     }
 }
 
-/// The checked-out commit, `-dirty` if tracked files differ from it.
-fn commit() -> String {
+/// The checked-out commit, `-dirty` if tracked files that go into the
+/// build (everything but the committed results) differ from it.
+pub fn commit() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -100,8 +102,16 @@ fn commit() -> String {
     };
     match git(&["rev-parse", "HEAD"]) {
         Some(head) => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+            let dirty = git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)results",
+                ":(exclude)RESULTS.md",
+            ])
+            .is_some_and(|s| !s.is_empty());
             if dirty { format!("{head}-dirty") } else { head }
         }
         None => "unknown".to_string(),
