@@ -140,7 +140,7 @@ fn pathdiff(path: &Path, base: &Path) -> String {
 }
 
 fn render(entries: &[Entry], results: &str) -> String {
-    let mut md = String::new();
+    let mut md = String::from("## Summary: claims reproduced per experiment\n\n");
     let _ = writeln!(
         md,
         "What the papers claim and what we measured, experiment by experiment. \
