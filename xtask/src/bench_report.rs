@@ -598,7 +598,7 @@ fn sums_update_flops(m: f64, d: f64) -> f64 {
 
 /// Preconditioned CG iterations per online update with the default ridge at
 /// the benchmark's counts (fitted on 2m points, then updated: t/t₀ < 1.125):
-/// 4 after the initial residual, counted with callgrind (5 products with the
+/// 4 after the initial residual, counted in the solver (5 products with the
 /// sums per update at m = 1000, a few updates after the fit).
 /// Data-dependent: the preconditioned matrix's eigenvalues lie in
 /// [1, t/t₀].
