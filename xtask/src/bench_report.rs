@@ -1,4 +1,4 @@
-//! `cargo xtask bench-report`: times every hot path of issue 9 in one
+//! `cargo xtask bench-report`: times every per-iteration hot path in one
 //! process and writes `bench-report.md` and `bench-report.json`.
 //!
 //! Each path is warmed up, then timed over repetitions; one repetition times

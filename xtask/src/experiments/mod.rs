@@ -1,4 +1,4 @@
-//! Every experiment of the papers, by its fixed name (issue 8).
+//! Every experiment of the papers, by its fixed name.
 
 mod abc;
 mod ckam;
