@@ -2280,17 +2280,22 @@ mod tests {
         assert_eq!(thinned.timeline.draws, checkpoints(100));
     }
 
-    /// The ensemble cell is `run_ensemble` from its own ball and seed, at
-    /// the cell's evaluations, with the walkers pooled sweep by sweep.
-    #[test]
-    fn ensemble_cell_pools_the_walkers_at_the_cells_evaluations() {
-        let target = TargetSpec::Banana {
+    /// N(0, diag(4, 1)): the banana with b = 0.
+    fn gaussian_4_1() -> BuiltTarget {
+        TargetSpec::Banana {
             dim: 2,
             b: 0.0,
             v: 4.0,
         }
         .build()
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The ensemble cell is `run_ensemble` from its own ball and seed, at
+    /// the cell's evaluations, with the walkers pooled sweep by sweep.
+    #[test]
+    fn ensemble_cell_pools_the_walkers_at_the_cells_evaluations() {
+        let target = gaussian_4_1();
         let t = target.target();
         let x0 = [0.5, -0.5];
         // W = 4: 41 burn-in evaluations round to 10 sweeps, 203 iterations
@@ -2330,13 +2335,7 @@ mod tests {
     /// draws.
     #[test]
     fn ensemble_cell_recovers_a_gaussian_with_an_honest_ess() {
-        let target = TargetSpec::Banana {
-            dim: 2,
-            b: 0.0,
-            v: 4.0,
-        }
-        .build()
-        .unwrap();
+        let target = gaussian_4_1();
         let t = target.target();
         let run = EMCEE
             .run(t, &[1.0, 1.0], RunConfig::new(4_000, 40_000), 5, 0, &|_| {})
