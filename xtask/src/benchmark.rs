@@ -1,11 +1,13 @@
 //! Reference samples of targets without exact draws (the pseudo-marginal
 //! Glass posterior, the ABC skew-normal posterior): pooled long chains of a
-//! random walk, computed once and cached on disk in the output root as
-//! `<out>/<name>/<quick|full>/benchmark.npy` plus `benchmark.json` saying how
-//! it was made. Every experiment on the same target and size reuses it
+//! random walk, computed once and cached on disk (in the output root, or
+//! the directory `--references` names) as
+//! `<dir>/<name>/<quick|full|paper>/benchmark.npy` plus `benchmark.json`
+//! saying how it was made. Every experiment on the same target and size reuses it
 //! (`kamh-glass` and `kmc-glass` share the Glass benchmark); a cached file is
 //! used only if its recorded plan equals the current one.
 
+use crate::experiment::Size;
 use crate::files::{create_dir, write_file};
 use crate::npy::{read_chain, write_chain};
 use crate::spec::{RunEnv, SamplerSpec, TargetSpec};
@@ -28,6 +30,50 @@ pub enum ReferenceKey {
     },
     /// The ABC ground truth (long isotropic random walks, KMC App. D.4).
     Abc,
+}
+
+/// The papers' importance draws per Glass likelihood estimate.
+pub const GLASS_IMPORTANCE_DRAWS: usize = 100;
+
+/// A reference sample by its command-line name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferenceName {
+    /// The Glass benchmark of `kamh-glass` and `kmc-glass`.
+    Glass,
+    /// The ABC reference of `kmc-abc`.
+    Abc,
+}
+
+impl ReferenceName {
+    fn key(self) -> ReferenceKey {
+        match self {
+            Self::Glass => ReferenceKey::Glass {
+                n_importance: GLASS_IMPORTANCE_DRAWS,
+            },
+            Self::Abc => ReferenceKey::Abc,
+        }
+    }
+}
+
+/// `xtask reference`: computes the reference sample `name` at `size` into
+/// `references` (or finds it there) and prints its diagnostics.
+pub fn compute_into(name: ReferenceName, size: Size, seed: u64, references: PathBuf) -> Result<()> {
+    let key = name.key();
+    let env = RunEnv {
+        references,
+        size,
+        seed,
+    };
+    let reference = load_or_compute(key, &env)?;
+    let diag = &reference.record.diagnostics;
+    println!(
+        "{}: {} draws, max R̂ {:.4}, min bulk ESS {:.0}",
+        key.dir(&env).display(),
+        diag.rows,
+        diag.rhat_max,
+        diag.ess_bulk_min
+    );
+    Ok(())
 }
 
 /// How a reference sample is made: reused from disk only if equal.
@@ -185,10 +231,18 @@ impl ReferenceKey {
         }
     }
 
-    /// The plan at full or quick size.
-    pub fn plan(self, quick: bool, master_seed: u64) -> ReferencePlan {
-        let (chains, burn_in, iterations, thin, sampler, paper) = match (self, quick) {
-            (Self::Glass { .. }, false) => (
+    /// The plan at `size`.
+    pub fn plan(self, size: Size, master_seed: u64) -> ReferencePlan {
+        let (chains, burn_in, iterations, thin, sampler, paper) = match (self, size) {
+            (Self::Glass { .. }, Size::Paper) => (
+                30,
+                100_000,
+                400_000,
+                1000,
+                "SM, N(x, (2.38²/9) I), from θ = 0",
+                "KAMH: 30 SM chains × 500000 iterations, 100000 burn-in, thin 1000 (12000 draws)",
+            ),
+            (Self::Glass { .. }, Size::Full) => (
                 GLASS_CHAINS,
                 GLASS_BURN_IN,
                 GLASS_ITERATIONS,
@@ -196,7 +250,7 @@ impl ReferenceKey {
                 "SM, N(x, (2.38²/9) I), from θ = 0",
                 "KAMH: 30 SM chains × 500000 iterations, 100000 burn-in, thin 1000 (12000 draws)",
             ),
-            (Self::Glass { .. }, true) => (
+            (Self::Glass { .. }, Size::Quick) => (
                 2,
                 50,
                 150,
@@ -204,7 +258,8 @@ impl ReferenceKey {
                 "SM, N(x, (2.38²/9) I), from θ = 0",
                 "KAMH: 30 SM chains × 500000 iterations, 100000 burn-in, thin 1000 (12000 draws)",
             ),
-            (Self::Abc, false) => (
+            // the KMC code's reference is no larger than this
+            (Self::Abc, Size::Full | Size::Paper) => (
                 100,
                 1000,
                 2000,
@@ -212,7 +267,7 @@ impl ReferenceKey {
                 "RW, N(x, 0.55² I), exact pseudo-marginal, from θ = 10·1",
                 "KMC code: 100 RW chains (σ = 0.55) × 3000 iterations, 1000 warm-up, MCWM",
             ),
-            (Self::Abc, true) => (
+            (Self::Abc, Size::Quick) => (
                 4,
                 200,
                 500,
@@ -235,10 +290,19 @@ impl ReferenceKey {
         }
     }
 
+    /// The size whose plan `size` uses: the ABC reference is the same at
+    /// full and paper size, so both share one cache.
+    fn plan_size(self, size: Size) -> Size {
+        match (self, size) {
+            (Self::Abc, Size::Paper) => Size::Full,
+            _ => size,
+        }
+    }
+
     fn dir(self, env: &RunEnv) -> PathBuf {
-        env.out
+        env.references
             .join(self.dir_name())
-            .join(if env.quick { "quick" } else { "full" })
+            .join(self.plan_size(env.size).name())
     }
 }
 
@@ -253,7 +317,7 @@ const GLASS_THIN: u64 = 20;
 /// The reference sample of `key` for this run: read from the cache if its
 /// plan matches, otherwise computed (chains in parallel) and cached.
 pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>> {
-    let plan = key.plan(env.quick, env.seed);
+    let plan = key.plan(env.size, env.seed);
     let dir = key.dir(env);
     match load(&dir, &plan) {
         Ok(Some(reference)) => return Ok(Arc::new(reference)),
@@ -373,7 +437,7 @@ mod tests {
 
     fn record(rows: usize) -> ReferenceRecord {
         ReferenceRecord {
-            plan: ReferenceKey::Abc.plan(true, 1),
+            plan: ReferenceKey::Abc.plan(Size::Quick, 1),
             diagnostics: ReferenceDiagnostics {
                 rows,
                 rhat_max: 1.0,
@@ -416,9 +480,44 @@ mod tests {
         let back = load(&dir, &r.record.plan).unwrap().unwrap();
         assert_eq!(back.samples, samples);
         assert_eq!(back.record, r.record);
-        let other = ReferenceKey::Abc.plan(true, 2);
+        let other = ReferenceKey::Abc.plan(Size::Quick, 2);
         assert!(load(&dir, &other).unwrap().is_none());
         assert!(load(&dir.join("absent"), &other).unwrap().is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The paper-size Glass benchmark is the KAMH paper's: 30 chains of
+    /// 500 000 iterations, 100 000 of them burn-in, thinned to 12 000 draws;
+    /// each size caches in its own directory, and the ABC reference (whose
+    /// full size is already the KMC code's) is shared by full and paper.
+    #[test]
+    fn each_size_has_its_plan_and_cache() {
+        let glass = ReferenceKey::Glass {
+            n_importance: GLASS_IMPORTANCE_DRAWS,
+        };
+        let paper = glass.plan(Size::Paper, 1);
+        assert_eq!(
+            (paper.chains, paper.burn_in + paper.iterations),
+            (30, 500_000)
+        );
+        assert_eq!(paper.burn_in, 100_000);
+        assert_eq!(paper.chains as u64 * paper.iterations / paper.thin, 12_000);
+        assert_ne!(glass.plan(Size::Full, 1), paper);
+        let env = |size| RunEnv {
+            references: PathBuf::from("refs"),
+            size,
+            seed: 1,
+        };
+        assert_eq!(
+            glass.dir(&env(Size::Paper)),
+            Path::new("refs/glass-benchmark/paper")
+        );
+        assert_eq!(
+            glass.dir(&env(Size::Full)),
+            Path::new("refs/glass-benchmark/full")
+        );
+        let abc = ReferenceKey::Abc;
+        assert_eq!(abc.plan(Size::Paper, 1), abc.plan(Size::Full, 1));
+        assert_eq!(abc.dir(&env(Size::Paper)), abc.dir(&env(Size::Full)));
     }
 }

@@ -7,6 +7,34 @@
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Measurement, Summary};
 
+/// How large a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Size {
+    /// Seconds per experiment: a smoke test, too small to judge any claim.
+    Quick,
+    /// `xtask`'s full size: the papers' size, except where that takes
+    /// cluster hours (the Glass experiments), which run smaller.
+    Full,
+    /// The papers' size everywhere (the same as `Full` where `Full` already is).
+    Paper,
+}
+
+impl Size {
+    /// Whether this is the smoke-test size.
+    pub fn is_quick(self) -> bool {
+        self == Self::Quick
+    }
+
+    /// The name used on the command line and in output directories.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Quick => "quick",
+            Self::Full => "full",
+            Self::Paper => "paper",
+        }
+    }
+}
+
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +90,9 @@ pub struct Protocol {
     pub quick_chains: usize,
     /// The grid at full (`false`) or quick (`true`) size.
     pub cells: fn(quick: bool) -> Vec<Cell>,
+    /// The papers' grid where it is larger than the full one (`None`: the
+    /// full grid is the papers').
+    pub paper: Option<PaperGrid>,
     /// The metric families computed on every chain.
     pub metrics: &'static [Metric],
     /// How the starting point and other fixed choices are made, for summary.md.
@@ -70,6 +101,34 @@ pub struct Protocol {
     pub claims: fn(&Summary) -> Vec<ClaimCheck>,
     /// The figures drawn from a summary (file name, SVG writer).
     pub figures: fn(&Summary, &std::path::Path) -> anyhow::Result<Vec<String>>,
+}
+
+/// The papers' grid of an experiment whose full size is reduced.
+pub struct PaperGrid {
+    /// Chains per cell.
+    pub chains: usize,
+    /// The cells.
+    pub cells: fn() -> Vec<Cell>,
+}
+
+impl Protocol {
+    /// Chains per cell at `size`.
+    pub fn chains_at(&self, size: Size) -> usize {
+        match (size, &self.paper) {
+            (Size::Quick, _) => self.quick_chains,
+            (Size::Paper, Some(paper)) => paper.chains,
+            (Size::Full | Size::Paper, _) => self.chains,
+        }
+    }
+
+    /// The grid at `size`.
+    pub fn cells_at(&self, size: Size) -> Vec<Cell> {
+        match (size, &self.paper) {
+            (Size::Quick, _) => (self.cells)(true),
+            (Size::Paper, Some(paper)) => (paper.cells)(),
+            (Size::Full | Size::Paper, _) => (self.cells)(false),
+        }
+    }
 }
 
 /// A study: an experiment that is not a grid of MCMC chains (proposal
@@ -84,7 +143,7 @@ pub struct Protocol {
 pub struct Study {
     /// Replicates at full size.
     pub replicates: usize,
-    /// Replicates with `--quick`.
+    /// Replicates with `--quick` (a study's full size is the papers').
     pub quick_replicates: usize,
     /// One replicate's size in words, at full (`false`) or quick size.
     pub size: fn(quick: bool) -> String,
@@ -139,8 +198,14 @@ impl Experiment {
         }
     }
 
+    /// Whether `Full` is smaller than the papers' size.
+    pub fn full_is_reduced(&self) -> bool {
+        self.protocol.as_ref().is_some_and(|p| p.paper.is_some())
+    }
+
     /// A one-line description of a size of the runnable grid.
-    pub fn size_description(&self, quick: bool) -> String {
+    pub fn size_description(&self, size: Size) -> String {
+        let quick = size.is_quick();
         if let Some(study) = &self.study {
             let replicates = if quick {
                 study.quick_replicates
@@ -156,12 +221,8 @@ impl Experiment {
                 self.paper_size.into()
             };
         };
-        let chains = if quick {
-            protocol.quick_chains
-        } else {
-            protocol.chains
-        };
-        let mut runs: Vec<String> = (protocol.cells)(quick)
+        let mut runs: Vec<String> = protocol
+            .cells_at(size)
             .iter()
             .map(|c| {
                 format!(
@@ -173,6 +234,6 @@ impl Experiment {
             })
             .collect();
         runs.dedup();
-        format!("{chains} chains; {}", runs.join(", "))
+        format!("{} chains; {}", protocol.chains_at(size), runs.join(", "))
     }
 }

@@ -13,7 +13,7 @@
 //! Text above the [`MARKER`] line of an existing `RESULTS.md` (a
 //! hand-written overview) is kept; everything below it is regenerated.
 
-use crate::experiment::Experiment;
+use crate::experiment::{Experiment, Size};
 use crate::experiments;
 use crate::files::write_atomic;
 use crate::provenance::{RunRecord, date};
@@ -76,21 +76,27 @@ impl Entry {
             .count()
     }
 
-    /// Whether the results are at the papers' size: not `--quick`, and no
-    /// fewer chains (or replicates) than the paper's.
+    /// Whether the results are at the papers' size: `--size paper`, or
+    /// `full` where that is the papers', and no fewer chains (or
+    /// replicates) than the paper's.
     fn is_full_size(&self) -> bool {
         let Some(summary) = &self.summary else {
             return false;
         };
-        let full_chains = match (&self.experiment.protocol, &self.experiment.study) {
-            (Some(p), _) => p.chains,
+        let paper_chains = match (&self.experiment.protocol, &self.experiment.study) {
+            (Some(p), _) => p.chains_at(Size::Paper),
             (None, Some(s)) => s.replicates,
             (None, None) => return false,
         };
-        summary["params"]["quick"] == false
+        let papers_size = if summary["params"]["paper"] == true {
+            true
+        } else {
+            summary["params"]["quick"] == false && !self.experiment.full_is_reduced()
+        };
+        papers_size
             && summary["params"]["chains"]
                 .as_u64()
-                .is_some_and(|c| c as usize >= full_chains)
+                .is_some_and(|c| c as usize >= paper_chains)
     }
 }
 
@@ -179,36 +185,47 @@ fn render(entries: &[Entry], results: &str) -> String {
 fn render_entry(md: &mut String, e: &Entry, results: &str) {
     let x = &e.experiment;
     let _ = writeln!(md, "\n## {}\n\n{}: {}.\n", x.name, x.source, x.description);
+    // the papers' size in words: the grid's own description where `full` is
+    // the papers' size, the papers' (hand-written) sizes otherwise
+    let papers = if x.full_is_reduced() {
+        x.paper_size.to_string()
+    } else {
+        x.size_description(Size::Full)
+    };
+    let size_flag = if x.full_is_reduced() {
+        " --size paper"
+    } else {
+        ""
+    };
     let Some(summary) = &e.summary else {
         let _ = writeln!(
             md,
-            "Not run yet. Full size: {}. On one machine: \
-             `cargo xtask reproduce {name} --no-chains` (rerun the same command to resume \
-             after an interruption). On a Slurm cluster (see the README's \"Sharding a \
-             grid\"): `sbatch --array=1-16 --wrap 'target/release/xtask reproduce {name} \
+            "Not run yet. The papers' size: {papers}. On one machine: \
+             `cargo xtask reproduce {name}{size_flag} --no-chains` (rerun the same command to \
+             resume after an interruption). On a Slurm cluster (see the README's \"Sharding a \
+             grid\"): `sbatch --array=1-16 --wrap 'target/release/xtask reproduce {name}{size_flag} \
              --no-chains --shard-from-env --out shards/$SLURM_ARRAY_TASK_ID'`, then \
              `target/release/xtask merge {name} shards/*`.",
-            x.size_description(false),
             name = x.name
         );
         return;
     };
+    let chains = &summary["params"]["chains"];
     let size = if e.is_full_size() {
-        format!("full size ({})", x.size_description(false))
+        format!("the papers' size ({papers})")
+    } else if summary["params"]["quick"] == true {
+        format!(
+            "**reduced**: `--quick` sizes ({}), {chains} chains or replicates; the papers': {papers}",
+            x.size_description(Size::Quick),
+        )
+    } else if x.full_is_reduced() && summary["params"]["paper"] != true {
+        format!(
+            "**reduced**: `--size full` ({}; {chains} chains ran); the papers': {papers} \
+             (`--size paper`; on a cluster as the README's \"Sharding a grid\" shows)",
+            x.size_description(Size::Full),
+        )
     } else {
-        let chains = &summary["params"]["chains"];
-        if summary["params"]["quick"] == true {
-            format!(
-                "**reduced**: `--quick` sizes ({}), {chains} chains or replicates; the paper's: {}",
-                x.size_description(true),
-                x.size_description(false)
-            )
-        } else {
-            format!(
-                "**reduced**: {chains} chains or replicates; the paper's: {}",
-                x.size_description(false)
-            )
-        }
+        format!("**reduced**: {chains} chains or replicates; the papers': {papers}")
     };
     let _ = writeln!(md, "Size: {size}.\n");
     render_runs(md, &e.runs);
@@ -343,8 +360,62 @@ mod tests {
         assert!(md.contains("on 1970-01-01"), "{md}");
         // an experiment without results gets the commands that make them
         assert!(
-            md.contains("`cargo xtask reproduce kamh-glass --no-chains`"),
+            md.contains("`cargo xtask reproduce kmc-abc --no-chains`"),
             "{md}"
+        );
+        // and where the full size is reduced, the command runs the papers'
+        assert!(
+            md.contains("`cargo xtask reproduce kamh-glass --size paper --no-chains`"),
+            "{md}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// kamh-glass at `--size full` is labelled reduced, with the papers' size
+    /// and the flag that runs it; at `--size paper` with the papers' 30
+    /// chains it counts as the papers' size, and with fewer it does not.
+    #[test]
+    fn the_gallery_labels_a_reduced_full_size() {
+        let root = std::env::temp_dir().join(format!("xtask-gallery-size-{}", std::process::id()));
+        let results = root.join("results");
+        let dir = results.join("kamh-glass");
+        let render = |params: Value| {
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(&dir).unwrap();
+            let summary =
+                serde_json::json!({"experiment": "kamh-glass", "params": params, "claims": []});
+            std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+            let out = root.join("RESULTS.md");
+            main(&results, &out).unwrap();
+            std::fs::read_to_string(&out).unwrap()
+        };
+        let full = render(serde_json::json!({"quick": false, "seed": 1, "chains": 10}));
+        assert!(
+            full.contains(
+                "| [kamh-glass](#kamh-glass) | Sejdinovic et al. 2014 (KAMH), Fig. 4 | reduced |"
+            ),
+            "{full}"
+        );
+        assert!(
+            full.contains("Size: **reduced**: `--size full` (10 chains;"),
+            "{full}"
+        );
+        assert!(
+            full.contains("the papers': benchmark 30 SM chains × 500000"),
+            "{full}"
+        );
+        let paper =
+            render(serde_json::json!({"quick": false, "paper": true, "seed": 1, "chains": 30}));
+        assert!(paper.contains("(KAMH), Fig. 4 | full |"), "{paper}");
+        assert!(
+            paper.contains("Size: the papers' size (benchmark 30 SM chains"),
+            "{paper}"
+        );
+        let few =
+            render(serde_json::json!({"quick": false, "paper": true, "seed": 1, "chains": 3}));
+        assert!(
+            few.contains("Size: **reduced**: 3 chains or replicates"),
+            "{few}"
         );
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -1,10 +1,12 @@
 //! `cargo xtask`: reproduces the experiments of the kernel adaptive MCMC papers.
 //!
 //! `cargo xtask list` names every experiment with its source, sizes and
-//! status; `cargo xtask reproduce <name> [--quick] [--seed S] [--chains K]
-//! [--out DIR] [--threads T] [--shard i/N]` runs one (or `all`) and writes
-//! `DIR/<name>/summary.json`, `summary.md`, SVG figures and the raw chains;
-//! `cargo xtask merge <name> DIR…` combines shard outputs; `cargo xtask test`
+//! status; `cargo xtask reproduce <name> [--size quick|full|paper] [--seed S]
+//! [--chains K] [--out DIR] [--threads T] [--shard i/N]` runs one (or `all`)
+//! and writes `DIR/<name>/summary.json`, `summary.md`, SVG figures and the
+//! raw chains; `cargo xtask reference glass|abc` computes a reference sample
+//! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
+//! outputs; `cargo xtask test`
 //! runs every test, Rust and Python; `cargo xtask gallery` writes
 //! `RESULTS.md` from the results. Each run leaves a record of its command,
 //! commit, machine and wall time in `DIR/<name>/runs/`.
@@ -37,6 +39,7 @@ mod test_command;
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
+use experiment::Size;
 use runner::{RunOptions, Shard};
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
@@ -56,19 +59,29 @@ enum Command {
     Reproduce {
         /// The experiment's name (see `list`), or `all`.
         name: String,
-        /// Small sizes (seconds), for smoke tests and CI.
-        #[arg(long)]
+        /// How large: `full` (the papers' size, reduced only where that is a
+        /// cluster job: the Glass experiments), `paper` (the papers' size
+        /// everywhere) or `quick` (seconds, for smoke tests and CI).
+        #[arg(long, value_enum, default_value = "full")]
+        size: Size,
+        /// The same as `--size quick`.
+        #[arg(long, conflicts_with = "size")]
         quick: bool,
         /// Master seed; every chain's stream derives from it and the cell's name.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Chains per target × sampler × setting, or replicates of a study
-        /// (default: the paper's, or a small number with --quick).
+        /// (default: the size's).
         #[arg(long)]
         chains: Option<usize>,
         /// Output root; results go to DIR/<name>/.
         #[arg(long, default_value = "results")]
         out: PathBuf,
+        /// Where reference samples (the Glass benchmark, the ABC reference)
+        /// are read from or computed into (default: the output root), e.g. one
+        /// that `xtask reference` filled before the shards started.
+        #[arg(long)]
+        references: Option<PathBuf>,
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
@@ -90,6 +103,26 @@ enum Command {
         /// Rerun chains whose results already exist in the output directory.
         #[arg(long)]
         force: bool,
+    },
+    /// Compute a reference sample (the Glass benchmark or the ABC
+    /// reference) into DIR/<name>-benchmark/<size>/, or check the one there;
+    /// `reproduce --references DIR` then reads it. Its chains run in parallel.
+    Reference {
+        /// Which: `glass` or `abc`.
+        #[arg(value_enum)]
+        name: benchmark::ReferenceName,
+        /// How large (as for `reproduce`).
+        #[arg(long, value_enum, default_value = "full")]
+        size: Size,
+        /// Master seed (as for `reproduce`: the reference's stream derives from it).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The directory of reference samples.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Combine the outputs of shards (directories given to --out) into one summary.
     Merge {
@@ -138,10 +171,12 @@ fn main() -> Result<()> {
         Command::List => list(),
         Command::Reproduce {
             name,
+            size,
             quick,
             seed,
             chains,
             out,
+            references,
             threads,
             shard,
             shard_from_env,
@@ -154,10 +189,11 @@ fn main() -> Result<()> {
                 shard
             };
             let opts = RunOptions {
-                quick,
+                size: if quick { Size::Quick } else { size },
                 seed,
                 chains,
                 out,
+                references,
                 shard,
                 write_chains: !no_chains,
                 force,
@@ -165,6 +201,13 @@ fn main() -> Result<()> {
             };
             with_threads(threads, || reproduce(&name, &opts))
         }
+        Command::Reference {
+            name,
+            size,
+            seed,
+            out,
+            threads,
+        } => with_threads(threads, || benchmark::compute_into(name, size, seed, out)),
         Command::Merge { name, dirs, out } => {
             let Some(experiment) = experiments::find(&name) else {
                 bail!("unknown experiment `{name}` (see `cargo xtask list`)");
@@ -190,8 +233,11 @@ fn list() -> Result<()> {
         println!("{:<18} {}", e.name, e.status());
         println!("    source: {}", e.source);
         println!("    what:   {}", e.description);
-        println!("    full:   {}", e.size_description(false));
-        println!("    quick:  {}", e.size_description(true));
+        println!("    full:   {}", e.size_description(Size::Full));
+        if e.full_is_reduced() {
+            println!("    paper:  {}", e.size_description(Size::Paper));
+        }
+        println!("    quick:  {}", e.size_description(Size::Quick));
     }
     Ok(())
 }
@@ -220,7 +266,7 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
         commit,
         started,
         clock.elapsed(),
-        opts.quick,
+        opts.size.is_quick(),
         opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
     )
     .write(&runner::experiment_dir(&opts.out, experiment))

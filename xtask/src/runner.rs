@@ -2,7 +2,7 @@
 //! and one `.npy` per chain, and merging records into the summary; and the
 //! same for studies, with one record per replicate.
 
-use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
+use crate::experiment::{Cell, Experiment, Protocol, Replicate, Size, Study};
 use crate::files::{
     Access, DirLock, copy_file, create_dir, lock_dir, remove_stale_temps, write_file,
 };
@@ -138,14 +138,16 @@ impl Shard {
 /// replicates round robin, and `write_chains` does not apply.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// The small size.
-    pub quick: bool,
+    /// The size.
+    pub size: Size,
     /// The master seed.
     pub seed: u64,
     /// Chains per cell (default: the protocol's).
     pub chains: Option<usize>,
     /// The output root; the experiment writes into `out/<name>/`.
     pub out: PathBuf,
+    /// Where reference samples are cached (default: `out`).
+    pub references: Option<PathBuf>,
     /// Run only this shard of the jobs.
     pub shard: Option<Shard>,
     /// Write the raw post-burn-in chains as `.npy`.
@@ -244,19 +246,15 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
             experiment.missing
         );
     };
-    let params = RunParams {
-        quick: opts.quick,
-        seed: opts.seed,
-        chains: opts.chains.unwrap_or(if opts.quick {
-            protocol.quick_chains
-        } else {
-            protocol.chains
-        }),
-    };
+    let params = RunParams::new(
+        opts.size,
+        opts.seed,
+        opts.chains.unwrap_or(protocol.chains_at(opts.size)),
+    );
     if params.chains == 0 {
         bail!("--chains must be at least 1");
     }
-    let cells = (protocol.cells)(opts.quick);
+    let cells = protocol.cells_at(opts.size);
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
     let _lock = open_output(&dir, opts.shard)?;
@@ -307,8 +305,8 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     // Each target is built once, with its reference sample if it needs one
     // (computed here, before the chains, if not cached in the output root).
     let env = RunEnv {
-        out: opts.out.clone(),
-        quick: opts.quick,
+        references: opts.references.clone().unwrap_or_else(|| opts.out.clone()),
+        size: opts.size,
         seed: opts.seed,
     };
     let mut targets: Vec<(TargetSpec, BuiltTarget)> = Vec::new();
@@ -379,15 +377,16 @@ fn reproduce_study(
     study: &Study,
     opts: &RunOptions,
 ) -> Result<Option<Summary>> {
-    let params = RunParams {
-        quick: opts.quick,
-        seed: opts.seed,
-        chains: opts.chains.unwrap_or(if opts.quick {
+    let quick = opts.size.is_quick();
+    let params = RunParams::new(
+        opts.size,
+        opts.seed,
+        opts.chains.unwrap_or(if quick {
             study.quick_replicates
         } else {
             study.replicates
         }),
-    };
+    );
     if params.chains == 0 {
         bail!("--chains (replicates of a study) must be at least 1");
     }
@@ -508,7 +507,7 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
     let gathered = gather::<JobRecord>(experiment, inputs)?;
     let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
     let params = agreed_params(&records, "job")?;
-    let cells = (protocol.cells)(params.quick);
+    let cells = protocol.cells_at(params.size());
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
     let mut chains = Vec::new();
     for g in &gathered {
@@ -888,7 +887,7 @@ fn agreed_params<R: RecordFile>(records: &[R], kind: &str) -> Result<RunParams> 
     let params = first.params();
     if let Some(r) = records.iter().find(|r| r.params() != params) {
         bail!(
-            "shards disagree: {:?} and {:?} (different --quick, --seed or --chains)",
+            "shards disagree: {:?} and {:?} (different --size, --seed or --chains)",
             params,
             r.params()
         );
@@ -1032,10 +1031,11 @@ mod tests {
 
     fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
         RunOptions {
-            quick: true,
+            size: Size::Quick,
             seed: 7,
             chains: None,
             out: out.to_path_buf(),
+            references: None,
             shard,
             write_chains: true,
             force: false,
@@ -1147,6 +1147,24 @@ mod tests {
     /// Every implemented experiment (grid or study) runs end to end at
     /// --quick size and writes a summary.json that fits the schema,
     /// summary.md, its figures and (grids) one .npy per chain.
+    /// With `--references`, reference samples are read from and cached in
+    /// that directory, not the output root, so shards with outputs of their
+    /// own can share one benchmark.
+    #[test]
+    fn reference_samples_live_where_references_points() {
+        let (out, refs) = (temp_dir("refs-out"), temp_dir("refs"));
+        let mut opts = options(&out, None);
+        opts.references = Some(refs.clone());
+        opts.write_chains = false;
+        let e = experiments::find("kmc-abc").unwrap();
+        reproduce(&e, &opts).unwrap();
+        assert!(refs.join("abc-benchmark/quick/benchmark.json").exists());
+        assert!(!out.join("abc-benchmark").exists());
+        assert!(out.join("kmc-abc/summary.json").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::remove_dir_all(&refs).unwrap();
+    }
+
     #[test]
     fn every_implemented_experiment_runs_at_quick_size() {
         let out = temp_dir("quick");

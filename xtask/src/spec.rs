@@ -2,6 +2,7 @@
 //! per-chain metrics computed on its post-burn-in draws.
 
 use crate::benchmark::{Reference, ReferenceKey};
+use crate::experiment::Size;
 use crate::summary::Curve;
 use anyhow::{Context, Result, bail};
 use faer::MatRef;
@@ -164,7 +165,7 @@ impl TargetSpec {
 
     /// Constructs the target with its reference sample when it needs one
     /// (targets without exact draws: loaded from, or computed once into,
-    /// `env.out`; see [`crate::benchmark`]).
+    /// `env.references`; see [`crate::benchmark`]).
     pub fn prepare(&self, env: &RunEnv) -> Result<BuiltTarget> {
         let mut built = self.build()?;
         let key = match *self {
@@ -214,10 +215,11 @@ impl TargetSpec {
 /// reference sample need to find or compute it.
 #[derive(Debug, Clone)]
 pub struct RunEnv {
-    /// The output root (`--out`); references live in `out/<reference>/`.
-    pub out: PathBuf,
-    /// `--quick`.
-    pub quick: bool,
+    /// Where reference samples are cached (`--references`, by default the
+    /// output root): in `<references>/<reference>/<size>/`.
+    pub references: PathBuf,
+    /// The run's size.
+    pub size: Size,
     /// The master seed.
     pub seed: u64,
 }
@@ -1934,7 +1936,7 @@ mod tests {
     fn reference_target(samples: Vec<f64>, dim: usize) -> BuiltTarget {
         use crate::benchmark::{ReferenceDiagnostics, ReferenceKey, ReferenceRecord};
         let record = ReferenceRecord {
-            plan: ReferenceKey::Abc.plan(true, 0),
+            plan: ReferenceKey::Abc.plan(Size::Quick, 0),
             diagnostics: ReferenceDiagnostics {
                 rows: samples.len() / dim,
                 rhat_max: 1.0,

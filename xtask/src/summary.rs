@@ -1,7 +1,7 @@
 //! Per-job records (one chain each, or one replicate of a study), their
 //! aggregation into `summary.json`, and the `summary.md` report.
 
-use crate::experiment::{Cell, Experiment, Protocol, Study};
+use crate::experiment::{Cell, Experiment, Protocol, Size, Study};
 use anyhow::{Result, bail};
 use kameleon_diagnostics::quantile_sorted;
 use serde::{Deserialize, Serialize};
@@ -12,12 +12,36 @@ use std::path::Path;
 /// The run parameters every job of one run shares; shards merge only if they agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunParams {
-    /// `--quick`.
+    /// `--size quick` (`--quick`).
     pub quick: bool,
+    /// `--size paper` (absent from the records of the other sizes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paper: bool,
     /// The master seed.
     pub seed: u64,
     /// Chains per cell.
     pub chains: usize,
+}
+
+impl RunParams {
+    /// The parameters of a run at `size`.
+    pub fn new(size: Size, seed: u64, chains: usize) -> Self {
+        Self {
+            quick: size == Size::Quick,
+            paper: size == Size::Paper,
+            seed,
+            chains,
+        }
+    }
+
+    /// The run's size.
+    pub fn size(&self) -> Size {
+        match (self.quick, self.paper) {
+            (true, _) => Size::Quick,
+            (false, true) => Size::Paper,
+            (false, false) => Size::Full,
+        }
+    }
 }
 
 /// What one chain produced: written as `jobs/<job id>.json`.
@@ -566,10 +590,10 @@ impl Summary {
 
     /// The report's title, source, size (`runs`: chains or replicates) and notes.
     fn heading(&self, runs: &str) -> String {
-        let size = if self.params.quick {
-            "--quick size (too small to judge the paper's claims)"
-        } else {
-            "full size"
+        let size = match self.params.size() {
+            Size::Quick => "--quick size (too small to judge the paper's claims)",
+            Size::Full => "full size",
+            Size::Paper => "the papers' size (`--size paper`)",
         };
         format!(
             "# {}\n\nSource: {}. Run at {size}; master seed {}, {runs}.\n\n{}\n\n",
@@ -867,11 +891,7 @@ mod tests {
         let summary = Summary {
             experiment: "e".into(),
             source: "s".into(),
-            params: RunParams {
-                quick: true,
-                seed: 1,
-                chains: 2,
-            },
+            params: RunParams::new(Size::Quick, 1, 2),
             notes: String::new(),
             cells: vec![
                 cell("A", [[3.0, 2.0, 1.0], [5.0, 4.0, 3.0]]),

@@ -61,6 +61,7 @@ pub fn kmc() -> Experiment {
             chains: 10,
             quick_chains: 2,
             cells,
+            paper: None,
             metrics: &[
                 Metric::Acceptance,
                 Metric::MeanNorm,

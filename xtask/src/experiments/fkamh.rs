@@ -75,6 +75,7 @@ pub fn ess() -> Experiment {
             chains: 50,
             quick_chains: 2,
             cells,
+            paper: None,
             metrics: &[Metric::Acceptance, Metric::MeanNorm, Metric::EssFirstTwo],
             notes: "As in the thesis: chains start at an exact draw, γ = 0.5, Gaussian kernel with \
                     the median distance of 1000 exact draws as length-scale, η (ν for KAMH) learned \

@@ -4,7 +4,8 @@
 //! output root and size and shared (see [`crate::benchmark`]).
 
 use super::kamh::{banded_trace, check};
-use crate::experiment::{Cell, Experiment, Protocol};
+use crate::benchmark::GLASS_IMPORTANCE_DRAWS;
+use crate::experiment::{Cell, Experiment, PaperGrid, Protocol};
 use crate::plot::{Axes, curves};
 use crate::spec::{EMCEE, LiteBasis, Metric, SamplerSpec, TargetSpec, ensemble_note};
 use crate::summary::{ClaimCheck, Summary, fmt};
@@ -12,16 +13,49 @@ use anyhow::Result;
 use kameleon_diagnostics::MmdEstimator;
 use std::path::Path;
 
-/// The papers' importance draws per likelihood estimate.
-const TARGET: TargetSpec = TargetSpec::GlassPosterior { n_importance: 100 };
+const TARGET: TargetSpec = TargetSpec::GlassPosterior {
+    n_importance: GLASS_IMPORTANCE_DRAWS,
+};
 
-/// `kamh-glass`: 10 chains of 2000 + 8000 iterations (quick: 2 × 50 + 150).
+/// One `kamh-glass` chain: post-burn-in iterations, burn-in, and KAMH's
+/// history subsample size.
+#[derive(Clone, Copy)]
+struct KamhSize {
+    iterations: u64,
+    burn_in: u64,
+    n: usize,
+}
+
+const KAMH_QUICK: KamhSize = KamhSize {
+    iterations: 150,
+    burn_in: 50,
+    n: 50,
+};
+/// 10 chains of these (a tenth of the papers' iterations, a third of its
+/// chains: the papers' size is a cluster job).
+const KAMH_FULL: KamhSize = KamhSize {
+    iterations: 8_000,
+    burn_in: 2_000,
+    n: 1000,
+};
+/// The KAMH paper's: 30 chains of these.
+const KAMH_PAPER: KamhSize = KamhSize {
+    iterations: 80_000,
+    burn_in: 20_000,
+    n: 1000,
+};
+
+/// `kamh-glass` at quick or full size.
 fn kamh_cells(quick: bool) -> Vec<Cell> {
-    let (iterations, burn_in, n) = if quick {
-        (150, 50, 50)
-    } else {
-        (KAMH_ITERATIONS, KAMH_BURN_IN, 1000)
-    };
+    kamh_cells_sized(if quick { KAMH_QUICK } else { KAMH_FULL })
+}
+
+fn kamh_cells_sized(size: KamhSize) -> Vec<Cell> {
+    let KamhSize {
+        iterations,
+        burn_in,
+        n,
+    } = size;
     [
         SamplerSpec::Sm,
         SamplerSpec::AmFs,
@@ -40,9 +74,6 @@ fn kamh_cells(quick: bool) -> Vec<Cell> {
     .collect()
 }
 
-const KAMH_ITERATIONS: u64 = 8_000;
-const KAMH_BURN_IN: u64 = 2_000;
-
 /// `kamh-glass`.
 pub fn kamh() -> Experiment {
     Experiment {
@@ -54,6 +85,10 @@ pub fn kamh() -> Experiment {
             chains: 10,
             quick_chains: 2,
             cells: kamh_cells,
+            paper: Some(PaperGrid {
+                chains: 30,
+                cells: || kamh_cells_sized(KAMH_PAPER),
+            }),
             metrics: &[
                 Metric::Acceptance,
                 Metric::MeanNorm,
@@ -65,11 +100,12 @@ pub fn kamh() -> Experiment {
                 Metric::MinEss,
             ],
             notes: concat!(
-                "Deviation from the paper's size (each log-density estimate costs milliseconds): the \
-                    benchmark is 10 SM chains of 5000 + 20000 iterations thinned by 20 (10000 draws; \
-                    the paper: 30 × 500000, 100000 burn-in, thin 1000 — hours), and each sampler runs \
-                    10 chains of 2000 burn-in + 8000 iterations (the paper: 30 × 20000 + 80000). The \
-                    benchmark's R̂ and bulk ESS are in `../glass-benchmark/full/benchmark.json`. Target: \
+                "Sizes (each log-density estimate costs milliseconds): at `--size full` the benchmark \
+                    is 10 SM chains of 5000 + 20000 iterations thinned by 20 (10000 draws) and each \
+                    sampler runs 10 chains of 2000 burn-in + 8000 iterations; `--size paper` runs the \
+                    paper's 30 × 500000 (100000 burn-in, thin 1000) and 30 × (20000 + 80000), a \
+                    cluster job. The benchmark's R̂ and bulk ESS are in \
+                    `../glass-benchmark/<size>/benchmark.json`. Target: \
                     Laplace importance sampling with n_imp = 100, ridge 10⁻³, prior θ ~ N(0, 5I) in the \
                     code's θ convention; every chain starts at θ = 0. KAMH-LS: n = 1000, γ = 0.2, \
                     median-heuristic bandwidth (the paper's code fixed σ = 23), adaptation during burn-in \
@@ -139,6 +175,10 @@ pub fn kmc() -> Experiment {
             chains: 10,
             quick_chains: 2,
             cells: kmc_cells,
+            paper: Some(PaperGrid {
+                chains: 10,
+                cells: || kmc_cells(false),
+            }),
             metrics: &[
                 Metric::Acceptance,
                 Metric::MeanNorm,

@@ -80,6 +80,7 @@ pub fn banana() -> Experiment {
             chains: 30,
             quick_chains: 2,
             cells,
+            paper: None,
             metrics: &[Metric::Acceptance, Metric::MeanNorm, Metric::MinEss],
             notes: "Chains start at an exact draw from the target. RW learns its scale toward \
                     acceptance 0.234 during burn-in (the paper tuned it to 23%); HMC uses \
