@@ -6,9 +6,8 @@
 //! and writes `DIR/<name>/summary.json`, `summary.md`, SVG figures and the
 //! raw chains; `cargo xtask reference glass|abc` computes a reference sample
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
-//! outputs; `cargo xtask test`
-//! runs every test, Rust and Python; `cargo xtask gallery` writes
-//! `RESULTS.md` from the results. Each run leaves a record of its command,
+//! outputs; `cargo xtask gallery` writes `RESULTS.md` from the results;
+//! `cargo xtask bench-report` times the hot paths. Each run leaves a record of its command,
 //! commit, machine and wall time in `DIR/<name>/runs/`.
 //!
 //! `--shard-from-env` takes the shard from Slurm: in a job array from
@@ -35,7 +34,6 @@ mod provenance;
 mod runner;
 mod spec;
 mod summary;
-mod test_command;
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
@@ -145,13 +143,6 @@ enum Command {
         #[arg(long, default_value = "RESULTS.md")]
         out: PathBuf,
     },
-    /// Run every test: `cargo test --workspace`, then the Python package's
-    /// build (into the project-local `.venv/`) and pytest.
-    Test {
-        /// Which suites to run.
-        #[arg(long, value_enum, default_value = "all")]
-        suite: test_command::Suite,
-    },
     /// Time every hot path and write DIR/bench-report.{md,json}.
     BenchReport {
         /// Few repetitions, shorter F-KAMH history and memory chain (CI).
@@ -216,7 +207,6 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Gallery { results, out } => gallery::main(&results, &out),
-        Command::Test { suite } => test_command::main(suite),
         Command::BenchReport {
             quick,
             out,

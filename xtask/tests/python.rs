@@ -1,0 +1,30 @@
+//! The Python package's suite as part of `cargo test --workspace`, so that
+//! one command runs every test, Rust and Python.
+//!
+//! `python/run-tests.sh` creates or reuses the project-local virtual
+//! environment `.venv/` (filled from `python/requirements-dev.txt` with
+//! Python 3.11, or `$PYTHON`), builds the extension into it with maturin and
+//! runs pytest on `python/tests/`; pytest's report goes straight to the
+//! terminal. Cargo releases its build lock before it runs test binaries, so
+//! the nested maturin build does not wait on this one.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn the_python_package_passes_its_pytest_suite() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root");
+    let script = root.join("python").join("run-tests.sh");
+    let status = Command::new("bash")
+        .arg(&script)
+        .current_dir(root)
+        .status()
+        .unwrap_or_else(|e| panic!("could not start {}: {e}", script.display()));
+    assert!(
+        status.success(),
+        "{} failed ({status}); its output is above",
+        script.display()
+    );
+}
