@@ -72,7 +72,7 @@ enum Command {
         /// (default: the size's).
         #[arg(long)]
         chains: Option<usize>,
-        /// Output root; results go to DIR/<name>/.
+        /// Output root; results go to DIR/NAME/ for experiment NAME.
         #[arg(long, default_value = "results")]
         out: PathBuf,
         /// Where reference samples (the Glass benchmark, the ABC reference)
@@ -103,8 +103,9 @@ enum Command {
         force: bool,
     },
     /// Compute a reference sample (the Glass benchmark or the ABC
-    /// reference) into DIR/<name>-benchmark/<size>/, or check the one there;
-    /// `reproduce --references DIR` then reads it. Its chains run in parallel.
+    /// reference) into DIR/glass-benchmark/SIZE/ (or abc-benchmark), or
+    /// check the one there; `reproduce --references DIR` then reads it. Its
+    /// chains run in parallel.
     Reference {
         /// Which: `glass` or `abc`.
         #[arg(value_enum)]
@@ -126,7 +127,7 @@ enum Command {
     Merge {
         /// The experiment's name.
         name: String,
-        /// The shards' output directories (DIR or DIR/<name>).
+        /// The shards' output directories (DIR or DIR/NAME).
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
         /// Output root for the merged results.

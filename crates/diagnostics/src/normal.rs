@@ -1,11 +1,7 @@
 //! The standard normal distribution function and its inverse.
 
 use crate::error::{DiagnosticsError, Result};
-
-/// Standard normal CDF Φ(x), accurate to about 1e-16 relative in both tails (via `erfc`).
-pub fn normal_cdf(x: f64) -> f64 {
-    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
-}
+pub use kameleon_core::normal_cdf;
 
 /// Standard normal quantile Φ⁻¹(p) for p in (0, 1).
 ///

@@ -4,7 +4,8 @@ use crate::error::{check_finite, check_len};
 use crate::{FeatureError, FeatureMap};
 use faer::reborrow::ReborrowMut;
 use faer::{Mat, MatMut, MatRef};
-use kameleon_kernels::{SpectralDensity, fastmath};
+use kameleon_core::fastmath;
+use kameleon_kernels::SpectralDensity;
 use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::TAU;
@@ -108,7 +109,7 @@ impl Trig for Libm {
     }
 }
 
-/// [`kameleon_kernels::fastmath`]'s vectorisable sine and cosine with
+/// [`kameleon_core::fastmath`]'s vectorisable sine and cosine with
 /// separate multiplies and adds: any code, arguments up to
 /// [`fastmath::SIN_COS_MAX_ARG`] in magnitude.
 struct Fast;
@@ -183,7 +184,7 @@ fn feature_values_libm(embedding: Embedding, order: u8, args: &[f64], scale: f64
 }
 
 /// Whether every argument lies in the accurate range of
-/// [`kameleon_kernels::fastmath`]'s sine and cosine (false for NaN): one
+/// [`kameleon_core::fastmath`]'s sine and cosine (false for NaN): one
 /// vectorisable pass.
 #[inline(always)]
 fn in_fast_range(args: &[f64]) -> bool {
@@ -732,7 +733,7 @@ enum PointOp<'a> {
 /// One per-point operation as a [`pulp::WithSimd`] operation: compiled for
 /// the best instruction set of the running CPU (AVX2 + FMA where available),
 /// where the tile loops vectorise — the sines and cosines ([`FastFma`], the
-/// FMA variants of [`kameleon_kernels::fastmath`]) included — and
+/// FMA variants of [`kameleon_core::fastmath`]) included — and
 /// `f64::mul_add` is one instruction. Fused multiply-adds are exact-then-rounded on every CPU (in
 /// software where the instruction is missing) and the partial sums have a
 /// fixed lane structure, so the result does not depend on the CPU.

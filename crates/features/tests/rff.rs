@@ -5,9 +5,9 @@ mod common;
 
 use common::*;
 use faer::Mat;
+use kameleon_core::fastmath::SIN_COS_MAX_ARG;
 use kameleon_features::{Embedding, FeatureError, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::SIN_COS_MAX_ARG;
 
 const EMBEDDINGS: [Embedding; 2] = [Embedding::CosPhase, Embedding::SinCos];
 

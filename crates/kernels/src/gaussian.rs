@@ -62,7 +62,7 @@ impl Radial for Gaussian {
     }
 
     /// `2a(s) = −2 exp(−s/(2ℓ²))/ℓ²` with the vectorisable
-    /// [`crate::fastmath::exp_fma`] (within 2 ulp of `value_slope`'s libm
+    /// [`kameleon_core::fastmath::exp_fma`] (within 2 ulp of `value_slope`'s libm
     /// value; only called under a `pulp` dispatch, see the trait method), in
     /// its variant for the non-positive arguments that `s ≥ 0` gives (the
     /// same bits, less work). `−k ℓ⁻²` is `k · (−ℓ⁻²)` bitwise.
@@ -71,7 +71,7 @@ impl Radial for Gaussian {
         let inv_l2 = 1.0 / (self.length_scale * self.length_scale);
         let minus_inv_l2 = -inv_l2;
         for s in s_values.iter_mut() {
-            let k = crate::fastmath::exp_nonpositive_fma(-0.5 * *s * inv_l2);
+            let k = kameleon_core::fastmath::exp_nonpositive_fma(-0.5 * *s * inv_l2);
             *s = 2.0 * (k * minus_inv_l2);
         }
     }

@@ -49,7 +49,6 @@
 //! ```
 
 mod error;
-pub mod fastmath;
 mod gaussian;
 mod gram;
 mod laplacian;

@@ -29,7 +29,7 @@ pub(crate) trait Radial {
     /// calls [`Radial::value_slope`] point by point; a kernel with a
     /// vectorisable closed form overrides it. Only called inside a `pulp`
     /// dispatch ([`FusedGram`], [`GradientColumns`]), so an override may use
-    /// the FMA variants of [`crate::fastmath`].
+    /// the FMA variants of [`kameleon_core::fastmath`].
     #[inline(always)]
     fn gradient_weights(&self, s_values: &mut [f64]) {
         for s in s_values.iter_mut() {

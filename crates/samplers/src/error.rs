@@ -1,6 +1,6 @@
 //! The error type of the samplers crate.
 
-use kameleon_targets::TargetError;
+use kameleon_core::TargetError;
 
 /// What can go wrong when building, running, checkpointing or resuming a sampler.
 #[derive(Debug, thiserror::Error)]

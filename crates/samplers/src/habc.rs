@@ -74,37 +74,11 @@ use crate::adaptation::RunningMoments;
 use crate::chain::{Chain, RunConfig, chain_rng};
 use crate::engine::check_finite_start;
 use crate::error::{Result, SamplerError, check_dim, ensure};
-use kameleon_targets::{AbcSkewNormal, IsotropicGaussianPrior, LogPrior};
+use kameleon_core::{IsotropicGaussianPrior, LogPrior, SummarySimulator};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Instant;
-
-/// A simulator of summary statistics with an observed summary: what a
-/// synthetic likelihood needs.
-pub trait SummarySimulator: Send + Sync {
-    /// The dimension of θ.
-    fn parameter_dim(&self) -> usize;
-    /// The observed summary `s_obs` (its length is the summary dimension).
-    fn observed_summary(&self) -> &[f64];
-    /// Simulates one data set at `theta` and writes its summary into `out`
-    /// (of the length of [`SummarySimulator::observed_summary`]).
-    fn simulate_summary(&self, theta: &[f64], rng: &mut dyn Rng, out: &mut [f64]);
-}
-
-impl SummarySimulator for AbcSkewNormal {
-    fn parameter_dim(&self) -> usize {
-        self.simulator().dim()
-    }
-
-    fn observed_summary(&self) -> &[f64] {
-        AbcSkewNormal::observed_summary(self)
-    }
-
-    fn simulate_summary(&self, theta: &[f64], rng: &mut dyn Rng, out: &mut [f64]) {
-        AbcSkewNormal::simulate_summary(self, theta, rng, out);
-    }
-}
 
 /// The Gaussian synthetic likelihood with sticky random numbers and its SPSA
 /// gradient (module docs). Holds its own buffers: evaluations allocate nothing.

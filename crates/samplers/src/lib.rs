@@ -74,9 +74,11 @@ pub use ensemble::{
 };
 pub use error::{CheckpointProblem, Result, SamplerError};
 pub use fkamh::FKamh;
-pub use habc::{Habc, HabcConfig, SummarySimulator, SyntheticLikelihood};
+pub use habc::{Habc, HabcConfig, SyntheticLikelihood};
 pub use hmc::{HamiltonianMove, Hmc};
-pub use kameleon_targets::{FnTarget, Target, TargetError};
+pub use kameleon_core::{
+    FnTarget, IsotropicGaussianPrior, LogPrior, SummarySimulator, Target, TargetError,
+};
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
 pub use kamh_covariance::KamhCovariance;
 pub use kmc::{

@@ -9,8 +9,8 @@ use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
+use kameleon_core::fastmath::exp_nonpositive_fma;
 use kameleon_kernels::Gaussian;
-use kameleon_kernels::fastmath::exp_nonpositive_fma;
 use rayon::prelude::*;
 
 /// The regulariser added to the lite system matrix `C`.
@@ -266,7 +266,7 @@ fn evaluate_in<const DIM: usize, const LAPLACIAN: bool>(
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
 /// (AVX2 + FMA on x86-64 where available): chunk by chunk, the exponents
 /// (vectorised mat-vec), the weights (a vectorised loop over the chunk, the
-/// exponential included, see [`kameleon_kernels::fastmath::exp_nonpositive_fma`]) and the
+/// exponential included, see [`kameleon_core::fastmath::exp_nonpositive_fma`]) and the
 /// weighted sums (vectorised mat-vec), with the d lane-partial sums held in
 /// registers across the whole pass when `DIM > 0`. The products are
 /// accumulated with fused multiply-adds (`f64::mul_add` semantics on every

@@ -19,10 +19,9 @@
 //! reproduced here; ours is drawn with `Xoshiro256PlusPlus` seeded with
 //! [`OBSERVED_SEED`].
 
-use crate::pseudo_marginal::{
-    IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal, log_mean_exp,
-};
-use crate::{SkewNormal, TargetError};
+use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal, log_mean_exp};
+use crate::{IsotropicGaussianPrior, SkewNormal, TargetError};
+use kameleon_core::SummarySimulator;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -176,6 +175,20 @@ pub fn abc_skew_normal_posterior()
         AbcSkewNormal::kmc_paper()?,
         IsotropicGaussianPrior::new(25.0)?,
     ))
+}
+
+impl SummarySimulator for AbcSkewNormal {
+    fn parameter_dim(&self) -> usize {
+        self.simulator().dim()
+    }
+
+    fn observed_summary(&self) -> &[f64] {
+        AbcSkewNormal::observed_summary(self)
+    }
+
+    fn simulate_summary(&self, theta: &[f64], rng: &mut dyn Rng, out: &mut [f64]) {
+        AbcSkewNormal::simulate_summary(self, theta, rng, out);
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,9 @@
 //! lacks.
 
 use crate::quantile::chi_squared_quantile;
-use crate::util::{
-    LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal, normal_cdf,
-};
+use crate::util::{LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal};
 use crate::{QuantileRegions, Target, TargetError};
+use kameleon_core::normal_cdf;
 use rand::{Rng, RngExt};
 use std::f64::consts::{PI, TAU};
 

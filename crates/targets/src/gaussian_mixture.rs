@@ -1,10 +1,11 @@
 //! Exactly normalised Gaussian mixtures (and single Gaussians), including the
 //! targets of the cKAM paper and the rotated Gaussian of KMC.
 
-use crate::util::{LN_2PI, check_dim, check_positive, fill_standard_normal, normal_cdf};
+use crate::util::{LN_2PI, check_dim, check_positive, fill_standard_normal};
 use crate::{Target, TargetError};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
+use kameleon_core::normal_cdf;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::{Distribution, Gamma, StandardNormal};
 

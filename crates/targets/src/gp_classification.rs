@@ -49,8 +49,9 @@
 //! the `log σ` sums are vectorised (see `sum_log_sigmoid`), which changes
 //! results only at rounding level.
 
+use crate::IsotropicGaussianPrior;
 use crate::cholesky::solve_lower_transposed_right_in_place;
-use crate::pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, PseudoMarginal};
+use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
 use crate::util::fill_standard_normal;
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
 use faer::linalg::matmul::matmul;
@@ -59,7 +60,7 @@ use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
 use faer::{Accum, ColMut, ColRef, Mat, MatRef, Par};
-use kameleon_kernels::fastmath;
+use kameleon_core::fastmath;
 use rand::Rng;
 use std::cell::RefCell;
 
@@ -94,7 +95,7 @@ pub fn theta_paper_to_code(theta_paper: f64) -> f64 {
 /// `1 + e^{−|z|}` lies in (1, 2], so the product of a block of
 /// [`LOG_BLOCK`] factors stays below `2^LOG_BLOCK` and cannot overflow; the
 /// block then costs one `ln`. The exponentials are
-/// [`kameleon_kernels::fastmath::exp_fma`] (the loop runs under a `pulp`
+/// [`kameleon_core::fastmath::exp_fma`] (the loop runs under a `pulp`
 /// dispatch, with FMA where the CPU has it) and the products and sums run in
 /// `LANES` independent accumulators, so the loop vectorises. The result
 /// differs from the pointwise sum `Σ log σ(yᵢfᵢ)` by rounding only (each

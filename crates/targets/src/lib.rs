@@ -50,9 +50,7 @@
 mod abc;
 mod banana;
 mod cholesky;
-mod error;
 mod flower;
-mod function;
 mod gaussian_mixture;
 mod gp_classification;
 mod grid_mixture;
@@ -65,9 +63,7 @@ mod util;
 
 pub use abc::{AbcSkewNormal, OBSERVED_SEED, abc_skew_normal_posterior};
 pub use banana::Banana;
-pub use error::TargetError;
 pub use flower::Flower;
-pub use function::FnTarget;
 pub use gaussian_mixture::{GaussianMixture, haar_orthogonal, random_rotated_covariance};
 pub use gp_classification::{
     ClassificationData, DEFAULT_MAX_NEWTON_STEPS, DEFAULT_NEWTON_TOLERANCE, DEFAULT_RIDGE,
@@ -75,44 +71,11 @@ pub use gp_classification::{
     theta_code_to_paper, theta_paper_to_code,
 };
 pub use grid_mixture::GridMixture;
-pub use pseudo_marginal::{IsotropicGaussianPrior, LikelihoodEstimator, LogPrior, PseudoMarginal};
+pub use pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
 pub use quantile::QuantileRegions;
 pub use skew_normal::SkewNormal;
 
-use rand::Rng;
-
-/// A probability density known up to a constant, possibly only through an
-/// unbiased estimator (pseudo-marginal MCMC).
-pub trait Target: Send + Sync {
-    /// The dimension d of the state space.
-    fn dim(&self) -> usize;
-
-    /// The log density at `x` (length `dim()`), up to an additive constant,
-    /// or the log of a non-negative unbiased estimate of the density for
-    /// targets with `is_exact() == false`. `-inf` outside the support.
-    fn log_density(&self, x: &[f64], rng: &mut dyn Rng) -> f64;
-
-    /// `true` when [`Target::log_density`] is exact and deterministic.
-    fn is_exact(&self) -> bool {
-        true
-    }
-
-    /// Writes `∇ log π(x)` into `out` when the target knows it (HMC baseline).
-    fn grad_log_density(&self, x: &[f64], out: &mut [f64]) -> Result<(), TargetError> {
-        let _ = (x, out);
-        Err(TargetError::Unsupported("gradient"))
-    }
-
-    /// Writes the exact mean of the target into `out` when it is known (the
-    /// reference of the norm-of-the-mean metric).
-    fn exact_mean(&self, out: &mut [f64]) -> Result<(), TargetError> {
-        let _ = out;
-        Err(TargetError::Unsupported("an exact mean"))
-    }
-
-    /// Draws one exact independent sample into `out` when the target can.
-    fn sample_iid(&self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<(), TargetError> {
-        let _ = (rng, out);
-        Err(TargetError::Unsupported("iid sampling"))
-    }
-}
+// The interface every target implements and the closure and prior building
+// blocks live in `kameleon-core`, which the samplers depend on without this
+// crate's contents; they are re-exported here for users of the targets.
+pub use kameleon_core::{FnTarget, IsotropicGaussianPrior, LogPrior, Target, TargetError};

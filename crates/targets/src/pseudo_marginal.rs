@@ -10,7 +10,7 @@
 //! The sampler must store the estimate of the current state and never
 //! recompute it; `log p̂` is not unbiased for `log p`, only `p̂` is for `p`.
 
-use crate::{Target, TargetError};
+use crate::{LogPrior, Target};
 use rand::Rng;
 
 /// A model that returns the log of a non-negative unbiased estimate of its
@@ -46,52 +46,6 @@ pub trait LikelihoodEstimator: Send + Sync {
     /// from `rng`. `-inf` is a valid value (an estimate of zero); NaN signals
     /// a numerical failure, which samplers treat as `-inf` and count.
     fn log_likelihood_estimate(&self, theta: &[f64], rng: &mut dyn Rng) -> f64;
-}
-
-/// A log prior density `log p(θ)`, up to an additive constant.
-///
-/// Any `Fn(&[f64]) -> f64 + Send + Sync` closure is a `LogPrior`.
-pub trait LogPrior: Send + Sync {
-    /// `log p(θ)`; `-inf` outside the support.
-    fn log_prior(&self, theta: &[f64]) -> f64;
-}
-
-impl<F: Fn(&[f64]) -> f64 + Send + Sync> LogPrior for F {
-    fn log_prior(&self, theta: &[f64]) -> f64 {
-        self(theta)
-    }
-}
-
-/// The isotropic Gaussian prior `N(0, variance · I)`, normalised.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IsotropicGaussianPrior {
-    variance: f64,
-}
-
-impl IsotropicGaussianPrior {
-    /// `N(0, variance · I)`; `variance` must be finite and positive.
-    pub fn new(variance: f64) -> Result<Self, TargetError> {
-        if !(variance.is_finite() && variance > 0.0) {
-            return Err(TargetError::InvalidParameter {
-                name: "variance",
-                reason: format!("must be finite and positive, got {variance}"),
-            });
-        }
-        Ok(Self { variance })
-    }
-
-    /// The prior variance of each coordinate.
-    pub fn variance(&self) -> f64 {
-        self.variance
-    }
-}
-
-impl LogPrior for IsotropicGaussianPrior {
-    fn log_prior(&self, theta: &[f64]) -> f64 {
-        let squared_norm: f64 = theta.iter().map(|t| t * t).sum();
-        -0.5 * squared_norm / self.variance
-            - 0.5 * theta.len() as f64 * (2.0 * std::f64::consts::PI * self.variance).ln()
-    }
 }
 
 /// The pseudo-marginal posterior `log p(θ) + log p̂(y | θ)` as a [`Target`].
@@ -192,19 +146,6 @@ mod tests {
         assert_eq!(log_mean_exp(&[f64::NEG_INFINITY; 3]), f64::NEG_INFINITY);
         assert_eq!(log_mean_exp(&[]), f64::NEG_INFINITY);
         assert!(log_mean_exp(&[0.0, f64::NAN]).is_nan());
-    }
-
-    #[test]
-    fn isotropic_prior_is_the_normalised_gaussian() {
-        let prior = IsotropicGaussianPrior::new(5.0).unwrap();
-        let theta = [0.3, -1.2];
-        let per_coordinate: f64 = theta
-            .iter()
-            .map(|t: &f64| (-0.5 * t * t / 5.0).exp() / (2.0 * std::f64::consts::PI * 5.0).sqrt())
-            .product();
-        assert!((prior.log_prior(&theta) - per_coordinate.ln()).abs() < 1e-13);
-        assert!(IsotropicGaussianPrior::new(0.0).is_err());
-        assert!(IsotropicGaussianPrior::new(f64::NAN).is_err());
     }
 
     #[test]

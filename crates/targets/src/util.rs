@@ -46,9 +46,3 @@ pub(crate) fn fill_standard_normal(rng: &mut dyn Rng, out: &mut [f64]) {
         *v = rng.sample(StandardNormal);
     }
 }
-
-/// The standard normal CDF, accurate in both tails (libm's erfc; statrs'
-/// erf is only ~1e-10 accurate).
-pub(crate) fn normal_cdf(z: f64) -> f64 {
-    0.5 * libm::erfc(-z * std::f64::consts::FRAC_1_SQRT_2)
-}

@@ -1,7 +1,8 @@
-//! The error type of the targets crate.
+//! The error type of targets and of the operations on them.
 
 /// What can go wrong when building or querying a target.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TargetError {
     /// The target does not provide this optional capability.
     #[error("this target does not support {0}")]

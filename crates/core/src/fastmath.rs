@@ -13,7 +13,7 @@
 //! so the `_fma` results may differ from the others in the last bit).
 //!
 //! **Call the `_fma` variants only from code compiled with FMA enabled**: in
-//! practice inside a [`pulp::WithSimd::with_simd`] run by
+//! practice inside a `pulp::WithSimd::with_simd` run by
 //! `pulp::Arch::dispatch` (AVX2 + FMA on x86-64), where the functions, being
 //! `#[inline(always)]`, are compiled into the caller's vectorised loop and
 //! every `mul_add` is one instruction. Elsewhere (code built for baseline
@@ -186,7 +186,7 @@ const NONPOSITIVE_OFFSET: i32 = 65;
 /// Call only where FMA is enabled (see the module docs).
 ///
 /// ```
-/// use kameleon_kernels::fastmath::{exp_fma, exp_nonpositive_fma};
+/// use kameleon_core::fastmath::{exp_fma, exp_nonpositive_fma};
 /// for x in [0.0, -1e-300, -0.5, -30.0, -708.0, -740.0, -1e4] {
 ///     assert_eq!(exp_nonpositive_fma(x).to_bits(), exp_fma(x).to_bits());
 /// }
@@ -209,7 +209,7 @@ pub fn exp_nonpositive_fma(x: f64) -> f64 {
 ///
 /// ```
 /// let x = [-1.0, 0.0, 2.5];
-/// let y = x.map(kameleon_kernels::fastmath::exp);
+/// let y = x.map(kameleon_core::fastmath::exp);
 /// assert!((y[2] - 2.5f64.exp()).abs() < 1e-14);
 /// ```
 #[inline(always)]
@@ -223,7 +223,7 @@ pub fn exp(x: f64) -> f64 {
 /// the module docs).
 ///
 /// ```
-/// use kameleon_kernels::fastmath::exp_fma;
+/// use kameleon_core::fastmath::exp_fma;
 /// assert!((exp_fma(2.5) - 2.5f64.exp()).abs() < 1e-14);
 /// ```
 #[inline(always)]
@@ -352,7 +352,7 @@ fn sin_with<const FUSED: bool, const CHECKED: bool>(x: f64) -> f64 {
 /// FMA contexts use [`sin_cos_fma`].
 ///
 /// ```
-/// use kameleon_kernels::fastmath::{SIN_COS_MAX_ARG, sin_cos};
+/// use kameleon_core::fastmath::{SIN_COS_MAX_ARG, sin_cos};
 /// let (s, c) = sin_cos(2.0);
 /// assert!((s - 2.0f64.sin()).abs() < 1e-15 && (c - 2.0f64.cos()).abs() < 1e-15);
 /// assert!(sin_cos(2.0 * SIN_COS_MAX_ARG).0.is_nan());
@@ -367,7 +367,7 @@ pub fn sin_cos(x: f64) -> (f64, f64) {
 /// the module docs).
 ///
 /// ```
-/// let (s, c) = kameleon_kernels::fastmath::sin_cos_fma(2.0);
+/// let (s, c) = kameleon_core::fastmath::sin_cos_fma(2.0);
 /// assert!((s - 2.0f64.sin()).abs() < 1e-15 && (c - 2.0f64.cos()).abs() < 1e-15);
 /// ```
 #[inline(always)]
@@ -380,7 +380,7 @@ pub fn sin_cos_fma(x: f64) -> (f64, f64) {
 /// contexts use [`sin_fma`].
 ///
 /// ```
-/// assert!((kameleon_kernels::fastmath::sin(1.0) - 1.0f64.sin()).abs() < 1e-15);
+/// assert!((kameleon_core::fastmath::sin(1.0) - 1.0f64.sin()).abs() < 1e-15);
 /// ```
 #[inline(always)]
 pub fn sin(x: f64) -> f64 {
@@ -392,7 +392,7 @@ pub fn sin(x: f64) -> f64 {
 /// the module docs).
 ///
 /// ```
-/// assert!((kameleon_kernels::fastmath::sin_fma(1.0) - 1.0f64.sin()).abs() < 1e-15);
+/// assert!((kameleon_core::fastmath::sin_fma(1.0) - 1.0f64.sin()).abs() < 1e-15);
 /// ```
 #[inline(always)]
 pub fn sin_fma(x: f64) -> f64 {
@@ -406,7 +406,7 @@ pub fn sin_fma(x: f64) -> f64 {
 /// test and the selection of NaN.
 ///
 /// ```
-/// use kameleon_kernels::fastmath::{sin_fma, sin_fma_in_range};
+/// use kameleon_core::fastmath::{sin_fma, sin_fma_in_range};
 /// assert_eq!(sin_fma_in_range(1.0).to_bits(), sin_fma(1.0).to_bits());
 /// ```
 #[inline(always)]
@@ -417,7 +417,7 @@ pub fn sin_fma_in_range(x: f64) -> f64 {
 /// `cos x` by [`sin_cos`] (same accuracy and range).
 ///
 /// ```
-/// assert!((kameleon_kernels::fastmath::cos(1.0) - 1.0f64.cos()).abs() < 1e-15);
+/// assert!((kameleon_core::fastmath::cos(1.0) - 1.0f64.cos()).abs() < 1e-15);
 /// ```
 #[inline(always)]
 pub fn cos(x: f64) -> f64 {
@@ -428,7 +428,7 @@ pub fn cos(x: f64) -> f64 {
 /// compiled with FMA enabled, e.g. inside a `pulp` dispatch.
 ///
 /// ```
-/// assert!((kameleon_kernels::fastmath::cos_fma(1.0) - 1.0f64.cos()).abs() < 1e-15);
+/// assert!((kameleon_core::fastmath::cos_fma(1.0) - 1.0f64.cos()).abs() < 1e-15);
 /// ```
 #[inline(always)]
 pub fn cos_fma(x: f64) -> f64 {
