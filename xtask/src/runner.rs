@@ -315,6 +315,13 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
             targets.push((job.cell.target, job.cell.target.prepare(&env)?));
         }
     }
+    let grid = GridRun {
+        experiment,
+        protocol,
+        params,
+        dir: &dir,
+        opts,
+    };
     let started = Instant::now();
     let new_records: Vec<JobRecord> = mine
         .par_iter()
@@ -336,7 +343,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
                 .find(|(t, _)| *t == job.cell.target)
                 .map(|(_, b)| b)
                 .expect("every job's target was prepared");
-            let record = run_job(experiment, protocol, params, &dir, job, built, opts, &bar)?;
+            let record = run_job(&grid, job, built, &bar)?;
             bar.finish_and_clear();
             bars.remove(&bar);
             overall.inc(1);
@@ -956,17 +963,24 @@ impl Progress {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_job(
-    experiment: &Experiment,
-    protocol: &Protocol,
+/// What every job of one grid run shares.
+struct GridRun<'a> {
+    experiment: &'a Experiment,
+    protocol: &'a Protocol,
     params: RunParams,
-    dir: &Path,
-    job: &Job,
-    built: &BuiltTarget,
-    opts: &RunOptions,
-    bar: &ProgressBar,
-) -> Result<JobRecord> {
+    /// The experiment's output directory.
+    dir: &'a Path,
+    opts: &'a RunOptions,
+}
+
+fn run_job(run: &GridRun, job: &Job, built: &BuiltTarget, bar: &ProgressBar) -> Result<JobRecord> {
+    let GridRun {
+        experiment,
+        protocol,
+        params,
+        dir,
+        opts,
+    } = *run;
     let cell = job.cell;
     let seed = cell_seed(params.seed, cell);
     // The starting point (the paper's fixed one if it has one, else an exact

@@ -26,6 +26,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// `interrupted = True`; an exception raised by the log density stops it and
 /// is re-raised.
 #[pyfunction]
+// one argument per keyword of the Python function it implements
+#[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (kind, function, x0, walkers, a, seed, draws, tune, progress))]
 pub fn sample_ensemble<'py>(
     py: Python<'py>,

@@ -108,6 +108,8 @@ fn settings(json: &str) -> PyResult<SamplerSettings> {
 /// Runs `x0.shape[0]` chains of the sampler `settings` (JSON) on a log
 /// density and returns `{"chains": [...], "interrupted": bool}`.
 #[pyfunction]
+// one argument per keyword of the Python function it implements
+#[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every))]
 fn sample<'py>(
     py: Python<'py>,
@@ -179,6 +181,8 @@ fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py,
 
 /// Continues the run saved in the checkpoint at `path`.
 #[pyfunction]
+// one argument per keyword of the Python function it implements
+#[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (path, kind, function, gradient, cores, progress, checkpoint_every))]
 fn resume<'py>(
     py: Python<'py>,
