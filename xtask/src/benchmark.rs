@@ -1,23 +1,21 @@
 //! Reference samples of targets without exact draws (the pseudo-marginal
 //! Glass posterior, the ABC skew-normal posterior): pooled long chains of a
 //! random walk, computed once and cached on disk (in the output root, or
-//! the directory `--references` names) as
-//! `<dir>/<name>/<quick|full|paper>/benchmark.npy` plus `benchmark.json`
-//! saying how it was made. Every experiment on the same target and size reuses it
+//! the directory `--references` names) in
+//! `<dir>/<name>/<quick|full|paper>/` (see [`crate::reference`]). Every experiment on the same target and size reuses it
 //! (`kamh-glass` and `kmc-glass` share the Glass benchmark); a cached file is
 //! used only if its recorded plan equals the current one.
 
-use crate::experiment::Size;
-use crate::files::{create_dir, write_file};
-use crate::npy::{read_chain, write_chain};
-use crate::spec::{RunEnv, SamplerSpec, TargetSpec};
-use anyhow::{Context, Result, bail, ensure};
+use crate::reference::{
+    Reference, ReferenceDiagnostics, ReferencePlan, ReferenceRecord, load, save,
+};
+use crate::size::Size;
+use crate::spec::{BuiltTarget, SamplerSpec, TargetSpec};
+use anyhow::Result;
 use kameleon_diagnostics::{ess_bulk, per_dimension, rhat_rank};
 use kameleon_samplers::RunConfig;
-use rand::{Rng, RngExt};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Which reference sample.
@@ -74,137 +72,6 @@ pub fn compute_into(name: ReferenceName, size: Size, seed: u64, references: Path
         diag.ess_bulk_min
     );
     Ok(())
-}
-
-/// How a reference sample is made: reused from disk only if equal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReferencePlan {
-    /// The target key.
-    pub target: String,
-    /// The sampler and its settings, in words.
-    pub sampler: String,
-    /// Number of chains (pooled).
-    pub chains: usize,
-    /// Burn-in per chain (discarded).
-    pub burn_in: u64,
-    /// Recorded iterations per chain (before thinning).
-    pub iterations: u64,
-    /// Every `thin`-th recorded draw is kept.
-    pub thin: u64,
-    /// The seed of the chains' streams.
-    pub seed: u64,
-    /// The paper's benchmark, for the deviation note.
-    pub paper: String,
-}
-
-/// What the reference chains gave: written beside the sample.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReferenceDiagnostics {
-    /// Rows of the pooled sample.
-    pub rows: usize,
-    /// Largest rank-normalised split R̂ over dimensions (a reference sample
-    /// must stay below 1.01).
-    pub rhat_max: f64,
-    /// Smallest bulk ESS over dimensions (criterion: > 1000).
-    pub ess_bulk_min: f64,
-    /// Mean acceptance rate of the chains.
-    pub acceptance: f64,
-    /// Wall-clock seconds summed over chains.
-    pub wall_time_secs: f64,
-}
-
-/// `benchmark.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReferenceRecord {
-    /// How it was made.
-    pub plan: ReferencePlan,
-    /// What it gave.
-    pub diagnostics: ReferenceDiagnostics,
-}
-
-/// A pooled reference sample (row-major, rows × dim).
-#[derive(Debug, Clone)]
-pub struct Reference {
-    /// The dimension.
-    pub dim: usize,
-    /// The draws.
-    pub samples: Vec<f64>,
-    /// Their mean.
-    pub mean: Vec<f64>,
-    /// How it was made and its diagnostics.
-    pub record: ReferenceRecord,
-}
-
-impl Reference {
-    fn new(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Result<Self> {
-        ensure!(
-            dim > 0 && !samples.is_empty() && samples.len().is_multiple_of(dim),
-            "a reference sample needs whole rows of {dim} values"
-        );
-        let rows = samples.len() / dim;
-        let mut mean = vec![0.0; dim];
-        for x in samples.chunks_exact(dim) {
-            mean.iter_mut()
-                .zip(x)
-                .for_each(|(m, v)| *m += v / rows as f64);
-        }
-        Ok(Self {
-            dim,
-            samples,
-            mean,
-            record,
-        })
-    }
-
-    /// A reference from given draws (tests of the metrics that use one).
-    #[cfg(test)]
-    pub fn new_for_test(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Self {
-        Self::new(dim, samples, record).expect("whole rows")
-    }
-
-    /// The number of rows.
-    pub fn rows(&self) -> usize {
-        self.samples.len() / self.dim
-    }
-
-    /// `n` distinct rows drawn uniformly without replacement (row-major).
-    pub fn random_rows(&self, n: usize, rng: &mut dyn Rng) -> Result<Vec<f64>> {
-        let rows = self.rows();
-        ensure!(
-            n <= rows,
-            "asked for {n} reference rows, the sample has {rows}"
-        );
-        // Partial Fisher–Yates over the row indices.
-        let mut index: Vec<usize> = (0..rows).collect();
-        for i in 0..n {
-            let j = rng.random_range(i..rows);
-            index.swap(i, j);
-        }
-        Ok(index[..n]
-            .iter()
-            .flat_map(|&r| &self.samples[r * self.dim..(r + 1) * self.dim])
-            .copied()
-            .collect())
-    }
-
-    /// The range [min, max] of coordinate `dim`, widened by 5% on each side.
-    pub fn range(&self, dim: usize) -> Result<(f64, f64)> {
-        ensure!(
-            dim < self.dim,
-            "coordinate {dim} of a {}-d sample",
-            self.dim
-        );
-        let (lo, hi) = self
-            .samples
-            .iter()
-            .skip(dim)
-            .step_by(self.dim)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
-                (lo.min(v), hi.max(v))
-            });
-        let pad = 0.05 * (hi - lo).max(1e-12);
-        Ok((lo - pad, hi + pad))
-    }
 }
 
 impl ReferenceKey {
@@ -314,6 +181,48 @@ const GLASS_BURN_IN: u64 = 5_000;
 const GLASS_ITERATIONS: u64 = 20_000;
 const GLASS_THIN: u64 = 20;
 
+/// Where and at which size a run happens: what targets with a cached
+/// reference sample need to find or compute it.
+#[derive(Debug, Clone)]
+pub struct RunEnv {
+    /// Where reference samples are cached (`--references`, by default the
+    /// output root): in `<references>/<reference>/<size>/`.
+    pub references: PathBuf,
+    /// The run's size.
+    pub size: Size,
+    /// The master seed.
+    pub seed: u64,
+}
+
+/// Constructs `target` with its reference sample when it needs one (targets
+/// without exact draws: loaded from, or computed once into,
+/// `env.references`).
+pub fn prepare(target: TargetSpec, env: &RunEnv) -> Result<BuiltTarget> {
+    let mut built = target.build()?;
+    let key = match target {
+        TargetSpec::GlassPosterior { n_importance } => Some(ReferenceKey::Glass { n_importance }),
+        TargetSpec::AbcSkewNormal => Some(ReferenceKey::Abc),
+        TargetSpec::Banana { .. }
+        | TargetSpec::Flower { .. }
+        | TargetSpec::CkamBimodal
+        | TargetSpec::CkamFiveComponents
+        | TargetSpec::CkamGrid32 => None,
+    };
+    if let Some(key) = key {
+        let loaded = load_or_compute(key, env)?;
+        match &mut built {
+            BuiltTarget::Glass { reference, .. } | BuiltTarget::Abc { reference, .. } => {
+                *reference = Some(loaded);
+            }
+            BuiltTarget::Banana(_)
+            | BuiltTarget::Flower(_)
+            | BuiltTarget::Mixture(_)
+            | BuiltTarget::Grid(_) => {}
+        }
+    }
+    Ok(built)
+}
+
 /// The reference sample of `key` for this run: read from the cache if its
 /// plan matches, otherwise computed (chains in parallel) and cached.
 pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>> {
@@ -388,103 +297,10 @@ fn compute(key: ReferenceKey, plan: ReferencePlan) -> Result<Reference> {
     Reference::new(d, samples, record)
 }
 
-fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
-    let json = dir.join("benchmark.json");
-    let Ok(text) = std::fs::read_to_string(&json) else {
-        return Ok(None);
-    };
-    let record: ReferenceRecord =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
-    if record.plan != *plan {
-        println!(
-            "the cached reference in {} was made with another plan; recomputing",
-            dir.display()
-        );
-        return Ok(None);
-    }
-    let npy = dir.join("benchmark.npy");
-    let (samples, dim) = read_chain(&npy)?;
-    if samples.len() / dim != record.diagnostics.rows {
-        bail!(
-            "{} has {} rows but {} says {}: delete both to recompute the reference",
-            npy.display(),
-            samples.len() / dim,
-            json.display(),
-            record.diagnostics.rows
-        );
-    }
-    Ok(Some(Reference::new(dim, samples, record)?))
-}
-
-/// Writes the sample, then the json (its presence marks a complete cache),
-/// each atomically.
-fn save(dir: &Path, reference: &Reference) -> Result<()> {
-    create_dir(dir)?;
-    write_chain(
-        &dir.join("benchmark.npy"),
-        &reference.samples,
-        reference.dim,
-    )?;
-    let json = serde_json::to_string_pretty(&reference.record)?;
-    write_file(&dir.join("benchmark.json"), json.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    fn record(rows: usize) -> ReferenceRecord {
-        ReferenceRecord {
-            plan: ReferenceKey::Abc.plan(Size::Quick, 1),
-            diagnostics: ReferenceDiagnostics {
-                rows,
-                rhat_max: 1.0,
-                ess_bulk_min: 10.0,
-                acceptance: 0.3,
-                wall_time_secs: 0.0,
-            },
-        }
-    }
-
-    #[test]
-    fn reference_rows_mean_and_range_match_direct_computations() {
-        // Rows (0,10), (1,11), …, (9,19).
-        let samples: Vec<f64> = (0..10).flat_map(|i| [i as f64, 10.0 + i as f64]).collect();
-        let r = Reference::new(2, samples, record(10)).unwrap();
-        assert_eq!(r.rows(), 10);
-        assert_eq!(r.mean, vec![4.5, 14.5]);
-        let (lo, hi) = r.range(1).unwrap();
-        assert!((lo - (10.0 - 0.45)).abs() < 1e-12 && (hi - (19.0 + 0.45)).abs() < 1e-12);
-        assert!(r.range(2).is_err());
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let rows = r.random_rows(10, &mut rng).unwrap();
-        // All ten rows, each once, each intact.
-        let mut firsts: Vec<f64> = rows.chunks_exact(2).map(|x| x[0]).collect();
-        assert!(rows.chunks_exact(2).all(|x| x[1] == x[0] + 10.0));
-        firsts.sort_by(f64::total_cmp);
-        assert_eq!(firsts, (0..10).map(f64::from).collect::<Vec<_>>());
-        assert!(r.random_rows(11, &mut rng).is_err());
-        assert!(Reference::new(2, vec![1.0; 3], record(1)).is_err());
-    }
-
-    /// A saved reference loads back equal, only under the same plan.
-    #[test]
-    fn cache_round_trips_and_checks_the_plan() {
-        let dir = std::env::temp_dir().join(format!("xtask-ref-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let samples: Vec<f64> = (0..12).map(f64::from).collect();
-        let r = Reference::new(3, samples.clone(), record(4)).unwrap();
-        save(&dir, &r).unwrap();
-        let back = load(&dir, &r.record.plan).unwrap().unwrap();
-        assert_eq!(back.samples, samples);
-        assert_eq!(back.record, r.record);
-        let other = ReferenceKey::Abc.plan(Size::Quick, 2);
-        assert!(load(&dir, &other).unwrap().is_none());
-        assert!(load(&dir.join("absent"), &other).unwrap().is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
+    use std::path::Path;
 
     /// The paper-size Glass benchmark is the KAMH paper's: 30 chains of
     /// 500 000 iterations, 100 000 of them burn-in, thinned to 12 000 draws;

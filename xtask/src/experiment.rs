@@ -4,36 +4,9 @@
 //! chain grid, run as independent replicates ([`Study`]) — plus the paper's
 //! claims checked against our summary, and the figures.
 
+use crate::size::Size;
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::{ClaimCheck, Measurement, Summary};
-
-/// How large a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Size {
-    /// Seconds per experiment: a smoke test, too small to judge any claim.
-    Quick,
-    /// `xtask`'s full size: the papers' size, except where that takes
-    /// cluster hours (the Glass experiments), which run smaller.
-    Full,
-    /// The papers' size everywhere (the same as `Full` where `Full` already is).
-    Paper,
-}
-
-impl Size {
-    /// Whether this is the smoke-test size.
-    pub fn is_quick(self) -> bool {
-        self == Self::Quick
-    }
-
-    /// The name used on the command line and in output directories.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Quick => "quick",
-            Self::Full => "full",
-            Self::Paper => "paper",
-        }
-    }
-}
 
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.

@@ -13,10 +13,11 @@
 //! Text above the [`MARKER`] line of an existing `RESULTS.md` (a
 //! hand-written overview) is kept; everything below it is regenerated.
 
-use crate::experiment::{Experiment, Size};
+use crate::experiment::Experiment;
 use crate::experiments;
 use crate::files::write_atomic;
 use crate::provenance::{RunRecord, date};
+use crate::size::Size;
 use anyhow::{Context, Result};
 use serde_json::Value;
 use std::fmt::Write as _;

@@ -20,25 +20,43 @@
 //! naming the holder (the shards of one grid may share a directory). An
 //! interrupted run can simply be rerun: finished chains are kept, and a
 //! damaged record or chain file is reported and its chain rerun.
+//!
+//! The modules form layers, each using only those below it (a test checks
+//! that no import cycle appears):
+//!
+//! 1. `files`, `npy`, `machine`, `ids`, `size`: atomic files, `.npy` chains,
+//!    the CPU description, job names and seeds, the run size;
+//! 2. `summary` (records and summaries), `reference` (a cached reference
+//!    sample), `plot` (SVG figures), `provenance` (run records);
+//! 3. `spec`: the targets, samplers and metrics an experiment names;
+//! 4. `benchmark` (computing reference samples), `experiment` (what an
+//!    experiment is), `aggregate` (records into a summary);
+//! 5. `experiments/`: the papers' experiments;
+//! 6. `runner` (running and merging grids), `gallery`, `bench_report`, and
+//!    the subcommands in this file.
 
+mod aggregate;
 mod bench_report;
 mod benchmark;
 mod experiment;
 mod experiments;
 mod files;
 mod gallery;
+mod ids;
 mod machine;
 mod npy;
 mod plot;
 mod provenance;
+mod reference;
 mod runner;
+mod size;
 mod spec;
 mod summary;
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
-use experiment::Size;
 use runner::{RunOptions, Shard};
+use size::Size;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 

@@ -2,12 +2,15 @@
 //! and one `.npy` per chain, and merging records into the summary; and the
 //! same for studies, with one record per replicate.
 
-use crate::experiment::{Cell, Experiment, Protocol, Replicate, Size, Study};
+use crate::benchmark::{RunEnv, prepare};
+use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
 use crate::files::{
     Access, DirLock, copy_file, create_dir, lock_dir, remove_stale_temps, write_file,
 };
+use crate::ids::{fnv1a, job_id, replicate_id, replicate_seed, sanitize, splitmix64};
 use crate::npy::{read_chain_header, write_chain};
-use crate::spec::{BuiltTarget, RunEnv, TargetSpec};
+use crate::size::Size;
+use crate::spec::{BuiltTarget, TargetSpec};
 use crate::summary::{JobRecord, RunParams, StudyRecord, Summary, depends_on_clock};
 use anyhow::{Context, Result, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -165,55 +168,11 @@ struct Job<'a> {
     chain: usize,
 }
 
-/// The id of a job (its record's file stem).
-pub fn job_id(target: &str, sampler: &str, setting: &str, chain: usize) -> String {
-    let setting = if setting.is_empty() { "-" } else { setting };
-    sanitize(&format!("{target}__{sampler}__{setting}__{chain}"))
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// SplitMix64 finaliser: decorrelates nearby seeds.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a hash of a string: stable across platforms and Rust versions.
-fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The seed of a cell's streams: from the master seed and the cell's key,
 /// never from its position, so adding cells changes no other cell's numbers.
 pub fn cell_seed(master: u64, cell: &Cell) -> u64 {
     let (t, s, set) = cell.key();
     splitmix64(master ^ fnv1a(&format!("{t}|{s}|{set}")))
-}
-
-/// The id of a study's replicate (its record's file stem).
-pub fn replicate_id(replicate: usize) -> String {
-    format!("replicate-{replicate}")
-}
-
-/// The seed of a study's replicate: from the master seed, the experiment's
-/// name and the replicate's index.
-pub fn replicate_seed(master: u64, experiment: &str, replicate: usize) -> u64 {
-    splitmix64(splitmix64(master ^ fnv1a(experiment)) ^ replicate as u64)
 }
 
 /// The experiment's output directory.
@@ -312,7 +271,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     let mut targets: Vec<(TargetSpec, BuiltTarget)> = Vec::new();
     for job in &mine {
         if !targets.iter().any(|(t, _)| *t == job.cell.target) {
-            targets.push((job.cell.target, job.cell.target.prepare(&env)?));
+            targets.push((job.cell.target, prepare(job.cell.target, &env)?));
         }
     }
     let grid = GridRun {

@@ -1,8 +1,7 @@
 //! What a grid cell runs: a target, a sampler with its settings, and the
 //! per-chain metrics computed on its post-burn-in draws.
 
-use crate::benchmark::{Reference, ReferenceKey};
-use crate::experiment::Size;
+use crate::reference::Reference;
 use crate::summary::Curve;
 use anyhow::{Context, Result, bail};
 use faer::MatRef;
@@ -28,7 +27,6 @@ use kameleon_targets::{
 };
 use rand::Rng;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -163,35 +161,6 @@ impl TargetSpec {
         })
     }
 
-    /// Constructs the target with its reference sample when it needs one
-    /// (targets without exact draws: loaded from, or computed once into,
-    /// `env.references`; see [`crate::benchmark`]).
-    pub fn prepare(&self, env: &RunEnv) -> Result<BuiltTarget> {
-        let mut built = self.build()?;
-        let key = match *self {
-            Self::GlassPosterior { n_importance } => Some(ReferenceKey::Glass { n_importance }),
-            Self::AbcSkewNormal => Some(ReferenceKey::Abc),
-            Self::Banana { .. }
-            | Self::Flower { .. }
-            | Self::CkamBimodal
-            | Self::CkamFiveComponents
-            | Self::CkamGrid32 => None,
-        };
-        if let Some(key) = key {
-            let loaded = crate::benchmark::load_or_compute(key, env)?;
-            match &mut built {
-                BuiltTarget::Glass { reference, .. } | BuiltTarget::Abc { reference, .. } => {
-                    *reference = Some(loaded);
-                }
-                BuiltTarget::Banana(_)
-                | BuiltTarget::Flower(_)
-                | BuiltTarget::Mixture(_)
-                | BuiltTarget::Grid(_) => {}
-            }
-        }
-        Ok(built)
-    }
-
     /// The starting point of a chain: the paper's fixed one
     /// ([`TargetSpec::fixed_start`]), θ = 0 on Glass (KAMH's start),
     /// θ_true = 10·1 on the ABC target (the KMC code's start), else an exact
@@ -209,19 +178,6 @@ impl TargetSpec {
         }
         Ok(x0)
     }
-}
-
-/// Where and at which size a run happens: what targets with a cached
-/// reference sample need to find or compute it.
-#[derive(Debug, Clone)]
-pub struct RunEnv {
-    /// Where reference samples are cached (`--references`, by default the
-    /// output root): in `<references>/<reference>/<size>/`.
-    pub references: PathBuf,
-    /// The run's size.
-    pub size: Size,
-    /// The master seed.
-    pub seed: u64,
 }
 
 /// A constructed target, keeping the concrete type for optional capabilities.
@@ -1934,17 +1890,7 @@ mod tests {
     }
 
     fn reference_target(samples: Vec<f64>, dim: usize) -> BuiltTarget {
-        use crate::benchmark::{ReferenceDiagnostics, ReferenceKey, ReferenceRecord};
-        let record = ReferenceRecord {
-            plan: ReferenceKey::Abc.plan(Size::Quick, 0),
-            diagnostics: ReferenceDiagnostics {
-                rows: samples.len() / dim,
-                rhat_max: 1.0,
-                ess_bulk_min: 1.0,
-                acceptance: 1.0,
-                wall_time_secs: 0.0,
-            },
-        };
+        let record = crate::reference::tests::record(samples.len() / dim);
         let reference = Reference::new_for_test(dim, samples, record);
         let mut built = TargetSpec::AbcSkewNormal.build().unwrap();
         if let BuiltTarget::Abc { reference: r, .. } = &mut built {

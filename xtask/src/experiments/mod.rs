@@ -39,7 +39,7 @@ pub fn find(name: &str) -> Option<Experiment> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::Size;
+    use crate::size::Size;
 
     /// `--size paper` changes only the experiments whose full size is
     /// reduced: kamh-glass gets the KAMH paper's 30 chains of 20 000 +

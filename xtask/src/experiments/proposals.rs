@@ -3,8 +3,8 @@
 //! for one fixed subsample z, drawn over the target's density.
 
 use crate::experiment::{Experiment, Replicate, Study};
+use crate::ids::replicate_seed;
 use crate::plot::{Ellipse, proposal_contours};
-use crate::runner::replicate_seed;
 use crate::spec::TargetSpec;
 use crate::summary::{ClaimCheck, Measurement, Summary, Verdict};
 use anyhow::Result;

@@ -1,0 +1,254 @@
+//! A reference sample of a target without exact draws (pooled long chains;
+//! see [`crate::benchmark`] for how one is made) and its on-disk cache:
+//! `benchmark.npy` plus `benchmark.json` saying how it was made and what it
+//! gave.
+
+use crate::files::{create_dir, write_file};
+use crate::npy::{read_chain, write_chain};
+use anyhow::{Context, Result, bail, ensure};
+use rand::{Rng, RngExt};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// How a reference sample is made: reused from disk only if equal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferencePlan {
+    /// The target key.
+    pub target: String,
+    /// The sampler and its settings, in words.
+    pub sampler: String,
+    /// Number of chains (pooled).
+    pub chains: usize,
+    /// Burn-in per chain (discarded).
+    pub burn_in: u64,
+    /// Recorded iterations per chain (before thinning).
+    pub iterations: u64,
+    /// Every `thin`-th recorded draw is kept.
+    pub thin: u64,
+    /// The seed of the chains' streams.
+    pub seed: u64,
+    /// The paper's benchmark, for the deviation note.
+    pub paper: String,
+}
+
+/// What the reference chains gave: written beside the sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceDiagnostics {
+    /// Rows of the pooled sample.
+    pub rows: usize,
+    /// Largest rank-normalised split R̂ over dimensions (a reference sample
+    /// must stay below 1.01).
+    pub rhat_max: f64,
+    /// Smallest bulk ESS over dimensions (criterion: > 1000).
+    pub ess_bulk_min: f64,
+    /// Mean acceptance rate of the chains.
+    pub acceptance: f64,
+    /// Wall-clock seconds summed over chains.
+    pub wall_time_secs: f64,
+}
+
+/// `benchmark.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceRecord {
+    /// How it was made.
+    pub plan: ReferencePlan,
+    /// What it gave.
+    pub diagnostics: ReferenceDiagnostics,
+}
+
+/// A pooled reference sample (row-major, rows × dim).
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// The dimension.
+    pub dim: usize,
+    /// The draws.
+    pub samples: Vec<f64>,
+    /// Their mean.
+    pub mean: Vec<f64>,
+    /// How it was made and its diagnostics.
+    pub record: ReferenceRecord,
+}
+
+impl Reference {
+    pub fn new(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Result<Self> {
+        ensure!(
+            dim > 0 && !samples.is_empty() && samples.len().is_multiple_of(dim),
+            "a reference sample needs whole rows of {dim} values"
+        );
+        let rows = samples.len() / dim;
+        let mut mean = vec![0.0; dim];
+        for x in samples.chunks_exact(dim) {
+            mean.iter_mut()
+                .zip(x)
+                .for_each(|(m, v)| *m += v / rows as f64);
+        }
+        Ok(Self {
+            dim,
+            samples,
+            mean,
+            record,
+        })
+    }
+
+    /// A reference from given draws (tests of the metrics that use one).
+    #[cfg(test)]
+    pub fn new_for_test(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Self {
+        Self::new(dim, samples, record).expect("whole rows")
+    }
+
+    /// The number of rows.
+    pub fn rows(&self) -> usize {
+        self.samples.len() / self.dim
+    }
+
+    /// `n` distinct rows drawn uniformly without replacement (row-major).
+    pub fn random_rows(&self, n: usize, rng: &mut dyn Rng) -> Result<Vec<f64>> {
+        let rows = self.rows();
+        ensure!(
+            n <= rows,
+            "asked for {n} reference rows, the sample has {rows}"
+        );
+        // Partial Fisher–Yates over the row indices.
+        let mut index: Vec<usize> = (0..rows).collect();
+        for i in 0..n {
+            let j = rng.random_range(i..rows);
+            index.swap(i, j);
+        }
+        Ok(index[..n]
+            .iter()
+            .flat_map(|&r| &self.samples[r * self.dim..(r + 1) * self.dim])
+            .copied()
+            .collect())
+    }
+
+    /// The range [min, max] of coordinate `dim`, widened by 5% on each side.
+    pub fn range(&self, dim: usize) -> Result<(f64, f64)> {
+        ensure!(
+            dim < self.dim,
+            "coordinate {dim} of a {}-d sample",
+            self.dim
+        );
+        let (lo, hi) = self
+            .samples
+            .iter()
+            .skip(dim)
+            .step_by(self.dim)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
+        let pad = 0.05 * (hi - lo).max(1e-12);
+        Ok((lo - pad, hi + pad))
+    }
+}
+
+/// The reference in `dir` if its recorded plan equals `plan` (`None` if
+/// there is none, or it was made with another plan).
+pub fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
+    let json = dir.join("benchmark.json");
+    let Ok(text) = std::fs::read_to_string(&json) else {
+        return Ok(None);
+    };
+    let record: ReferenceRecord =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+    if record.plan != *plan {
+        println!(
+            "the cached reference in {} was made with another plan; recomputing",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    let npy = dir.join("benchmark.npy");
+    let (samples, dim) = read_chain(&npy)?;
+    if samples.len() / dim != record.diagnostics.rows {
+        bail!(
+            "{} has {} rows but {} says {}: delete both to recompute the reference",
+            npy.display(),
+            samples.len() / dim,
+            json.display(),
+            record.diagnostics.rows
+        );
+    }
+    Ok(Some(Reference::new(dim, samples, record)?))
+}
+
+/// Writes the sample to `dir`, then the json (its presence marks a complete cache),
+/// each atomically.
+pub fn save(dir: &Path, reference: &Reference) -> Result<()> {
+    create_dir(dir)?;
+    write_chain(
+        &dir.join("benchmark.npy"),
+        &reference.samples,
+        reference.dim,
+    )?;
+    let json = serde_json::to_string_pretty(&reference.record)?;
+    write_file(&dir.join("benchmark.json"), json.as_bytes())
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// A record of `rows` draws with a made-up plan.
+    pub fn record(rows: usize) -> ReferenceRecord {
+        ReferenceRecord {
+            plan: ReferencePlan {
+                target: "test-target".into(),
+                sampler: "test sampler".into(),
+                chains: 2,
+                burn_in: 10,
+                iterations: 20,
+                thin: 1,
+                seed: 1,
+                paper: String::new(),
+            },
+            diagnostics: ReferenceDiagnostics {
+                rows,
+                rhat_max: 1.0,
+                ess_bulk_min: 10.0,
+                acceptance: 0.3,
+                wall_time_secs: 0.0,
+            },
+        }
+    }
+
+    #[test]
+    fn reference_rows_mean_and_range_match_direct_computations() {
+        // Rows (0,10), (1,11), …, (9,19).
+        let samples: Vec<f64> = (0..10).flat_map(|i| [i as f64, 10.0 + i as f64]).collect();
+        let r = Reference::new(2, samples, record(10)).unwrap();
+        assert_eq!(r.rows(), 10);
+        assert_eq!(r.mean, vec![4.5, 14.5]);
+        let (lo, hi) = r.range(1).unwrap();
+        assert!((lo - (10.0 - 0.45)).abs() < 1e-12 && (hi - (19.0 + 0.45)).abs() < 1e-12);
+        assert!(r.range(2).is_err());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let rows = r.random_rows(10, &mut rng).unwrap();
+        // All ten rows, each once, each intact.
+        let mut firsts: Vec<f64> = rows.chunks_exact(2).map(|x| x[0]).collect();
+        assert!(rows.chunks_exact(2).all(|x| x[1] == x[0] + 10.0));
+        firsts.sort_by(f64::total_cmp);
+        assert_eq!(firsts, (0..10).map(f64::from).collect::<Vec<_>>());
+        assert!(r.random_rows(11, &mut rng).is_err());
+        assert!(Reference::new(2, vec![1.0; 3], record(1)).is_err());
+    }
+
+    /// A saved reference loads back equal, only under the same plan.
+    #[test]
+    fn cache_round_trips_and_checks_the_plan() {
+        let dir = std::env::temp_dir().join(format!("xtask-ref-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let samples: Vec<f64> = (0..12).map(f64::from).collect();
+        let r = Reference::new(3, samples.clone(), record(4)).unwrap();
+        save(&dir, &r).unwrap();
+        let back = load(&dir, &r.record.plan).unwrap().unwrap();
+        assert_eq!(back.samples, samples);
+        assert_eq!(back.record, r.record);
+        let mut other = r.record.plan.clone();
+        other.seed += 1;
+        assert!(load(&dir, &other).unwrap().is_none());
+        assert!(load(&dir.join("absent"), &other).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
