@@ -1,0 +1,19 @@
+//! What a grid cell runs: a target, a sampler with its settings, and the
+//! per-chain metrics computed on its post-burn-in draws.
+//!
+//! - [`targets`]: the targets and their reference samples;
+//! - [`samplers`]: the samplers and their settings;
+//! - [`runs`]: running them into timed chains;
+//! - [`metrics`]: what is measured on each chain.
+
+mod metrics;
+mod runs;
+mod samplers;
+mod targets;
+#[cfg(test)]
+mod tests;
+
+pub use metrics::*;
+pub use runs::*;
+pub use samplers::*;
+pub use targets::*;
