@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// Why a diagnostic could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum DiagnosticsError {
     /// A sample, chain or argument list was empty.
     #[error("empty input: {0}")]

@@ -41,7 +41,7 @@ mod autocov;
 mod coverage;
 mod error;
 mod ess;
-mod kl;
+pub mod kl;
 mod mmd;
 mod normal;
 mod quantile;

@@ -2,6 +2,7 @@
 
 /// What can go wrong when building or using a feature map.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FeatureError {
     /// A dimension was zero.
     #[error("the {what} must be at least 1")]

@@ -2,6 +2,7 @@
 
 /// What can go wrong when building or evaluating a kernel.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// A parameter was non-finite or outside its domain.
     #[error("invalid kernel parameter `{name}` = {value}: {reason}")]

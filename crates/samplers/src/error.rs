@@ -4,6 +4,7 @@ use kameleon_core::TargetError;
 
 /// What can go wrong when building, running, checkpointing or resuming a sampler.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SamplerError {
     /// A parameter was non-finite or outside its domain.
     #[error("invalid sampler parameter `{name}`: {reason}")]
@@ -94,6 +95,7 @@ pub enum SamplerError {
 
 /// What is wrong with a checkpoint file (see [`crate::checkpoint`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckpointProblem {
     /// The file could not be read, written, synced or renamed.
     #[error("i/o error: {0}")]

@@ -4,6 +4,7 @@ use kameleon_kernels::KernelError;
 
 /// What can go wrong when building, fitting or evaluating a score-matching model.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScoreMatchingError {
     /// A hyperparameter was non-finite or outside its domain.
     #[error("invalid parameter `{name}` = {value}: {reason}")]

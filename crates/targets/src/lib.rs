@@ -47,16 +47,16 @@
 //! - [`abc_skew_normal_posterior`]: ABC for a skew-normal location
 //!   ([`AbcSkewNormal`], [`SkewNormal`]).
 
-mod abc;
+pub mod abc;
 mod banana;
 mod cholesky;
 mod flower;
 mod gaussian_mixture;
-mod gp_classification;
+pub mod gp_classification;
 mod grid_mixture;
-mod pseudo_marginal;
+pub mod pseudo_marginal;
 mod quantile;
-mod skew_normal;
+pub mod skew_normal;
 #[cfg(test)]
 mod testing;
 mod util;
