@@ -63,8 +63,9 @@ pub struct Protocol {
     pub quick_chains: usize,
     /// The grid at full (`false`) or quick (`true`) size.
     pub cells: fn(quick: bool) -> Vec<Cell>,
-    /// The papers' grid where it is larger than the full one (`None`: the
-    /// full grid is the papers').
+    /// The papers' grid where the full size is smaller than the papers', in
+    /// its grid or in its reference sample (`kmc-glass` runs the papers' grid
+    /// at full size against a smaller benchmark); `None`: full is the papers'.
     pub paper: Option<PaperGrid>,
     /// The metric families computed on every chain.
     pub metrics: &'static [Metric],

@@ -89,11 +89,8 @@ impl Entry {
             (None, Some(s)) => s.replicates,
             (None, None) => return false,
         };
-        let papers_size = if summary["params"]["paper"] == true {
-            true
-        } else {
-            summary["params"]["quick"] == false && !self.experiment.full_is_reduced()
-        };
+        let papers_size = summary["params"]["paper"] == true
+            || (summary["params"]["quick"] == false && !self.experiment.full_is_reduced());
         papers_size
             && summary["params"]["chains"]
                 .as_u64()
