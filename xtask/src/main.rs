@@ -7,8 +7,10 @@
 //! raw chains; `cargo xtask reference glass|abc` computes a reference sample
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
 //! outputs; `cargo xtask gallery` writes `RESULTS.md` from the results;
-//! `cargo xtask bench-report` times the hot paths. Each run leaves a record of its command,
-//! commit, machine and wall time in `DIR/<name>/runs/`.
+//! `cargo xtask bench-report` times the hot paths against this machine's peak
+//! and numpy peers (`peer-fixtures` writes the peers' inputs for their
+//! tests). Each run leaves a record of its command, commit, machine and wall
+//! time in `DIR/<name>/runs/`.
 //!
 //! `--shard-from-env` takes the shard from Slurm: in a job array from
 //! `SLURM_ARRAY_TASK_ID`, `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP` and
@@ -162,7 +164,9 @@ enum Command {
         #[arg(long, default_value = "RESULTS.md")]
         out: PathBuf,
     },
-    /// Time every hot path and write DIR/bench-report.{md,json}.
+    /// Time every hot path, frozen and adapting, against this machine's
+    /// FMA peak and numpy peers run alongside; write
+    /// DIR/bench-report.{md,json}.
     BenchReport {
         /// Few repetitions, shorter F-KAMH history and memory chain (CI).
         #[arg(long)]
@@ -170,9 +174,25 @@ enum Command {
         /// Output directory.
         #[arg(long, default_value = "results")]
         out: PathBuf,
+        /// Skip the numpy peers (no Python needed).
+        #[arg(long)]
+        no_peers: bool,
+        /// The experiments' results, for their recorded wall times.
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
         /// Internal: run the memory chain of N iterations and print VmHWM.
         #[arg(long, hide = true)]
         memory_child: Option<u64>,
+    },
+    /// Write the inputs and Rust results the numpy peers are run and
+    /// checked on (python/benchmarks/peers.py, python/tests/test_peers.py).
+    PeerFixtures {
+        /// tiny, quick or full.
+        #[arg(long, default_value = "tiny")]
+        size: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
     },
 }
 
@@ -229,11 +249,14 @@ fn main() -> Result<()> {
         Command::BenchReport {
             quick,
             out,
+            no_peers,
+            results,
             memory_child,
         } => match memory_child {
             Some(iterations) => bench_report::memory_child(iterations),
-            None => bench_report::main(quick, out),
+            None => bench_report::main(quick, out, !no_peers, results),
         },
+        Command::PeerFixtures { size, out } => bench_report::write_fixtures(&size, &out),
     }
 }
 

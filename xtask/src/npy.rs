@@ -27,15 +27,32 @@ pub fn write_chain(path: &Path, samples: &[f64], dim: usize) -> Result<()> {
     write_atomic(path, |out| encode_chain(out, samples, dim))
 }
 
+/// Writes row-major `values` as a `<f8` array of `shape` (empty: a scalar),
+/// atomically.
+pub fn write_array(path: &Path, values: &[f64], shape: &[usize]) -> Result<()> {
+    ensure!(
+        shape.iter().product::<usize>() == values.len(),
+        "{}: {} values do not fill the shape {shape:?}",
+        path.display(),
+        values.len()
+    );
+    let shape: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+    write_atomic(path, |out| encode(out, values, &shape))
+}
+
 /// Writes the `.npy` encoding of `samples` as rows of `dim` (> 0) values.
 fn encode_chain(out: &mut dyn Write, samples: &[f64], dim: usize) -> Result<()> {
-    let rows = (samples.len() / dim) as u64;
+    encode(out, samples, &[(samples.len() / dim) as u64, dim as u64])
+}
+
+/// Writes the `.npy` encoding of row-major `values` of `shape`.
+fn encode(out: &mut dyn Write, values: &[f64], shape: &[u64]) -> Result<()> {
     let mut writer = npyz::WriteOptions::<f64>::new()
         .default_dtype()
-        .shape(&[rows, dim as u64])
+        .shape(shape)
         .writer(out)
         .begin_nd()?;
-    writer.extend(samples.iter().copied())?;
+    writer.extend(values.iter().copied())?;
     writer.finish()?;
     Ok(())
 }

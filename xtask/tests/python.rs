@@ -5,7 +5,8 @@
 //! environment `.venv/` (filled from `python/requirements-dev.txt` with
 //! Python 3.11, or `$PYTHON`), builds the extension into it with maturin and
 //! runs pytest on `python/tests/`; pytest's report goes straight to the
-//! terminal. Cargo releases its build lock before it runs test binaries, so
+//! terminal. The numpy peers' tests get this package's `xtask` binary, to
+//! write the fixtures they compare with. Cargo releases its build lock before it runs test binaries, so
 //! the nested maturin build does not wait on this one.
 
 use std::path::Path;
@@ -20,6 +21,8 @@ fn the_python_package_passes_its_pytest_suite() {
     let status = Command::new("bash")
         .arg(&script)
         .current_dir(root)
+        // the peers' tests compare with fixtures this binary writes
+        .env("KAMELEON_XTASK", env!("CARGO_BIN_EXE_xtask"))
         .status()
         .unwrap_or_else(|e| panic!("could not start {}: {e}", script.display()));
     assert!(

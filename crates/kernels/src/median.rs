@@ -4,6 +4,10 @@ use crate::KernelError;
 use faer::MatRef;
 use rand::Rng;
 
+/// Distances computed together in registers (a multiple of every SIMD
+/// width).
+const PAIR_BLOCK: usize = 8;
+
 /// The median of the pairwise Euclidean distances `‖z_i − z_j‖₂` (i < j)
 /// between the rows of `points` (n × d).
 ///
@@ -42,11 +46,12 @@ pub fn median_heuristic<R: Rng + ?Sized>(
 /// result, are exactly those of [`median_heuristic`]).
 ///
 /// It also works on squared distances and takes only the one or two middle
-/// square roots, and reads the points from one contiguous copy: the O(m²)
-/// pass is a tight loop (the selection of the median dominates). The result
-/// is bit-identical to the per-pair form (`sqrt` is correctly rounded
-/// and monotone, so the middle distances are the roots of the middle
-/// squared distances).
+/// square roots, computes the distances from each point to all later ones
+/// at once from a column-major copy (SIMD across pairs), and selects the
+/// median on the distances' bit patterns. The result is bit-identical to
+/// the per-pair form (each distance sums its squared differences in the same
+/// order; `sqrt` is correctly rounded and monotone, so the middle distances
+/// are the roots of the middle squared distances).
 ///
 /// ```
 /// use faer::Mat;
@@ -63,8 +68,12 @@ pub fn median_heuristic<R: Rng + ?Sized>(
 pub struct MedianHeuristic {
     /// The used rows, m × d row-major.
     rows: Vec<f64>,
+    /// The same rows column-major (m values per coordinate).
+    columns: Vec<f64>,
     /// The m(m − 1)/2 squared distances.
     squared: Vec<f64>,
+    /// Their bit patterns, for the selection.
+    bits: Vec<u64>,
 }
 
 impl MedianHeuristic {
@@ -105,21 +114,57 @@ impl MedianHeuristic {
                 copy_row(&mut self.rows, i)?;
             }
         }
+        // the coordinates of the m points, each contiguous, so that the
+        // distances from one point to all later ones run over the later
+        // points in SIMD lanes; each distance still sums its d squared
+        // differences in coordinate order (the per-pair result is unchanged)
+        self.columns.clear();
+        self.columns
+            .extend((0..d).flat_map(|l| self.rows.iter().skip(l).step_by(d).copied()));
         self.squared.clear();
-        self.squared.reserve(m * (m - 1) / 2);
-        for a in 0..m {
-            let p = &self.rows[a * d..(a + 1) * d];
-            for q in self.rows[(a + 1) * d..].chunks_exact(d) {
-                let s: f64 = p.iter().zip(q).map(|(u, v)| (u - v) * (u - v)).sum();
-                self.squared.push(s);
+        self.squared.resize(m * (m - 1) / 2, 0.0);
+        let mut start = 0;
+        for a in 0..m - 1 {
+            let point = &self.rows[a * d..(a + 1) * d];
+            let later = &mut self.squared[start..start + m - 1 - a];
+            let mut blocks = later.chunks_exact_mut(PAIR_BLOCK);
+            let mut first = a + 1;
+            for block in &mut blocks {
+                // a block of distances summed in registers over the d
+                // coordinates, stored once
+                let mut sums = [0.0; PAIR_BLOCK];
+                for (l, &u) in point.iter().enumerate() {
+                    let column: &[f64; PAIR_BLOCK] = self.columns[l * m + first..][..PAIR_BLOCK]
+                        .try_into()
+                        .expect("a block of PAIR_BLOCK");
+                    for (s, v) in sums.iter_mut().zip(column) {
+                        let t = u - v;
+                        *s += t * t;
+                    }
+                }
+                block.copy_from_slice(&sums);
+                first += PAIR_BLOCK;
             }
+            for (s, b) in blocks.into_remainder().iter_mut().zip(first..) {
+                *s = point.iter().enumerate().fold(0.0, |sum, (l, &u)| {
+                    let t = u - self.columns[l * m + b];
+                    sum + t * t
+                });
+            }
+            start += m - 1 - a;
         }
-        let mid = self.squared.len() / 2;
-        let even = self.squared.len().is_multiple_of(2);
-        let (lower, &mut upper, _) = self.squared.select_nth_unstable_by(mid, f64::total_cmp);
+        // squared distances are ≥ +0 (or +∞), where the order of the bit
+        // patterns is the numeric order: selecting on integers avoids the
+        // float comparisons
+        self.bits.clear();
+        self.bits.extend(self.squared.iter().map(|s| s.to_bits()));
+        let mid = self.bits.len() / 2;
+        let even = self.bits.len().is_multiple_of(2);
+        let (lower, &mut upper, _) = self.bits.select_nth_unstable(mid);
+        let upper = f64::from_bits(upper);
         let median = if even {
             // The largest of the lower half is the other middle value.
-            let below = lower.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let below = lower.iter().copied().max().map_or(0.0, f64::from_bits);
             0.5 * (below.sqrt() + upper.sqrt())
         } else {
             upper.sqrt()

@@ -445,8 +445,11 @@ impl History {
         for i in 0..m {
             let j = rng.random_range(i..n);
             self.order.swap(i, j);
-            let p = self.order[i];
-            out[i * self.dim..(i + 1) * self.dim].copy_from_slice(self.point(p));
+        }
+        // the gather apart from the draws: its loads are independent, so
+        // the cache misses of a long history overlap
+        for (row, &p) in out.chunks_exact_mut(self.dim).zip(&self.order[..m]) {
+            row.copy_from_slice(self.point(p));
         }
         Ok(())
     }

@@ -9,7 +9,8 @@ use crate::error::{Result, check_dim, ensure};
 use crate::kamh_covariance::{KamhCovariance, combine_into};
 use faer::MatRef;
 use kameleon_kernels::{
-    Gaussian, InverseMultiquadric, Kernel, Laplacian, Linear, Matern, Polynomial, RationalQuadratic,
+    Gaussian, InverseMultiquadric, Kernel, Laplacian, Linear, Matern, MedianHeuristic, Polynomial,
+    RationalQuadratic,
 };
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -273,6 +274,9 @@ pub(crate) struct SubsampleAdaptation<K> {
     has_subsample: bool,
     refreshes: u64,
     median_failures: u64,
+    /// The median heuristic's buffers (reused at every refresh).
+    #[serde(skip)]
+    median: MedianHeuristic,
 }
 
 impl<K: LengthScale> SubsampleAdaptation<K> {
@@ -296,6 +300,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
             has_subsample: false,
             refreshes: 0,
             median_failures: 0,
+            median: MedianHeuristic::new(),
         })
     }
 
@@ -394,7 +399,11 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
         self.has_subsample = true;
         self.refreshes += 1;
         if let Bandwidth::MedianHeuristic { max_points } = self.config.bandwidth {
-            let rescaled = kameleon_kernels::median_heuristic(self.z(), max_points, rng)
+            let z =
+                MatRef::from_row_major_slice(&self.subsample, self.config.subsample_size, self.dim);
+            let rescaled = self
+                .median
+                .compute(z, max_points, rng)
                 .ok()
                 .and_then(|l| self.kernel.with_length_scale(l));
             match rescaled {

@@ -1,0 +1,163 @@
+//! What users wait for end to end: each experiment's full-size wall time
+//! and chain CPU-seconds per 1000 iterations, read from the experiments'
+//! own records (`summary.json` and `runs/*.json` under the results
+//! directory), so the report needs no rerun to show them.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// One experiment's recorded cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentCost {
+    /// The experiment.
+    pub name: String,
+    /// Wall seconds of its full-size runs (summed over resumed runs and
+    /// shards).
+    pub wall_secs: f64,
+    /// The machine of its runs (as their records name it).
+    pub machine: String,
+    /// Seconds inside the chains, summed over cells and chains.
+    pub chain_secs: f64,
+    /// Iterations (burn-in included) over every chain.
+    pub iterations: f64,
+    /// `chain_secs` per 1000 iterations.
+    pub cpu_secs_per_1000: f64,
+    /// The cell with the highest CPU-seconds per 1000 iterations.
+    pub slowest_cell: String,
+    /// Its CPU-seconds per 1000 iterations.
+    pub slowest_cpu_secs_per_1000: f64,
+}
+
+/// The costs of every full-size experiment under `results`, by name; an
+/// experiment without a full-size summary is left out.
+pub fn read(results: &Path) -> Result<Vec<ExperimentCost>> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(results) else {
+        return Ok(out);
+    };
+    let mut dirs: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let summary = dir.join("summary.json");
+        if !summary.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&summary)
+            .with_context(|| format!("reading {}", summary.display()))?;
+        let json: Value = serde_json::from_str(&text)
+            .with_context(|| format!("parsing {}", summary.display()))?;
+        if json["params"]["quick"].as_bool() != Some(false) {
+            continue;
+        }
+        if let Some(cost) = cost(&json, &dir.join("runs"))? {
+            out.push(cost);
+        }
+    }
+    Ok(out)
+}
+
+fn cost(summary: &Value, runs: &Path) -> Result<Option<ExperimentCost>> {
+    let name = summary["experiment"].as_str().unwrap_or("?").to_string();
+    let (mut chain_secs, mut iterations) = (0.0, 0.0);
+    let mut slowest = (String::new(), 0.0);
+    for cell in summary["cells"].as_array().into_iter().flatten() {
+        let number = |key: &str| cell[key].as_f64().unwrap_or(0.0);
+        let its = number("chains") * (number("iterations") + number("burn_in"));
+        let secs = number("wall_time_secs");
+        if its <= 0.0 || secs <= 0.0 {
+            continue;
+        }
+        chain_secs += secs;
+        iterations += its;
+        let per_1000 = secs / its * 1000.0;
+        if per_1000 > slowest.1 {
+            let label = [
+                cell["sampler"].as_str().unwrap_or("?"),
+                cell["setting"].as_str().unwrap_or(""),
+                cell["target_label"].as_str().unwrap_or(""),
+            ]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+            slowest = (label, per_1000);
+        }
+    }
+    if iterations <= 0.0 {
+        return Ok(None);
+    }
+    let (mut wall_secs, mut machine) = (0.0, String::new());
+    if let Ok(entries) = std::fs::read_dir(runs) {
+        for entry in entries.filter_map(|e| e.ok()) {
+            let text = std::fs::read_to_string(entry.path())?;
+            let Ok(run) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            if run["quick"].as_bool() == Some(true) {
+                continue;
+            }
+            wall_secs += run["wall_time_secs"].as_f64().unwrap_or(0.0);
+            if let Some(m) = run["machine"].as_str() {
+                machine = m.to_string();
+            }
+        }
+    }
+    Ok(Some(ExperimentCost {
+        name,
+        wall_secs,
+        machine,
+        chain_secs,
+        iterations,
+        cpu_secs_per_1000: chain_secs / iterations * 1000.0,
+        slowest_cell: slowest.0,
+        slowest_cpu_secs_per_1000: slowest.1,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Costs add up over cells and runs; quick runs and empty cells are
+    /// left out.
+    #[test]
+    fn costs_sum_cells_and_runs() {
+        let dir = std::env::temp_dir().join(format!("kameleon-walltime-{}", std::process::id()));
+        let exp = dir.join("demo");
+        std::fs::create_dir_all(exp.join("runs")).unwrap();
+        let summary = serde_json::json!({
+            "experiment": "demo",
+            "params": {"quick": false},
+            "cells": [
+                {"sampler": "A", "setting": "", "target_label": "t", "chains": 2,
+                 "iterations": 900, "burn_in": 100, "wall_time_secs": 4.0},
+                {"sampler": "B", "setting": "s", "target_label": "t", "chains": 1,
+                 "iterations": 1000, "burn_in": 0, "wall_time_secs": 3.0},
+                {"sampler": "C", "chains": 0, "iterations": 0, "burn_in": 0,
+                 "wall_time_secs": 0.0}
+            ]
+        });
+        std::fs::write(exp.join("summary.json"), summary.to_string()).unwrap();
+        for (i, (wall, quick)) in [(10.0, false), (5.0, false), (99.0, true)]
+            .iter()
+            .enumerate()
+        {
+            let run = serde_json::json!({"wall_time_secs": wall, "quick": quick, "machine": "m"});
+            std::fs::write(exp.join("runs").join(format!("{i}.json")), run.to_string()).unwrap();
+        }
+        let costs = read(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(costs.len(), 1);
+        let c = &costs[0];
+        assert_eq!(c.wall_secs, 15.0);
+        assert_eq!(c.chain_secs, 7.0);
+        assert_eq!(c.iterations, 3000.0);
+        assert!((c.cpu_secs_per_1000 - 7.0 / 3.0).abs() < 1e-12);
+        // A: 4 s / 2000 its = 2 per 1000; B: 3 per 1000
+        assert_eq!(c.slowest_cell, "B, s, t");
+        assert!((c.slowest_cpu_secs_per_1000 - 3.0).abs() < 1e-12);
+    }
+}
