@@ -1,5 +1,9 @@
 """Vectorised numpy "peers" of kameleon's hot paths.
 
+(One file of about a thousand lines on purpose: the report runs it as one
+script, and the nine peers read best side by side with the helpers they
+share.)
+
 A *peer* is a second, readable implementation of one of the Rust hot paths,
 with the same kernel parametrisation and the same formulas, written in plain
 vectorised numpy/scipy: no Python loop over data points, basis points or

@@ -1,3 +1,6 @@
+// Over 800 lines on purpose: the feature values, the Jacobian and the second
+// derivatives share the trigonometric back-ends and the tiled sweep over the
+// frequencies defined here; apart, those would have to become crate-wide.
 //! Dense random Fourier features (Rahimi & Recht 2007) of any spectral kernel.
 
 use crate::error::{check_finite, check_len};

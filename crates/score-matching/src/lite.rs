@@ -1,3 +1,6 @@
+// Over 800 lines on purpose: the fit, its regularisers and the gradient
+// share one set of precomputed kernel sums, and the derivation they follow
+// (the docs) is a fifth of the file.
 //! The lite estimator (KMC Prop. 1): `f = Σ αᵢ k(zᵢ, ·)` with a Gaussian kernel.
 
 use crate::error::{check_points, positive};

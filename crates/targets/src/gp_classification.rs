@@ -1,3 +1,7 @@
+// Over 800 lines on purpose: the data, the kernel matrix, the Laplace
+// approximation and the importance-sampling estimate are one derivation
+// (the module docs, a fifth of the file) and share the Newton state; the
+// tests, a third, check each step against a brute-force computation.
 //! Pseudo-marginal Gaussian-process classification (KAMH §5.1, KMC §6).
 //!
 //! **Model.** Binary labels `yᵢ ∈ {−1, +1}` at covariates `xᵢ ∈ R^d`; a

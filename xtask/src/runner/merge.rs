@@ -1,0 +1,143 @@
+//! Merging shard outputs into one experiment directory.
+
+use super::records::{RecordFile, agreed_params, check_chain, record_files};
+use super::{chain_path, experiment_dir, open_output, write_outputs};
+use crate::experiment::Experiment;
+use crate::files::{copy_file, create_dir};
+use crate::summary::{JobRecord, StudyRecord, Summary};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Merges the shard outputs found in `inputs` (each `DIR/<name>/` or `DIR`)
+/// into `out/<name>/`: copies their records and chains and writes the summary.
+///
+/// Everything is checked before anything is written: every record parses,
+/// no two inputs disagree on a job, the shards used the same parameters,
+/// the grid (or every replicate) is complete and every chain file present
+/// is whole. A failed merge leaves the output untouched.
+pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
+    let dir = experiment_dir(out, experiment);
+    if let Some(study) = &experiment.study {
+        let gathered = gather::<StudyRecord>(experiment, inputs)?;
+        let mut records: Vec<StudyRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+        records.sort_by_key(|r| r.replicate);
+        let params = agreed_params(&records, "replicate")?;
+        let summary = Summary::from_study(experiment, study, params, &records)?;
+        let _lock = open_output(&dir, None)?;
+        copy_merged(&dir, &gathered, &[])?;
+        write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+        return Ok(summary);
+    }
+    let Some(protocol) = &experiment.protocol else {
+        bail!("{} is not implemented yet", experiment.name);
+    };
+    let gathered = gather::<JobRecord>(experiment, inputs)?;
+    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+    let params = agreed_params(&records, "job")?;
+    let cells = protocol.cells_at(params.size());
+    let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
+    let mut chains = Vec::new();
+    for g in &gathered {
+        let from = chain_path(&g.source, &g.record);
+        if from.exists() {
+            check_chain(&from, &g.record)
+                .with_context(|| format!("delete {} and rerun its shard", from.display()))?;
+            chains.push((from, chain_path(&dir, &g.record)));
+        }
+    }
+    let _lock = open_output(&dir, None)?;
+    copy_merged(&dir, &gathered, &chains)?;
+    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+    Ok(summary)
+}
+
+/// A record found by [`gather`], with where it came from.
+struct Gathered<R> {
+    record: R,
+    /// Its file.
+    file: PathBuf,
+    /// The experiment directory it was found in.
+    source: PathBuf,
+}
+
+/// Every record of `experiment` in `inputs`, once per job: an error names
+/// the file if a record does not parse, and both files if two inputs hold
+/// different results for one job (the same results with other wall times
+/// are one job run twice).
+fn gather<R: RecordFile>(experiment: &Experiment, inputs: &[PathBuf]) -> Result<Vec<Gathered<R>>> {
+    let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
+    for input in inputs {
+        let source = shard_source(input, experiment)?;
+        for (file, record) in record_files::<R>(&source.join("jobs"))? {
+            let record = record.with_context(|| {
+                format!(
+                    "{} is damaged: delete it and rerun its shard",
+                    file.display()
+                )
+            })?;
+            if record.experiment() != experiment.name {
+                continue;
+            }
+            match by_id.entry(record.id()) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(Gathered {
+                        record,
+                        file,
+                        source: source.clone(),
+                    });
+                }
+                std::collections::btree_map::Entry::Occupied(seen) => {
+                    if seen.get().record.timeless() != record.timeless() {
+                        bail!(
+                            "{} and {} hold different results for {} (made with other code \
+                             or settings): delete the wrong one",
+                            seen.get().file.display(),
+                            file.display(),
+                            record.id()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// Copies the gathered records and the `chains` (from, to) into `dir`
+/// (those not already there).
+fn copy_merged<R>(dir: &Path, gathered: &[Gathered<R>], chains: &[(PathBuf, PathBuf)]) -> Result<()>
+where
+    R: RecordFile,
+{
+    let canonical =
+        |p: &Path| std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()));
+    let here = canonical(dir)?;
+    let jobs = dir.join("jobs");
+    for g in gathered {
+        if canonical(&g.source)? != here {
+            copy_file(&g.file, &jobs.join(format!("{}.json", g.record.id())))?;
+        }
+    }
+    for (from, to) in chains {
+        if canonical(from)? != canonical(to).unwrap_or_default() {
+            create_dir(to.parent().expect("a chain path has a parent"))?;
+            copy_file(from, to)?;
+        }
+    }
+    Ok(())
+}
+
+/// The experiment's directory inside a merge input (`DIR/<name>/` or `DIR`
+/// itself), which must hold a `jobs/` directory.
+fn shard_source(input: &Path, experiment: &Experiment) -> Result<PathBuf> {
+    let src = if input.join(experiment.name).join("jobs").is_dir() {
+        input.join(experiment.name)
+    } else {
+        input.to_path_buf()
+    };
+    if !src.join("jobs").is_dir() {
+        bail!("{} holds no jobs/ directory", input.display());
+    }
+    Ok(src)
+}

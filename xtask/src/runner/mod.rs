@@ -1,0 +1,547 @@
+//! Running an experiment's grid (all of it or one shard), writing one record
+//! and one `.npy` per chain, and merging records into the summary; and the
+//! same for studies, with one record per replicate.
+//!
+//! `shard` parses a shard i/N, `records` reads and writes the job and
+//! replicate records and checks a job's chain, `merge` combines shard
+//! outputs; running the jobs and writing the summary are here.
+
+mod merge;
+mod records;
+mod shard;
+#[cfg(test)]
+mod tests;
+
+pub use merge::merge;
+use records::{JobState, job_state, read_records, write_record};
+pub use shard::Shard;
+
+use crate::benchmark::{RunEnv, prepare};
+use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
+use crate::files::{Access, DirLock, create_dir, lock_dir, remove_stale_temps, write_file};
+use crate::ids::{fnv1a, replicate_seed, sanitize, splitmix64};
+use crate::npy::write_chain;
+use crate::size::Size;
+use crate::spec::{BuiltTarget, TargetSpec};
+use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
+use anyhow::{Context, Result, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kameleon_samplers::chain_rng;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// How to run an experiment.
+///
+/// For a study, `chains` is the number of replicates, `shard` splits the
+/// replicates round robin, and `write_chains` does not apply.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The size.
+    pub size: Size,
+    /// The master seed.
+    pub seed: u64,
+    /// Chains per cell (default: the protocol's).
+    pub chains: Option<usize>,
+    /// The output root; the experiment writes into `out/<name>/`.
+    pub out: PathBuf,
+    /// Where reference samples are cached (default: `out`).
+    pub references: Option<PathBuf>,
+    /// Run only this shard of the jobs.
+    pub shard: Option<Shard>,
+    /// Write the raw post-burn-in chains as `.npy`.
+    pub write_chains: bool,
+    /// Rerun jobs whose record already exists.
+    pub force: bool,
+    /// Show progress bars (only on a terminal).
+    pub progress: bool,
+}
+
+/// One chain of one cell.
+#[derive(Debug, Clone)]
+pub(super) struct Job<'a> {
+    cell: &'a Cell,
+    chain: usize,
+}
+
+/// The seed of a cell's streams: from the master seed and the cell's key,
+/// never from its position, so adding cells changes no other cell's numbers.
+pub fn cell_seed(master: u64, cell: &Cell) -> u64 {
+    let (t, s, set) = cell.key();
+    splitmix64(master ^ fnv1a(&format!("{t}|{s}|{set}")))
+}
+
+/// The experiment's output directory.
+pub fn experiment_dir(out: &Path, experiment: &Experiment) -> PathBuf {
+    out.join(experiment.name)
+}
+
+pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
+    let mut p = dir
+        .join("chains")
+        .join(sanitize(&r.target))
+        .join(sanitize(&r.sampler));
+    if !r.setting.is_empty() {
+        p = p.join(sanitize(&r.setting));
+    }
+    p.join(format!("{}.npy", r.chain))
+}
+
+/// Runs the experiment (or one shard). Returns the summary when the whole
+/// grid is present in the output directory afterwards (always without
+/// `--shard`).
+pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
+    if let Some(study) = &experiment.study {
+        return reproduce_study(experiment, study, opts);
+    }
+    let Some(protocol) = &experiment.protocol else {
+        bail!(
+            "{} is not implemented yet: {}",
+            experiment.name,
+            experiment.missing
+        );
+    };
+    let params = RunParams::new(
+        opts.size,
+        opts.seed,
+        opts.chains.unwrap_or(protocol.chains_at(opts.size)),
+    );
+    if params.chains == 0 {
+        bail!("--chains must be at least 1");
+    }
+    let cells = protocol.cells_at(opts.size);
+    let dir = experiment_dir(&opts.out, experiment);
+    let jobs_dir = dir.join("jobs");
+    let _lock = open_output(&dir, opts.shard)?;
+
+    let all: Vec<Job> = cells
+        .iter()
+        .filter(|c| c.sampler.pending().is_none())
+        .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
+        .collect();
+    let mut chainless = 0;
+    let mine: Vec<Job> = all
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| opts.shard.is_none_or(|s| s.contains(*i)))
+        .map(|(_, j)| j)
+        .filter(|j| {
+            opts.force
+                || match job_state(&dir, j, params, experiment.name, opts.write_chains) {
+                    JobState::Done => false,
+                    JobState::NoChainFile => {
+                        chainless += 1;
+                        true
+                    }
+                    JobState::Absent => true,
+                }
+        })
+        .collect();
+    if chainless > 0 {
+        println!(
+            "  {chainless} chain(s) have a record but no .npy (a --no-chains run, or deleted \
+             files): rerunning them to write their chains"
+        );
+    }
+
+    let tracker = Progress::new(opts, experiment.name, mine.len());
+    let bars = &tracker.bars;
+    let overall = bars.add(ProgressBar::new(mine.len() as u64));
+    overall.set_style(
+        ProgressStyle::with_template("{prefix} chains {pos}/{len} [{elapsed_precise}] ETA {eta}")
+            .expect("static template"),
+    );
+    overall.set_prefix(experiment.name);
+    let chain_style = ProgressStyle::with_template(
+        "{prefix:>40} [{bar:30}] {percent:>3}% {per_sec:>10} ETA {eta}",
+    )
+    .expect("static template")
+    .progress_chars("=> ");
+    // Each target is built once, with its reference sample if it needs one
+    // (computed here, before the chains, if not cached in the output root).
+    let env = RunEnv {
+        references: opts.references.clone().unwrap_or_else(|| opts.out.clone()),
+        size: opts.size,
+        seed: opts.seed,
+    };
+    let mut targets: Vec<(TargetSpec, BuiltTarget)> = Vec::new();
+    for job in &mine {
+        if !targets.iter().any(|(t, _)| *t == job.cell.target) {
+            targets.push((job.cell.target, prepare(job.cell.target, &env)?));
+        }
+    }
+    let grid = GridRun {
+        experiment,
+        protocol,
+        params,
+        dir: &dir,
+        opts,
+    };
+    let started = Instant::now();
+    let new_records: Vec<JobRecord> = mine
+        .par_iter()
+        .map(|job| {
+            let bar = bars.insert_before(
+                &overall,
+                ProgressBar::new(job.cell.burn_in + job.cell.iterations),
+            );
+            bar.set_style(chain_style.clone());
+            bar.set_prefix(format!(
+                "{} {} {} #{}",
+                job.cell.target.label(),
+                job.cell.sampler.label(),
+                job.cell.setting,
+                job.chain
+            ));
+            let built = targets
+                .iter()
+                .find(|(t, _)| *t == job.cell.target)
+                .map(|(_, b)| b)
+                .expect("every job's target was prepared");
+            let record = run_job(&grid, job, built, &bar)?;
+            bar.finish_and_clear();
+            bars.remove(&bar);
+            overall.inc(1);
+            tracker.finished(&bar.prefix());
+            Ok(record)
+        })
+        .collect::<Result<_>>()?;
+    overall.finish_and_clear();
+    report_wall_times(&new_records, started.elapsed().as_secs_f64());
+
+    let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
+    match opts.shard {
+        Some(s) if s.count > 1 => {
+            println!(
+                "shard {}/{}: {} chain(s) run, {} record(s) in {}; combine the shards with \
+                 `cargo xtask merge {} DIR…`",
+                s.index,
+                s.count,
+                new_records.len(),
+                records.len(),
+                jobs_dir.display(),
+                experiment.name
+            );
+            Ok(None)
+        }
+        _ => {
+            let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
+            write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+            Ok(Some(summary))
+        }
+    }
+}
+
+/// Runs a study (or the replicates of one shard), writing one record per
+/// replicate; like [`reproduce`] for grids.
+fn reproduce_study(
+    experiment: &Experiment,
+    study: &Study,
+    opts: &RunOptions,
+) -> Result<Option<Summary>> {
+    let quick = opts.size.is_quick();
+    let params = RunParams::new(
+        opts.size,
+        opts.seed,
+        opts.chains.unwrap_or(if quick {
+            study.quick_replicates
+        } else {
+            study.replicates
+        }),
+    );
+    if params.chains == 0 {
+        bail!("--chains (replicates of a study) must be at least 1");
+    }
+    let dir = experiment_dir(&opts.out, experiment);
+    let jobs_dir = dir.join("jobs");
+    let _lock = open_output(&dir, opts.shard)?;
+    let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, params)?
+        .into_iter()
+        .map(|r: StudyRecord| r.replicate)
+        .collect();
+    let mine: Vec<usize> = (0..params.chains)
+        .filter(|&k| opts.shard.is_none_or(|s| s.contains(k)))
+        .filter(|k| opts.force || !existing.contains(k))
+        .collect();
+
+    let tracker = Progress::new(opts, experiment.name, mine.len());
+    let bars = &tracker.bars;
+    let style = ProgressStyle::with_template("{prefix:>40} [{bar:30}] {pos}/{len} ETA {eta}")
+        .expect("static template")
+        .progress_chars("=> ");
+    let started = Instant::now();
+    mine.par_iter()
+        .map(|&k| {
+            let bar = bars.add(ProgressBar::new(1));
+            bar.set_style(style.clone());
+            bar.set_prefix(format!("{} replicate {k}", experiment.name));
+            let progress = |done: u64, total: u64| {
+                bar.set_length(total);
+                bar.set_position(done);
+            };
+            let seed = replicate_seed(params.seed, experiment.name, k);
+            let replicate = Replicate {
+                quick: params.quick,
+                seed,
+                progress: &progress,
+            };
+            let clock = Instant::now();
+            let rows = (study.run)(&replicate)
+                .with_context(|| format!("{} replicate {k}", experiment.name))?;
+            for row in &rows {
+                if let Some((name, v)) = row.metrics.iter().find(|(_, v)| !v.is_finite()) {
+                    bail!(
+                        "{} replicate {k}: {name} of {} {} {} is {v}",
+                        experiment.name,
+                        row.target,
+                        row.method,
+                        row.setting
+                    );
+                }
+            }
+            let record = StudyRecord {
+                experiment: experiment.name.into(),
+                params,
+                replicate: k,
+                seed,
+                wall_time_secs: clock.elapsed().as_secs_f64(),
+                rows,
+            };
+            write_record(&jobs_dir, &record)?;
+            bar.finish_and_clear();
+            bars.remove(&bar);
+            tracker.finished(&bar.prefix());
+            Ok(())
+        })
+        .collect::<Result<()>>()?;
+    println!(
+        "  ran {} replicate(s) of {}; elapsed {:.1} s",
+        mine.len(),
+        experiment.name,
+        started.elapsed().as_secs_f64()
+    );
+    let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, params)?;
+    match opts.shard {
+        Some(s) if s.count > 1 => {
+            println!(
+                "shard {}/{}: {} replicate(s) run, {} record(s) in {}; combine the shards with \
+                 `cargo xtask merge {} DIR…`",
+                s.index,
+                s.count,
+                mine.len(),
+                records.len(),
+                jobs_dir.display(),
+                experiment.name
+            );
+            Ok(None)
+        }
+        _ => {
+            let summary = Summary::from_study(experiment, study, params, &records)?;
+            write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+            Ok(Some(summary))
+        }
+    }
+}
+
+/// The figures and the report of a summary.
+type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
+
+pub(super) fn write_outputs(
+    summary: &Summary,
+    figures: Figures,
+    dir: &Path,
+    markdown: fn(&Summary, &[String]) -> String,
+) -> Result<()> {
+    let figures = figures(summary, dir)?;
+    summary.write_json(&dir.join("summary.json"))?;
+    write_file(
+        &dir.join("summary.md"),
+        markdown(summary, &figures).as_bytes(),
+    )?;
+    println!("{}", summary_table(summary));
+    println!("wrote {}", dir.display());
+    Ok(())
+}
+
+/// A short console table: wall time and the first metrics per cell.
+fn summary_table(summary: &Summary) -> String {
+    let mut s = format!("{}:\n", summary.experiment);
+    for c in &summary.cells {
+        let mut metrics: Vec<String> = ["accept", "mean_norm", "q_avg", "ess_min"]
+            .iter()
+            .filter_map(|m| {
+                c.metrics
+                    .get(*m)
+                    .map(|st| format!("{m} {}", crate::summary::fmt(st.mean)))
+            })
+            .collect();
+        if metrics.is_empty() {
+            // A study's metrics have names of their own: show the first few.
+            metrics = c
+                .metrics
+                .iter()
+                .take(4)
+                .map(|(m, st)| format!("{m} {}", crate::summary::fmt(st.mean)))
+                .collect();
+        }
+        let state = if c.status == "done" {
+            format!("{:>8.1} s  {}", c.wall_time_secs, metrics.join("  "))
+        } else {
+            c.status.clone()
+        };
+        s.push_str(&format!(
+            "  {:<18} {:<14} {:<8} {state}\n",
+            c.target_label, c.sampler, c.setting
+        ));
+    }
+    s
+}
+
+fn report_wall_times(records: &[JobRecord], elapsed: f64) {
+    let mut per_cell: BTreeMap<(&str, &str, &str), (usize, f64)> = BTreeMap::new();
+    for r in records {
+        let e = per_cell
+            .entry((&r.target, &r.sampler, &r.setting))
+            .or_default();
+        e.0 += 1;
+        e.1 += r.wall_time_secs;
+    }
+    for ((t, s, set), (n, secs)) in per_cell {
+        println!("  ran {n} chain(s) of {s} {set} on {t}: {secs:.1} s of sampling");
+    }
+    println!("  elapsed {elapsed:.1} s");
+}
+
+/// Creates the experiment directory `dir` with its `jobs/` and locks it:
+/// shared with the other shards for a shard of several, exclusively
+/// otherwise.
+pub(super) fn open_output(dir: &Path, shard: Option<Shard>) -> Result<DirLock> {
+    create_dir(&dir.join("jobs"))?;
+    let access = match shard {
+        Some(s) if s.count > 1 => Access::Shard {
+            index: s.index,
+            count: s.count,
+        },
+        _ => Access::Whole,
+    };
+    let lock = lock_dir(dir, access)?;
+    if access == Access::Whole {
+        remove_stale_temps(dir)?;
+    }
+    Ok(lock)
+}
+
+/// Progress of a run: bars on a terminal; otherwise (a log file, CI) one
+/// line on stderr per finished chain or replicate, so long runs still show
+/// how far they are.
+struct Progress {
+    /// The bars (drawn only on a terminal).
+    bars: MultiProgress,
+    /// Whether to print a line per finished unit.
+    lines: bool,
+    experiment: &'static str,
+    total: usize,
+    done: AtomicUsize,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(opts: &RunOptions, experiment: &'static str, total: usize) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let bars = if opts.progress && terminal {
+            MultiProgress::new()
+        } else {
+            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+        };
+        Self {
+            bars,
+            lines: opts.progress && !terminal,
+            experiment,
+            total,
+            done: AtomicUsize::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    /// Notes that the unit `label` finished.
+    fn finished(&self, label: &str) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.lines {
+            eprintln!(
+                "{}: {done}/{} done ({}, {:.1} s elapsed)",
+                self.experiment,
+                self.total,
+                label.trim().trim_start_matches(self.experiment).trim(),
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// What every job of one grid run shares.
+struct GridRun<'a> {
+    experiment: &'a Experiment,
+    protocol: &'a Protocol,
+    params: RunParams,
+    /// The experiment's output directory.
+    dir: &'a Path,
+    opts: &'a RunOptions,
+}
+
+fn run_job(run: &GridRun, job: &Job, built: &BuiltTarget, bar: &ProgressBar) -> Result<JobRecord> {
+    let GridRun {
+        experiment,
+        protocol,
+        params,
+        dir,
+        opts,
+    } = *run;
+    let cell = job.cell;
+    let seed = cell_seed(params.seed, cell);
+    // The starting point (the paper's fixed one if it has one, else an exact
+    // draw from the target) comes from a stream of its own, so it does not
+    // shift the sampler's stream.
+    let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
+    let x0 = cell.target.start(built, &mut setup)?;
+    let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
+    let run = cell
+        .sampler
+        .run_on(built, &x0, config, seed, job.chain as u64, &|p| {
+            bar.set_position(p.step)
+        })?;
+    let chain = &run.chain;
+    let mut metrics = BTreeMap::new();
+    let mut curves = BTreeMap::new();
+    for m in protocol.metrics {
+        let evaluation = m.evaluate(&run, built, seed)?;
+        metrics.extend(evaluation.scalars);
+        curves.extend(evaluation.curves);
+    }
+    let (t, s, set) = cell.key();
+    let record = JobRecord {
+        experiment: experiment.name.into(),
+        params,
+        target: t.clone(),
+        sampler: s.clone(),
+        setting: set.clone(),
+        chain: job.chain,
+        cell_seed: seed,
+        iterations: cell.iterations,
+        burn_in: cell.burn_in,
+        wall_time_secs: chain.wall_time_secs,
+        final_scale: chain.adaptation.scale,
+        metrics,
+        curves,
+    };
+    if opts.write_chains {
+        let path = chain_path(dir, &record);
+        create_dir(path.parent().expect("a chain path has a parent"))?;
+        write_chain(&path, &chain.samples, chain.dim)?;
+    }
+    // A record is written only once its chain is complete.
+    write_record(&dir.join("jobs"), &record)?;
+    Ok(record)
+}

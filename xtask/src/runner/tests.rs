@@ -1,0 +1,643 @@
+//! Tests of running, resuming and merging grids and studies.
+
+use super::records::{RecordFile, read_record};
+use super::*;
+use crate::experiments;
+use crate::summary::depends_on_clock;
+use serde_json::Value;
+
+/// The fastest grid experiment at --quick size.
+const FAST_GRID: &str = "kamh-banana";
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
+    RunOptions {
+        size: Size::Quick,
+        seed: 7,
+        chains: None,
+        out: out.to_path_buf(),
+        references: None,
+        shard,
+        write_chains: true,
+        force: false,
+        progress: false,
+    }
+}
+
+/// Checks a summary.json against the schema, reading it as untyped JSON
+/// (so a field renamed in the struct breaks this test). A grid's cells
+/// must have `accept` and `mean_norm`; a study's cells have
+/// `iterations` = `burn_in` = 0 and metrics of their own.
+fn check_schema(path: &Path, name: &str, study: bool) {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(v["experiment"], name);
+    assert!(v["source"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(v["params"]["quick"].as_bool().unwrap());
+    assert!(v["params"]["seed"].is_u64());
+    let chains = v["params"]["chains"].as_u64().unwrap() as usize;
+    let cells = v["cells"].as_array().unwrap();
+    assert!(!cells.is_empty());
+    let mut done = 0;
+    for c in cells {
+        for key in ["target", "target_label", "sampler", "setting", "status"] {
+            assert!(c[key].is_string(), "{key} in {c}");
+        }
+        for key in ["chains", "iterations", "burn_in"] {
+            assert!(c[key].is_u64(), "{key} in {c}");
+        }
+        assert!(c["wall_time_secs"].as_f64().unwrap() >= 0.0);
+        let metrics = c["metrics"].as_object().unwrap();
+        if c["status"] != "done" {
+            assert!(c["status"].as_str().unwrap().starts_with("pending"));
+            assert!(metrics.is_empty());
+            continue;
+        }
+        done += 1;
+        assert_eq!(c["chains"].as_u64().unwrap() as usize, chains);
+        if study {
+            assert_eq!(c["iterations"], 0);
+            assert_eq!(c["burn_in"], 0);
+            assert!(!metrics.is_empty(), "no metric in {c}");
+        } else {
+            for required in ["accept", "mean_norm"] {
+                assert!(metrics.contains_key(required), "{required} missing in {c}");
+            }
+        }
+        for (name, m) in metrics {
+            let values: Vec<f64> = m["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            assert_eq!(values.len(), chains, "{name}");
+            let mean = values.iter().sum::<f64>() / chains as f64;
+            assert!((m["mean"].as_f64().unwrap() - mean).abs() <= 1e-12 * mean.abs().max(1.0));
+            let (lo, hi) = (m["q10"].as_f64().unwrap(), m["q90"].as_f64().unwrap());
+            let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            assert!(min <= lo && lo <= hi && hi <= max, "{name}: {lo} {hi}");
+            assert!(m["ci80_half_width"].as_f64().unwrap() >= 0.0);
+        }
+        if let Some(accept) = metrics.get("accept") {
+            assert!((0.0..=1.0).contains(&accept["mean"].as_f64().unwrap()));
+        }
+        // Curves (optional): per-chain curves on common abscissae, with
+        // pointwise mean and 10%/90% quantiles.
+        let Some(curves) = c.get("curves") else {
+            continue;
+        };
+        for (name, t) in curves.as_object().unwrap() {
+            let floats = |v: &Value| -> Vec<f64> {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect()
+            };
+            let x = floats(&t["x"]);
+            assert!(!x.is_empty(), "{name}");
+            let values: Vec<Vec<f64>> =
+                t["chains"].as_array().unwrap().iter().map(floats).collect();
+            assert_eq!(values.len(), chains, "{name}");
+            let (mean, q10, q90) = (floats(&t["mean"]), floats(&t["q10"]), floats(&t["q90"]));
+            for i in 0..x.len() {
+                let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
+                let m = column.iter().sum::<f64>() / chains as f64;
+                assert!(
+                    (mean[i] - m).abs() <= 1e-12 * m.abs().max(1.0),
+                    "{name}[{i}]"
+                );
+                let min = column.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                assert!(
+                    min <= q10[i] && q10[i] <= q90[i] && q90[i] <= max,
+                    "{name}[{i}]"
+                );
+            }
+        }
+    }
+    assert!(done > 0, "no cell ran");
+    for claim in v["claims"].as_array().unwrap() {
+        assert!(claim["claim"].is_string() && claim["evidence"].is_string());
+        let verdict = claim["verdict"].as_str().unwrap();
+        assert!(["reproduced", "not_reproduced", "pending"].contains(&verdict));
+    }
+}
+
+/// Every implemented experiment (grid or study) runs end to end at
+/// --quick size and writes a summary.json that fits the schema,
+/// summary.md, its figures and (grids) one .npy per chain.
+/// With `--references`, reference samples are read from and cached in
+/// that directory, not the output root, so shards with outputs of their
+/// own can share one benchmark.
+#[test]
+fn reference_samples_live_where_references_points() {
+    let (out, refs) = (temp_dir("refs-out"), temp_dir("refs"));
+    let mut opts = options(&out, None);
+    opts.references = Some(refs.clone());
+    opts.write_chains = false;
+    let e = experiments::find("kmc-abc").unwrap();
+    reproduce(&e, &opts).unwrap();
+    assert!(refs.join("abc-benchmark/quick/benchmark.json").exists());
+    assert!(!out.join("abc-benchmark").exists());
+    assert!(out.join("kmc-abc/summary.json").exists());
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&refs).unwrap();
+}
+
+#[test]
+fn every_implemented_experiment_runs_at_quick_size() {
+    let out = temp_dir("quick");
+    for e in experiments::all().iter().filter(|e| e.is_runnable()) {
+        let summary = reproduce(e, &options(&out, None)).unwrap().unwrap();
+        let dir = out.join(e.name);
+        check_schema(&dir.join("summary.json"), e.name, e.study.is_some());
+        assert_eq!(
+            Summary::read_json(&dir.join("summary.json")).unwrap(),
+            summary
+        );
+        let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+        assert!(md.contains("## The paper's claims"));
+        let figures: Vec<&str> = md
+            .lines()
+            .filter_map(|l| l.strip_prefix("![")?.split_once("](")?.1.strip_suffix(')'))
+            .collect();
+        assert!(!figures.is_empty());
+        for f in figures {
+            let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+            assert!(svg.starts_with("<svg"), "{f}");
+        }
+        for c in summary
+            .cells
+            .iter()
+            .filter(|c| c.status == "done" && e.study.is_none())
+        {
+            for k in 0..c.chains {
+                let mut npy = dir.join("chains").join(&c.target).join(&c.sampler);
+                if !c.setting.is_empty() {
+                    npy = npy.join(&c.setting);
+                }
+                let npy = npy.join(format!("{k}.npy"));
+                let bytes = std::fs::read(&npy).unwrap();
+                let file = npyz::NpyFile::new(&bytes[..]).unwrap();
+                assert_eq!(file.shape()[0], c.iterations);
+            }
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The summary without what depends on the clock.
+fn timeless(mut s: Summary) -> Summary {
+    for c in &mut s.cells {
+        c.wall_time_secs = 0.0;
+        c.metrics.retain(|name, _| !depends_on_clock(name));
+        c.curves.retain(|name, _| !depends_on_clock(name));
+    }
+    s.claims
+        .retain(|c| !c.claim.contains("per second") && !c.claim.contains("wall time"));
+    s
+}
+
+/// Three shards merged give the one-run summary and the same chain files,
+/// whatever the thread count; a merge with a shard missing fails and names
+/// the missing jobs. Checked on a plain grid and on one with curves and a
+/// cached reference sample.
+#[test]
+fn shards_merge_into_the_single_run_summary() {
+    // a grid experiment with scalar metrics, one with curves, and one with
+    // curves and a cached reference sample
+    for name in ["kamh-banana", "ckam-bimodal", "kmc-abc"] {
+        check_shards_merge(name);
+    }
+}
+
+fn check_shards_merge(name: &str) {
+    let e = experiments::find(name).unwrap();
+    let root = temp_dir(&format!("shards-{name}"));
+    let single_dir = root.join("single");
+    let single = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(|| reproduce(&e, &options(&single_dir, None)))
+        .unwrap()
+        .unwrap();
+    let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
+    for (i, dir) in shard_dirs.iter().enumerate() {
+        let shard = Shard {
+            index: i + 1,
+            count: 3,
+        };
+        assert!(reproduce(&e, &options(dir, Some(shard))).unwrap().is_none());
+    }
+    let incomplete = merge(&e, &shard_dirs[..2], &root.join("bad"));
+    let message = format!("{:#}", incomplete.unwrap_err());
+    assert!(message.contains("missing"), "{message}");
+    // A failed merge writes nothing, not even the output directory.
+    assert!(!root.join("bad").exists());
+    let merged_dir = root.join("merged");
+    let merged = merge(&e, &shard_dirs, &merged_dir).unwrap();
+    assert_eq!(timeless(merged), timeless(single.clone()));
+    for c in single.cells.iter().filter(|c| c.status == "done") {
+        for k in 0..c.chains {
+            let rel = PathBuf::from(name)
+                .join("chains")
+                .join(&c.target)
+                .join(&c.sampler)
+                .join(format!("{k}.npy"));
+            let a = std::fs::read(single_dir.join(&rel)).unwrap();
+            let b = std::fs::read(merged_dir.join(&rel)).unwrap();
+            assert_eq!(a, b, "{}", rel.display());
+        }
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A study for the framework's tests: two rows, each the mean of
+/// normal draws from the replicate's seed, and a figure.
+fn fixture_study() -> Experiment {
+    fn run(r: &Replicate) -> Result<Vec<crate::summary::Measurement>> {
+        use rand::RngExt;
+        let mut rng = chain_rng(r.seed, 0);
+        (r.progress)(0, 2);
+        let rows = (0..2)
+            .map(|row| {
+                let draws = (0..100).map(|_| rng.sample::<f64, _>(rand_distr::StandardNormal));
+                crate::summary::Measurement {
+                    target: "normal".into(),
+                    target_label: "N(0, 1)".into(),
+                    method: "mean".into(),
+                    setting: format!("row={row}"),
+                    wall_time_secs: 0.0,
+                    metrics: BTreeMap::from([("mean".into(), draws.sum::<f64>() / 100.0)]),
+                }
+            })
+            .collect();
+        (r.progress)(2, 2);
+        Ok(rows)
+    }
+    fn figures(_: &Summary, dir: &Path) -> Result<Vec<String>> {
+        std::fs::write(dir.join("fixture.svg"), "<svg/>")?;
+        Ok(vec!["fixture.svg".into()])
+    }
+    Experiment {
+        name: "fixture-study",
+        source: "the framework's tests",
+        description: "means of normal draws",
+        paper_size: "-",
+        protocol: None,
+        study: Some(Study {
+            replicates: 5,
+            quick_replicates: 5,
+            size: |_| "two means of 100 draws".into(),
+            run,
+            notes: "A test fixture.",
+            claims: |_| Vec::new(),
+            figures,
+        }),
+        missing: "",
+    }
+}
+
+/// A study runs, fits the schema, and three shards merged give the
+/// one-run summary (replicates split round robin); a merge with a shard
+/// missing fails naming the missing replicates.
+#[test]
+fn study_shards_merge_into_the_single_run_summary() {
+    let e = fixture_study();
+    let root = temp_dir("study-shards");
+    let single = reproduce(&e, &options(&root.join("single"), None))
+        .unwrap()
+        .unwrap();
+    check_schema(
+        &root.join("single").join(e.name).join("summary.json"),
+        e.name,
+        true,
+    );
+    assert_eq!(single.cells.len(), 2);
+    assert_eq!(single.cells[0].metrics["mean"].values.len(), 5);
+    // Replicates differ (own seeds) and are N(0, 1/100) means: |mean| < 5/√100.
+    let values = &single.cells[0].metrics["mean"].values;
+    assert!(values.windows(2).all(|w| w[0] != w[1]));
+    assert!(values.iter().all(|v| v.abs() < 0.5));
+    let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
+    for (i, dir) in shard_dirs.iter().enumerate() {
+        let shard = Shard {
+            index: i + 1,
+            count: 3,
+        };
+        assert!(reproduce(&e, &options(dir, Some(shard))).unwrap().is_none());
+    }
+    let message = format!(
+        "{:#}",
+        merge(&e, &shard_dirs[1..], &root.join("bad")).unwrap_err()
+    );
+    assert!(
+        message.contains("missing") && message.contains("replicate-0"),
+        "{message}"
+    );
+    assert!(!root.join("bad").exists());
+    let merged = merge(&e, &shard_dirs, &root.join("merged")).unwrap();
+    assert_eq!(timeless(merged), timeless(single));
+    let md = std::fs::read_to_string(root.join("merged").join(e.name).join("summary.md")).unwrap();
+    assert!(md.contains("5 replicate(s)") && md.contains("![fixture.svg](fixture.svg)"));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The files under `dir` (relative paths) with their bytes.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The chain files under an experiment directory.
+fn chains(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(&dir.join("chains"))
+}
+
+/// A rerun repairs what an interrupted or careless run left: a torn
+/// `.npy` (its record exists), a deleted `.npy`, the chains of a
+/// `--no-chains` run, and a damaged record (reported, not fatal). Each
+/// repaired file is identical to the original.
+#[test]
+fn reruns_repair_damaged_and_missing_outputs() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("repair");
+    let dir = root.join(e.name);
+    let first = reproduce(&e, &options(&root, None)).unwrap().unwrap();
+    let good_chains = chains(&dir);
+    let good_jobs = tree(&dir.join("jobs"));
+    let (torn, whole) = good_chains.iter().next().unwrap();
+    let torn = dir.join("chains").join(torn);
+    std::fs::write(&torn, &whole[..whole.len() - 8]).unwrap();
+    let (deleted, _) = good_chains.iter().nth(1).unwrap();
+    std::fs::remove_file(dir.join("chains").join(deleted)).unwrap();
+    let (damaged, _) = good_jobs.iter().next().unwrap();
+    let damaged = dir.join("jobs").join(damaged);
+    std::fs::write(&damaged, b"{\"experiment\": ").unwrap();
+    let again = reproduce(&e, &options(&root, None)).unwrap().unwrap();
+    assert_eq!(timeless(again), timeless(first.clone()));
+    assert_eq!(chains(&dir), good_chains);
+    let record: JobRecord = read_record(&damaged).unwrap().unwrap();
+    let original: JobRecord =
+        serde_json::from_slice(&good_jobs[damaged.strip_prefix(dir.join("jobs")).unwrap()])
+            .unwrap();
+    assert_eq!(record.timeless(), original.timeless());
+
+    // A --no-chains run, then a run that keeps chains writes them all.
+    let bare = temp_dir("repair-bare");
+    let opts = RunOptions {
+        write_chains: false,
+        ..options(&bare, None)
+    };
+    reproduce(&e, &opts).unwrap();
+    assert!(!bare.join(e.name).join("chains").exists());
+    let full = reproduce(&e, &options(&bare, None)).unwrap().unwrap();
+    assert_eq!(timeless(full), timeless(first));
+    assert_eq!(chains(&bare.join(e.name)), good_chains);
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::remove_dir_all(&bare).unwrap();
+}
+
+/// A run into a directory another run holds fails at once, naming the
+/// holder's pid and the lock file; it runs once the lock is released.
+#[test]
+fn a_second_run_into_a_locked_directory_fails_at_once() {
+    let e = fixture_study();
+    let root = temp_dir("locked");
+    let dir = experiment_dir(&root, &e);
+    let lock = open_output(&dir, None).unwrap();
+    let message = format!("{:#}", reproduce(&e, &options(&root, None)).unwrap_err());
+    assert!(
+        message.contains(&format!("pid {}", std::process::id()))
+            && message.contains(&dir.join(".lock").display().to_string()),
+        "{message}"
+    );
+    assert!(!dir.join("summary.json").exists());
+    drop(lock);
+    reproduce(&e, &options(&root, None)).unwrap().unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A merge refuses damaged records and two shards that disagree on a
+/// job, naming the files, and writes nothing.
+#[test]
+fn merge_refuses_damaged_and_conflicting_records() {
+    let e = fixture_study();
+    let root = temp_dir("merge-bad");
+    let (a, b) = (root.join("a"), root.join("b"));
+    reproduce(&e, &options(&a, None)).unwrap();
+    reproduce(&e, &options(&b, None)).unwrap();
+    // The same results with other wall times merge (one job run twice).
+    let path = |dir: &Path| dir.join(e.name).join("jobs").join("replicate-1.json");
+    let mut record: StudyRecord = read_record(&path(&b)).unwrap().unwrap();
+    record.wall_time_secs += 1.0;
+    write_record(&b.join(e.name).join("jobs"), &record).unwrap();
+    merge(&e, &[a.clone(), b.clone()], &root.join("ok")).unwrap();
+    // Other results do not.
+    record.rows[0].metrics.insert("mean".into(), 42.0);
+    write_record(&b.join(e.name).join("jobs"), &record).unwrap();
+    let out = root.join("out");
+    let message = format!(
+        "{:#}",
+        merge(&e, &[a.clone(), b.clone()], &out).unwrap_err()
+    );
+    assert!(
+        message.contains(&path(&a).display().to_string())
+            && message.contains(&path(&b).display().to_string()),
+        "{message}"
+    );
+    std::fs::write(path(&b), b"not json").unwrap();
+    let message = format!("{:#}", merge(&e, &[a, b.clone()], &out).unwrap_err());
+    assert!(
+        message.contains(&path(&b).display().to_string()),
+        "{message}"
+    );
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Slurm's variables are parsed strictly (an error names the variable
+/// and its value), arrays may start anywhere and have a step, and an
+/// srun step shards by its task rank.
+#[test]
+fn shards_come_from_slurm_variables() {
+    let shard = |vars: &[(&str, &str)]| {
+        Shard::from_vars(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    };
+    let ok = |vars: &[(&str, &str)], index, count| {
+        assert_eq!(shard(vars).unwrap(), Shard { index, count }, "{vars:?}");
+    };
+    let fails = |vars: &[(&str, &str)], expected: &str| {
+        let message = format!("{:#}", shard(vars).unwrap_err());
+        assert!(message.contains(expected), "{vars:?}: {message}");
+    };
+    let id = "SLURM_ARRAY_TASK_ID";
+    let (min, count, step) = (
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_STEP",
+    );
+    ok(&[(id, "0"), (min, "0"), (count, "8")], 1, 8);
+    ok(&[(id, "8"), (min, "1"), (count, "8")], 8, 8);
+    ok(&[(id, "3"), (count, "4")], 4, 4);
+    ok(&[(id, "15"), (min, "1"), (step, "2"), (count, "8")], 8, 8);
+    ok(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "3")], 1, 3);
+    // The array takes precedence over the step's tasks.
+    ok(
+        &[
+            (id, "2"),
+            (min, "1"),
+            (count, "2"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "3"),
+        ],
+        2,
+        2,
+    );
+    fails(
+        &[(id, "1"), (min, "x1"), (count, "8")],
+        "SLURM_ARRAY_TASK_MIN=\"x1\"",
+    );
+    fails(&[(id, "-1"), (count, "8")], "SLURM_ARRAY_TASK_ID=\"-1\"");
+    fails(
+        &[(id, "1"), (min, "2"), (count, "8")],
+        "SLURM_ARRAY_TASK_ID=1 is below SLURM_ARRAY_TASK_MIN=2",
+    );
+    fails(
+        &[(id, "9"), (min, "1"), (count, "8")],
+        "SLURM_ARRAY_TASK_COUNT=8",
+    );
+    fails(
+        &[(id, "2"), (min, "1"), (step, "2"), (count, "8")],
+        "SLURM_ARRAY_TASK_STEP=2",
+    );
+    fails(
+        &[(id, "1"), (min, "1"), (step, "0"), (count, "8")],
+        "SLURM_ARRAY_TASK_STEP=0",
+    );
+    fails(&[(id, "1")], "SLURM_ARRAY_TASK_COUNT is not set");
+    fails(&[(id, "0"), (count, "0")], "SLURM_ARRAY_TASK_COUNT=0");
+    fails(
+        &[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "3")],
+        "SLURM_PROCID=3",
+    );
+    fails(
+        &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "three")],
+        "SLURM_NTASKS=\"three\"",
+    );
+    fails(&[], "none is set");
+}
+
+#[test]
+fn shards_parse_and_partition_the_jobs() {
+    assert_eq!(
+        "2/5".parse::<Shard>().unwrap(),
+        Shard { index: 2, count: 5 }
+    );
+    for bad in ["0/3", "4/3", "1/0", "3", "a/b"] {
+        assert!(bad.parse::<Shard>().is_err(), "{bad}");
+    }
+    // Every job lands in exactly one shard, and shard sizes differ by at most one.
+    let n_jobs = 17;
+    for count in 1..6 {
+        let shards: Vec<Shard> = (1..=count).map(|index| Shard { index, count }).collect();
+        for job in 0..n_jobs {
+            assert_eq!(shards.iter().filter(|s| s.contains(job)).count(), 1);
+        }
+        let sizes: Vec<usize> = shards
+            .iter()
+            .map(|s| (0..n_jobs).filter(|&j| s.contains(j)).count())
+            .collect();
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(max - min <= 1, "{sizes:?}");
+    }
+}
+
+#[test]
+fn cells_get_distinct_seeds_that_follow_the_master_seed() {
+    let cells = (experiments::find("kamh-banana")
+        .unwrap()
+        .protocol
+        .unwrap()
+        .cells)(true);
+    let seeds: Vec<u64> = cells.iter().map(|c| cell_seed(7, c)).collect();
+    let mut unique = seeds.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), seeds.len());
+    assert_ne!(cell_seed(8, &cells[0]), seeds[0]);
+}
+
+mod record_fuzz {
+    //! Job and study records are files a user may hand us (copied
+    //! between machines, cut by a full disk, edited by hand): reading
+    //! any bytes gives a record or an error naming the file, never a
+    //! panic.
+    use super::super::records::read_record;
+    use super::super::{JobRecord, StudyRecord};
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    fn read_both(path: &Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).unwrap();
+        for outcome in [
+            read_record::<JobRecord>(path).map(|r| r.is_some()),
+            read_record::<StudyRecord>(path).map(|r| r.is_some()),
+        ] {
+            match outcome {
+                Ok(found) => assert!(found, "an existing file reads as missing"),
+                Err(e) => assert!(
+                    format!("{e:#}").contains(&path.display().to_string()),
+                    "the error does not name the file: {e:#}"
+                ),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let dir = tempdir("bytes");
+            read_both(&dir.join("job.json"), &bytes);
+        }
+
+        #[test]
+        fn json_like_text_never_panics(text in r#"[{}\[\]":,0-9a-z_.eE+\- ]{0,300}"#) {
+            let dir = tempdir("json");
+            read_both(&dir.join("job.json"), text.as_bytes());
+        }
+    }
+
+    fn tempdir(tag: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("xtask-record-fuzz-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}
