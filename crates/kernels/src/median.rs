@@ -4,10 +4,6 @@ use crate::KernelError;
 use faer::MatRef;
 use rand::Rng;
 
-/// Distances computed together in registers (a multiple of every SIMD
-/// width).
-const PAIR_BLOCK: usize = 8;
-
 /// The median of the pairwise Euclidean distances `‖z_i − z_j‖₂` (i < j)
 /// between the rows of `points` (n × d).
 ///
@@ -119,40 +115,20 @@ impl MedianHeuristic {
         // points in SIMD lanes; each distance still sums its d squared
         // differences in coordinate order (the per-pair result is unchanged)
         self.columns.clear();
-        self.columns
-            .extend((0..d).flat_map(|l| self.rows.iter().skip(l).step_by(d).copied()));
+        self.columns.resize(m * d, 0.0);
+        for (i, row) in self.rows.chunks_exact(d).enumerate() {
+            for (l, &v) in row.iter().enumerate() {
+                self.columns[l * m + i] = v;
+            }
+        }
         self.squared.clear();
         self.squared.resize(m * (m - 1) / 2, 0.0);
-        let mut start = 0;
-        for a in 0..m - 1 {
-            let point = &self.rows[a * d..(a + 1) * d];
-            let later = &mut self.squared[start..start + m - 1 - a];
-            let mut blocks = later.chunks_exact_mut(PAIR_BLOCK);
-            let mut first = a + 1;
-            for block in &mut blocks {
-                // a block of distances summed in registers over the d
-                // coordinates, stored once
-                let mut sums = [0.0; PAIR_BLOCK];
-                for (l, &u) in point.iter().enumerate() {
-                    let column: &[f64; PAIR_BLOCK] = self.columns[l * m + first..][..PAIR_BLOCK]
-                        .try_into()
-                        .expect("a block of PAIR_BLOCK");
-                    for (s, v) in sums.iter_mut().zip(column) {
-                        let t = u - v;
-                        *s += t * t;
-                    }
-                }
-                block.copy_from_slice(&sums);
-                first += PAIR_BLOCK;
-            }
-            for (s, b) in blocks.into_remainder().iter_mut().zip(first..) {
-                *s = point.iter().enumerate().fold(0.0, |sum, (l, &u)| {
-                    let t = u - self.columns[l * m + b];
-                    sum + t * t
-                });
-            }
-            start += m - 1 - a;
-        }
+        pulp::Arch::new().dispatch(PairDistances {
+            rows: &self.rows,
+            columns: &self.columns,
+            dim: d,
+            squared: &mut self.squared,
+        });
         // squared distances are ≥ +0 (or +∞), where the order of the bit
         // patterns is the numeric order: selecting on integers avoids the
         // float comparisons
@@ -173,6 +149,65 @@ impl MedianHeuristic {
             Ok(median)
         } else {
             Err(KernelError::ZeroMedianDistance)
+        }
+    }
+}
+
+/// The squared distances from each of m points to every later one, in the
+/// order (0, 1), (0, 2), …, (1, 2), …: per point, the later points two SIMD
+/// vectors at a time (their squared differences summed in registers over
+/// the coordinates, in coordinate order), the last few one by one.
+struct PairDistances<'a> {
+    /// m × d row-major.
+    rows: &'a [f64],
+    /// The same points column-major.
+    columns: &'a [f64],
+    dim: usize,
+    /// m(m − 1)/2 zeros in, the squared distances out.
+    squared: &'a mut [f64],
+}
+
+impl pulp::WithSimd for PairDistances<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self {
+            rows,
+            columns,
+            dim,
+            squared,
+        } = self;
+        let m = rows.len() / dim;
+        let block = 2 * (std::mem::size_of::<S::f64s>() / 8);
+        let mut start = 0;
+        for a in 0..m.saturating_sub(1) {
+            let point = &rows[a * dim..(a + 1) * dim];
+            let count = m - 1 - a;
+            let later = &mut squared[start..start + count];
+            let mut b = 0;
+            while b + block <= count {
+                let first = a + 1 + b;
+                let mut sums = [simd.splat_f64s(0.0); 2];
+                for (l, &u) in point.iter().enumerate() {
+                    let (v, _) = S::as_simd_f64s(&columns[l * m + first..l * m + first + block]);
+                    let u = simd.splat_f64s(u);
+                    for (s, v) in sums.iter_mut().zip(v) {
+                        let t = simd.sub_f64s(u, *v);
+                        *s = simd.add_f64s(*s, simd.mul_f64s(t, t));
+                    }
+                }
+                let (out, _) = S::as_mut_simd_f64s(&mut later[b..b + block]);
+                out.copy_from_slice(&sums);
+                b += block;
+            }
+            for (s, other) in later[b..].iter_mut().zip(a + 1 + b..) {
+                *s = point.iter().enumerate().fold(0.0, |sum, (l, &u)| {
+                    let t = u - columns[l * m + other];
+                    sum + t * t
+                });
+            }
+            start += count;
         }
     }
 }
