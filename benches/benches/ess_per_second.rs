@@ -11,8 +11,9 @@ use kameleon_diagnostics::{ess_geyer_per_dim, ess_summary};
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolis, FKamh, Hmc, Kamh, KamhConfig, PrincipalComponents, Proposal, RandomWalk,
-    RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, FKamh, FKamhConfig, Hmc, HmcConfig, Kamh,
+    KamhConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal, RandomWalk,
+    RandomWalkConfig, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain,
 };
 use kameleon_targets::Banana;
 use rand::SeedableRng;
@@ -53,18 +54,46 @@ fn main() {
         "banana B(0.03, 100), d = {DIM}, burn-in {BURN_IN}, kept {KEPT}, seed 1\n{:<22} {:>9} {:>9} {:>10} {:>12} {:>8}",
         "sampler", "min ESS", "mean ESS", "wall s", "min ESS/s", "accept"
     );
-    measure("SM", RandomWalk::new(DIM).unwrap());
-    measure("AM-FS", AdaptiveMetropolis::fixed_scale(DIM).unwrap());
+    measure(
+        "SM",
+        RandomWalk::new(DIM, RandomWalkConfig::default()).unwrap(),
+    );
+    measure(
+        "AM-FS",
+        AdaptiveMetropolis::new(DIM, AdaptiveMetropolisConfig::default()).unwrap(),
+    );
     measure(
         "AM-LS",
-        AdaptiveMetropolis::learned_scale(DIM, StepSchedule::InverseSqrt).unwrap(),
+        AdaptiveMetropolis::new(
+            DIM,
+            AdaptiveMetropolisConfig::learned_scale(DIM, StepSchedule::InverseSqrt).unwrap(),
+        )
+        .unwrap(),
     );
     measure(
         "RBAM",
-        AdaptiveMetropolis::rao_blackwellised(DIM, StepSchedule::InverseSqrt).unwrap(),
+        AdaptiveMetropolis::new(
+            DIM,
+            AdaptiveMetropolisConfig::rao_blackwellised(StepSchedule::InverseSqrt).unwrap(),
+        )
+        .unwrap(),
     );
-    measure("PCA-AM", PrincipalComponents::with_defaults(DIM).unwrap());
-    measure("HMC(L=5..15)", Hmc::new(DIM, (0.1, 0.3), (5, 15)).unwrap());
+    measure(
+        "PCA-AM",
+        PrincipalComponents::new(DIM, PrincipalComponentsConfig::default()).unwrap(),
+    );
+    measure(
+        "HMC(L=5..15)",
+        Hmc::new(
+            DIM,
+            HmcConfig::default()
+                .with_step_size((0.1, 0.3))
+                .unwrap()
+                .with_steps((5, 15))
+                .unwrap(),
+        )
+        .unwrap(),
+    );
     measure(
         "KAMH-LS(n=200)",
         Kamh::new(
@@ -85,5 +114,16 @@ fn main() {
     )
     .unwrap();
     let eta = Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap());
-    measure("F-KAMH(D=350)", FKamh::new(features, 0.2, eta).unwrap());
+    measure(
+        "F-KAMH(D=350)",
+        FKamh::new(
+            features,
+            FKamhConfig::default()
+                .with_gamma(0.2)
+                .unwrap()
+                .with_eta(eta)
+                .unwrap(),
+        )
+        .unwrap(),
+    );
 }

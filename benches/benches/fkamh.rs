@@ -9,8 +9,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    Ckam, CycleAdaptation, FKamh, MetropolisHastings, Proposal, RobbinsMonro, Scale, StepSchedule,
-    SwitchRule,
+    Ckam, CkamConfig, CycleAdaptation, FKamh, FKamhConfig, MetropolisHastings, Proposal,
+    RobbinsMonro, Scale, StepSchedule, SwitchRule,
 };
 use kameleon_targets::{Banana, Target};
 use rand::SeedableRng;
@@ -23,7 +23,15 @@ const DIM: usize = 8;
 fn engine<F: FeatureMap>(features: F, target: &Banana) -> MetropolisHastings<FKamh<F>> {
     let eta =
         Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.7 }).unwrap());
-    let mut proposal = FKamh::new(features, 0.2, eta).unwrap();
+    let mut proposal = FKamh::new(
+        features,
+        FKamhConfig::default()
+            .with_gamma(0.2)
+            .unwrap()
+            .with_eta(eta)
+            .unwrap(),
+    )
+    .unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
     let mut x = vec![0.0; DIM];
     for _ in 0..2000 {
@@ -85,10 +93,23 @@ fn ckam_sampling_iteration(c: &mut Criterion) {
     ] {
         let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
         let kernel = Gaussian::new(10.0).unwrap();
-        let ckam = Ckam::new(kernel, DIM, 0.2, 50, nu, 1_000_000_000_000, 1e-10)
-            .unwrap()
-            .with_switch_rule(rule)
-            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+        let ckam = Ckam::new(
+            DIM,
+            kernel,
+            CkamConfig::default()
+                .with_gamma(0.2)
+                .unwrap()
+                .with_subsample_size(50)
+                .unwrap()
+                .with_nu(nu)
+                .with_cycle_length(1_000_000_000_000)
+                .unwrap()
+                .with_exploration_fraction(1e-10)
+                .unwrap()
+                .with_switch_rule(rule)
+                .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+        )
+        .unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let mut x = vec![0.0; DIM];
         target.sample_iid(&mut rng, &mut x).unwrap();

@@ -33,16 +33,23 @@ fn kamh_iteration(c: &mut Criterion) {
     let target = Banana::new(D, 0.1, 100.0).unwrap();
     let z = oracle_subsample(&target);
     let kernel = Gaussian::new(10.0).unwrap();
-    let config = KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: N,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
-        scale: Scale::fixed(2.0).unwrap(),
-    };
+    let config = KamhConfig::default()
+        .with_subsample(
+            SubsampleConfig::default()
+                .with_subsample_size(N)
+                .unwrap()
+                .with_gamma(Gamma::Fixed(0.2))
+                .unwrap()
+                .with_refresh(Refresh::Never)
+                .unwrap()
+                .with_bandwidth(Bandwidth::Fixed)
+                .unwrap()
+                .with_warmup_scale(1.0)
+                .unwrap(),
+        )
+        .unwrap()
+        .with_scale(Scale::fixed(2.0).unwrap())
+        .unwrap();
     let mut kamh = Kamh::new(D, kernel, config).unwrap();
     kamh.set_subsample(z.as_ref()).unwrap();
     // adaptation off (adapt_until = 0): a plain MH step with the KAMH proposal

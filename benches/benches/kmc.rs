@@ -12,8 +12,8 @@ use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, FiniteSurrogate, KmcFinite, KmcLite, LiteSurrogate, MetropolisHastings,
-    Proposal, Target, chain_rng,
+    AdaptProbability, FiniteSurrogate, FiniteSurrogateConfig, KmcConfig, KmcFinite, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, Proposal, Target, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator, RidgeSchedule};
 use kameleon_targets::Banana;
@@ -61,14 +61,24 @@ fn bench_kmc(c: &mut Criterion) {
         let lite = LiteSurrogate::new(
             LiteEstimator::new(200.0, 1.0).unwrap(),
             D,
-            N,
-            AdaptProbability::Always,
+            LiteSurrogateConfig::default()
+                .with_subsample_size(N)
+                .unwrap()
+                .with_refit(AdaptProbability::Always)
+                .unwrap(),
         )
         .unwrap();
-        let kmc = KmcLite::new(lite, STEP_SIZE, (steps, steps))
-            .unwrap()
-            .with_oracle_points(points.as_ref())
-            .unwrap();
+        let kmc = KmcLite::new(
+            lite,
+            KmcConfig::default()
+                .with_step_size(STEP_SIZE)
+                .unwrap()
+                .with_steps((steps, steps))
+                .unwrap(),
+        )
+        .unwrap()
+        .with_oracle_points(points.as_ref())
+        .unwrap();
         let name = format!("kmc_iteration_banana8/lite_n1000_L{steps}");
         bench_one(c, &name, kmc, false);
 
@@ -82,9 +92,16 @@ fn bench_kmc(c: &mut Criterion) {
                 .with_ridge_schedule(schedule)
                 .unwrap();
             KmcFinite::new(
-                FiniteSurrogate::new(model, 1).unwrap(),
-                STEP_SIZE,
-                (steps, steps),
+                FiniteSurrogate::new(
+                    model,
+                    FiniteSurrogateConfig::default().with_min_points(1).unwrap(),
+                )
+                .unwrap(),
+                KmcConfig::default()
+                    .with_step_size(STEP_SIZE)
+                    .unwrap()
+                    .with_steps((steps, steps))
+                    .unwrap(),
             )
             .unwrap()
             .with_oracle_points(points.as_ref())

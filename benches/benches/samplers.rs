@@ -4,7 +4,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kameleon_samplers::{
-    AdaptiveMetropolis, Hmc, MetropolisHastings, PrincipalComponents, Proposal, RandomWalk,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, Hmc, HmcConfig, MetropolisHastings,
+    PrincipalComponents, PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig,
     StepSchedule, chain_rng,
 };
 use kameleon_targets::Banana;
@@ -24,31 +25,52 @@ fn bench_one<P: Proposal>(c: &mut Criterion, name: &str, proposal: P) {
 
 fn bench_samplers(c: &mut Criterion) {
     let d = 8;
-    bench_one(c, "sampler_step_banana8/SM", RandomWalk::new(d).unwrap());
+    bench_one(
+        c,
+        "sampler_step_banana8/SM",
+        RandomWalk::new(d, RandomWalkConfig::default()).unwrap(),
+    );
     bench_one(
         c,
         "sampler_step_banana8/AM-FS",
-        AdaptiveMetropolis::fixed_scale(d).unwrap(),
+        AdaptiveMetropolis::new(d, AdaptiveMetropolisConfig::default()).unwrap(),
     );
     bench_one(
         c,
         "sampler_step_banana8/AM-LS",
-        AdaptiveMetropolis::learned_scale(d, StepSchedule::Power { kappa: 0.7 }).unwrap(),
+        AdaptiveMetropolis::new(
+            d,
+            AdaptiveMetropolisConfig::learned_scale(d, StepSchedule::Power { kappa: 0.7 }).unwrap(),
+        )
+        .unwrap(),
     );
     bench_one(
         c,
         "sampler_step_banana8/RBAM",
-        AdaptiveMetropolis::rao_blackwellised(d, StepSchedule::Harmonic { t0: 0.0 }).unwrap(),
+        AdaptiveMetropolis::new(
+            d,
+            AdaptiveMetropolisConfig::rao_blackwellised(StepSchedule::Harmonic { t0: 0.0 })
+                .unwrap(),
+        )
+        .unwrap(),
     );
     bench_one(
         c,
         "sampler_step_banana8/PCA-AM",
-        PrincipalComponents::with_defaults(d).unwrap(),
+        PrincipalComponents::new(d, PrincipalComponentsConfig::default()).unwrap(),
     );
     bench_one(
         c,
         "sampler_step_banana8/HMC(L=5..15)",
-        Hmc::new(d, (0.1, 0.3), (5, 15)).unwrap(),
+        Hmc::new(
+            d,
+            HmcConfig::default()
+                .with_step_size((0.1, 0.3))
+                .unwrap()
+                .with_steps((5, 15))
+                .unwrap(),
+        )
+        .unwrap(),
     );
 }
 

@@ -46,8 +46,10 @@ pub fn sample_ensemble<'py>(
     if dim == 0 {
         return Err(PyValueError::new_err("x0 must have dimension at least 1"));
     }
-    let config =
-        EnsembleConfig::new(walkers, a).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let config = EnsembleConfig::default()
+        .with_walkers(walkers)
+        .and_then(|c| c.with_stretch_scale(a))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let points: Vec<f64> = x0.iter().copied().collect();
     let initial = if rows == 1 {
         initial_ball(&points, walkers, BALL_SCALE, &mut chain_rng(seed, 1))

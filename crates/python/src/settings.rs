@@ -8,9 +8,11 @@ use kameleon_kernels::{
     Gaussian, InverseMultiquadric, Laplacian, Matern, RationalQuadratic, SpectralDensity,
 };
 use kameleon_samplers::{
-    AdaptProbability, AdaptiveMetropolis, Bandwidth, Ckam, CycleAdaptation, FKamh, FiniteSurrogate,
-    Gamma, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate, MomentEstimator,
-    PcaKameleon, PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, RobbinsMonro, Scale,
+    AdaptProbability, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth, Ckam, CkamConfig,
+    CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma, Hmc,
+    HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
+    LiteSurrogateConfig, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
+    PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, RobbinsMonro, Scale,
     StepSchedule, SubsampleConfig, SwitchRule, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
@@ -320,10 +322,9 @@ struct KamhFamily {
 impl KernelFamily for KamhFamily {
     type P<K: KernelType> = Kamh<K>;
     fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Kamh<K>> {
-        let config = KamhConfig {
-            subsample: with_bandwidth(self.config, median),
-            scale: self.scale.clone(),
-        };
+        let mut config = KamhConfig::default();
+        config.subsample = with_bandwidth(self.config, median);
+        config.scale = self.scale.clone();
         Kamh::new(self.dim, kernel.clone(), config).map_err(msg)
     }
 }
@@ -338,11 +339,10 @@ struct PcaKameleonFamily {
 impl KernelFamily for PcaKameleonFamily {
     type P<K: KernelType> = PcaKameleon<K>;
     fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<PcaKameleon<K>> {
-        let config = PcaKameleonConfig {
-            subsample: with_bandwidth(self.config, median),
-            components: self.components,
-            scale: self.scale.clone(),
-        };
+        let mut config = PcaKameleonConfig::default();
+        config.subsample = with_bandwidth(self.config, median);
+        config.components = self.components;
+        config.scale = self.scale.clone();
         PcaKameleon::new(self.dim, kernel.clone(), config).map_err(msg)
     }
 }
@@ -367,20 +367,15 @@ impl KernelFamily for CkamFamily {
                     .to_string(),
             );
         }
-        Ckam::new(
-            kernel.clone(),
-            self.dim,
-            self.gamma,
-            self.subsample_size,
-            self.nu.clone(),
-            self.cycle_length,
-            self.exploration_fraction,
-        )
-        .map(|c| {
-            c.with_switch_rule(self.switch)
-                .with_cycle_adaptation(self.adaptation)
-        })
-        .map_err(msg)
+        let mut config = CkamConfig::default();
+        config.gamma = self.gamma;
+        config.subsample_size = self.subsample_size;
+        config.nu = Some(self.nu.clone());
+        config.cycle_length = self.cycle_length;
+        config.exploration_fraction = self.exploration_fraction;
+        config.switch_rule = self.switch;
+        config.cycle_adaptation = self.adaptation;
+        Ckam::new(self.dim, kernel.clone(), config).map_err(msg)
     }
 }
 
@@ -447,7 +442,9 @@ impl SamplerSettings {
             Self::RandomWalk { scale: nu, learned } => {
                 let s = scale(nu.unwrap_or_else(|| Scale::optimal_for(dim)), *learned)?;
                 checked(job, |_, _| {
-                    RandomWalk::with_scale(dim, s.clone()).map_err(msg)
+                    let mut config = RandomWalkConfig::default();
+                    config.scale = Some(s.clone());
+                    RandomWalk::new(dim, config).map_err(msg)
                 })
             }
             Self::AM {
@@ -463,20 +460,17 @@ impl SamplerSettings {
             Self::AMPCA { components } => {
                 let m = components.unwrap_or(dim);
                 checked(job, move |_, _| {
-                    PrincipalComponents::new(
-                        dim,
-                        m,
-                        MomentEstimator::empirical(dim),
-                        StepSchedule::Power { kappa: 0.7 },
-                        100 * dim as u64,
-                        10,
-                    )
-                    .map_err(msg)
+                    let mut config = PrincipalComponentsConfig::default();
+                    config.components = Some(m);
+                    PrincipalComponents::new(dim, config).map_err(msg)
                 })
             }
             Self::HMC { step_size, steps } => {
                 let (eps, l) = (*step_size, *steps);
-                checked(job, move |_, _| Hmc::new(dim, eps, l).map_err(msg))
+                let mut config = HmcConfig::default();
+                config.step_size = eps;
+                config.steps = l;
+                checked(job, move |_, _| Hmc::new(dim, config).map_err(msg))
             }
             Self::KAMH {
                 subsample_size,
@@ -600,16 +594,13 @@ impl SamplerSettings {
                 let (n, sigma, lam, eps, l, kappa) = (*n, *sigma, *lam, *step_size, *steps, *kappa);
                 let walk = scale(Scale::optimal_for(dim), true)?;
                 checked(job, move |_, _| {
-                    let surrogate = LiteSurrogate::new(
-                        LiteEstimator::new(sigma, lam).map_err(msg)?,
-                        dim,
-                        n,
-                        AdaptProbability::Power { kappa },
-                    )
-                    .map_err(msg)?;
-                    KmcLite::new(surrogate, eps, l)
-                        .and_then(|k| k.with_walk_scale(walk.clone()))
-                        .map_err(msg)
+                    let mut lite = LiteSurrogateConfig::default();
+                    lite.subsample_size = n;
+                    lite.refit = AdaptProbability::Power { kappa };
+                    let surrogate =
+                        LiteSurrogate::new(LiteEstimator::new(sigma, lam).map_err(msg)?, dim, lite)
+                            .map_err(msg)?;
+                    KmcLite::new(surrogate, kmc_config(eps, l, Some(walk.clone()))).map_err(msg)
                 })
             }
             Self::KMCFinite {
@@ -634,12 +625,14 @@ impl SamplerSettings {
                             &mut feature_rng(seed, chain),
                         )
                         .map_err(msg)?;
+                        let mut finite = FiniteSurrogateConfig::default();
+                        finite.min_points = min_points;
                         let surrogate = FiniteSurrogate::new(
                             FiniteEstimator::new(phi, lam).map_err(msg)?,
-                            min_points,
+                            finite,
                         )
                         .map_err(msg)?;
-                        KmcFinite::new(surrogate, eps, l).map_err(msg)
+                        KmcFinite::new(surrogate, kmc_config(eps, l, None)).map_err(msg)
                     },
                 )
             }
@@ -656,18 +649,24 @@ fn adaptive_metropolis(
     rao_blackwell: bool,
 ) -> kameleon_samplers::Result<AdaptiveMetropolis> {
     let schedule = StepSchedule::InverseSqrt;
-    match (learned, rao_blackwell) {
-        (false, false) => AdaptiveMetropolis::fixed_scale(dim),
-        (true, false) => AdaptiveMetropolis::learned_scale(dim, schedule),
-        (false, true) => AdaptiveMetropolis::rao_blackwellised(dim, schedule),
-        (true, true) => AdaptiveMetropolis::new(
-            dim,
+    let config = match (learned, rao_blackwell) {
+        (false, false) => AdaptiveMetropolisConfig::default(),
+        (true, false) => AdaptiveMetropolisConfig::learned_scale(dim, schedule)?,
+        (false, true) => AdaptiveMetropolisConfig::rao_blackwellised(schedule)?,
+        (true, true) => AdaptiveMetropolisConfig::rao_blackwellised(schedule)?.with_scale(
             Scale::Adaptive(RobbinsMonro::new(Scale::optimal_for(dim), 0.234, schedule)?),
-            MomentEstimator::rao_blackwellised(dim, schedule)?,
-            1e-6,
-            2 * dim as u64,
-        ),
-    }
+        )?,
+    };
+    AdaptiveMetropolis::new(dim, config)
+}
+
+/// KMC's trajectory ranges and random-walk scale (`None`: 2.38/√d).
+fn kmc_config(step_size: (f64, f64), steps: (u32, u32), walk_scale: Option<Scale>) -> KmcConfig {
+    let mut config = KmcConfig::default();
+    config.step_size = step_size;
+    config.steps = steps;
+    config.walk_scale = walk_scale;
+    config
 }
 
 /// F-KAMH with exploration noise γ and scale η on the feature map `draw`
@@ -684,7 +683,10 @@ where
 {
     checked(job, move |seed, chain| {
         let phi = draw(&mut feature_rng(seed, chain)).map_err(msg)?;
-        FKamh::new(phi, gamma, eta.clone()).map_err(msg)
+        let mut config = FKamhConfig::default();
+        config.gamma = gamma;
+        config.eta = eta.clone();
+        FKamh::new(phi, config).map_err(msg)
     })
 }
 

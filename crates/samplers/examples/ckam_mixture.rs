@@ -6,7 +6,7 @@
 //! Run with `cargo run --release -p kameleon-samplers --example ckam_mixture`.
 
 use kameleon_kernels::Gaussian;
-use kameleon_samplers::{Ckam, RobbinsMonro, StepSchedule, run_ckam};
+use kameleon_samplers::{Ckam, CkamConfig, RobbinsMonro, StepSchedule, run_ckam};
 use kameleon_targets::GaussianMixture;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -14,7 +14,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let nu = RobbinsMonro::new(3.4, 0.234, StepSchedule::Power { kappa: 0.75 })?;
     // Gaussian kernel ℓ = 2, d = 2, exploration scale 8, subsample n = 50,
     // cycles of L = 200 steps of which the first 40% explore
-    let ckam = Ckam::new(Gaussian::new(2.0)?, 2, 8.0, 50, nu, 200, 0.4)?;
+    let ckam = Ckam::new(
+        2,
+        Gaussian::new(2.0)?,
+        CkamConfig::default()
+            .with_gamma(8.0)?
+            .with_subsample_size(50)?
+            .with_nu(nu)
+            .with_cycle_length(200)?
+            .with_exploration_fraction(0.4)?,
+    )?;
     let chain = run_ckam(&target, ckam, &[-8.0, 0.0], 200, 1)?;
     let right = (0..chain.len())
         .filter(|&i| chain.sample(i)[0] > 0.0)

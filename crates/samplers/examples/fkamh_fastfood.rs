@@ -5,7 +5,9 @@
 
 use kameleon_features::{Embedding, Fastfood};
 use kameleon_kernels::Gaussian;
-use kameleon_samplers::{FKamh, FnTarget, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain};
+use kameleon_samplers::{
+    FKamh, FKamhConfig, FnTarget, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain,
+};
 use rand::SeedableRng;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +26,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         0.234,
         StepSchedule::Power { kappa: 0.7 },
     )?);
-    let sampler = FKamh::new(features, 0.2, eta)?;
+    let sampler = FKamh::new(
+        features,
+        FKamhConfig::default().with_gamma(0.2)?.with_eta(eta)?,
+    )?;
     let chain = run_chain(
         &target,
         sampler,

@@ -4,7 +4,10 @@
 //! Run with `cargo run --release -p kameleon-samplers --example kmc_surrogate`.
 
 use kameleon_diagnostics::{ess_bulk, per_dimension};
-use kameleon_samplers::{AdaptProbability, KmcLite, LiteSurrogate, RunConfig, Target, run_chain};
+use kameleon_samplers::{
+    AdaptProbability, KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig, RunConfig, Target,
+    run_chain,
+};
 use kameleon_score_matching::LiteEstimator;
 use kameleon_targets::Banana;
 
@@ -15,11 +18,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let surrogate = LiteSurrogate::new(
         LiteEstimator::new(50.0, 1e-3)?,
         2,
-        500,
-        AdaptProbability::Power { kappa: 0.5 },
+        LiteSurrogateConfig::default()
+            .with_subsample_size(500)?
+            .with_refit(AdaptProbability::Power { kappa: 0.5 })?,
     )?;
     // ε ~ U[0.6, 1.3), L ~ U{10, …, 100} leapfrog steps (the KMC code's banana settings)
-    let kmc = KmcLite::new(surrogate, (0.6, 1.3), (10, 100))?;
+    let kmc = KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size((0.6, 1.3))?
+            .with_steps((10, 100))?,
+    )?;
     let chain = run_chain(&target, kmc, &[0.0, 0.0], RunConfig::new(2_000, 10_000), 7)?;
     let mut exact = vec![0.0; 2];
     target.exact_mean(&mut exact)?;

@@ -151,6 +151,7 @@ pub enum AdaptationStop {
 
 /// How long to run and what to record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RunConfig {
     /// Steps discarded before recording starts.
     pub burn_in: u64,
@@ -164,7 +165,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// `burn_in` + `iterations` steps, no thinning, adaptation during burn-in.
-    pub fn new(burn_in: u64, iterations: u64) -> Self {
+    pub const fn new(burn_in: u64, iterations: u64) -> Self {
         Self {
             burn_in,
             iterations,

@@ -146,7 +146,7 @@
 //! and a builder per boundary while the pool holds fewer than n states).
 
 use crate::Target;
-use crate::adaptation::{History, RobbinsMonro};
+use crate::adaptation::{History, RobbinsMonro, Scale, StepSchedule};
 use crate::chain::{AdaptationStop, Chain, Run, RunConfig, reserved_rows};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
@@ -192,6 +192,158 @@ pub enum CycleAdaptation {
     BetweenCycles,
 }
 
+/// The settings of [`Ckam`]. The default is the exact variant with the
+/// settings of the paper's bimodal experiment; [`CkamConfig::paper`] is the
+/// paper's Alg. 2 as written with the same numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CkamConfig {
+    /// The exploration noise γ > 0 (default 4).
+    pub gamma: f64,
+    /// The subsample size n ≥ 2 (default 50).
+    pub subsample_size: usize,
+    /// The Robbins–Monro learner of the exploration scale ν (its initial
+    /// scale is ν's starting value); `None` (the default) starts at
+    /// ν₀ = 2 · 2.38/√d and learns toward acceptance 0.234 with steps
+    /// t^−0.75.
+    pub nu: Option<RobbinsMonro>,
+    /// The cycle length L (the paper's ⌈T/M⌉; default 1000).
+    pub cycle_length: u64,
+    /// The exploration fraction β ∈ [0, 1) (default 0.4), with at least one
+    /// sampling step per cycle: ⌊βL⌋ + 1 < L.
+    pub exploration_fraction: f64,
+    /// How exploration passes to sampling (default
+    /// [`SwitchRule::DelayedRejection`]).
+    pub switch_rule: SwitchRule,
+    /// When z and ν adapt (default [`CycleAdaptation::BetweenCycles`]).
+    pub cycle_adaptation: CycleAdaptation,
+}
+
+impl Default for CkamConfig {
+    /// γ = 4, n = 50, ν from 2 · 2.38/√d, L = 1000, β = 0.4, the exact
+    /// delayed-rejection switch with between-cycle adaptation.
+    fn default() -> Self {
+        Self {
+            gamma: 4.0,
+            subsample_size: 50,
+            nu: None,
+            cycle_length: 1000,
+            exploration_fraction: 0.4,
+            switch_rule: SwitchRule::DelayedRejection,
+            cycle_adaptation: CycleAdaptation::BetweenCycles,
+        }
+    }
+}
+
+impl CkamConfig {
+    /// The paper's Alg. 2 as written (biased, see the module docs):
+    /// [`SwitchRule::AsWritten`] with [`CycleAdaptation::WithinCycle`], the
+    /// other settings as in [`CkamConfig::default`].
+    pub fn paper() -> Self {
+        Self {
+            switch_rule: SwitchRule::AsWritten,
+            cycle_adaptation: CycleAdaptation::WithinCycle,
+            ..Self::default()
+        }
+    }
+
+    /// Sets γ (positive and finite).
+    pub fn with_gamma(mut self, gamma: f64) -> Result<Self> {
+        check_gamma(gamma)?;
+        self.gamma = gamma;
+        Ok(self)
+    }
+
+    /// Sets the subsample size n (≥ 2).
+    pub fn with_subsample_size(mut self, subsample_size: usize) -> Result<Self> {
+        check_subsample_size(subsample_size)?;
+        self.subsample_size = subsample_size;
+        Ok(self)
+    }
+
+    /// Sets the learner of ν (checked when it was built).
+    pub fn with_nu(mut self, nu: RobbinsMonro) -> Self {
+        self.nu = Some(nu);
+        self
+    }
+
+    /// Sets the cycle length L (≥ 2; [`Ckam::new`] checks that it leaves a
+    /// sampling step with the exploration fraction).
+    pub fn with_cycle_length(mut self, cycle_length: u64) -> Result<Self> {
+        ensure(cycle_length >= 2, "cycle_length", "must be at least 2")?;
+        self.cycle_length = cycle_length;
+        Ok(self)
+    }
+
+    /// Sets the exploration fraction β ∈ [0, 1).
+    pub fn with_exploration_fraction(mut self, exploration_fraction: f64) -> Result<Self> {
+        check_exploration_fraction(exploration_fraction)?;
+        self.exploration_fraction = exploration_fraction;
+        Ok(self)
+    }
+
+    /// Sets how exploration passes to sampling.
+    pub fn with_switch_rule(mut self, rule: SwitchRule) -> Self {
+        self.switch_rule = rule;
+        self
+    }
+
+    /// Sets when z and ν adapt.
+    pub fn with_cycle_adaptation(mut self, adaptation: CycleAdaptation) -> Self {
+        self.cycle_adaptation = adaptation;
+        self
+    }
+
+    /// Checks every setting; returns the number of exploration steps per
+    /// cycle, ⌊βL⌋ + 1.
+    fn validate(&self) -> Result<u64> {
+        check_gamma(self.gamma)?;
+        check_subsample_size(self.subsample_size)?;
+        check_exploration_fraction(self.exploration_fraction)?;
+        let exploration_steps =
+            (self.exploration_fraction * self.cycle_length as f64).floor() as u64 + 1;
+        ensure(
+            self.cycle_length >= 2 && exploration_steps < self.cycle_length,
+            "cycle_length",
+            "must leave at least one sampling step per cycle (⌊βL⌋ + 1 < L)",
+        )?;
+        Ok(exploration_steps)
+    }
+
+    /// The learner of ν in dimension `dim`: the given one, or from
+    /// 2 · 2.38/√d toward 0.234 with steps t^−0.75.
+    fn nu_for(&self, dim: usize) -> Result<RobbinsMonro> {
+        match &self.nu {
+            Some(nu) => Ok(nu.clone()),
+            None => RobbinsMonro::new(
+                2.0 * Scale::optimal_for(dim),
+                0.234,
+                StepSchedule::Power { kappa: 0.75 },
+            ),
+        }
+    }
+}
+
+fn check_gamma(gamma: f64) -> Result<()> {
+    ensure(
+        gamma > 0.0 && gamma.is_finite(),
+        "gamma",
+        "must be positive and finite",
+    )
+}
+
+fn check_subsample_size(subsample_size: usize) -> Result<()> {
+    ensure(subsample_size >= 2, "subsample_size", "must be at least 2")
+}
+
+fn check_exploration_fraction(exploration_fraction: f64) -> Result<()> {
+    ensure(
+        (0.0..1.0).contains(&exploration_fraction),
+        "exploration_fraction",
+        "must lie in [0, 1)",
+    )
+}
+
 /// The cKAM proposal (see the module docs): cycles of `cycle_length` steps,
 /// the first fraction β exploring with KAMH, the rest sampling with a
 /// frozen, cosine-scaled random walk. By default the exact variant
@@ -201,12 +353,16 @@ pub enum CycleAdaptation {
 ///
 /// ```
 /// use kameleon_kernels::Gaussian;
-/// use kameleon_samplers::{Ckam, RobbinsMonro, StepSchedule, run_ckam};
+/// use kameleon_samplers::{Ckam, CkamConfig, RobbinsMonro, StepSchedule, run_ckam};
 /// use kameleon_targets::GaussianMixture;
 ///
 /// let target = GaussianMixture::ckam_bimodal(false);
 /// let nu = RobbinsMonro::new(3.4, 0.234, StepSchedule::Power { kappa: 0.75 })?;
-/// let ckam = Ckam::new(Gaussian::new(2.0)?, 2, 8.0, 50, nu, 200, 0.4)?;
+/// let config = CkamConfig::default()
+///     .with_gamma(8.0)?
+///     .with_nu(nu)
+///     .with_cycle_length(200)?;
+/// let ckam = Ckam::new(2, Gaussian::new(2.0)?, config)?;
 /// let chain = run_ckam(&target, ckam, &[-8.0, 0.0], 5, 1)?;
 /// assert_eq!(chain.len(), 5 * (200 - 81)); // steps s = 81, …, 199 of each cycle
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -262,38 +418,21 @@ pub struct Ckam<K> {
 }
 
 impl<K: Kernel> Ckam<K> {
-    /// cKAM in dimension `dim` with `kernel`, exploration noise γ > 0,
-    /// subsample size n ≥ 2, the Robbins–Monro learner of ν (its initial
-    /// scale is ν's starting value), cycles of L = `cycle_length` steps (the
-    /// paper's ⌈T/M⌉) and exploration fraction β ∈ [0, 1) with at least one
-    /// sampling step per cycle (⌊βL⌋ + 1 < L).
-    pub fn new(
-        kernel: K,
-        dim: usize,
-        gamma: f64,
-        subsample_size: usize,
-        nu: RobbinsMonro,
-        cycle_length: u64,
-        exploration_fraction: f64,
-    ) -> Result<Self> {
+    /// cKAM in dimension `dim` ≥ 1 with `kernel` and the settings `config`
+    /// (checked).
+    pub fn new(dim: usize, kernel: K, config: CkamConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
-        ensure(
-            gamma > 0.0 && gamma.is_finite(),
-            "gamma",
-            "must be positive and finite",
-        )?;
-        ensure(subsample_size >= 2, "subsample_size", "must be at least 2")?;
-        ensure(
-            (0.0..1.0).contains(&exploration_fraction),
-            "exploration_fraction",
-            "must lie in [0, 1)",
-        )?;
-        let exploration_steps = (exploration_fraction * cycle_length as f64).floor() as u64 + 1;
-        ensure(
-            cycle_length >= 2 && exploration_steps < cycle_length,
-            "cycle_length",
-            "must leave at least one sampling step per cycle (⌊βL⌋ + 1 < L)",
-        )?;
+        let exploration_steps = config.validate()?;
+        let nu = config.nu_for(dim)?;
+        let CkamConfig {
+            gamma,
+            subsample_size,
+            cycle_length,
+            exploration_fraction,
+            switch_rule,
+            cycle_adaptation,
+            ..
+        } = config;
         let n = subsample_size;
         Ok(Self {
             kernel,
@@ -304,8 +443,8 @@ impl<K: Kernel> Ckam<K> {
             cycle_length,
             exploration_fraction,
             exploration_steps,
-            switch_rule: SwitchRule::DelayedRejection,
-            cycle_adaptation: CycleAdaptation::BetweenCycles,
+            switch_rule,
+            cycle_adaptation,
             steps: 0,
             history: History::with_capacity(dim, reserved_rows(exploration_steps + 1)),
             kept: History::new(dim),
@@ -326,22 +465,9 @@ impl<K: Kernel> Ckam<K> {
         })
     }
 
-    /// Sets how exploration passes to sampling (default
-    /// [`SwitchRule::DelayedRejection`]).
-    pub fn with_switch_rule(mut self, rule: SwitchRule) -> Self {
-        self.switch_rule = rule;
-        self
-    }
-
     /// The switch rule.
     pub fn switch_rule(&self) -> SwitchRule {
         self.switch_rule
-    }
-
-    /// Sets when z and ν adapt (default [`CycleAdaptation::BetweenCycles`]).
-    pub fn with_cycle_adaptation(mut self, adaptation: CycleAdaptation) -> Self {
-        self.cycle_adaptation = adaptation;
-        self
     }
 
     /// When z and ν adapt.

@@ -79,8 +79,8 @@
 //! ```
 //! use kameleon_samplers::{EnsembleConfig, FnTarget, initial_ball, chain_rng, run_ensemble};
 //! let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
-//! let config = EnsembleConfig::new(8, 2.0)?;
-//! let start = initial_ball(&[0.0, 0.0], config.walkers(), 1e-3, &mut chain_rng(7, 1))?;
+//! let config = EnsembleConfig::default().with_walkers(8)?;
+//! let start = initial_ball(&[0.0, 0.0], config.walkers, 1e-3, &mut chain_rng(7, 1))?;
 //! let run = run_ensemble(&target, &config, &start, 500, 100, 7)?;
 //! assert_eq!(run.samples.len(), 500 * 8 * 2);
 //! assert_eq!(run.evaluations, 8 * (500 + 100) + 8);
@@ -155,41 +155,51 @@ impl StretchFactor {
 
 /// The ensemble's settings: the number of walkers W and the stretch scale a.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct EnsembleConfig {
-    walkers: usize,
-    stretch: StretchFactor,
+    /// The number of walkers W ≥ 2 (each half must be non-empty; at least
+    /// 2d are recommended, and a run refuses fewer than d + 1; default
+    /// [`DEFAULT_WALKERS`]).
+    pub walkers: usize,
+    /// The stretch scale a (finite, > 1; default [`DEFAULT_STRETCH`], the
+    /// usual choice).
+    pub stretch_scale: f64,
 }
 
 impl EnsembleConfig {
-    /// W = `walkers` ≥ 2 walkers (each half must be non-empty; at least 2d
-    /// are recommended, and a run refuses fewer than d + 1) and the stretch
-    /// scale `a` (finite, > 1; 2 is the usual choice).
-    pub fn new(walkers: usize, a: f64) -> Result<Self> {
-        ensure(
-            walkers >= 2,
-            "walkers",
-            &format!("an ensemble needs at least 2 walkers, got {walkers}"),
-        )?;
-        Ok(Self {
-            walkers,
-            stretch: StretchFactor::new(a)?,
-        })
+    /// Sets the number of walkers W (≥ 2).
+    pub fn with_walkers(mut self, walkers: usize) -> Result<Self> {
+        check_walkers(walkers)?;
+        self.walkers = walkers;
+        Ok(self)
     }
 
-    /// The number of walkers W.
-    pub fn walkers(&self) -> usize {
-        self.walkers
+    /// Sets the stretch scale a (finite, > 1).
+    pub fn with_stretch_scale(mut self, a: f64) -> Result<Self> {
+        StretchFactor::new(a)?;
+        self.stretch_scale = a;
+        Ok(self)
     }
 
-    /// The stretch scale a.
-    pub fn a(&self) -> f64 {
-        self.stretch.a()
+    /// Checks both settings.
+    pub fn validate(&self) -> Result<()> {
+        self.stretch().map(|_| ())
     }
 
-    /// The distribution of the stretch factor.
-    pub fn stretch(&self) -> StretchFactor {
-        self.stretch
+    /// The distribution of the stretch factor, after checking both
+    /// settings.
+    pub fn stretch(&self) -> Result<StretchFactor> {
+        check_walkers(self.walkers)?;
+        StretchFactor::new(self.stretch_scale)
     }
+}
+
+fn check_walkers(walkers: usize) -> Result<()> {
+    ensure(
+        walkers >= 2,
+        "walkers",
+        &format!("an ensemble needs at least 2 walkers, got {walkers}"),
+    )
 }
 
 impl Default for EnsembleConfig {
@@ -197,7 +207,7 @@ impl Default for EnsembleConfig {
     fn default() -> Self {
         Self {
             walkers: DEFAULT_WALKERS,
-            stretch: StretchFactor { a: DEFAULT_STRETCH },
+            stretch_scale: DEFAULT_STRETCH,
         }
     }
 }
@@ -308,22 +318,23 @@ pub struct Ensemble {
 }
 
 impl Ensemble {
-    /// Starts `config.walkers()` walkers at `initial` (W × d row-major, d =
+    /// Starts `config.walkers` walkers at `initial` (W × d row-major, d =
     /// `target.dim()`) and evaluates the target once at each; draws from
     /// [`chain_rng`]`(seed, 0)`.
     ///
-    /// Errors if `initial` does not hold W × d values, if W ≤ d, if a
-    /// coordinate is non-finite or the log density of a walker is not finite
-    /// ([`SamplerError::WalkerStart`]), or if the walkers lie in a
-    /// lower-dimensional affine subspace.
+    /// Errors if `config` is invalid, if `initial` does not hold W × d
+    /// values, if W ≤ d, if a coordinate is non-finite or the log density of
+    /// a walker is not finite ([`SamplerError::WalkerStart`]), or if the
+    /// walkers lie in a lower-dimensional affine subspace.
     pub fn new(
         target: &dyn Target,
         config: &EnsembleConfig,
         initial: &[f64],
         seed: u64,
     ) -> Result<Self> {
+        let stretch = config.stretch()?;
         let dim = target.dim();
-        let walkers = config.walkers();
+        let walkers = config.walkers;
         ensure(dim >= 1, "dim", "the target must have dimension at least 1")?;
         let values = walkers
             .checked_mul(dim)
@@ -365,7 +376,7 @@ impl Ensemble {
         Ok(Self {
             dim,
             walkers,
-            stretch: config.stretch(),
+            stretch,
             positions: initial.to_vec(),
             log_densities,
             accepted_last: vec![false; walkers],
@@ -575,7 +586,8 @@ pub fn run_ensemble_with(
     seed: u64,
     after_sweep: &mut dyn FnMut(u64) -> ControlFlow<()>,
 ) -> Result<EnsembleRun> {
-    let (w, dim) = (config.walkers(), target.dim());
+    config.validate()?;
+    let (w, dim) = (config.walkers, target.dim());
     let total = burn_in
         .checked_add(sweeps)
         .ok_or_else(|| SamplerError::InvalidParameter {
@@ -598,7 +610,7 @@ pub fn run_ensemble_with(
     let mut run = EnsembleRun {
         dim,
         walkers: w,
-        a: config.a(),
+        a: config.stretch_scale,
         seed,
         burn_in,
         samples: Vec::with_capacity((reserved * dim).min(values)),

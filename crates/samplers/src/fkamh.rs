@@ -43,6 +43,67 @@ use kameleon_features::FeatureMap;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+/// The settings of [`FKamh`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FKamhConfig {
+    /// The exploration noise γ > 0 (default 0.2, the KAMH papers' value).
+    pub gamma: f64,
+    /// The scale η, fixed or Robbins–Monro adapted (default fixed at 1).
+    pub eta: Scale,
+    /// The last step whose state updates C̃ (η keeps adapting as long as
+    /// the engine adapts); `None` (the default): C̃ adapts as long as the
+    /// engine does.
+    pub freeze_covariance_after: Option<u64>,
+}
+
+impl Default for FKamhConfig {
+    /// γ = 0.2, η fixed at 1, C̃ adapting with the engine.
+    fn default() -> Self {
+        Self {
+            gamma: 0.2,
+            eta: Scale::Fixed(1.0),
+            freeze_covariance_after: None,
+        }
+    }
+}
+
+impl FKamhConfig {
+    /// Sets γ (positive and finite).
+    pub fn with_gamma(mut self, gamma: f64) -> Result<Self> {
+        check_gamma(gamma)?;
+        self.gamma = gamma;
+        Ok(self)
+    }
+
+    /// Sets η (a fixed η must be positive and finite).
+    pub fn with_eta(mut self, eta: Scale) -> Result<Self> {
+        eta.validate("eta")?;
+        self.eta = eta;
+        Ok(self)
+    }
+
+    /// Stops updating C̃ after step `step`.
+    pub fn with_freeze_covariance_after(mut self, step: u64) -> Self {
+        self.freeze_covariance_after = Some(step);
+        self
+    }
+
+    /// Checks γ and η.
+    pub fn validate(&self) -> Result<()> {
+        check_gamma(self.gamma)?;
+        self.eta.validate("eta")
+    }
+}
+
+fn check_gamma(gamma: f64) -> Result<()> {
+    ensure(
+        gamma > 0.0 && gamma.is_finite(),
+        "gamma",
+        "must be positive and finite",
+    )
+}
+
 /// The F-KAMH proposal `N(y, γ²I + η² J(y)ᵀ C̃ J(y))` for any [`FeatureMap`]
 /// (random Fourier features in either embedding, or Fastfood).
 ///
@@ -50,18 +111,20 @@ use serde::{Deserialize, Serialize};
 /// every new state while the engine adapts (with the default
 /// [`crate::RunConfig`] that is during burn-in, so C̃ is frozen after it; use
 /// [`crate::AdaptationStop::Never`] for the thesis' ever-growing history), or
-/// until the step given to [`FKamh::freeze_covariance_after`].
+/// until [`FKamhConfig::freeze_covariance_after`].
 ///
 /// ```
 /// use kameleon_features::{Embedding, RandomFourierFeatures};
 /// use kameleon_kernels::Gaussian;
-/// use kameleon_samplers::{FKamh, FnTarget, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain};
+/// use kameleon_samplers::{
+///     FKamh, FKamhConfig, FnTarget, RobbinsMonro, RunConfig, Scale, StepSchedule, run_chain,
+/// };
 /// use rand::SeedableRng;
 ///
 /// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
 /// let phi = RandomFourierFeatures::new(&Gaussian::new(1.0)?, 2, 64, Embedding::CosPhase, &mut rng)?;
 /// let eta = Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.7 })?);
-/// let sampler = FKamh::new(phi, 0.2, eta)?;
+/// let sampler = FKamh::new(phi, FKamhConfig::default().with_eta(eta)?)?;
 /// let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
 /// let chain = run_chain(&target, sampler, &[0.0, 0.0], RunConfig::new(500, 1000), 7)?;
 /// assert_eq!(chain.len(), 1000);
@@ -101,25 +164,20 @@ pub struct FKamh<F> {
 }
 
 impl<F: FeatureMap> FKamh<F> {
-    /// F-KAMH on the feature map `features` with exploration noise γ > 0 and
-    /// the scale η (fixed or adaptive).
-    pub fn new(features: F, gamma: f64, eta: Scale) -> Result<Self> {
+    /// F-KAMH on the feature map `features` with the settings `config`
+    /// (checked).
+    pub fn new(features: F, config: FKamhConfig) -> Result<Self> {
         let dim = features.dim_in();
         let big = features.dim_out();
         ensure(dim >= 1, "features", "input dimension must be at least 1")?;
         ensure(big >= 1, "features", "output dimension must be at least 1")?;
-        ensure(
-            gamma > 0.0 && gamma.is_finite(),
-            "gamma",
-            "must be positive and finite",
-        )?;
-        eta.validate("eta")?;
+        config.validate()?;
         Ok(Self {
             features,
             dim,
-            gamma,
-            eta,
-            freeze_after: None,
+            gamma: config.gamma,
+            eta: config.eta,
+            freeze_after: config.freeze_covariance_after,
             moments: RunningMoments::lower_triangle(big),
             jacobian: vec![0.0; big * dim],
             jacobian_proposed: vec![0.0; big * dim],
@@ -133,13 +191,6 @@ impl<F: FeatureMap> FKamh<F> {
             proposed: ProposalCovariance::identity(dim),
             current_valid: false,
         })
-    }
-
-    /// Stops updating C̃ after step `step` (η keeps adapting as long as the
-    /// engine adapts).
-    pub fn freeze_covariance_after(mut self, step: u64) -> Self {
-        self.freeze_after = Some(step);
-        self
     }
 
     /// Adds a point to the history before the chain starts (e.g. the states
@@ -591,6 +642,15 @@ mod tests {
     use rand::{RngExt, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
+    /// γ and η, the rest default (unchecked: [`FKamh::new`] checks).
+    fn config(gamma: f64, eta: Scale) -> FKamhConfig {
+        FKamhConfig {
+            gamma,
+            eta,
+            ..FKamhConfig::default()
+        }
+    }
+
     fn features(big: usize, d: usize, embedding: Embedding, seed: u64) -> RandomFourierFeatures {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         RandomFourierFeatures::new(&Gaussian::new(1.3).unwrap(), d, big, embedding, &mut rng)
@@ -670,7 +730,8 @@ mod tests {
         let (d, gamma, eta) = (3, 0.3, 2.5);
         for embedding in [Embedding::CosPhase, Embedding::SinCos] {
             let phi = features(40, d, embedding, 1);
-            let mut sampler = FKamh::new(phi.clone(), gamma, Scale::fixed(eta).unwrap()).unwrap();
+            let mut sampler =
+                FKamh::new(phi.clone(), config(gamma, Scale::fixed(eta).unwrap())).unwrap();
             let mut history = points(60, d, 2);
             for x in &history {
                 sampler.push_history(x).unwrap();
@@ -767,7 +828,7 @@ mod tests {
         let eta = Scale::Adaptive(
             crate::RobbinsMonro::new(1.0, 0.234, crate::StepSchedule::InverseSqrt).unwrap(),
         );
-        let sampler = FKamh::new(phi, 0.5, eta).unwrap();
+        let sampler = FKamh::new(phi, config(0.5, eta)).unwrap();
         let target = FnTarget::new(d, |x: &[f64]| -0.5 * (x[0] * x[0] + 4.0 * x[1] * x[1]));
         let mut mh = crate::MetropolisHastings::new(
             &target,
@@ -795,16 +856,16 @@ mod tests {
     #[test]
     fn constructor_validates_and_freezing_stops_the_history() {
         let phi = features(8, 2, Embedding::SinCos, 7);
-        assert!(FKamh::new(phi.clone(), 0.0, Scale::fixed(1.0).unwrap()).is_err());
-        assert!(FKamh::new(phi.clone(), f64::NAN, Scale::fixed(1.0).unwrap()).is_err());
-        let mut s = FKamh::new(phi.clone(), 0.1, Scale::fixed(1.0).unwrap()).unwrap();
+        let fixed = Scale::fixed(1.0).unwrap();
+        assert!(FKamhConfig::default().with_gamma(0.0).is_err());
+        assert!(FKamh::new(phi.clone(), config(0.0, fixed.clone())).is_err());
+        assert!(FKamh::new(phi.clone(), config(f64::NAN, fixed.clone())).is_err());
+        let mut s = FKamh::new(phi.clone(), config(0.1, fixed.clone())).unwrap();
         assert!(s.push_history(&[1.0]).is_err());
         assert!(s.push_history(&[1.0, f64::INFINITY]).is_err());
         let target = FnTarget::new(3, |_: &[f64]| 0.0);
         assert!(s.initialise(&target, &[0.0, 0.0, 0.0], true).is_err());
-        let sampler = FKamh::new(phi, 0.5, Scale::fixed(1.0).unwrap())
-            .unwrap()
-            .freeze_covariance_after(10);
+        let sampler = FKamh::new(phi, config(0.5, fixed).with_freeze_covariance_after(10)).unwrap();
         let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
         let chain = crate::run_chain(
             &target,

@@ -271,7 +271,9 @@ fn cholesky_lower_in_place(a: &mut [f64], m: usize) -> bool {
 }
 
 /// The integrator settings of [`Habc`] (module docs for the exact update).
+/// The default is [`HabcConfig::kmc_paper`].
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct HabcConfig {
     /// Step size ε ~ U[lo, hi) per iteration (0 < lo ≤ hi < ∞).
     pub step_size: (f64, f64),
@@ -296,26 +298,76 @@ impl HabcConfig {
         }
     }
 
+    /// Sets the step-size range (lo, hi), 0 < lo ≤ hi < ∞.
+    pub fn with_step_size(mut self, step_size: (f64, f64)) -> Result<Self> {
+        check_step_size(step_size)?;
+        self.step_size = step_size;
+        Ok(self)
+    }
+
+    /// Sets the number of integration steps L (≥ 1).
+    pub fn with_steps(mut self, steps: u32) -> Result<Self> {
+        check_steps(steps)?;
+        self.steps = steps;
+        Ok(self)
+    }
+
+    /// Sets the constant part c of the friction (finite, ≥ 0).
+    pub fn with_friction(mut self, friction: f64) -> Result<Self> {
+        check_friction(friction)?;
+        self.friction = friction;
+        Ok(self)
+    }
+
+    /// Sets the SPSA perturbation size (finite, > 0).
+    pub fn with_perturbation(mut self, perturbation: f64) -> Result<Self> {
+        check_perturbation(perturbation)?;
+        self.perturbation = perturbation;
+        Ok(self)
+    }
+
     /// Checks the settings.
     pub fn validate(&self) -> Result<()> {
-        let (lo, hi) = self.step_size;
-        ensure(
-            lo > 0.0 && lo <= hi && hi.is_finite(),
-            "step_size",
-            "needs 0 < lo ≤ hi < ∞",
-        )?;
-        ensure(self.steps >= 1, "steps", "must be at least 1")?;
-        ensure(
-            self.friction.is_finite() && self.friction >= 0.0,
-            "friction",
-            "must be finite and non-negative",
-        )?;
-        ensure(
-            self.perturbation.is_finite() && self.perturbation > 0.0,
-            "perturbation",
-            "must be finite and positive",
-        )
+        check_step_size(self.step_size)?;
+        check_steps(self.steps)?;
+        check_friction(self.friction)?;
+        check_perturbation(self.perturbation)
     }
+}
+
+impl Default for HabcConfig {
+    /// [`HabcConfig::kmc_paper`].
+    fn default() -> Self {
+        Self::kmc_paper()
+    }
+}
+
+fn check_step_size((lo, hi): (f64, f64)) -> Result<()> {
+    ensure(
+        lo > 0.0 && lo <= hi && hi.is_finite(),
+        "step_size",
+        "needs 0 < lo ≤ hi < ∞",
+    )
+}
+
+fn check_steps(steps: u32) -> Result<()> {
+    ensure(steps >= 1, "steps", "must be at least 1")
+}
+
+fn check_friction(friction: f64) -> Result<()> {
+    ensure(
+        friction.is_finite() && friction >= 0.0,
+        "friction",
+        "must be finite and non-negative",
+    )
+}
+
+fn check_perturbation(perturbation: f64) -> Result<()> {
+    ensure(
+        perturbation.is_finite() && perturbation > 0.0,
+        "perturbation",
+        "must be finite and positive",
+    )
 }
 
 /// The Hamiltonian ABC sampler: a synthetic likelihood, an isotropic

@@ -35,16 +35,8 @@ impl HamiltonianMove {
     /// L ~ U{lo, …, hi} (1 ≤ lo ≤ hi), drawn each iteration.
     pub fn new(dim: usize, step_size: (f64, f64), steps: (u32, u32)) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
-        ensure(
-            step_size.0 > 0.0 && step_size.0 <= step_size.1 && step_size.1.is_finite(),
-            "step_size",
-            "needs 0 < lo ≤ hi < ∞",
-        )?;
-        ensure(
-            steps.0 >= 1 && steps.0 <= steps.1,
-            "steps",
-            "needs 1 ≤ lo ≤ hi",
-        )?;
+        check_step_size(step_size)?;
+        check_steps(steps)?;
         Ok(Self {
             step_size,
             steps,
@@ -116,7 +108,79 @@ impl HamiltonianMove {
     }
 }
 
+/// The settings of [`Hmc`]: the ranges the step size and the number of
+/// leapfrog steps are drawn from at each iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HmcConfig {
+    /// Step size ε ~ U[lo, hi) (0 < lo ≤ hi < ∞; lo = hi fixes ε).
+    pub step_size: (f64, f64),
+    /// Number of leapfrog steps L ~ U{lo, …, hi} (1 ≤ lo ≤ hi).
+    pub steps: (u32, u32),
+}
+
+impl Default for HmcConfig {
+    /// ε ~ U[0.1, 0.2), L ~ U{10, …, 20}.
+    fn default() -> Self {
+        Self {
+            step_size: (0.1, 0.2),
+            steps: (10, 20),
+        }
+    }
+}
+
+impl HmcConfig {
+    /// Sets the step-size range (lo, hi), 0 < lo ≤ hi < ∞.
+    pub fn with_step_size(mut self, step_size: (f64, f64)) -> Result<Self> {
+        check_step_size(step_size)?;
+        self.step_size = step_size;
+        Ok(self)
+    }
+
+    /// Sets the range (lo, hi) of the number of leapfrog steps, 1 ≤ lo ≤ hi.
+    pub fn with_steps(mut self, steps: (u32, u32)) -> Result<Self> {
+        check_steps(steps)?;
+        self.steps = steps;
+        Ok(self)
+    }
+
+    /// Checks both ranges.
+    pub fn validate(&self) -> Result<()> {
+        check_step_size(self.step_size)?;
+        check_steps(self.steps)
+    }
+}
+
+/// Checks a step-size range ε ~ U[lo, hi).
+pub(crate) fn check_step_size(step_size: (f64, f64)) -> Result<()> {
+    ensure(
+        step_size.0 > 0.0 && step_size.0 <= step_size.1 && step_size.1.is_finite(),
+        "step_size",
+        "needs 0 < lo ≤ hi < ∞",
+    )
+}
+
+/// Checks a leapfrog-steps range L ~ U{lo, …, hi}.
+pub(crate) fn check_steps(steps: (u32, u32)) -> Result<()> {
+    ensure(
+        steps.0 >= 1 && steps.0 <= steps.1,
+        "steps",
+        "needs 1 ≤ lo ≤ hi",
+    )
+}
+
 /// HMC on the target's own gradient ([`Target::grad_log_density`]).
+///
+/// ```
+/// use kameleon_samplers::{Hmc, HmcConfig, RunConfig, run_chain};
+/// use kameleon_targets::Banana;
+///
+/// let target = Banana::new(2, 0.03, 100.0)?;
+/// let config = HmcConfig::default().with_step_size((0.2, 0.4))?.with_steps((5, 10))?;
+/// let chain = run_chain(&target, Hmc::new(2, config)?, &[0.0, 0.0], RunConfig::new(100, 500), 3)?;
+/// assert_eq!(chain.len(), 500);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hmc {
     dim: usize,
@@ -124,11 +188,12 @@ pub struct Hmc {
 }
 
 impl Hmc {
-    /// HMC with ε ~ U[step_size.0, step_size.1), L ~ U{steps.0, …, steps.1}.
-    pub fn new(dim: usize, step_size: (f64, f64), steps: (u32, u32)) -> Result<Self> {
+    /// HMC in dimension `dim` ≥ 1 with the settings `config` (checked).
+    pub fn new(dim: usize, config: HmcConfig) -> Result<Self> {
+        config.validate()?;
         Ok(Self {
             dim,
-            dynamics: HamiltonianMove::new(dim, step_size, steps)?,
+            dynamics: HamiltonianMove::new(dim, config.step_size, config.steps)?,
         })
     }
 }

@@ -174,6 +174,7 @@ impl Gamma {
 /// The subsample part of a KAMH-type configuration (shared by [`KamhConfig`]
 /// and [`crate::PcaKameleonConfig`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SubsampleConfig {
     /// The subsample size n ≥ 2. The kernel proposal starts once the
     /// history holds n states; until then the chain is the random walk
@@ -187,6 +188,17 @@ pub struct SubsampleConfig {
     pub bandwidth: Bandwidth,
     /// The standard deviation of the initial random walk.
     pub warmup_scale: f64,
+}
+
+impl Default for SubsampleConfig {
+    /// [`SubsampleConfig::paper`] with n = 1000, the median taken over 100
+    /// of the subsample's points.
+    fn default() -> Self {
+        Self {
+            bandwidth: Bandwidth::MedianHeuristic { max_points: 100 },
+            ..Self::paper(1000)
+        }
+    }
 }
 
 impl SubsampleConfig {
@@ -211,28 +223,74 @@ impl SubsampleConfig {
         }
     }
 
-    fn validate(&self) -> Result<()> {
-        ensure(
-            self.subsample_size >= 2,
-            "subsample_size",
-            "must be at least 2",
-        )?;
+    /// Sets the subsample size n (≥ 2).
+    pub fn with_subsample_size(mut self, subsample_size: usize) -> Result<Self> {
+        check_subsample_size(subsample_size)?;
+        self.subsample_size = subsample_size;
+        Ok(self)
+    }
+
+    /// Sets γ (fixed or decaying; positive and finite).
+    pub fn with_gamma(mut self, gamma: Gamma) -> Result<Self> {
+        gamma.validate()?;
+        self.gamma = gamma;
+        Ok(self)
+    }
+
+    /// Sets when z is redrawn.
+    pub fn with_refresh(mut self, refresh: Refresh) -> Result<Self> {
+        refresh.validate()?;
+        self.refresh = refresh;
+        Ok(self)
+    }
+
+    /// Sets how the bandwidth is chosen.
+    pub fn with_bandwidth(mut self, bandwidth: Bandwidth) -> Result<Self> {
+        check_bandwidth(bandwidth)?;
+        self.bandwidth = bandwidth;
+        Ok(self)
+    }
+
+    /// Sets the standard deviation of the initial random walk (positive and
+    /// finite).
+    pub fn with_warmup_scale(mut self, warmup_scale: f64) -> Result<Self> {
+        check_warmup_scale(warmup_scale)?;
+        self.warmup_scale = warmup_scale;
+        Ok(self)
+    }
+
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<()> {
+        check_subsample_size(self.subsample_size)?;
         self.refresh.validate()?;
         self.gamma.validate()?;
-        ensure(
-            self.warmup_scale > 0.0 && self.warmup_scale.is_finite(),
-            "warmup_scale",
-            "must be positive and finite",
-        )?;
-        if let Bandwidth::MedianHeuristic { max_points } = self.bandwidth {
-            ensure(max_points >= 2, "max_points", "must be at least 2")?;
-        }
-        Ok(())
+        check_warmup_scale(self.warmup_scale)?;
+        check_bandwidth(self.bandwidth)
     }
+}
+
+fn check_subsample_size(subsample_size: usize) -> Result<()> {
+    ensure(subsample_size >= 2, "subsample_size", "must be at least 2")
+}
+
+fn check_warmup_scale(warmup_scale: f64) -> Result<()> {
+    ensure(
+        warmup_scale > 0.0 && warmup_scale.is_finite(),
+        "warmup_scale",
+        "must be positive and finite",
+    )
+}
+
+fn check_bandwidth(bandwidth: Bandwidth) -> Result<()> {
+    if let Bandwidth::MedianHeuristic { max_points } = bandwidth {
+        ensure(max_points >= 2, "max_points", "must be at least 2")?;
+    }
+    Ok(())
 }
 
 /// The configuration of [`Kamh`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct KamhConfig {
     /// Subsample, refresh, bandwidth, γ and the initial random walk.
     pub subsample: SubsampleConfig,
@@ -254,6 +312,32 @@ impl KamhConfig {
                 StepSchedule::InverseSqrt,
             )?),
         })
+    }
+
+    /// Sets the subsample part (checked).
+    pub fn with_subsample(mut self, subsample: SubsampleConfig) -> Result<Self> {
+        subsample.validate()?;
+        self.subsample = subsample;
+        Ok(self)
+    }
+
+    /// Sets ν (a fixed ν must be positive and finite).
+    pub fn with_scale(mut self, scale: Scale) -> Result<Self> {
+        scale.validate("scale")?;
+        self.scale = scale;
+        Ok(self)
+    }
+}
+
+impl Default for KamhConfig {
+    /// [`SubsampleConfig::default`] (the paper's settings at n = 1000, the
+    /// median over 100 points) and ν learned as in [`KamhConfig::paper`].
+    fn default() -> Self {
+        let paper = Self::paper(1000).expect("the paper's constants are valid");
+        Self {
+            subsample: SubsampleConfig::default(),
+            ..paper
+        }
     }
 }
 

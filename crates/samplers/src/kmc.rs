@@ -7,7 +7,7 @@
 //!
 //! 1. While the surrogate is not ready (too little history, no oracle warm
 //!    start) the proposal is the isotropic [`RandomWalk`] (its scale fixed or
-//!    Robbins–Monro adapted, see [`Kmc::with_walk_scale`]).
+//!    Robbins–Monro adapted, see [`KmcConfig::walk_scale`]).
 //! 2. Otherwise momentum p ~ N(0, I), ε ~ U[ε_lo, ε_hi), L ~ U{L_lo, …, L_hi}
 //!    and L leapfrog steps on ∇f̂ — the very [`HamiltonianMove`] of [`crate::Hmc`]
 //!    with the surrogate plugged in as its gradient — give (x*, p*).
@@ -39,8 +39,8 @@ use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale};
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, SamplerError, check_dim, ensure};
-use crate::hmc::HamiltonianMove;
-use crate::random_walk::RandomWalk;
+use crate::hmc::{HamiltonianMove, check_step_size, check_steps};
+use crate::random_walk::{RandomWalk, RandomWalkConfig};
 use faer::MatRef;
 use kameleon_features::FeatureMap;
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, ScoreMatchingError};
@@ -106,24 +106,66 @@ pub struct LiteSurrogate {
     failed_fits: u64,
 }
 
+/// The settings of [`LiteSurrogate`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LiteSurrogateConfig {
+    /// The subsample (basis) size n ≥ 2; the first fit happens once the
+    /// history holds n points (default 200).
+    pub subsample_size: usize,
+    /// The refit probability a_t at step t after the first fit (default
+    /// t^(−1/2): vanishing, Σ a_t = ∞).
+    pub refit: AdaptProbability,
+}
+
+impl Default for LiteSurrogateConfig {
+    /// n = 200, refits with probability t^(−1/2).
+    fn default() -> Self {
+        Self {
+            subsample_size: 200,
+            refit: AdaptProbability::Power { kappa: 0.5 },
+        }
+    }
+}
+
+impl LiteSurrogateConfig {
+    /// Sets the subsample size n (≥ 2).
+    pub fn with_subsample_size(mut self, subsample_size: usize) -> Result<Self> {
+        check_subsample_size(subsample_size)?;
+        self.subsample_size = subsample_size;
+        Ok(self)
+    }
+
+    /// Sets the refit probability.
+    pub fn with_refit(mut self, refit: AdaptProbability) -> Result<Self> {
+        refit.validate()?;
+        self.refit = refit;
+        Ok(self)
+    }
+
+    /// Checks n and the refit probability.
+    pub fn validate(&self) -> Result<()> {
+        check_subsample_size(self.subsample_size)?;
+        self.refit.validate()
+    }
+}
+
+fn check_subsample_size(subsample_size: usize) -> Result<()> {
+    ensure(subsample_size >= 2, "subsample_size", "must be at least 2")
+}
+
 impl LiteSurrogate {
-    /// Lite surrogate in dimension `dim` ≥ 1 fitting `model` on subsamples of
-    /// size `subsample_size` ≥ 2, refitted with probability
-    /// `schedule.probability(t)` at step t.
-    pub fn new(
-        model: LiteEstimator,
-        dim: usize,
-        subsample_size: usize,
-        schedule: AdaptProbability,
-    ) -> Result<Self> {
+    /// Lite surrogate in dimension `dim` ≥ 1 fitting `model` with the
+    /// settings `config` (checked).
+    pub fn new(model: LiteEstimator, dim: usize, config: LiteSurrogateConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
-        ensure(subsample_size >= 2, "subsample_size", "must be at least 2")?;
-        schedule.validate()?;
+        config.validate()?;
+        let subsample_size = config.subsample_size;
         Ok(Self {
             model,
             history: History::new(dim),
             subsample_size,
-            schedule,
+            schedule: config.refit,
             subsample: vec![0.0; subsample_size * dim],
             fitted: false,
             refits: 0,
@@ -225,7 +267,7 @@ impl KmcSurrogate for LiteSurrogate {
 
 /// The KMC finite surrogate: a [`FiniteEstimator`] on a feature map, updated
 /// online (exactly, O(dm²) per point) with every state of the chain while
-/// adapting — or every `thin`-th state ([`FiniteSurrogate::with_thinning`]).
+/// adapting — or every `thin`-th state ([`FiniteSurrogateConfig::thin`]).
 ///
 /// Each update moves θ̂ by O(1/t), so adapting forever is a diminishing
 /// adaptation; stop it after burn-in to save the O(dm²) per step. The
@@ -255,25 +297,69 @@ pub struct FiniteSurrogate<F: FeatureMap> {
     failed_updates: u64,
 }
 
+/// The settings of [`FiniteSurrogate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FiniteSurrogateConfig {
+    /// The number of points (≥ 1) the estimator must have seen before the
+    /// surrogate drives trajectories (default 100).
+    pub min_points: usize,
+    /// Learn only from every `thin`-th state offered (≥ 1; the default 1 is
+    /// every state).
+    pub thin: u64,
+}
+
+impl Default for FiniteSurrogateConfig {
+    /// Ready after 100 points, learning from every state.
+    fn default() -> Self {
+        Self {
+            min_points: 100,
+            thin: 1,
+        }
+    }
+}
+
+impl FiniteSurrogateConfig {
+    /// Sets the number of points before the surrogate is ready (≥ 1).
+    pub fn with_min_points(mut self, min_points: usize) -> Result<Self> {
+        check_min_points(min_points)?;
+        self.min_points = min_points;
+        Ok(self)
+    }
+
+    /// Sets the thinning of the learned states (≥ 1).
+    pub fn with_thin(mut self, thin: u64) -> Result<Self> {
+        check_thin(thin)?;
+        self.thin = thin;
+        Ok(self)
+    }
+
+    /// Checks both settings.
+    pub fn validate(&self) -> Result<()> {
+        check_min_points(self.min_points)?;
+        check_thin(self.thin)
+    }
+}
+
+fn check_min_points(min_points: usize) -> Result<()> {
+    ensure(min_points >= 1, "min_points", "must be at least 1")
+}
+
+fn check_thin(thin: u64) -> Result<()> {
+    ensure(thin >= 1, "thin", "must be at least 1")
+}
+
 impl<F: FeatureMap> FiniteSurrogate<F> {
-    /// Finite surrogate learning from every state, ready after `min_points`
-    /// ≥ 1 points.
-    pub fn new(model: FiniteEstimator<F>, min_points: usize) -> Result<Self> {
-        ensure(min_points >= 1, "min_points", "must be at least 1")?;
+    /// Finite surrogate on `model` with the settings `config` (checked).
+    pub fn new(model: FiniteEstimator<F>, config: FiniteSurrogateConfig) -> Result<Self> {
+        config.validate()?;
         Ok(Self {
             model,
-            min_points,
-            thin: 1,
+            min_points: config.min_points,
+            thin: config.thin,
             offered: 0,
             failed_updates: 0,
         })
-    }
-
-    /// Learns only from every `thin`-th state offered (≥ 1; 1 = every state).
-    pub fn with_thinning(mut self, thin: u64) -> Result<Self> {
-        ensure(thin >= 1, "thin", "must be at least 1")?;
-        self.thin = thin;
-        Ok(self)
     }
 
     /// The estimator.
@@ -355,6 +441,68 @@ pub enum CurrentDensity {
     ReEstimate,
 }
 
+/// The settings of [`Kmc`], shared by [`KmcLite`] and [`KmcFinite`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct KmcConfig {
+    /// Step size ε ~ U[lo, hi) drawn each iteration (0 < lo ≤ hi < ∞;
+    /// default [0.1, 0.2)).
+    pub step_size: (f64, f64),
+    /// Number of leapfrog steps L ~ U{lo, …, hi} drawn each iteration
+    /// (1 ≤ lo ≤ hi; default {10, …, 20}).
+    pub steps: (u32, u32),
+    /// The scale of the random walk used before the surrogate is ready (an
+    /// adaptive [`Scale`] learns while adaptation is on); `None` (the
+    /// default) is the fixed 2.38/√d.
+    pub walk_scale: Option<Scale>,
+    /// Exact reuse of the current state's log density (the default) or the
+    /// inexact MCWM re-estimation.
+    pub current_density: CurrentDensity,
+}
+
+impl Default for KmcConfig {
+    /// ε ~ U[0.1, 0.2), L ~ U{10, …, 20}, the fixed walk scale 2.38/√d,
+    /// [`CurrentDensity::Reuse`].
+    fn default() -> Self {
+        Self {
+            step_size: (0.1, 0.2),
+            steps: (10, 20),
+            walk_scale: None,
+            current_density: CurrentDensity::Reuse,
+        }
+    }
+}
+
+impl KmcConfig {
+    /// Sets the step-size range (lo, hi), 0 < lo ≤ hi < ∞.
+    pub fn with_step_size(mut self, step_size: (f64, f64)) -> Result<Self> {
+        check_step_size(step_size)?;
+        self.step_size = step_size;
+        Ok(self)
+    }
+
+    /// Sets the range (lo, hi) of the number of leapfrog steps, 1 ≤ lo ≤ hi.
+    pub fn with_steps(mut self, steps: (u32, u32)) -> Result<Self> {
+        check_steps(steps)?;
+        self.steps = steps;
+        Ok(self)
+    }
+
+    /// Sets the scale of the random walk before the surrogate is ready.
+    pub fn with_walk_scale(mut self, scale: Scale) -> Result<Self> {
+        scale.validate("scale")?;
+        self.walk_scale = Some(scale);
+        Ok(self)
+    }
+
+    /// Chooses exact reuse or the inexact MCWM re-estimation of the current
+    /// state's log density.
+    pub fn with_current_density(mut self, current_density: CurrentDensity) -> Self {
+        self.current_density = current_density;
+        self
+    }
+}
+
 /// Kernel Hamiltonian Monte Carlo on a [`KmcSurrogate`]: leapfrog
 /// trajectories on the surrogate gradient ∇f̂ ([`HamiltonianMove`], shared
 /// with [`crate::Hmc`]), accepted with the true Hamiltonian, the surrogate
@@ -363,20 +511,22 @@ pub enum CurrentDensity {
 /// variants.
 ///
 /// ```
-/// use kameleon_samplers::{AdaptProbability, KmcLite, LiteSurrogate, RunConfig, run_chain};
+/// use kameleon_samplers::{
+///     AdaptProbability, KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig, RunConfig,
+///     run_chain,
+/// };
 /// use kameleon_score_matching::LiteEstimator;
 /// use kameleon_targets::Banana;
 ///
 /// let target = Banana::new(2, 0.03, 100.0)?;
 /// // f̂ = Σ αᵢ exp(−‖zᵢ − x‖²/σ) on n = 100 history points, refitted with
 /// // probability t^(−1/2); random-walk steps until 100 points are seen.
-/// let surrogate = LiteSurrogate::new(
-///     LiteEstimator::new(50.0, 1e-3)?,
-///     2,
-///     100,
-///     AdaptProbability::Power { kappa: 0.5 },
-/// )?;
-/// let kmc = KmcLite::new(surrogate, (0.2, 0.5), (1, 10))?;
+/// let lite = LiteSurrogateConfig::default()
+///     .with_subsample_size(100)?
+///     .with_refit(AdaptProbability::Power { kappa: 0.5 })?;
+/// let surrogate = LiteSurrogate::new(LiteEstimator::new(50.0, 1e-3)?, 2, lite)?;
+/// let config = KmcConfig::default().with_step_size((0.2, 0.5))?.with_steps((1, 10))?;
+/// let kmc = KmcLite::new(surrogate, config)?;
 /// let chain = run_chain(&target, kmc, &[0.0, 0.0], RunConfig::new(500, 1000), 7)?;
 /// assert_eq!(chain.len(), 1000);
 /// println!("acceptance {:.2}", chain.acceptance_rate());
@@ -401,45 +551,38 @@ pub type KmcLite = Kmc<LiteSurrogate>;
 pub type KmcFinite<F> = Kmc<FiniteSurrogate<F>>;
 
 impl<S: KmcSurrogate> Kmc<S> {
-    /// KMC with step size ε ~ U[step_size.0, step_size.1) and number of
-    /// leapfrog steps L ~ U{steps.0, …, steps.1} drawn each iteration,
-    /// momentum N(0, I), and the fixed random-walk scale 2.38/√d before the
-    /// surrogate is ready.
-    pub fn new(surrogate: S, step_size: (f64, f64), steps: (u32, u32)) -> Result<Self> {
+    /// KMC on `surrogate` with the settings `config` (checked): momentum
+    /// N(0, I), ε and L drawn from their ranges each iteration, the random
+    /// walk of `config.walk_scale` until the surrogate is ready.
+    pub fn new(surrogate: S, config: KmcConfig) -> Result<Self> {
         let dim = surrogate.dim();
+        let dynamics = HamiltonianMove::new(dim, config.step_size, config.steps)?;
+        let walk = RandomWalk::new(
+            dim,
+            RandomWalkConfig {
+                scale: config.walk_scale,
+            },
+        )?;
         Ok(Self {
             dim,
-            dynamics: HamiltonianMove::new(dim, step_size, steps)?,
-            walk: RandomWalk::new(dim)?,
+            dynamics,
+            walk,
             surrogate,
-            current_density: CurrentDensity::Reuse,
+            current_density: config.current_density,
             last_was_walk: false,
             trajectories: 0,
             walk_steps: 0,
         })
     }
 
-    /// Sets the scale of the random walk used before the surrogate is ready
-    /// (an adaptive [`Scale`] learns while adaptation is on).
-    pub fn with_walk_scale(mut self, scale: Scale) -> Result<Self> {
-        self.walk = RandomWalk::with_scale(self.dim, scale)?;
-        Ok(self)
-    }
-
     /// **Oracle warm start**: fits the surrogate on given points (e.g. exact
     /// samples of π, as in the papers' "oracle" runs) before the chain
     /// starts, so trajectories start at once. Adaptation, if on, continues
-    /// from the chain's own history.
+    /// from the chain's own history. A builder on the sampler, not a
+    /// [`KmcConfig`] field: the points are data, not a setting.
     pub fn with_oracle_points(mut self, points: MatRef<'_, f64>) -> Result<Self> {
         self.surrogate.warm_start(points)?;
         Ok(self)
-    }
-
-    /// Chooses exact reuse (default) or the inexact MCWM re-estimation of the
-    /// current state's log density.
-    pub fn with_current_density(mut self, current_density: CurrentDensity) -> Self {
-        self.current_density = current_density;
-        self
     }
 
     /// The surrogate.

@@ -1,12 +1,49 @@
 //! Gradient-free kernel adaptive MCMC samplers on one Metropolis–Hastings engine.
 //!
 //! ```
-//! use kameleon_samplers::{FnTarget, RandomWalk, RunConfig, run_chain};
+//! use kameleon_samplers::{FnTarget, RandomWalk, RandomWalkConfig, RunConfig, run_chain};
 //! let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
-//! let chain = run_chain(&target, RandomWalk::new(2)?, &[0.0, 0.0], RunConfig::new(500, 2000), 42)?;
+//! let sampler = RandomWalk::new(2, RandomWalkConfig::default())?;
+//! let chain = run_chain(&target, sampler, &[0.0, 0.0], RunConfig::new(500, 2000), 42)?;
 //! println!("{} samples, mean {:?}, acceptance {:.2}", chain.len(), chain.mean(), chain.acceptance_rate());
 //! # Ok::<(), kameleon_samplers::SamplerError>(())
 //! ```
+//!
+//! # Configuring a sampler
+//!
+//! Every sampler is built one way: `Sampler::new(components, config)`. The
+//! components are what it cannot run without and has no default for — its
+//! dimension, kernel, feature map or surrogate — and the config is a plain
+//! struct `SamplerConfig` of documented public fields with a sensible
+//! [`Default`], a `paper(…)` constructor where a paper fixes the settings,
+//! and chainable setters `with_<field>(value)` that check the value and
+//! return a [`Result`] (or `Self` where no value is invalid). `new` checks
+//! the whole config again (cross-field rules included), so fields may also
+//! be assigned directly on a value. Config structs are
+//! `#[non_exhaustive]`: start from `Default::default()` or `paper(…)`.
+//! The rule has no exception for simple samplers: even the random walk
+//! takes a [`RandomWalkConfig`], so going from a fixed to an adaptive scale
+//! changes a setting, not the constructor. Data given to a built sampler
+//! (an oracle sample, a pilot history) goes through methods on the sampler,
+//! such as [`Kmc::with_oracle_points`] and [`Kamh::set_subsample`].
+//!
+//! | sampler | components | config |
+//! |---|---|---|
+//! | [`RandomWalk`] | dim | [`RandomWalkConfig`] |
+//! | [`AdaptiveMetropolis`] | dim | [`AdaptiveMetropolisConfig`] |
+//! | [`PrincipalComponents`] | dim | [`PrincipalComponentsConfig`] |
+//! | [`Hmc`] | dim | [`HmcConfig`] |
+//! | [`Kamh`] | dim, kernel | [`KamhConfig`] |
+//! | [`PcaKameleon`] | dim, kernel | [`PcaKameleonConfig`] |
+//! | [`Ckam`] | dim, kernel | [`CkamConfig`] |
+//! | [`FKamh`] | feature map | [`FKamhConfig`] |
+//! | [`KmcLite`], [`KmcFinite`] | surrogate | [`KmcConfig`] |
+//! | [`LiteSurrogate`] | estimator, dim | [`LiteSurrogateConfig`] |
+//! | [`FiniteSurrogate`] | estimator | [`FiniteSurrogateConfig`] |
+//! | [`Habc`] | synthetic likelihood, prior | [`HabcConfig`] |
+//! | [`Ensemble`] | target, start, seed | [`EnsembleConfig`] |
+//!
+//! How long a chain runs and what it records is the separate [`RunConfig`].
 //!
 //! # Architecture
 //!
@@ -59,11 +96,11 @@ mod random_walk;
 pub use adaptation::{
     AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule, StochasticMoments,
 };
-pub use am::{AdaptiveMetropolis, MomentEstimator};
+pub use am::{AdaptiveMetropolis, AdaptiveMetropolisConfig, MomentEstimator, MomentUpdate};
 pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
 };
-pub use ckam::{Ckam, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
+pub use ckam::{Ckam, CkamConfig, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
 pub use covariance::ProposalCovariance;
 pub use engine::{
     AdaptationSummary, KeptStates, MetropolisHastings, Proposal, StepInfo, StepOutcome,
@@ -73,17 +110,18 @@ pub use ensemble::{
     run_ensemble_with,
 };
 pub use error::{CheckpointProblem, Result, SamplerError};
-pub use fkamh::FKamh;
+pub use fkamh::{FKamh, FKamhConfig};
 pub use habc::{Habc, HabcConfig, SyntheticLikelihood};
-pub use hmc::{HamiltonianMove, Hmc};
+pub use hmc::{HamiltonianMove, Hmc, HmcConfig};
 pub use kameleon_core::{
     FnTarget, IsotropicGaussianPrior, LogPrior, SummarySimulator, Target, TargetError,
 };
 pub use kamh::{Bandwidth, Gamma, Kamh, KamhConfig, LengthScale, Refresh, SubsampleConfig};
 pub use kamh_covariance::KamhCovariance;
 pub use kmc::{
-    CurrentDensity, FiniteSurrogate, Kmc, KmcFinite, KmcLite, KmcSurrogate, LiteSurrogate,
+    CurrentDensity, FiniteSurrogate, FiniteSurrogateConfig, Kmc, KmcConfig, KmcFinite, KmcLite,
+    KmcSurrogate, LiteSurrogate, LiteSurrogateConfig,
 };
-pub use pca::PrincipalComponents;
+pub use pca::{PrincipalComponents, PrincipalComponentsConfig};
 pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
-pub use random_walk::RandomWalk;
+pub use random_walk::{RandomWalk, RandomWalkConfig};

@@ -6,7 +6,7 @@
 
 use crate::Target;
 use crate::adaptation::{RobbinsMonro, StepSchedule};
-use crate::am::MomentEstimator;
+use crate::am::{MomentEstimator, MomentUpdate};
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
 use faer::diag::DiagMut;
@@ -27,6 +27,82 @@ const MIN_EIGENVALUE: f64 = 1e-12;
 /// almost never and with almost no step, so the chain could not correct the
 /// estimate (a positive feedback observed with short warm-ups).
 const RELATIVE_EIGENVALUE_FLOOR: f64 = 1e-4;
+
+/// The settings of [`PrincipalComponents`] (the defaults are those of the
+/// Python package's AM-PCA).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PrincipalComponentsConfig {
+    /// The number m of leading directions (1 ≤ m ≤ d); `None` (the default)
+    /// is all d.
+    pub components: Option<usize>,
+    /// How the covariance is learned (default [`MomentUpdate::Empirical`]).
+    pub moments: MomentUpdate,
+    /// The step sizes of the per-direction scales, started at 2.38 and
+    /// adapted toward acceptance 0.44 (the optimum for one-dimensional
+    /// moves); default t^−0.7.
+    pub schedule: StepSchedule,
+    /// The adaptive updates before the first eigendecomposition; `None`
+    /// (the default) is 100d.
+    pub warmup: Option<u64>,
+    /// The adaptive updates between eigendecompositions (≥ 1; default 10).
+    pub refresh_every: u64,
+}
+
+impl Default for PrincipalComponentsConfig {
+    /// All d directions, empirical moments, steps t^−0.7, warm-up 100d,
+    /// refresh every 10 updates.
+    fn default() -> Self {
+        Self {
+            components: None,
+            moments: MomentUpdate::Empirical,
+            schedule: StepSchedule::Power { kappa: 0.7 },
+            warmup: None,
+            refresh_every: 10,
+        }
+    }
+}
+
+impl PrincipalComponentsConfig {
+    /// Sets the number m ≥ 1 of directions ([`PrincipalComponents::new`]
+    /// checks m ≤ d).
+    pub fn with_components(mut self, components: usize) -> Result<Self> {
+        ensure(components >= 1, "components", "must lie in 1..=dim")?;
+        self.components = Some(components);
+        Ok(self)
+    }
+
+    /// Sets how the covariance is learned.
+    pub fn with_moments(mut self, moments: MomentUpdate) -> Result<Self> {
+        moments.validate()?;
+        self.moments = moments;
+        Ok(self)
+    }
+
+    /// Sets the step sizes of the per-direction scales.
+    pub fn with_schedule(mut self, schedule: StepSchedule) -> Result<Self> {
+        schedule.validate()?;
+        self.schedule = schedule;
+        Ok(self)
+    }
+
+    /// Sets the warm-up.
+    pub fn with_warmup(mut self, warmup: u64) -> Self {
+        self.warmup = Some(warmup);
+        self
+    }
+
+    /// Sets the refresh interval (≥ 1).
+    pub fn with_refresh_every(mut self, refresh_every: u64) -> Result<Self> {
+        check_refresh_every(refresh_every)?;
+        self.refresh_every = refresh_every;
+        Ok(self)
+    }
+}
+
+fn check_refresh_every(refresh_every: u64) -> Result<()> {
+    ensure(refresh_every >= 1, "refresh_every", "must be at least 1")
+}
 
 /// Principal-components adaptive Metropolis (symmetric: no Hastings
 /// correction, since the mixture weights do not depend on the state).
@@ -60,27 +136,19 @@ pub struct PrincipalComponents {
 }
 
 impl PrincipalComponents {
-    /// PCA-AM in dimension `dim` with the `components` (1 ≤ m ≤ d) leading
-    /// directions, the given moment estimator, per-direction scales started
-    /// at 2.38 and adapted toward acceptance 0.44 (the optimum for
-    /// one-dimensional moves) with step sizes `schedule`, a warm-up of
-    /// `warmup` adaptive updates and an eigen-refresh every `refresh_every`.
-    pub fn new(
-        dim: usize,
-        components: usize,
-        moments: MomentEstimator,
-        schedule: StepSchedule,
-        warmup: u64,
-        refresh_every: u64,
-    ) -> Result<Self> {
+    /// PCA-AM in dimension `dim` ≥ 1 with the settings `config` (checked).
+    pub fn new(dim: usize, config: PrincipalComponentsConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        let components = config.components.unwrap_or(dim);
         ensure(
             (1..=dim).contains(&components),
             "components",
             "must lie in 1..=dim",
         )?;
-        ensure(refresh_every >= 1, "refresh_every", "must be at least 1")?;
-        check_dim(dim, moments.dim())?;
+        check_refresh_every(config.refresh_every)?;
+        let moments = MomentEstimator::new(dim, config.moments)?;
+        let (schedule, refresh_every) = (config.schedule, config.refresh_every);
+        let warmup = config.warmup.unwrap_or(100 * dim as u64);
         let scale = RobbinsMonro::new(2.38, 0.44, schedule)?;
         let mut eigenvectors = vec![0.0; dim * components];
         for j in 0..components {
@@ -106,19 +174,6 @@ impl PrincipalComponents {
         };
         this.update_weights();
         Ok(this)
-    }
-
-    /// All d directions, empirical covariance, schedule t^−0.7, warm-up 100d,
-    /// refresh every 10 updates.
-    pub fn with_defaults(dim: usize) -> Result<Self> {
-        Self::new(
-            dim,
-            dim,
-            MomentEstimator::empirical(dim),
-            StepSchedule::Power { kappa: 0.7 },
-            100 * dim as u64,
-            10,
-        )
     }
 
     /// The current eigenvalues λ_j (descending).
@@ -259,15 +314,14 @@ mod tests {
         // a known covariance through the Welford estimator: feed ±e-scaled
         // points so the sample covariance is exactly C = diag(9, 4, 1) rotated
         let d = 3;
-        let mut pc = PrincipalComponents::new(
-            d,
-            2,
-            MomentEstimator::empirical(d),
-            StepSchedule::InverseSqrt,
-            0,
-            1,
-        )
-        .unwrap();
+        let config = PrincipalComponentsConfig {
+            components: Some(2),
+            schedule: StepSchedule::InverseSqrt,
+            warmup: Some(0),
+            refresh_every: 1,
+            ..PrincipalComponentsConfig::default()
+        };
+        let mut pc = PrincipalComponents::new(d, config).unwrap();
         let pts = [
             [3.0, 0.0, 0.0],
             [-3.0, 0.0, 0.0],
@@ -293,7 +347,7 @@ mod tests {
     #[test]
     fn zero_variance_history_does_not_panic() {
         let d = 2;
-        let mut pc = PrincipalComponents::with_defaults(d).unwrap();
+        let mut pc = PrincipalComponents::new(d, PrincipalComponentsConfig::default()).unwrap();
         if let MomentEstimator::Empirical(m) = &mut pc.moments {
             (0..10).for_each(|_| m.push(&[1.0, 1.0]));
         }

@@ -20,6 +20,7 @@ const RELATIVE_EIGENVALUE_FLOOR: f64 = 1e-10;
 
 /// The configuration of [`PcaKameleon`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PcaKameleonConfig {
     /// Subsample, refresh, bandwidth, γ and the initial random walk.
     pub subsample: SubsampleConfig,
@@ -31,6 +32,45 @@ pub struct PcaKameleonConfig {
     /// recursion at the steps whose move used direction j (Andrieu & Thoms
     /// 2008, Alg. 8, in the RKHS).
     pub scale: Scale,
+}
+
+impl Default for PcaKameleonConfig {
+    /// [`SubsampleConfig::default`], m = 5 directions, each ν_j fixed at 2.38.
+    fn default() -> Self {
+        Self {
+            subsample: SubsampleConfig::default(),
+            components: 5,
+            scale: Scale::Fixed(2.38),
+        }
+    }
+}
+
+impl PcaKameleonConfig {
+    /// Sets the subsample part (checked).
+    pub fn with_subsample(mut self, subsample: SubsampleConfig) -> Result<Self> {
+        subsample.validate()?;
+        self.subsample = subsample;
+        Ok(self)
+    }
+
+    /// Sets the number m ≥ 1 of principal directions.
+    pub fn with_components(mut self, components: usize) -> Result<Self> {
+        check_components(components)?;
+        self.components = components;
+        Ok(self)
+    }
+
+    /// Sets the starting scale of every direction (a fixed ν must be
+    /// positive and finite).
+    pub fn with_scale(mut self, scale: Scale) -> Result<Self> {
+        scale.validate("scale")?;
+        self.scale = scale;
+        Ok(self)
+    }
+}
+
+fn check_components(components: usize) -> Result<()> {
+    ensure(components >= 1, "components", "must be at least 1")
 }
 
 /// PCA-Kameleon: given the subsample z, the top-m unit eigenvectors α⁽ʲ⁾ of
@@ -88,7 +128,7 @@ pub struct PcaKameleon<K> {
 impl<K: LengthScale> PcaKameleon<K> {
     /// PCA-Kameleon in dimension `dim` with the initial `kernel`.
     pub fn new(dim: usize, kernel: K, config: PcaKameleonConfig) -> Result<Self> {
-        ensure(config.components >= 1, "components", "must be at least 1")?;
+        check_components(config.components)?;
         config.scale.validate("scale")?;
         let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
         let n = adaptation.subsample_size();

@@ -8,8 +8,51 @@ use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
+/// The settings of [`RandomWalk`]: its scale ν.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RandomWalkConfig {
+    /// ν, fixed or Robbins–Monro adapted; `None` (the default) is the fixed
+    /// ν = 2.38/√d of the sampler's dimension d.
+    pub scale: Option<Scale>,
+}
+
+impl RandomWalkConfig {
+    /// Sets the scale ν (a fixed ν must be positive and finite).
+    pub fn with_scale(mut self, scale: Scale) -> Result<Self> {
+        scale.validate("scale")?;
+        self.scale = Some(scale);
+        Ok(self)
+    }
+
+    /// The scale in dimension `dim`: the given one, or the fixed 2.38/√d.
+    pub(crate) fn scale_for(&self, dim: usize) -> Result<Scale> {
+        match &self.scale {
+            Some(scale) => {
+                scale.validate("scale")?;
+                Ok(scale.clone())
+            }
+            None => Scale::fixed(Scale::optimal_for(dim)),
+        }
+    }
+}
+
 /// The isotropic random walk x* = x + ν ξ, ξ ~ N(0, I) (symmetric: no
 /// Hastings correction). ν fixed (default 2.38/√d) or Robbins–Monro adapted.
+///
+/// ```
+/// use kameleon_samplers::{
+///     FnTarget, RandomWalk, RandomWalkConfig, RobbinsMonro, RunConfig, Scale, StepSchedule,
+///     run_chain,
+/// };
+/// let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
+/// // ν learned toward acceptance 0.234 during burn-in
+/// let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt)?;
+/// let config = RandomWalkConfig::default().with_scale(Scale::Adaptive(nu))?;
+/// let chain = run_chain(&target, RandomWalk::new(2, config)?, &[0.0, 0.0], RunConfig::new(500, 1000), 1)?;
+/// assert_eq!(chain.len(), 1000);
+/// # Ok::<(), kameleon_samplers::SamplerError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RandomWalk {
     dim: usize,
@@ -17,14 +60,11 @@ pub struct RandomWalk {
 }
 
 impl RandomWalk {
-    /// Standard Metropolis in dimension `dim` ≥ 1 with ν = 2.38/√d.
-    pub fn new(dim: usize) -> Result<Self> {
-        Self::with_scale(dim, Scale::fixed(Scale::optimal_for(dim))?)
-    }
-
-    /// A random walk with the given (fixed or adaptive) scale.
-    pub fn with_scale(dim: usize, scale: Scale) -> Result<Self> {
+    /// Standard Metropolis in dimension `dim` ≥ 1 with the settings `config`
+    /// (checked).
+    pub fn new(dim: usize, config: RandomWalkConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        let scale = config.scale_for(dim)?;
         Ok(Self { dim, scale })
     }
 

@@ -20,9 +20,10 @@ use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, FKamh, FiniteSurrogate, Gamma, Kamh, KamhConfig, KmcFinite,
-    KmcLite, LiteSurrogate, MetropolisHastings, Proposal, Refresh, RobbinsMonro, Scale,
-    StepSchedule, SubsampleConfig, chain_rng,
+    AdaptProbability, Bandwidth, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma,
+    Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LiteSurrogate, LiteSurrogateConfig,
+    MetropolisHastings, Proposal, Refresh, RobbinsMonro, Scale, StepSchedule, SubsampleConfig,
+    chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, RidgeSchedule};
 use kameleon_targets::{Banana, GpClassification, Target, glass_posterior};
@@ -430,16 +431,16 @@ pub fn uniform_points(n: usize, seed: u64) -> Mat<f64> {
 
 /// The frozen KAMH proposal on subsample `z`: fixed γ, ν and kernel.
 pub fn kamh_proposal(z: &Mat<f64>) -> Result<Kamh<Gaussian>> {
-    let config = KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: z.nrows(),
-            gamma: Gamma::Fixed(KAMH_GAMMA),
-            refresh: Refresh::Never,
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
-        scale: Scale::fixed(KAMH_NU)?,
-    };
+    let config = KamhConfig::default()
+        .with_subsample(
+            SubsampleConfig::default()
+                .with_subsample_size(z.nrows())?
+                .with_gamma(Gamma::Fixed(KAMH_GAMMA))?
+                .with_refresh(Refresh::Never)?
+                .with_bandwidth(Bandwidth::Fixed)?
+                .with_warmup_scale(1.0)?,
+        )?
+        .with_scale(Scale::fixed(KAMH_NU)?)?;
     let mut kamh = Kamh::new(DIM, Gaussian::new(KAMH_SIGMA)?, config)?;
     kamh.set_subsample(z.as_ref())?;
     Ok(kamh)
@@ -526,7 +527,12 @@ fn fkamh_sampler(
         0.234,
         StepSchedule::Power { kappa: 0.7 },
     )?);
-    let mut proposal = FKamh::new(fkamh_features(big)?, KAMH_GAMMA, eta)?;
+    let mut proposal = FKamh::new(
+        fkamh_features(big)?,
+        FKamhConfig::default()
+            .with_gamma(KAMH_GAMMA)?
+            .with_eta(eta)?,
+    )?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(big as u64 + 1);
     let mut x = [0.0; DIM];
     for _ in 0..history {
@@ -558,10 +564,17 @@ fn kmc_lite_frozen(target: &Banana, n: usize, steps: u32) -> Result<KmcLite> {
     let lite = LiteSurrogate::new(
         LiteEstimator::new(LITE_SIGMA, LITE_LAMBDA)?,
         DIM,
-        n,
-        AdaptProbability::Always,
+        LiteSurrogateConfig::default()
+            .with_subsample_size(n)?
+            .with_refit(AdaptProbability::Always)?,
     )?;
-    Ok(KmcLite::new(lite, KMC_STEP_SIZE, (steps, steps))?.with_oracle_points(points.as_ref())?)
+    Ok(KmcLite::new(
+        lite,
+        KmcConfig::default()
+            .with_step_size(KMC_STEP_SIZE)?
+            .with_steps((steps, steps))?,
+    )?
+    .with_oracle_points(points.as_ref())?)
 }
 
 /// KMC lite learning its basis from the history, refitted with probability
@@ -574,14 +587,20 @@ fn kmc_lite_adapting_sampler(
     let lite = LiteSurrogate::new(
         LiteEstimator::new(LITE_SIGMA, LITE_LAMBDA)?,
         DIM,
-        n,
-        AdaptProbability::Power {
-            kappa: LITE_REFIT_KAPPA,
-        },
+        LiteSurrogateConfig::default()
+            .with_subsample_size(n)?
+            .with_refit(AdaptProbability::Power {
+                kappa: LITE_REFIT_KAPPA,
+            })?,
     )?;
     let walk = RobbinsMonro::new(Scale::optimal_for(DIM), 0.234, StepSchedule::InverseSqrt)?;
-    let kmc = KmcLite::new(lite, KMC_STEP_SIZE, (steps, steps))?
-        .with_walk_scale(Scale::Adaptive(walk))?;
+    let kmc = KmcLite::new(
+        lite,
+        KmcConfig::default()
+            .with_step_size(KMC_STEP_SIZE)?
+            .with_steps((steps, steps))?
+            .with_walk_scale(Scale::Adaptive(walk))?,
+    )?;
     let warm = 3 * n as u64;
     Ok((warmed(target, kmc, None, 8, warm)?, warm))
 }
@@ -617,9 +636,10 @@ fn kmc_finite_frozen(
     let points = iid_draws(target, m, 3)?;
     let model = FiniteEstimator::new(kmc_finite_features(m)?, KMC_FINITE_LAMBDA)?;
     Ok(KmcFinite::new(
-        FiniteSurrogate::new(model, 1)?,
-        KMC_STEP_SIZE,
-        (steps, steps),
+        FiniteSurrogate::new(model, FiniteSurrogateConfig::default().with_min_points(1)?)?,
+        KmcConfig::default()
+            .with_step_size(KMC_STEP_SIZE)?
+            .with_steps((steps, steps))?,
     )?
     .with_oracle_points(points.as_ref())?)
 }

@@ -553,7 +553,7 @@ mod tests {
     /// same history (Welford moments, J at the point), for both embeddings.
     #[test]
     fn batch_covariances_match_the_sampler() {
-        use kameleon_samplers::{FKamh, Scale};
+        use kameleon_samplers::{FKamh, FKamhConfig, Scale};
         let mut rng = chain_rng(4, 0);
         let z = draws(150, &mut rng);
         let kernel = Gaussian::new(9.0).unwrap();
@@ -562,7 +562,15 @@ mod tests {
         for (embedding, _) in EMBEDDINGS {
             let phi = RandomFourierFeatures::new(&kernel, DIM, 40, embedding, &mut rng).unwrap();
             let batch = fkamh_covariances(&phi, &z, &ys).unwrap();
-            let mut sampler = FKamh::new(phi, GAMMA, Scale::Fixed(ETA)).unwrap();
+            let mut sampler = FKamh::new(
+                phi,
+                FKamhConfig::default()
+                    .with_gamma(GAMMA)
+                    .unwrap()
+                    .with_eta(Scale::Fixed(ETA))
+                    .unwrap(),
+            )
+            .unwrap();
             for i in 0..z.nrows() {
                 let row: Vec<f64> = (0..DIM).map(|j| z[(i, j)]).collect();
                 sampler.push_history(&row).unwrap();

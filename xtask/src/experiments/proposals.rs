@@ -178,20 +178,20 @@ fn run(r: &Replicate) -> Result<Vec<Measurement>> {
         let bandwidth = median_heuristic(z.as_ref(), SUBSAMPLE, &mut rng)?;
         let kernel = Gaussian::new(bandwidth)?;
         // ν as KAMH-LS learns it with the subsample frozen at z.
-        let config = KamhConfig {
-            subsample: SubsampleConfig {
-                subsample_size: SUBSAMPLE,
-                gamma: Gamma::Fixed(GAMMA),
-                refresh: Refresh::Never,
-                bandwidth: Bandwidth::Fixed,
-                warmup_scale: GAMMA,
-            },
-            scale: Scale::Adaptive(RobbinsMonro::new(
+        let config = KamhConfig::default()
+            .with_subsample(
+                SubsampleConfig::default()
+                    .with_subsample_size(SUBSAMPLE)?
+                    .with_gamma(Gamma::Fixed(GAMMA))?
+                    .with_refresh(Refresh::Never)?
+                    .with_bandwidth(Bandwidth::Fixed)?
+                    .with_warmup_scale(GAMMA)?,
+            )?
+            .with_scale(Scale::Adaptive(RobbinsMonro::new(
                 0.1f64.sqrt(),
                 0.234,
                 StepSchedule::InverseSqrt,
-            )?),
-        };
+            )?))?;
         let mut kamh = Kamh::new(d, kernel, config)?;
         kamh.set_subsample(z.as_ref())?;
         let x0: Vec<f64> = (0..d).map(|j| z[(0, j)]).collect();

@@ -81,7 +81,9 @@ pub(crate) fn run_stretch(
 ) -> Result<TimedChain> {
     let d = target.dim();
     let walkers = ENSEMBLE_WALKERS_PER_DIM * d;
-    let ensemble = EnsembleConfig::new(walkers, a)?;
+    let ensemble = EnsembleConfig::default()
+        .with_walkers(walkers)?
+        .with_stretch_scale(a)?;
     let w = walkers as u64;
     let burn_in = (config.burn_in + w / 2) / w;
     let sweeps = config.iterations.div_ceil(w);

@@ -7,11 +7,12 @@ use faer::MatRef;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Bandwidth, Ckam, CycleAdaptation, FKamh,
-    FiniteSurrogate, Gamma, Habc, HabcConfig, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite,
-    LiteSurrogate, MomentEstimator, Progress, ProgressFn, RandomWalk, Refresh, RobbinsMonro,
-    RunConfig, Scale, StepSchedule, SubsampleConfig, SwitchRule, SyntheticLikelihood, Target,
-    chain_rng,
+    AdaptProbability, AdaptationStop, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth,
+    Ckam, CkamConfig, CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig,
+    Gamma, Habc, HabcConfig, Hmc, HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, MomentUpdate, Progress, ProgressFn, RandomWalk,
+    RandomWalkConfig, Refresh, RobbinsMonro, RunConfig, Scale, StepSchedule, SubsampleConfig,
+    SwitchRule, SyntheticLikelihood, Target, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use kameleon_targets::{AbcSkewNormal, IsotropicGaussianPrior};
@@ -300,11 +301,17 @@ impl SamplerSpec {
                 let surrogate = LiteSurrogate::new(
                     LiteEstimator::new(sigma, lambda)?,
                     d,
-                    n,
-                    AdaptProbability::Always,
+                    LiteSurrogateConfig::default()
+                        .with_subsample_size(n)?
+                        .with_refit(AdaptProbability::Always)?,
                 )?;
-                let kmc = KmcLite::new(surrogate, step_size, steps)?
-                    .with_oracle_points(MatRef::from_row_major_slice(&z, n, d))?;
+                let kmc = KmcLite::new(
+                    surrogate,
+                    KmcConfig::default()
+                        .with_step_size(step_size)?
+                        .with_steps(steps)?,
+                )?
+                .with_oracle_points(MatRef::from_row_major_slice(&z, n, d))?;
                 // The oracle basis stays fixed: no adaptation at all.
                 let config = config.adaptation(AdaptationStop::After(0));
                 run(target, kmc, x0, config, seed, chain, progress)
@@ -350,10 +357,11 @@ impl SamplerSpec {
     ) -> Result<TimedChain> {
         let d = target.dim();
         let thin = self.thin();
-        let config = RunConfig {
-            iterations: config.iterations * thin,
-            thin: config.thin * thin,
-            ..config
+        let config = {
+            let mut scaled = config;
+            scaled.iterations *= thin;
+            scaled.thin *= thin;
+            scaled
         };
         let kept_steps =
             |step: u64| step.min(config.burn_in) + step.saturating_sub(config.burn_in) / thin;
@@ -368,7 +376,7 @@ impl SamplerSpec {
         match self {
             Self::Sm => run(
                 target,
-                RandomWalk::new(d)?,
+                RandomWalk::new(d, RandomWalkConfig::default())?,
                 x0,
                 config,
                 seed,
@@ -377,7 +385,7 @@ impl SamplerSpec {
             ),
             Self::AmFs => run(
                 target,
-                AdaptiveMetropolis::fixed_scale(d)?,
+                AdaptiveMetropolis::new(d, AdaptiveMetropolisConfig::default())?,
                 x0,
                 config,
                 seed,
@@ -386,7 +394,10 @@ impl SamplerSpec {
             ),
             Self::AmLs => run(
                 target,
-                AdaptiveMetropolis::learned_scale(d, StepSchedule::InverseSqrt)?,
+                AdaptiveMetropolis::new(
+                    d,
+                    AdaptiveMetropolisConfig::learned_scale(d, StepSchedule::InverseSqrt)?,
+                )?,
                 x0,
                 config,
                 seed,
@@ -396,12 +407,20 @@ impl SamplerSpec {
             Self::RwTuned => {
                 let scale =
                     RobbinsMonro::new(Scale::optimal_for(d), 0.234, StepSchedule::InverseSqrt)?;
-                let proposal = RandomWalk::with_scale(d, Scale::Adaptive(scale))?;
+                let proposal = RandomWalk::new(
+                    d,
+                    RandomWalkConfig::default().with_scale(Scale::Adaptive(scale))?,
+                )?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::Hmc { step_size, steps } => run(
                 target,
-                Hmc::new(d, *step_size, *steps)?,
+                Hmc::new(
+                    d,
+                    HmcConfig::default()
+                        .with_step_size(*step_size)?
+                        .with_steps(*steps)?,
+                )?,
                 x0,
                 config,
                 seed,
@@ -425,7 +444,12 @@ impl SamplerSpec {
                     &mut rng,
                 )?;
                 let eta = RobbinsMonro::new(*eta, 0.234, StepSchedule::InverseSqrt)?;
-                let proposal = FKamh::new(phi, *gamma, Scale::Adaptive(eta))?;
+                let proposal = FKamh::new(
+                    phi,
+                    FKamhConfig::default()
+                        .with_gamma(*gamma)?
+                        .with_eta(Scale::Adaptive(eta))?,
+                )?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::KamhLs { n, gamma } => {
@@ -463,24 +487,33 @@ impl SamplerSpec {
                 run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::RwFixed { nu, .. } => {
-                let proposal = RandomWalk::with_scale(d, Scale::fixed(*nu)?)?;
+                let proposal = RandomWalk::new(
+                    d,
+                    RandomWalkConfig::default().with_scale(Scale::fixed(*nu)?)?,
+                )?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::AmConstant { eta, .. } | Self::RbamConstant { eta, .. } => {
                 let schedule = StepSchedule::Constant { gamma: *eta };
                 let moments = if matches!(self, Self::AmConstant { .. }) {
-                    MomentEstimator::stochastic(d, schedule)?
+                    MomentUpdate::StochasticApproximation { schedule }
                 } else {
-                    MomentEstimator::rao_blackwellised(d, schedule)?
+                    MomentUpdate::RaoBlackwellised { schedule }
                 };
-                let scale = Scale::fixed(Scale::optimal_for(d))?;
-                // ε and the warm-up of 2d updates as in the library's presets.
-                let proposal = AdaptiveMetropolis::new(d, scale, moments, 1e-6, 2 * d as u64)?;
+                // ν = 2.38/√d, ε and the warm-up of 2d updates: the defaults.
+                let am = AdaptiveMetropolisConfig::default().with_moments(moments)?;
+                let proposal = AdaptiveMetropolis::new(d, am)?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::Gam { epsilon, .. } => run(
                 target,
-                AdaptiveMetropolis::learned_scale(d, StepSchedule::Power { kappa: *epsilon })?,
+                AdaptiveMetropolis::new(
+                    d,
+                    AdaptiveMetropolisConfig::learned_scale(
+                        d,
+                        StepSchedule::Power { kappa: *epsilon },
+                    )?,
+                )?,
                 x0,
                 config,
                 seed,
@@ -488,20 +521,20 @@ impl SamplerSpec {
                 progress,
             ),
             Self::KamMatern { n, nu0, .. } => {
-                let kamh = KamhConfig {
-                    subsample: SubsampleConfig {
-                        subsample_size: *n,
-                        gamma: Gamma::Decaying {
-                            initial: 4.0,
-                            floor: 1.0,
-                            schedule: StepSchedule::Power { kappa: 0.55 },
-                        },
-                        refresh: Refresh::Probability(AdaptProbability::Always),
-                        bandwidth: Bandwidth::Fixed,
-                        warmup_scale: 1.0,
-                    },
-                    scale: Scale::Adaptive(ckam_nu(*nu0)?),
-                };
+                let kamh = KamhConfig::default()
+                    .with_subsample(
+                        SubsampleConfig::default()
+                            .with_subsample_size(*n)?
+                            .with_gamma(Gamma::Decaying {
+                                initial: 4.0,
+                                floor: 1.0,
+                                schedule: StepSchedule::Power { kappa: 0.55 },
+                            })?
+                            .with_refresh(Refresh::Probability(AdaptProbability::Always))?
+                            .with_bandwidth(Bandwidth::Fixed)?
+                            .with_warmup_scale(1.0)?,
+                    )?
+                    .with_scale(Scale::Adaptive(ckam_nu(*nu0)?))?;
                 let proposal = Kamh::new(d, ckam_kernel()?, kamh)?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
@@ -514,9 +547,18 @@ impl SamplerSpec {
                 switch,
                 adaptation,
             } => {
-                let ckam = Ckam::new(ckam_kernel()?, d, *gamma, *n, ckam_nu(*nu0)?, *cycle, *beta)?
-                    .with_switch_rule(*switch)
-                    .with_cycle_adaptation(*adaptation);
+                let ckam = Ckam::new(
+                    d,
+                    ckam_kernel()?,
+                    CkamConfig::default()
+                        .with_gamma(*gamma)?
+                        .with_subsample_size(*n)?
+                        .with_nu(ckam_nu(*nu0)?)
+                        .with_cycle_length(*cycle)?
+                        .with_exploration_fraction(*beta)?
+                        .with_switch_rule(*switch)
+                        .with_cycle_adaptation(*adaptation),
+                )?;
                 run_cyclical(target, ckam, x0, config, seed, chain, progress)
             }
             Self::KmcFinite {
@@ -534,10 +576,17 @@ impl SamplerSpec {
                     Embedding::CosPhase,
                     &mut rng,
                 )?;
-                let surrogate =
-                    FiniteSurrogate::new(FiniteEstimator::new(phi, KMC_FINITE_LAMBDA)?, m)?;
-                let kmc = KmcFinite::new(surrogate, *step_size, *steps)?
-                    .with_oracle_points(MatRef::from_row_major_slice(&z, m, d))?;
+                let surrogate = FiniteSurrogate::new(
+                    FiniteEstimator::new(phi, KMC_FINITE_LAMBDA)?,
+                    FiniteSurrogateConfig::default().with_min_points(m)?,
+                )?;
+                let kmc = KmcFinite::new(
+                    surrogate,
+                    KmcConfig::default()
+                        .with_step_size(*step_size)?
+                        .with_steps(*steps)?,
+                )?
+                .with_oracle_points(MatRef::from_row_major_slice(&z, m, d))?;
                 // The oracle surrogate stays fixed, as in the KMC code.
                 let config = config.adaptation(AdaptationStop::After(0));
                 run(target, kmc, x0, config, seed, chain, progress)
@@ -553,13 +602,19 @@ impl SamplerSpec {
                 let surrogate = LiteSurrogate::new(
                     LiteEstimator::new(*sigma, *lambda)?,
                     d,
-                    *n,
-                    AdaptProbability::Power { kappa: *kappa },
+                    LiteSurrogateConfig::default()
+                        .with_subsample_size(*n)?
+                        .with_refit(AdaptProbability::Power { kappa: *kappa })?,
                 )?;
                 let walk =
                     RobbinsMonro::new(Scale::optimal_for(d), 0.234, StepSchedule::InverseSqrt)?;
-                let kmc = KmcLite::new(surrogate, *step_size, *steps)?
-                    .with_walk_scale(Scale::Adaptive(walk))?;
+                let kmc = KmcLite::new(
+                    surrogate,
+                    KmcConfig::default()
+                        .with_step_size(*step_size)?
+                        .with_steps(*steps)?
+                        .with_walk_scale(Scale::Adaptive(walk))?,
+                )?;
                 run(target, kmc, x0, config, seed, chain, progress)
             }
             Self::KmcLite {

@@ -5,8 +5,8 @@ use kameleon_diagnostics::{
     per_dimension,
 };
 use kameleon_samplers::{
-    AdaptationSummary, Chain, Ckam, CycleAdaptation, EnsembleConfig, RunConfig, SwitchRule,
-    chain_rng, initial_ball,
+    AdaptationSummary, Chain, Ckam, CkamConfig, CycleAdaptation, EnsembleConfig, RunConfig,
+    SwitchRule, chain_rng, initial_ball,
 };
 use kameleon_targets::QuantileRegions;
 use rand::Rng;
@@ -462,17 +462,22 @@ fn cyclical_runs_match_run_ckam_and_record_the_checkpoints() {
     let config = RunConfig::new(3 * 41, 3 * 59);
     let run = spec.run(t, &[-8.0, 0.0], config, 9, 0, &|_| {}).unwrap();
     let ckam = Ckam::new(
-        ckam_kernel().unwrap(),
         2,
-        4.0,
-        10,
-        ckam_nu(3.0).unwrap(),
-        100,
-        0.4,
+        ckam_kernel().unwrap(),
+        CkamConfig::default()
+            .with_gamma(4.0)
+            .unwrap()
+            .with_subsample_size(10)
+            .unwrap()
+            .with_nu(ckam_nu(3.0).unwrap())
+            .with_cycle_length(100)
+            .unwrap()
+            .with_exploration_fraction(0.4)
+            .unwrap()
+            .with_switch_rule(SwitchRule::AsWritten)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle),
     )
-    .unwrap()
-    .with_switch_rule(SwitchRule::AsWritten)
-    .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+    .unwrap();
     let reference = kameleon_samplers::run_ckam(t, ckam, &[-8.0, 0.0], 3, 9).unwrap();
     assert_eq!(run.chain.samples, reference.samples);
     assert_eq!(run.timeline.draws, checkpoints(3 * 59));
@@ -538,7 +543,11 @@ fn ensemble_cell_pools_the_walkers_at_the_cells_evaluations() {
     let mut ball = chain_rng(11 ^ 0xBA11_u64, 3);
     let initial = initial_ball(&x0, 4, ENSEMBLE_BALL, &mut ball).unwrap();
     let seed = chain_rng(11 ^ 0xE45E_u64, 3).next_u64();
-    let config = EnsembleConfig::new(4, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(4)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let direct = kameleon_samplers::run_ensemble(t, &config, &initial, 51, 10, seed).unwrap();
     assert_eq!(run.chain.samples, direct.samples[..203 * 2]);
     assert_eq!(run.chain.accepted, direct.accepted[..203]);

@@ -2,7 +2,8 @@
 //! error naming the file, and concurrent writers never leave a broken one.
 
 use kameleon_samplers::{
-    CheckpointProblem, FnTarget, RandomWalk, Run, RunConfig, SamplerError, checkpoint,
+    CheckpointProblem, FnTarget, RandomWalk, RandomWalkConfig, Run, RunConfig, SamplerError,
+    checkpoint,
 };
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -164,7 +165,7 @@ fn a_run_of_another_proposal_type_is_refused_by_kind() {
     let target = FnTarget::new(1, |x: &[f64]| -0.5 * x[0] * x[0]);
     let run = Run::new(
         &target,
-        RandomWalk::new(1).unwrap(),
+        RandomWalk::new(1, RandomWalkConfig::default()).unwrap(),
         &[0.0],
         RunConfig::new(0, 10),
         1,
@@ -231,7 +232,7 @@ fn arbitrary_bytes_never_panic() {
     let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
     let mut run = Run::new(
         &target,
-        RandomWalk::new(2).unwrap(),
+        RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
         &[0.0, 0.0],
         RunConfig::new(3, 5),
         1,

@@ -16,8 +16,8 @@ use faer::Mat;
 use kameleon_diagnostics::ess_geyer;
 use kameleon_kernels::{Gaussian, Kernel};
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, Bandwidth, Ckam, CycleAdaptation, FnTarget, Gamma, Kamh,
-    KamhConfig, MetropolisHastings, Proposal, Refresh, RobbinsMonro, RunConfig, Scale,
+    AdaptProbability, AdaptationStop, Bandwidth, Ckam, CkamConfig, CycleAdaptation, FnTarget,
+    Gamma, Kamh, KamhConfig, MetropolisHastings, Proposal, Refresh, RobbinsMonro, RunConfig, Scale,
     StepSchedule, SubsampleConfig, SwitchRule, chain_rng, run_chain, run_ckam,
     run_ckam_with_burn_in,
 };
@@ -50,10 +50,23 @@ fn frozen_sigma_contains_the_kernel_term() {
     });
     let ell = 1.0;
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-    let ckam = Ckam::new(Gaussian::new(ell).unwrap(), 2, 0.3, 20, nu, 100, 0.5)
-        .unwrap()
-        .with_switch_rule(SwitchRule::AsWritten)
-        .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+    let ckam = Ckam::new(
+        2,
+        Gaussian::new(ell).unwrap(),
+        CkamConfig::default()
+            .with_gamma(0.3)
+            .unwrap()
+            .with_subsample_size(20)
+            .unwrap()
+            .with_nu(nu)
+            .with_cycle_length(100)
+            .unwrap()
+            .with_exploration_fraction(0.5)
+            .unwrap()
+            .with_switch_rule(SwitchRule::AsWritten)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+    )
+    .unwrap();
     let mut sampler = kameleon_samplers::MetropolisHastings::new(
         &target,
         ckam,
@@ -99,7 +112,14 @@ fn frozen_sigma_contains_the_kernel_term() {
     for (gamma, n, beta) in [(0.3, 20, 0.95), (0.0, 20, 0.5), (0.3, 1, 0.5)] {
         let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap();
         let kernel = Gaussian::new(1.0).unwrap();
-        assert!(Ckam::new(kernel, 2, gamma, n, nu, 10, beta).is_err());
+        let mut config = CkamConfig::default()
+            .with_nu(nu)
+            .with_cycle_length(10)
+            .unwrap();
+        config.gamma = gamma;
+        config.subsample_size = n;
+        config.exploration_fraction = beta;
+        assert!(Ckam::new(2, kernel, config).is_err());
     }
 }
 
@@ -124,10 +144,23 @@ fn ckam_started_in_one_mode_finds_both_with_masses_near_one_half() {
             StepSchedule::Power { kappa: 0.75 },
         )
         .unwrap();
-        let ckam = Ckam::new(Gaussian::new(2.0).unwrap(), 2, 8.0, 50, nu, 500, 0.4)
-            .unwrap()
-            .with_switch_rule(SwitchRule::AsWritten)
-            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+        let ckam = Ckam::new(
+            2,
+            Gaussian::new(2.0).unwrap(),
+            CkamConfig::default()
+                .with_gamma(8.0)
+                .unwrap()
+                .with_subsample_size(50)
+                .unwrap()
+                .with_nu(nu)
+                .with_cycle_length(500)
+                .unwrap()
+                .with_exploration_fraction(0.4)
+                .unwrap()
+                .with_switch_rule(SwitchRule::AsWritten)
+                .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+        )
+        .unwrap();
         let cycles = 100;
         let chain = run_ckam(&target, ckam, &[-8.0, 0.0], cycles, seed).unwrap();
         let per_cycle = chain.len() / cycles as usize;
@@ -179,10 +212,23 @@ fn ckam_kept_states_are_invariant_on_a_correlated_gaussian() {
     for rule in [SwitchRule::AsWritten, SwitchRule::DelayedRejection] {
         for seed in 0..3 {
             let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-            let ckam = Ckam::new(Gaussian::new(3.0).unwrap(), 4, 0.2, 50, nu, cycle, 0.8)
-                .unwrap()
-                .with_switch_rule(rule)
-                .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+            let ckam = Ckam::new(
+                4,
+                Gaussian::new(3.0).unwrap(),
+                CkamConfig::default()
+                    .with_gamma(0.2)
+                    .unwrap()
+                    .with_subsample_size(50)
+                    .unwrap()
+                    .with_nu(nu)
+                    .with_cycle_length(cycle)
+                    .unwrap()
+                    .with_exploration_fraction(0.8)
+                    .unwrap()
+                    .with_switch_rule(rule)
+                    .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+            )
+            .unwrap();
             let kept = (cycle - 401) as usize;
             let chain = run_ckam(&target, ckam, &[0.0; 4], cycles, seed).unwrap();
             assert_eq!(chain.len(), kept * cycles as usize);
@@ -213,10 +259,23 @@ fn delayed_rejection_switch_uses_the_kamh_draw_and_the_exact_correction() {
     });
     let (ell, gamma) = (1.0, 0.3);
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-    let ckam = Ckam::new(Gaussian::new(ell).unwrap(), 2, gamma, 20, nu, 100, 0.5)
-        .unwrap()
-        .with_switch_rule(SwitchRule::DelayedRejection)
-        .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+    let ckam = Ckam::new(
+        2,
+        Gaussian::new(ell).unwrap(),
+        CkamConfig::default()
+            .with_gamma(gamma)
+            .unwrap()
+            .with_subsample_size(20)
+            .unwrap()
+            .with_nu(nu)
+            .with_cycle_length(100)
+            .unwrap()
+            .with_exploration_fraction(0.5)
+            .unwrap()
+            .with_switch_rule(SwitchRule::DelayedRejection)
+            .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+    )
+    .unwrap();
     let mut sampler =
         MetropolisHastings::new(&target, ckam, &[0.0, 0.0], chain_rng(5, 0), None).unwrap();
     let mut rng = chain_rng(6, 0);
@@ -278,10 +337,23 @@ fn first_kept_states(rule: SwitchRule, seed: u64) -> Vec<f64> {
     for r in 0..1000 {
         target.sample_iid(&mut rng, &mut x0).unwrap();
         let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-        let ckam = Ckam::new(Gaussian::new(1.0).unwrap(), 4, 0.2, 20, nu, 100, 0.5)
-            .unwrap()
-            .with_switch_rule(rule)
-            .with_cycle_adaptation(CycleAdaptation::WithinCycle);
+        let ckam = Ckam::new(
+            4,
+            Gaussian::new(1.0).unwrap(),
+            CkamConfig::default()
+                .with_gamma(0.2)
+                .unwrap()
+                .with_subsample_size(20)
+                .unwrap()
+                .with_nu(nu)
+                .with_cycle_length(100)
+                .unwrap()
+                .with_exploration_fraction(0.5)
+                .unwrap()
+                .with_switch_rule(rule)
+                .with_cycle_adaptation(CycleAdaptation::WithinCycle),
+        )
+        .unwrap();
         let chain = run_ckam(&target, ckam, &x0, 1, seed * 1000 + r).unwrap();
         out.extend_from_slice(chain.sample(0));
     }
@@ -318,16 +390,23 @@ fn the_within_cycle_subsample_adaptation_is_not_invariant() {
             );
         }
     }
-    let config = KamhConfig {
-        subsample: SubsampleConfig {
-            subsample_size: 20,
-            gamma: Gamma::Fixed(0.2),
-            refresh: Refresh::Probability(AdaptProbability::Always),
-            bandwidth: Bandwidth::Fixed,
-            warmup_scale: 1.0,
-        },
-        scale: Scale::fixed(1.5).unwrap(),
-    };
+    let config = KamhConfig::default()
+        .with_subsample(
+            SubsampleConfig::default()
+                .with_subsample_size(20)
+                .unwrap()
+                .with_gamma(Gamma::Fixed(0.2))
+                .unwrap()
+                .with_refresh(Refresh::Probability(AdaptProbability::Always))
+                .unwrap()
+                .with_bandwidth(Bandwidth::Fixed)
+                .unwrap()
+                .with_warmup_scale(1.0)
+                .unwrap(),
+        )
+        .unwrap()
+        .with_scale(Scale::fixed(1.5).unwrap())
+        .unwrap();
     let mut rng = chain_rng(3, 7);
     let mut x0 = [0.0; 4];
     let mut states = Vec::new();
@@ -364,17 +443,22 @@ const SEEDS: u64 = 3;
 fn exact_ckam(dim: usize, ell: f64, subsample: usize, cycle: u64, beta: f64) -> Ckam<Gaussian> {
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
     Ckam::new(
-        Gaussian::new(ell).unwrap(),
         dim,
-        0.2,
-        subsample,
-        nu,
-        cycle,
-        beta,
+        Gaussian::new(ell).unwrap(),
+        CkamConfig::default()
+            .with_gamma(0.2)
+            .unwrap()
+            .with_subsample_size(subsample)
+            .unwrap()
+            .with_nu(nu)
+            .with_cycle_length(cycle)
+            .unwrap()
+            .with_exploration_fraction(beta)
+            .unwrap()
+            .with_switch_rule(SwitchRule::DelayedRejection)
+            .with_cycle_adaptation(CycleAdaptation::BetweenCycles),
     )
     .unwrap()
-    .with_switch_rule(SwitchRule::DelayedRejection)
-    .with_cycle_adaptation(CycleAdaptation::BetweenCycles)
 }
 
 /// The sampling-phase states of cycles `burn_in_cycles + 1 ..` of a chain of
@@ -687,10 +771,23 @@ fn the_paper_switch_is_not_invariant_on_a_2d_banana() {
     let reference = Reference::banana(&target);
     let ckam = |rule| {
         let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-        Ckam::new(Gaussian::new(2.0).unwrap(), 2, 0.2, 30, nu, 100, 0.5)
-            .unwrap()
-            .with_switch_rule(rule)
-            .with_cycle_adaptation(CycleAdaptation::BetweenCycles)
+        Ckam::new(
+            2,
+            Gaussian::new(2.0).unwrap(),
+            CkamConfig::default()
+                .with_gamma(0.2)
+                .unwrap()
+                .with_subsample_size(30)
+                .unwrap()
+                .with_nu(nu)
+                .with_cycle_length(100)
+                .unwrap()
+                .with_exploration_fraction(0.5)
+                .unwrap()
+                .with_switch_rule(rule)
+                .with_cycle_adaptation(CycleAdaptation::BetweenCycles),
+        )
+        .unwrap()
     };
     for seed in 0..1 {
         for (rule, exact) in [

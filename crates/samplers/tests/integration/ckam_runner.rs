@@ -5,8 +5,8 @@
 
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptationStop, Chain, Ckam, CycleAdaptation, RobbinsMonro, Run, RunConfig, StepSchedule,
-    SwitchRule, run_ckam, run_ckam_with_burn_in,
+    AdaptationStop, Chain, Ckam, CkamConfig, CycleAdaptation, RobbinsMonro, Run, RunConfig,
+    StepSchedule, SwitchRule, run_ckam, run_ckam_with_burn_in,
 };
 use kameleon_targets::GaussianMixture;
 
@@ -40,10 +40,23 @@ fn digest(chain: &Chain) -> u64 {
 
 fn ckam(rule: SwitchRule, adaptation: CycleAdaptation) -> Ckam<Gaussian> {
     let nu = RobbinsMonro::new(3.0, 0.234, StepSchedule::Power { kappa: 0.75 }).unwrap();
-    Ckam::new(Gaussian::new(2.0).unwrap(), 2, 4.0, 10, nu, 50, 0.4)
-        .unwrap()
-        .with_switch_rule(rule)
-        .with_cycle_adaptation(adaptation)
+    Ckam::new(
+        2,
+        Gaussian::new(2.0).unwrap(),
+        CkamConfig::default()
+            .with_gamma(4.0)
+            .unwrap()
+            .with_subsample_size(10)
+            .unwrap()
+            .with_nu(nu)
+            .with_cycle_length(50)
+            .unwrap()
+            .with_exploration_fraction(0.4)
+            .unwrap()
+            .with_switch_rule(rule)
+            .with_cycle_adaptation(adaptation),
+    )
+    .unwrap()
 }
 
 const VARIANTS: [(SwitchRule, CycleAdaptation); 4] = [

@@ -5,7 +5,8 @@
 use crate::common;
 
 use kameleon_samplers::{
-    FnTarget, Proposal, RandomWalk, Run, RunConfig, StepOutcome, Target, run_chain, run_chains,
+    AdaptiveMetropolisConfig, FnTarget, Proposal, RandomWalk, RandomWalkConfig, Run, RunConfig,
+    StepOutcome, Target, run_chain, run_chains,
 };
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -33,7 +34,7 @@ fn random_walk_matches_gaussian_moments_over_seeds() {
     for seed in 0..4 {
         let chain = run_chain(
             &target,
-            RandomWalk::new(2).unwrap(),
+            RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
             &[0.0, 0.0],
             RunConfig::new(1000, 40_000),
             seed,
@@ -152,7 +153,7 @@ fn current_log_density_is_never_re_evaluated() {
     };
     let chain = run_chain(
         &target,
-        RandomWalk::new(1).unwrap(),
+        RandomWalk::new(1, RandomWalkConfig::default()).unwrap(),
         &[0.0],
         RunConfig::new(100, 900),
         3,
@@ -197,7 +198,7 @@ fn non_finite_targets_are_rejected_and_counted() {
     });
     let chain = run_chain(
         &target,
-        RandomWalk::new(1).unwrap(),
+        RandomWalk::new(1, RandomWalkConfig::default()).unwrap(),
         &[1.0],
         RunConfig::new(0, 5000),
         1,
@@ -214,7 +215,7 @@ fn non_finite_targets_are_rejected_and_counted() {
     assert!(
         run_chain(
             &target,
-            RandomWalk::new(1).unwrap(),
+            RandomWalk::new(1, RandomWalkConfig::default()).unwrap(),
             &[-1.0],
             RunConfig::new(0, 10),
             1
@@ -229,7 +230,7 @@ fn multi_chain_results_do_not_depend_on_thread_count() {
     let config = RunConfig::new(100, 2000).thin(3);
     let setup = |_k: usize, rng: &mut rand_xoshiro::Xoshiro256PlusPlus| {
         let x0 = vec![rng.random::<f64>(), rng.random::<f64>()];
-        Ok((RandomWalk::new(2)?, x0))
+        Ok((RandomWalk::new(2, RandomWalkConfig::default())?, x0))
     };
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -263,16 +264,18 @@ fn checkpoint_and_resume_give_the_uninterrupted_chain() {
     let (target, _, _) = gaussian_2d();
     let config = RunConfig::new(300, 1200).thin(2);
     let proposal = || {
-        RandomWalk::with_scale(
+        RandomWalk::new(
             2,
-            kameleon_samplers::Scale::Adaptive(
-                kameleon_samplers::RobbinsMonro::new(
-                    1.0,
-                    0.234,
-                    kameleon_samplers::StepSchedule::InverseSqrt,
-                )
+            RandomWalkConfig::default()
+                .with_scale(kameleon_samplers::Scale::Adaptive(
+                    kameleon_samplers::RobbinsMonro::new(
+                        1.0,
+                        0.234,
+                        kameleon_samplers::StepSchedule::InverseSqrt,
+                    )
+                    .unwrap(),
+                ))
                 .unwrap(),
-            ),
         )
         .unwrap()
     };
@@ -316,7 +319,12 @@ fn progress_reports_reach_the_end() {
         2,
         1,
         RunConfig::new(200, 800),
-        |_, _| Ok((RandomWalk::new(2)?, vec![0.0, 0.0])),
+        |_, _| {
+            Ok((
+                RandomWalk::new(2, RandomWalkConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
         Some(&report),
     )
     .unwrap();
@@ -336,14 +344,13 @@ fn zero_variance_history_and_singular_covariance_are_counted_not_fatal() {
             f64::NEG_INFINITY
         }
     });
-    let am = kameleon_samplers::AdaptiveMetropolis::new(
-        3,
-        kameleon_samplers::Scale::fixed(1.0).unwrap(),
-        kameleon_samplers::MomentEstimator::empirical(3),
-        0.0,
-        0,
-    )
-    .unwrap();
+    let am = kameleon_samplers::AdaptiveMetropolisConfig::default()
+        .with_scale(kameleon_samplers::Scale::fixed(1.0).unwrap())
+        .unwrap()
+        .with_epsilon(0.0)
+        .unwrap()
+        .with_warmup(0);
+    let am = kameleon_samplers::AdaptiveMetropolis::new(3, am).unwrap();
     let config = RunConfig::new(0, 500).adaptation(kameleon_samplers::AdaptationStop::Never);
     let chain = run_chain(&target, am, &[0.0; 3], config, 4).unwrap();
     assert!(chain.rejected_non_finite > 400);
@@ -353,15 +360,15 @@ fn zero_variance_history_and_singular_covariance_are_counted_not_fatal() {
         chain.covariance_jitters
     );
     assert!(chain.samples.iter().all(|v| v.is_finite()));
-    let pca = kameleon_samplers::PrincipalComponents::new(
-        3,
-        2,
-        kameleon_samplers::MomentEstimator::empirical(3),
-        kameleon_samplers::StepSchedule::InverseSqrt,
-        0,
-        1,
-    )
-    .unwrap();
+    let pca = kameleon_samplers::PrincipalComponentsConfig::default()
+        .with_components(2)
+        .unwrap()
+        .with_schedule(kameleon_samplers::StepSchedule::InverseSqrt)
+        .unwrap()
+        .with_warmup(0)
+        .with_refresh_every(1)
+        .unwrap();
+    let pca = kameleon_samplers::PrincipalComponents::new(3, pca).unwrap();
     // the per-direction Robbins–Monro scales shrink until steps fit the box,
     // so only the early proposals are rejected; nothing may blow up
     let chain = run_chain(&target, pca, &[0.0; 3], config, 4).unwrap();
@@ -379,7 +386,13 @@ fn adaptive_metropolis_checkpoint_resumes_bit_identically() {
     use kameleon_samplers::{AdaptiveMetropolis, StepSchedule};
     let (target, _, _) = gaussian_2d();
     let config = RunConfig::new(400, 600);
-    let make = || AdaptiveMetropolis::learned_scale(2, StepSchedule::Power { kappa: 0.7 }).unwrap();
+    let make = || {
+        AdaptiveMetropolis::new(
+            2,
+            AdaptiveMetropolisConfig::learned_scale(2, StepSchedule::Power { kappa: 0.7 }).unwrap(),
+        )
+        .unwrap()
+    };
     let mut whole = Run::new(&target, make(), &[0.0, 0.0], config, 5, 0)
         .unwrap()
         .finish(&target, None)

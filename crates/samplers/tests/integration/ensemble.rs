@@ -70,9 +70,13 @@ fn recovers_the_moments_of_a_correlated_gaussian() {
     // d = 4, Σ_ij = s_i s_j 0.8^|i−j| (standard deviations 1 to 2.5), 16
     // walkers, 20 000 kept sweeps: batches of 400 sweeps.
     let (target, mu, cov) = correlated_gaussian(4);
-    let config = EnsembleConfig::new(16, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(16)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let reference = Reference::gaussian(&mu, &cov);
-    let z = z_batch_means(config.walkers());
+    let z = z_batch_means(config.walkers);
     for seed in [1, 2, 3] {
         let run = run_ensemble(
             &target,
@@ -108,9 +112,13 @@ fn recovers_the_banana_through_its_untwisting_map() {
     // B(0.03, 100) in d = 2, checked through the map that makes it exactly
     // N(0, I) and its exact quantile regions (common::Reference::banana).
     let (target, _, _) = common::banana(2);
-    let config = EnsembleConfig::new(16, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(16)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let reference = Reference::banana(&target);
-    let z = z_batch_means(config.walkers());
+    let z = z_batch_means(config.walkers);
     for seed in [4, 5] {
         let run = run_ensemble(
             &target,
@@ -211,7 +219,11 @@ fn stretch_moves_commute_with_affine_maps() {
         }
         log_pi(&x)
     });
-    let config = EnsembleConfig::new(12, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(12)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let initial = start(&[0.5, 0.2, -0.1], 12, 9);
     let mapped: Vec<f64> = initial.chunks_exact(3).flat_map(forward).collect();
     let run = run_ensemble(&target, &config, &initial, 100, 0, 11).unwrap();
@@ -248,17 +260,24 @@ fn refuses_invalid_input() {
         Err(SamplerError::InvalidParameter { name: n, .. }) => assert_eq!(n, name),
         other => panic!("expected an invalid `{name}`, got {other:?}"),
     };
-    invalid(EnsembleConfig::new(1, 2.0), "walkers");
-    invalid(EnsembleConfig::new(0, 2.0), "walkers");
-    invalid(EnsembleConfig::new(8, 1.0), "a");
-    invalid(EnsembleConfig::new(8, 0.5), "a");
-    invalid(EnsembleConfig::new(8, f64::NAN), "a");
-    invalid(EnsembleConfig::new(8, f64::INFINITY), "a");
+    invalid(EnsembleConfig::default().with_walkers(1), "walkers");
+    invalid(EnsembleConfig::default().with_walkers(0), "walkers");
+    invalid(EnsembleConfig::default().with_stretch_scale(1.0), "a");
+    invalid(EnsembleConfig::default().with_stretch_scale(0.5), "a");
+    invalid(EnsembleConfig::default().with_stretch_scale(f64::NAN), "a");
+    invalid(
+        EnsembleConfig::default().with_stretch_scale(f64::INFINITY),
+        "a",
+    );
     assert!(StretchFactor::new(-3.0).is_err());
-    assert_eq!(EnsembleConfig::default().a(), 2.0);
+    assert_eq!(EnsembleConfig::default().stretch_scale, 2.0);
 
     let target = gaussian(2);
-    let config = EnsembleConfig::new(6, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(6)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let good = start(&[0.0, 0.0], 6, 1);
     // the start must hold walkers × d values
     assert!(matches!(
@@ -301,7 +320,11 @@ fn refuses_invalid_input() {
     }
     // fewer than d + 1 walkers, or walkers on a line / at one point, cannot
     // span the space
-    let few = EnsembleConfig::new(2, 2.0).unwrap();
+    let few = EnsembleConfig::default()
+        .with_walkers(2)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     invalid(
         run_ensemble(&target, &few, &good[..4], 10, 0, 1).map(|_| config),
         "walkers",
@@ -354,7 +377,11 @@ fn non_finite_proposals_are_rejected_and_counted() {
             -0.5 * (x[0] * x[0] + x[1] * x[1])
         }
     });
-    let config = EnsembleConfig::new(8, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(8)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let initial = initial_ball(&[-1.0, 0.0], 8, 0.3, &mut chain_rng(3, 1)).unwrap();
     let run = run_ensemble(&target, &config, &initial, 500, 0, 3).unwrap();
     eprintln!("rejected non-finite: {}", run.rejected_non_finite);
@@ -371,7 +398,11 @@ fn non_finite_proposals_are_rejected_and_counted() {
 #[test]
 fn same_seed_same_run() {
     let (target, _, _) = correlated_gaussian(3);
-    let config = EnsembleConfig::new(8, 2.5).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(8)
+        .unwrap()
+        .with_stretch_scale(2.5)
+        .unwrap();
     let initial = start(&[0.0; 3], 8, 5);
     let run = |seed| run_ensemble(&target, &config, &initial, 200, 50, seed).unwrap();
     let (first, second, other): (EnsembleRun, EnsembleRun, EnsembleRun) = (run(5), run(5), run(6));
@@ -416,7 +447,11 @@ fn pseudo_marginal_estimates_are_kept_not_recomputed() {
         calls: AtomicU64::new(0),
     };
     let (walkers, sweeps, burn_in) = (8, 300, 50);
-    let config = EnsembleConfig::new(walkers, 2.0).unwrap();
+    let config = EnsembleConfig::default()
+        .with_walkers(walkers)
+        .unwrap()
+        .with_stretch_scale(2.0)
+        .unwrap();
     let run = run_ensemble(
         &target,
         &config,

@@ -8,7 +8,9 @@ use common::{Reference, ReverseAtCurrent, assert_verdict, final_states, z_chain,
 use faer::Mat;
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
-use kameleon_samplers::{FKamh, RobbinsMonro, RunConfig, Scale, StepSchedule, Target, run_chain};
+use kameleon_samplers::{
+    FKamh, FKamhConfig, RobbinsMonro, RunConfig, Scale, StepSchedule, Target, run_chain,
+};
 use kameleon_targets::{Banana, GaussianMixture};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -71,8 +73,15 @@ fn fkamh_covariance_converges_to_kamh_as_d_grows() {
         let draws = 6;
         let mut total = 0.0;
         for _ in 0..draws {
-            let mut sampler =
-                FKamh::new(AnyMap(make(big, rng)), gamma, Scale::fixed(eta).unwrap()).unwrap();
+            let mut sampler = FKamh::new(
+                AnyMap(make(big, rng)),
+                FKamhConfig::default()
+                    .with_gamma(gamma)
+                    .unwrap()
+                    .with_eta(Scale::fixed(eta).unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
             for x in &z {
                 sampler.push_history(x).unwrap();
             }
@@ -171,7 +180,15 @@ fn sampler(
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed);
     let kernel = Gaussian::new(ell).unwrap();
     let phi = RandomFourierFeatures::new(&kernel, d, big, Embedding::CosPhase, &mut rng).unwrap();
-    let mut s = FKamh::new(phi, 0.2, eta).unwrap();
+    let mut s = FKamh::new(
+        phi,
+        FKamhConfig::default()
+            .with_gamma(0.2)
+            .unwrap()
+            .with_eta(eta)
+            .unwrap(),
+    )
+    .unwrap();
     let mut x = vec![0.0; d];
     for _ in 0..prefill {
         target.sample_iid(&mut rng, &mut x).unwrap();

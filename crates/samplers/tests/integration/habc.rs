@@ -74,24 +74,17 @@ fn bad_parameters_are_typed_errors() {
     )));
     let prior = IsotropicGaussianPrior::new(1.0).unwrap();
     let good = HabcConfig::kmc_paper();
+    let with = |change: fn(&mut HabcConfig)| {
+        let mut config = good;
+        change(&mut config);
+        config
+    };
     for bad in [
-        HabcConfig {
-            step_size: (0.0, 0.1),
-            ..good
-        },
-        HabcConfig {
-            step_size: (0.2, 0.1),
-            ..good
-        },
-        HabcConfig { steps: 0, ..good },
-        HabcConfig {
-            friction: -1.0,
-            ..good
-        },
-        HabcConfig {
-            perturbation: 0.0,
-            ..good
-        },
+        with(|c| c.step_size = (0.0, 0.1)),
+        with(|c| c.step_size = (0.2, 0.1)),
+        with(|c| c.steps = 0),
+        with(|c| c.friction = -1.0),
+        with(|c| c.perturbation = 0.0),
     ] {
         let lik = SyntheticLikelihood::new(sim(), 10, 0.5).unwrap();
         assert!(invalid(Habc::new(lik, prior, bad)));
@@ -232,12 +225,15 @@ fn habc_chain_on_a_gaussian_simulator_lands_near_the_posterior_mean() {
         eps,
     )
     .unwrap();
-    let config = HabcConfig {
-        step_size: (0.2, 0.4),
-        steps: 10,
-        friction: 0.5,
-        perturbation: 0.5,
-    };
+    let config = HabcConfig::default()
+        .with_step_size((0.2, 0.4))
+        .unwrap()
+        .with_steps(10)
+        .unwrap()
+        .with_friction(0.5)
+        .unwrap()
+        .with_perturbation(0.5)
+        .unwrap();
     let prior = IsotropicGaussianPrior::new(1e4).unwrap();
     let mut habc = Habc::new(lik, prior, config).unwrap();
     let chain = habc

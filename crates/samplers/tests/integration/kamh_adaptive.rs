@@ -21,8 +21,8 @@ use common::{Reference, assert_verdict, z_chain};
 use kameleon_features::{Embedding, Fastfood};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, FKamh, Kamh, KamhConfig, PcaKameleon, PcaKameleonConfig, Proposal, Refresh,
-    RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig,
+    AdaptProbability, FKamh, FKamhConfig, Kamh, KamhConfig, PcaKameleon, PcaKameleonConfig,
+    Proposal, Refresh, RobbinsMonro, Run, RunConfig, Scale, StepSchedule, SubsampleConfig,
 };
 use kameleon_targets::Target;
 use rand::SeedableRng;
@@ -154,13 +154,15 @@ fn pca_kameleon_paper_adaptation_learns_from_its_history_and_freezes_after_burn_
     for seed in 0..SEEDS {
         let mut subsample = SubsampleConfig::paper(N);
         subsample.refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-        let config = PcaKameleonConfig {
-            subsample,
-            components: 3,
-            scale: Scale::Adaptive(
+        let config = PcaKameleonConfig::default()
+            .with_subsample(subsample)
+            .unwrap()
+            .with_components(3)
+            .unwrap()
+            .with_scale(Scale::Adaptive(
                 RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap(),
-            ),
-        };
+            ))
+            .unwrap();
         let pca = PcaKameleon::new(4, Gaussian::new(50.0).unwrap(), config).unwrap();
         let snapshot = |p: &PcaKameleon<Gaussian>| {
             let z = p.subsample().map(|z| z.to_owned());
@@ -206,7 +208,15 @@ fn fkamh_fastfood_adaptation_learns_from_its_history_and_freezes_after_burn_in()
         let kernel = Gaussian::new(2.0).unwrap();
         let phi = Fastfood::new(&kernel, 4, 64, Embedding::CosPhase, &mut rng).unwrap();
         let eta = RobbinsMonro::new(5.0, 0.234, StepSchedule::Power { kappa: 0.6 }).unwrap();
-        let fkamh = FKamh::new(phi, 0.2, Scale::Adaptive(eta)).unwrap();
+        let fkamh = FKamh::new(
+            phi,
+            FKamhConfig::default()
+                .with_gamma(0.2)
+                .unwrap()
+                .with_eta(Scale::Adaptive(eta))
+                .unwrap(),
+        )
+        .unwrap();
         let snapshot = |f: &FKamh<Fastfood>| {
             (
                 f.history_len(),

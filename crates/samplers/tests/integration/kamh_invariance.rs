@@ -47,10 +47,11 @@ const BANANA_N: usize = 300;
 /// KAMH-LS with an oracle subsample of n iid banana draws (as the KMC
 /// paper's KAMH baselines), frozen; ν adapted during burn-in.
 fn banana_kamh(seed: u64) -> Kamh<Gaussian> {
-    let config = KamhConfig {
-        subsample: subsample_config(BANANA_N, 0.2, Refresh::Never),
-        scale: adaptive_scale(),
-    };
+    let config = KamhConfig::default()
+        .with_subsample(subsample_config(BANANA_N, 0.2, Refresh::Never))
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     let mut kamh = Kamh::new(8, Gaussian::new(15.0).unwrap(), config).unwrap();
     let z = common::oracle_subsample(&Invariance::banana(), BANANA_N, seed);
     kamh.set_subsample(z.as_ref()).unwrap();
@@ -73,10 +74,11 @@ fn kamh_with_the_reverse_density_at_the_wrong_point_fails_on_the_banana() {
 /// probability t^(−1/2) during burn-in, ν by Robbins–Monro.
 fn gaussian_kamh(_seed: u64) -> Kamh<Gaussian> {
     let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = KamhConfig {
-        subsample: subsample_config(100, 0.2, refresh),
-        scale: adaptive_scale(),
-    };
+    let config = KamhConfig::default()
+        .with_subsample(subsample_config(100, 0.2, refresh))
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     Kamh::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
 }
 

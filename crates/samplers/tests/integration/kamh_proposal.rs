@@ -21,10 +21,11 @@ const GAMMA: f64 = 0.3;
 const NU: f64 = 0.8;
 
 fn fixed_config(n: usize) -> KamhConfig {
-    KamhConfig {
-        subsample: common::subsample_config(n, GAMMA, Refresh::Never),
-        scale: Scale::fixed(NU).unwrap(),
-    }
+    KamhConfig::default()
+        .with_subsample(common::subsample_config(n, GAMMA, Refresh::Never))
+        .unwrap()
+        .with_scale(Scale::fixed(NU).unwrap())
+        .unwrap()
 }
 
 /// KAMH with a fixed ν, a Gaussian kernel of length-scale `ell` and a

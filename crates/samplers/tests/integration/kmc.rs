@@ -21,8 +21,9 @@ use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, Chain, CurrentDensity, FiniteSurrogate, FnTarget, KmcFinite,
-    KmcLite, LiteSurrogate, Proposal, Run, RunConfig, Target, run_chain,
+    AdaptProbability, AdaptationStop, Chain, CurrentDensity, FiniteSurrogate,
+    FiniteSurrogateConfig, FnTarget, KmcConfig, KmcFinite, KmcLite, LiteSurrogate,
+    LiteSurrogateConfig, Proposal, Run, RunConfig, Target, run_chain,
 };
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator};
 use rand::{Rng, RngExt, SeedableRng};
@@ -57,11 +58,22 @@ fn lite(d: usize) -> KmcLite {
     let surrogate = LiteSurrogate::new(
         LiteEstimator::new(200.0, 1.0).unwrap(),
         d,
-        N,
-        AdaptProbability::Power { kappa: 0.5 },
+        LiteSurrogateConfig::default()
+            .with_subsample_size(N)
+            .unwrap()
+            .with_refit(AdaptProbability::Power { kappa: 0.5 })
+            .unwrap(),
     )
     .unwrap();
-    KmcLite::new(surrogate, STEP_SIZE, STEPS).unwrap()
+    KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size(STEP_SIZE)
+            .unwrap()
+            .with_steps(STEPS)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// m random Fourier features of the Gaussian kernel with length-scale 5.
@@ -75,7 +87,19 @@ fn features(d: usize, m: usize, seed: u64) -> RandomFourierFeatures {
 /// from every burn-in state, ready after 200 points.
 fn finite(d: usize) -> KmcFinite<RandomFourierFeatures> {
     let model = FiniteEstimator::new(features(d, N, 99), 1e-4).unwrap();
-    KmcFinite::new(FiniteSurrogate::new(model, N).unwrap(), STEP_SIZE, STEPS).unwrap()
+    KmcFinite::new(
+        FiniteSurrogate::new(
+            model,
+            FiniteSurrogateConfig::default().with_min_points(N).unwrap(),
+        )
+        .unwrap(),
+        KmcConfig::default()
+            .with_step_size(STEP_SIZE)
+            .unwrap()
+            .with_steps(STEPS)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// The worst moment and coverage z-scores, the smallest ESS of one chain and
@@ -188,9 +212,16 @@ fn kmc_finite_is_valid() {
 fn finite_for_the_banana(d: usize, oracle: &Mat<f64>) -> KmcFinite<RandomFourierFeatures> {
     let model = FiniteEstimator::new(features(d, N, 99), 1e-4).unwrap();
     KmcFinite::new(
-        FiniteSurrogate::new(model, N).unwrap(),
-        STEP_SIZE,
-        BANANA_STEPS,
+        FiniteSurrogate::new(
+            model,
+            FiniteSurrogateConfig::default().with_min_points(N).unwrap(),
+        )
+        .unwrap(),
+        KmcConfig::default()
+            .with_step_size(STEP_SIZE)
+            .unwrap()
+            .with_steps(BANANA_STEPS)
+            .unwrap(),
     )
     .unwrap()
     .with_oracle_points(oracle.as_ref())
@@ -277,11 +308,22 @@ fn adaptive_kmc_is_valid_on_the_gaussian() {
         let surrogate = LiteSurrogate::new(
             LiteEstimator::new(200.0, 1.0).unwrap(),
             dim,
-            N,
-            AdaptProbability::Power { kappa: 0.5 },
+            LiteSurrogateConfig::default()
+                .with_subsample_size(N)
+                .unwrap()
+                .with_refit(AdaptProbability::Power { kappa: 0.5 })
+                .unwrap(),
         )
         .unwrap();
-        let lite = KmcLite::new(surrogate, STEP_SIZE, STEPS).unwrap();
+        let lite = KmcLite::new(
+            surrogate,
+            KmcConfig::default()
+                .with_step_size(STEP_SIZE)
+                .unwrap()
+                .with_steps(STEPS)
+                .unwrap(),
+        )
+        .unwrap();
         let chain = run_chain(&gaussian, lite, &x0, config, seed).unwrap();
         let refits = chain.adaptation.extra.iter().find(|e| e.0 == "lite_refits");
         // about Σ t^(−1/2) ≈ 2√12000 refits: many, not one
@@ -289,8 +331,19 @@ fn adaptive_kmc_is_valid_on_the_gaussian() {
         assert_valid("adaptive KMC lite", "gaussian", seed, &chain);
 
         let model = FiniteEstimator::new(features(dim, 100, 99), 1e-4).unwrap();
-        let finite =
-            KmcFinite::new(FiniteSurrogate::new(model, N).unwrap(), STEP_SIZE, STEPS).unwrap();
+        let finite = KmcFinite::new(
+            FiniteSurrogate::new(
+                model,
+                FiniteSurrogateConfig::default().with_min_points(N).unwrap(),
+            )
+            .unwrap(),
+            KmcConfig::default()
+                .with_step_size(STEP_SIZE)
+                .unwrap()
+                .with_steps(STEPS)
+                .unwrap(),
+        )
+        .unwrap();
         let chain = run_chain(&gaussian, finite, &x0, config, seed).unwrap();
         let points = chain
             .adaptation
@@ -370,15 +423,25 @@ fn oracle_lite(current_density: CurrentDensity) -> KmcLite {
     let surrogate = LiteSurrogate::new(
         LiteEstimator::new(2.0, 0.1).unwrap(),
         2,
-        50,
-        AdaptProbability::Power { kappa: 0.5 },
+        LiteSurrogateConfig::default()
+            .with_subsample_size(50)
+            .unwrap()
+            .with_refit(AdaptProbability::Power { kappa: 0.5 })
+            .unwrap(),
     )
     .unwrap();
-    KmcLite::new(surrogate, (0.2, 0.5), (1, 10))
-        .unwrap()
-        .with_oracle_points(normal_points(100, 2, 5).as_ref())
-        .unwrap()
-        .with_current_density(current_density)
+    KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size((0.2, 0.5))
+            .unwrap()
+            .with_steps((1, 10))
+            .unwrap()
+            .with_current_density(current_density),
+    )
+    .unwrap()
+    .with_oracle_points(normal_points(100, 2, 5).as_ref())
+    .unwrap()
 }
 
 #[test]
@@ -425,14 +488,24 @@ fn lite_falls_back_to_a_random_walk_far_from_the_data() {
     let surrogate = LiteSurrogate::new(
         LiteEstimator::new(2.0, 1e-3).unwrap(),
         2,
-        50,
-        AdaptProbability::Always,
+        LiteSurrogateConfig::default()
+            .with_subsample_size(50)
+            .unwrap()
+            .with_refit(AdaptProbability::Always)
+            .unwrap(),
     )
     .unwrap();
-    let mut kmc = KmcLite::new(surrogate, (0.5, 0.5), (4, 4))
-        .unwrap()
-        .with_oracle_points(normal_points(100, 2, 6).as_ref())
-        .unwrap();
+    let mut kmc = KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size((0.5, 0.5))
+            .unwrap()
+            .with_steps((4, 4))
+            .unwrap(),
+    )
+    .unwrap()
+    .with_oracle_points(normal_points(100, 2, 6).as_ref())
+    .unwrap();
     let far = [40.0, -40.0];
     kmc.initialise(&target, &far, true).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
@@ -473,7 +546,21 @@ fn finite_surrogate_learns_from_every_state() {
     let (target, _, _) = correlated_gaussian(2);
     let m = 40;
     let model = FiniteEstimator::new(features(2, m, 3), 1e-3).unwrap();
-    let kmc = KmcFinite::new(FiniteSurrogate::new(model, 30).unwrap(), (0.1, 0.3), (1, 5)).unwrap();
+    let kmc = KmcFinite::new(
+        FiniteSurrogate::new(
+            model,
+            FiniteSurrogateConfig::default()
+                .with_min_points(30)
+                .unwrap(),
+        )
+        .unwrap(),
+        KmcConfig::default()
+            .with_step_size((0.1, 0.3))
+            .unwrap()
+            .with_steps((1, 5))
+            .unwrap(),
+    )
+    .unwrap();
     let config = RunConfig::new(0, 600).adaptation(AdaptationStop::Never);
     let x0 = [0.3, -0.2];
     let mut run = Run::new(&target, kmc, &x0, config, 11, 0).unwrap();
@@ -513,9 +600,25 @@ fn lite_refits_follow_the_vanishing_schedule() {
     let n = 10;
     let steps = 5_000u64;
     let schedule = AdaptProbability::Power { kappa: 0.5 };
-    let surrogate =
-        LiteSurrogate::new(LiteEstimator::new(4.0, 1e-2).unwrap(), 2, n, schedule).unwrap();
-    let kmc = KmcLite::new(surrogate, (0.1, 0.3), (1, 5)).unwrap();
+    let surrogate = LiteSurrogate::new(
+        LiteEstimator::new(4.0, 1e-2).unwrap(),
+        2,
+        LiteSurrogateConfig::default()
+            .with_subsample_size(n)
+            .unwrap()
+            .with_refit(schedule)
+            .unwrap(),
+    )
+    .unwrap();
+    let kmc = KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size((0.1, 0.3))
+            .unwrap()
+            .with_steps((1, 5))
+            .unwrap(),
+    )
+    .unwrap();
     let config = RunConfig::new(0, steps).adaptation(AdaptationStop::Never);
     let mut run = Run::new(&target, kmc, &[0.0, 0.0], config, 12, 0).unwrap();
     run.advance(&target, u64::MAX, None).unwrap();
@@ -574,11 +677,22 @@ fn kmc_lite_checkpoint_resumes_bit_identically() {
         let surrogate = LiteSurrogate::new(
             LiteEstimator::new(4.0, 1e-2).unwrap(),
             2,
-            30,
-            AdaptProbability::Power { kappa: 0.5 },
+            LiteSurrogateConfig::default()
+                .with_subsample_size(30)
+                .unwrap()
+                .with_refit(AdaptProbability::Power { kappa: 0.5 })
+                .unwrap(),
         )
         .unwrap();
-        KmcLite::new(surrogate, (0.1, 0.3), (1, 5)).unwrap()
+        KmcLite::new(
+            surrogate,
+            KmcConfig::default()
+                .with_step_size((0.1, 0.3))
+                .unwrap()
+                .with_steps((1, 5))
+                .unwrap(),
+        )
+        .unwrap()
     };
     let config = RunConfig::new(100, 400).adaptation(AdaptationStop::Never);
     resumes_bit_identically("lite", make, config, [77, 150]);
@@ -590,7 +704,21 @@ fn kmc_lite_checkpoint_resumes_bit_identically() {
 fn kmc_finite_checkpoint_resumes_bit_identically() {
     let make = || {
         let model = FiniteEstimator::new(features(2, 40, 3), 1e-3).unwrap();
-        KmcFinite::new(FiniteSurrogate::new(model, 30).unwrap(), (0.1, 0.3), (1, 5)).unwrap()
+        KmcFinite::new(
+            FiniteSurrogate::new(
+                model,
+                FiniteSurrogateConfig::default()
+                    .with_min_points(30)
+                    .unwrap(),
+            )
+            .unwrap(),
+            KmcConfig::default()
+                .with_step_size((0.1, 0.3))
+                .unwrap()
+                .with_steps((1, 5))
+                .unwrap(),
+        )
+        .unwrap()
     };
     let config = RunConfig::new(100, 400).adaptation(AdaptationStop::Never);
     resumes_bit_identically("finite", make, config, [93, 150]);

@@ -30,11 +30,13 @@ fn setup(seed: u64) -> (PcaKameleon<Gaussian>, Mat<f64>, Gaussian) {
         (1.0 + 2.0 * j as f64) * rng.sample::<f64, _>(StandardNormal)
     });
     let kernel = Gaussian::new(1.5).unwrap();
-    let config = PcaKameleonConfig {
-        subsample: subsample_config(n, GAMMA, Refresh::Never),
-        components: COMPONENTS,
-        scale: Scale::fixed(NU).unwrap(),
-    };
+    let config = PcaKameleonConfig::default()
+        .with_subsample(subsample_config(n, GAMMA, Refresh::Never))
+        .unwrap()
+        .with_components(COMPONENTS)
+        .unwrap()
+        .with_scale(Scale::fixed(NU).unwrap())
+        .unwrap();
     let mut pca = PcaKameleon::new(d, kernel, config).unwrap();
     pca.set_subsample(z.as_ref()).unwrap();
     (pca, z, kernel)
@@ -178,11 +180,13 @@ fn draws_have_the_mixture_covariance() {
 /// ν_j learned by Robbins–Monro during burn-in.
 fn banana_pca(seed: u64) -> PcaKameleon<Gaussian> {
     let n = 300;
-    let config = PcaKameleonConfig {
-        subsample: subsample_config(n, 0.2, Refresh::Never),
-        components: 8,
-        scale: adaptive_scale(),
-    };
+    let config = PcaKameleonConfig::default()
+        .with_subsample(subsample_config(n, 0.2, Refresh::Never))
+        .unwrap()
+        .with_components(8)
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     let mut pca = PcaKameleon::new(8, Gaussian::new(15.0).unwrap(), config).unwrap();
     let z = common::oracle_subsample(&Invariance::banana(), n, seed);
     pca.set_subsample(z.as_ref()).unwrap();
@@ -204,11 +208,13 @@ fn pca_kameleon_with_the_reverse_density_at_the_wrong_point_fails_on_the_banana(
 /// directions, one Robbins–Monro scale per direction.
 fn gaussian_pca(_seed: u64) -> PcaKameleon<Gaussian> {
     let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = PcaKameleonConfig {
-        subsample: subsample_config(100, 0.2, refresh),
-        components: 3,
-        scale: adaptive_scale(),
-    };
+    let config = PcaKameleonConfig::default()
+        .with_subsample(subsample_config(100, 0.2, refresh))
+        .unwrap()
+        .with_components(3)
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     PcaKameleon::new(4, Gaussian::new(3.0).unwrap(), config).unwrap()
 }
 

@@ -3,9 +3,9 @@
 
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolis, Ckam, FnTarget, Habc, HabcConfig, Kamh, KamhConfig, MomentEstimator,
-    RandomWalk, RobbinsMonro, Run, RunConfig, SamplerError, Scale, StepSchedule, SummarySimulator,
-    SyntheticLikelihood, run_chain,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, Ckam, CkamConfig, FnTarget, Habc, HabcConfig,
+    Kamh, KamhConfig, RandomWalk, RandomWalkConfig, RobbinsMonro, Run, RunConfig, SamplerError,
+    Scale, StepSchedule, SummarySimulator, SyntheticLikelihood, run_chain,
 };
 use kameleon_targets::IsotropicGaussianPrior;
 use rand::{Rng, RngExt};
@@ -36,7 +36,21 @@ fn kamh(d: usize) -> Kamh<Gaussian> {
 
 fn ckam(d: usize) -> Ckam<Gaussian> {
     let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap();
-    Ckam::new(Gaussian::new(1.0).unwrap(), d, 0.5, 10, nu, 20, 0.4).unwrap()
+    Ckam::new(
+        d,
+        Gaussian::new(1.0).unwrap(),
+        CkamConfig::default()
+            .with_gamma(0.5)
+            .unwrap()
+            .with_subsample_size(10)
+            .unwrap()
+            .with_nu(nu)
+            .with_cycle_length(20)
+            .unwrap()
+            .with_exploration_fraction(0.4)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 fn invalid_parameter<T: std::fmt::Debug>(result: kameleon_samplers::Result<T>, name: &str) {
@@ -76,7 +90,13 @@ fn an_overflowing_run_length_is_an_error() {
     assert!(error.contains("overflows"), "{error}");
     let target = gaussian(2);
     invalid_parameter(
-        run_chain(&target, RandomWalk::new(2).unwrap(), &[0.0; 2], config, 1),
+        run_chain(
+            &target,
+            RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+            &[0.0; 2],
+            config,
+            1,
+        ),
         "iterations",
     );
     // KAMH shares its history with the run: this used to index out of range
@@ -102,7 +122,13 @@ fn an_unaddressable_recorded_length_is_an_error() {
     assert!(error.contains("cannot be addressed"), "{error}");
     let target = gaussian(2);
     invalid_parameter(
-        run_chain(&target, RandomWalk::new(2).unwrap(), &[0.0; 2], config, 1),
+        run_chain(
+            &target,
+            RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+            &[0.0; 2],
+            config,
+            1,
+        ),
         "iterations",
     );
     invalid_parameter(habc().run(&[0.0; 2], config, 1, 0), "iterations");
@@ -112,7 +138,7 @@ fn an_unaddressable_recorded_length_is_an_error() {
     invalid_parameter(
         run_chain(
             &gaussian(64),
-            RandomWalk::new(64).unwrap(),
+            RandomWalk::new(64, RandomWalkConfig::default()).unwrap(),
             &[0.0; 64],
             wide,
             1,
@@ -128,7 +154,7 @@ fn a_long_run_reserves_no_more_than_it_stores() {
     let target = gaussian(2);
     let mut run = Run::new(
         &target,
-        RandomWalk::new(2).unwrap(),
+        RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
         &[0.0; 2],
         config,
         1,
@@ -173,14 +199,14 @@ fn a_non_finite_start_is_refused_by_every_sampler() {
         let config = RunConfig::new(5, 5);
         check(run_chain(
             &target,
-            RandomWalk::new(2).unwrap(),
+            RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
             &bad,
             config,
             1,
         ));
         check(run_chain(
             &target,
-            AdaptiveMetropolis::fixed_scale(2).unwrap(),
+            AdaptiveMetropolis::new(2, AdaptiveMetropolisConfig::default()).unwrap(),
             &bad,
             config,
             1,
@@ -192,7 +218,7 @@ fn a_non_finite_start_is_refused_by_every_sampler() {
     // the message says what is wrong
     let error = run_chain(
         &target,
-        RandomWalk::new(2).unwrap(),
+        RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
         &[0.0, f64::NAN],
         RunConfig::new(1, 1),
         1,
@@ -212,20 +238,18 @@ fn a_fixed_scale_must_be_positive_and_finite() {
         config.scale = Scale::Fixed(bad);
         invalid_parameter(Kamh::new(2, Gaussian::new(1.0).unwrap(), config), "scale");
         invalid_parameter(
-            AdaptiveMetropolis::new(
-                2,
-                Scale::Fixed(bad),
-                MomentEstimator::empirical(2),
-                1e-6,
-                10,
-            ),
+            AdaptiveMetropolisConfig::default().with_scale(Scale::Fixed(bad)),
             "scale",
         );
-        let pca = kameleon_samplers::PcaKameleonConfig {
-            subsample: KamhConfig::paper(10).unwrap().subsample,
-            components: 2,
-            scale: Scale::Fixed(bad),
-        };
+        let mut am = AdaptiveMetropolisConfig::default().with_warmup(10);
+        am.scale = Some(Scale::Fixed(bad));
+        invalid_parameter(AdaptiveMetropolis::new(2, am), "scale");
+        let mut pca = kameleon_samplers::PcaKameleonConfig::default()
+            .with_subsample(KamhConfig::paper(10).unwrap().subsample)
+            .unwrap()
+            .with_components(2)
+            .unwrap();
+        pca.scale = Scale::Fixed(bad);
         invalid_parameter(
             kameleon_samplers::PcaKameleon::new(2, Gaussian::new(1.0).unwrap(), pca),
             "scale",
@@ -241,7 +265,7 @@ fn the_mean_of_an_empty_chain_is_nan() {
     let target = gaussian(3);
     let chain = run_chain(
         &target,
-        RandomWalk::new(3).unwrap(),
+        RandomWalk::new(3, RandomWalkConfig::default()).unwrap(),
         &[0.0; 3],
         RunConfig::new(4, 0),
         1,
@@ -254,7 +278,7 @@ fn the_mean_of_an_empty_chain_is_nan() {
     // and a non-empty one is the plain average
     let chain = run_chain(
         &target,
-        RandomWalk::new(3).unwrap(),
+        RandomWalk::new(3, RandomWalkConfig::default()).unwrap(),
         &[0.0; 3],
         RunConfig::new(0, 3),
         1,

@@ -8,10 +8,12 @@ use common::{adaptive_scale, correlated_gaussian, subsample_config};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptiveMetropolis, Ckam, CycleAdaptation, FKamh,
-    FiniteSurrogate, Hmc, Kamh, KamhConfig, KmcFinite, KmcLite, LiteSurrogate, PcaKameleon,
-    PcaKameleonConfig, PrincipalComponents, Proposal, RandomWalk, Refresh, RobbinsMonro, Run,
-    RunConfig, SamplerError, Scale, StepSchedule, SwitchRule,
+    AdaptProbability, AdaptationStop, AdaptiveMetropolis, AdaptiveMetropolisConfig, Ckam,
+    CkamConfig, CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Hmc,
+    HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LiteSurrogate, LiteSurrogateConfig,
+    PcaKameleon, PcaKameleonConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal,
+    RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro, Run, RunConfig, SamplerError, Scale,
+    StepSchedule, SwitchRule,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use rand::SeedableRng;
@@ -58,12 +60,7 @@ where
     assert_eq!(whole, piecewise, "{name}");
 }
 
-const CONFIG: RunConfig = RunConfig {
-    burn_in: 150,
-    iterations: 200,
-    thin: 1,
-    adaptation: AdaptationStop::AfterBurnIn,
-};
+const CONFIG: RunConfig = RunConfig::new(150, 200);
 const BREAKS: [u64; 2] = [97, 120];
 
 fn rff(m: usize) -> RandomFourierFeatures {
@@ -92,38 +89,77 @@ fn fastfood(m: usize) -> Fastfood {
 
 fn fkamh<F: FeatureMap>(features: F) -> FKamh<F> {
     let eta = RobbinsMonro::new(1.0, 0.234, StepSchedule::Power { kappa: 0.7 }).unwrap();
-    FKamh::new(features, 0.3, Scale::Adaptive(eta)).unwrap()
+    FKamh::new(
+        features,
+        FKamhConfig::default()
+            .with_gamma(0.3)
+            .unwrap()
+            .with_eta(Scale::Adaptive(eta))
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 fn kmc_finite<F: FeatureMap>(features: F) -> KmcFinite<F> {
     let model = FiniteEstimator::new(features, 1e-3).unwrap();
-    KmcFinite::new(FiniteSurrogate::new(model, 30).unwrap(), (0.1, 0.3), (1, 5)).unwrap()
+    KmcFinite::new(
+        FiniteSurrogate::new(
+            model,
+            FiniteSurrogateConfig::default()
+                .with_min_points(30)
+                .unwrap(),
+        )
+        .unwrap(),
+        KmcConfig::default()
+            .with_step_size((0.1, 0.3))
+            .unwrap()
+            .with_steps((1, 5))
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
 fn random_walk_and_adaptive_metropolis_resume_bit_identically() {
-    resumes_bit_identically("rw", || RandomWalk::new(2).unwrap(), CONFIG, BREAKS);
+    resumes_bit_identically(
+        "rw",
+        || RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+        CONFIG,
+        BREAKS,
+    );
     resumes_bit_identically(
         "am",
-        || AdaptiveMetropolis::fixed_scale(2).unwrap(),
+        || AdaptiveMetropolis::new(2, AdaptiveMetropolisConfig::default()).unwrap(),
         CONFIG,
         BREAKS,
     );
     resumes_bit_identically(
         "am-learned",
-        || AdaptiveMetropolis::learned_scale(2, StepSchedule::InverseSqrt).unwrap(),
+        || {
+            AdaptiveMetropolis::new(
+                2,
+                AdaptiveMetropolisConfig::learned_scale(2, StepSchedule::InverseSqrt).unwrap(),
+            )
+            .unwrap()
+        },
         CONFIG,
         BREAKS,
     );
     resumes_bit_identically(
         "am-rb",
-        || AdaptiveMetropolis::rao_blackwellised(2, StepSchedule::InverseSqrt).unwrap(),
+        || {
+            AdaptiveMetropolis::new(
+                2,
+                AdaptiveMetropolisConfig::rao_blackwellised(StepSchedule::InverseSqrt).unwrap(),
+            )
+            .unwrap()
+        },
         CONFIG,
         BREAKS,
     );
     resumes_bit_identically(
         "pca",
-        || PrincipalComponents::with_defaults(2).unwrap(),
+        || PrincipalComponents::new(2, PrincipalComponentsConfig::default()).unwrap(),
         CONFIG,
         BREAKS,
     );
@@ -131,29 +167,32 @@ fn random_walk_and_adaptive_metropolis_resume_bit_identically() {
 
 #[test]
 fn kernel_adaptive_samplers_resume_bit_identically() {
-    let config = KamhConfig {
-        subsample: subsample_config(
+    let config = KamhConfig::default()
+        .with_subsample(subsample_config(
             20,
             0.2,
             Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
-        ),
-        scale: adaptive_scale(),
-    };
+        ))
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     resumes_bit_identically(
         "kamh",
         || Kamh::new(2, Gaussian::new(1.0).unwrap(), config.clone()).unwrap(),
         CONFIG,
         BREAKS,
     );
-    let pca = PcaKameleonConfig {
-        subsample: subsample_config(
+    let pca = PcaKameleonConfig::default()
+        .with_subsample(subsample_config(
             20,
             0.2,
             Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }),
-        ),
-        components: 2,
-        scale: adaptive_scale(),
-    };
+        ))
+        .unwrap()
+        .with_components(2)
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
     resumes_bit_identically(
         "pca-kameleon",
         || PcaKameleon::new(2, Gaussian::new(1.0).unwrap(), pca.clone()).unwrap(),
@@ -168,7 +207,17 @@ fn kernel_adaptive_samplers_resume_bit_identically() {
 fn hamiltonian_samplers_resume_bit_identically() {
     resumes_bit_identically(
         "hmc",
-        || Hmc::new(2, (0.1, 0.3), (1, 5)).unwrap(),
+        || {
+            Hmc::new(
+                2,
+                HmcConfig::default()
+                    .with_step_size((0.1, 0.3))
+                    .unwrap()
+                    .with_steps((1, 5))
+                    .unwrap(),
+            )
+            .unwrap()
+        },
         CONFIG,
         BREAKS,
     );
@@ -176,11 +225,22 @@ fn hamiltonian_samplers_resume_bit_identically() {
         let surrogate = LiteSurrogate::new(
             LiteEstimator::new(4.0, 1e-2).unwrap(),
             2,
-            30,
-            AdaptProbability::Power { kappa: 0.5 },
+            LiteSurrogateConfig::default()
+                .with_subsample_size(30)
+                .unwrap()
+                .with_refit(AdaptProbability::Power { kappa: 0.5 })
+                .unwrap(),
         )
         .unwrap();
-        KmcLite::new(surrogate, (0.1, 0.3), (1, 5)).unwrap()
+        KmcLite::new(
+            surrogate,
+            KmcConfig::default()
+                .with_step_size((0.1, 0.3))
+                .unwrap()
+                .with_steps((1, 5))
+                .unwrap(),
+        )
+        .unwrap()
     };
     resumes_bit_identically("kmc-lite", lite, CONFIG, BREAKS);
     resumes_bit_identically("kmc-finite-rff", || kmc_finite(rff(40)), CONFIG, BREAKS);
@@ -197,10 +257,23 @@ fn ckam_resumes_bit_identically() {
     let make = |rule, adaptation| {
         move || {
             let nu = RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap();
-            Ckam::new(Gaussian::new(1.0).unwrap(), 2, 0.5, 10, nu, 50, 0.4)
-                .unwrap()
-                .with_switch_rule(rule)
-                .with_cycle_adaptation(adaptation)
+            Ckam::new(
+                2,
+                Gaussian::new(1.0).unwrap(),
+                CkamConfig::default()
+                    .with_gamma(0.5)
+                    .unwrap()
+                    .with_subsample_size(10)
+                    .unwrap()
+                    .with_nu(nu)
+                    .with_cycle_length(50)
+                    .unwrap()
+                    .with_exploration_fraction(0.4)
+                    .unwrap()
+                    .with_switch_rule(rule)
+                    .with_cycle_adaptation(adaptation),
+            )
+            .unwrap()
         }
     };
     // 3 adapting cycles, 4 frozen; breaks inside an exploration phase and
@@ -228,7 +301,15 @@ fn a_resumed_run_refuses_a_target_of_another_dimension() {
     let (three, _, _) = correlated_gaussian(3);
     let dir = scratch("dimension");
     let path = dir.join("run.ckpt");
-    let mut run = Run::new(&two, RandomWalk::new(2).unwrap(), &[0.0; 2], CONFIG, 31, 4).unwrap();
+    let mut run = Run::new(
+        &two,
+        RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+        &[0.0; 2],
+        CONFIG,
+        31,
+        4,
+    )
+    .unwrap();
     run.advance(&two, 10, None).unwrap();
     run.checkpoint(&path).unwrap();
     // on resume

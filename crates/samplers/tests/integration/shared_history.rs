@@ -12,9 +12,9 @@ use crate::common;
 use common::{correlated_gaussian, subsample_config};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptationSummary, Chain, Kamh, KamhConfig, KmcLite,
-    LiteSurrogate, MetropolisHastings, PcaKameleon, PcaKameleonConfig, Proposal, Refresh, Run,
-    RunConfig, StepOutcome, Target, chain_rng,
+    AdaptProbability, AdaptationStop, AdaptationSummary, Chain, Kamh, KamhConfig, KmcConfig,
+    KmcLite, LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, PcaKameleon,
+    PcaKameleonConfig, Proposal, Refresh, Run, RunConfig, StepOutcome, Target, chain_rng,
 };
 use kameleon_score_matching::LiteEstimator;
 use rand::Rng;
@@ -66,20 +66,23 @@ impl<P: Proposal> Proposal for Copying<P> {
 /// KAMH with z redrawn with probability t^(−1/2) from the history (n = 20).
 fn kamh() -> Kamh<Gaussian> {
     let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = KamhConfig {
-        subsample: subsample_config(20, 0.2, refresh),
-        scale: common::adaptive_scale(),
-    };
+    let config = KamhConfig::default()
+        .with_subsample(subsample_config(20, 0.2, refresh))
+        .unwrap()
+        .with_scale(common::adaptive_scale())
+        .unwrap();
     Kamh::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
 fn pca_kameleon() -> PcaKameleon<Gaussian> {
     let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = PcaKameleonConfig {
-        subsample: subsample_config(20, 0.2, refresh),
-        components: 2,
-        scale: common::adaptive_scale(),
-    };
+    let config = PcaKameleonConfig::default()
+        .with_subsample(subsample_config(20, 0.2, refresh))
+        .unwrap()
+        .with_components(2)
+        .unwrap()
+        .with_scale(common::adaptive_scale())
+        .unwrap();
     PcaKameleon::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
@@ -87,11 +90,22 @@ fn kmc_lite() -> KmcLite {
     let surrogate = LiteSurrogate::new(
         LiteEstimator::new(4.0, 1e-2).unwrap(),
         3,
-        15,
-        AdaptProbability::Power { kappa: 0.5 },
+        LiteSurrogateConfig::default()
+            .with_subsample_size(15)
+            .unwrap()
+            .with_refit(AdaptProbability::Power { kappa: 0.5 })
+            .unwrap(),
     )
     .unwrap();
-    KmcLite::new(surrogate, (0.2, 0.4), (2, 4)).unwrap()
+    KmcLite::new(
+        surrogate,
+        KmcConfig::default()
+            .with_step_size((0.2, 0.4))
+            .unwrap()
+            .with_steps((2, 4))
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// Every way adaptation (steps 1..=a) and recording (burn-in b, thin) can

@@ -8,7 +8,8 @@ use crate::common;
 
 use common::{banana, correlated_gaussian, worst_coverage_z};
 use kameleon_samplers::{
-    AdaptiveMetropolis, Hmc, PrincipalComponents, Proposal, RandomWalk, RunConfig, StepSchedule,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, Hmc, HmcConfig, PrincipalComponents,
+    PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, RunConfig, StepSchedule,
     Target, run_chain,
 };
 
@@ -72,7 +73,7 @@ fn check_sampler<P: Proposal>(name: &str, make: impl Fn(usize) -> P, config: Run
 fn standard_metropolis_is_valid() {
     check_sampler(
         "SM",
-        |d| RandomWalk::new(d).unwrap(),
+        |d| RandomWalk::new(d, RandomWalkConfig::default()).unwrap(),
         RunConfig::new(5_000, 150_000).thin(5),
     );
 }
@@ -81,7 +82,7 @@ fn standard_metropolis_is_valid() {
 fn am_fixed_scale_is_valid() {
     check_sampler(
         "AM-FS",
-        |d| AdaptiveMetropolis::fixed_scale(d).unwrap(),
+        |d| AdaptiveMetropolis::new(d, AdaptiveMetropolisConfig::default()).unwrap(),
         RunConfig::new(10_000, 40_000),
     );
 }
@@ -90,7 +91,14 @@ fn am_fixed_scale_is_valid() {
 fn am_learned_scale_is_valid() {
     check_sampler(
         "AM-LS",
-        |d| AdaptiveMetropolis::learned_scale(d, StepSchedule::Power { kappa: 0.7 }).unwrap(),
+        |d| {
+            AdaptiveMetropolis::new(
+                d,
+                AdaptiveMetropolisConfig::learned_scale(d, StepSchedule::Power { kappa: 0.7 })
+                    .unwrap(),
+            )
+            .unwrap()
+        },
         RunConfig::new(10_000, 40_000),
     );
 }
@@ -99,7 +107,14 @@ fn am_learned_scale_is_valid() {
 fn rao_blackwellised_am_is_valid() {
     check_sampler(
         "RBAM",
-        |d| AdaptiveMetropolis::rao_blackwellised(d, StepSchedule::Harmonic { t0: 0.0 }).unwrap(),
+        |d| {
+            AdaptiveMetropolis::new(
+                d,
+                AdaptiveMetropolisConfig::rao_blackwellised(StepSchedule::Harmonic { t0: 0.0 })
+                    .unwrap(),
+            )
+            .unwrap()
+        },
         RunConfig::new(10_000, 40_000),
     );
 }
@@ -108,7 +123,17 @@ fn rao_blackwellised_am_is_valid() {
 fn hmc_is_valid() {
     check_sampler(
         "HMC",
-        |d| Hmc::new(d, (0.1, 0.3), (5, 15)).unwrap(),
+        |d| {
+            Hmc::new(
+                d,
+                HmcConfig::default()
+                    .with_step_size((0.1, 0.3))
+                    .unwrap()
+                    .with_steps((5, 15))
+                    .unwrap(),
+            )
+            .unwrap()
+        },
         RunConfig::new(1_000, 15_000),
     );
 }
@@ -119,7 +144,7 @@ fn hmc_is_valid() {
 fn principal_components_am_is_valid() {
     check_sampler(
         "PCA-AM",
-        |d| PrincipalComponents::with_defaults(d).unwrap(),
+        |d| PrincipalComponents::new(d, PrincipalComponentsConfig::default()).unwrap(),
         RunConfig::new(10_000, 150_000).thin(5),
     );
 }

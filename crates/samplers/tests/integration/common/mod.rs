@@ -372,13 +372,17 @@ impl Invariance {
 /// A subsample of `subsample_size` points with a fixed γ and bandwidth, the
 /// given refresh and no warm-up shrinkage.
 pub fn subsample_config(subsample_size: usize, gamma: f64, refresh: Refresh) -> SubsampleConfig {
-    SubsampleConfig {
-        subsample_size,
-        gamma: Gamma::Fixed(gamma),
-        refresh,
-        bandwidth: Bandwidth::Fixed,
-        warmup_scale: 1.0,
-    }
+    SubsampleConfig::default()
+        .with_subsample_size(subsample_size)
+        .unwrap()
+        .with_gamma(Gamma::Fixed(gamma))
+        .unwrap()
+        .with_refresh(refresh)
+        .unwrap()
+        .with_bandwidth(Bandwidth::Fixed)
+        .unwrap()
+        .with_warmup_scale(1.0)
+        .unwrap()
 }
 
 /// ν learned by Robbins–Monro from √0.1 toward 0.234 with steps t^(−1/2).
