@@ -1,6 +1,8 @@
 //! One KAMH iteration on the 8-d banana B(0.1, 100) with n = 1000 subsample
-//! points and the Gaussian kernel (the benchmark), plus its parts:
-//! the gradient matrix M and the kernel term M H Mᵀ.
+//! points and the Gaussian kernel, frozen and while adapting as the
+//! experiments do (z redrawn from the history and the bandwidth re-estimated
+//! at every step, ν learned), plus the frozen step's parts: the gradient
+//! matrix M and the kernel term M H Mᵀ.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use faer::Mat;
@@ -69,6 +71,21 @@ fn kamh_iteration(c: &mut Criterion) {
     });
     c.bench_function("kamh/kernel_term/n1000_d8", |b| {
         b.iter(|| builder.kernel_term_into(&kernel, black_box(&y), z.as_ref(), &mut term))
+    });
+
+    // adapting throughout, 2n steps in: the history holds n states, so every
+    // step redraws z and takes the median over 100 of its points
+    let mut config = KamhConfig::paper(N).unwrap();
+    config.subsample.bandwidth = Bandwidth::MedianHeuristic { max_points: 100 };
+    let kamh = Kamh::new(D, Gaussian::new(1.0).unwrap(), config).unwrap();
+    let start: Vec<f64> = z.row(0).iter().copied().collect();
+    let mut adapting =
+        MetropolisHastings::new(&target, kamh, &start, chain_rng(3, 0), None).unwrap();
+    for _ in 0..2 * N {
+        adapting.step(&target);
+    }
+    c.bench_function("kamh/adapting_step/banana8_n1000_median100", |b| {
+        b.iter(|| black_box(adapting.step(&target)))
     });
 }
 

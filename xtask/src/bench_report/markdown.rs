@@ -27,6 +27,14 @@ fn ratio(value: Option<f64>) -> String {
     })
 }
 
+/// The floor, marked *mem* when the memory floor is the longer.
+fn floor_label(p: &super::PathResult) -> String {
+    match p.memory_floor_secs {
+        Some(m) if m >= p.compute_floor_secs => format!("{} *mem*", human(p.floor_secs)),
+        _ => human(p.floor_secs),
+    }
+}
+
 fn verdict(pass: Option<bool>) -> &'static str {
     match pass {
         Some(true) => "pass",
@@ -60,8 +68,17 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
     writeln!(
         md,
         "- **floor** = the path's flops (an FMA counts 2, `exp`/`sin`/`cos` {TRANSCENDENTAL_FLOPS}) \
-         at the FMA peak; **× floor** = our median over it (goal ≤ {FLOOR_GOAL}).",
+         at the FMA peak, or, marked *mem*, its bytes at the streaming read rate measured for its \
+         working set, whichever is longer; **× floor** = our median over it (goal ≤ {FLOOR_GOAL}).",
     )?;
+    for rate in &r.peak.read_rates {
+        writeln!(
+            md,
+            "- streaming read rate over {:.1} MB: {:.1} GB/s",
+            rate.bytes as f64 / 1e6,
+            rate.gbs
+        )?;
+    }
     match &r.peers {
         Some(p) => writeln!(
             md,
@@ -93,7 +110,7 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
             human(p.timing.median_secs),
             human(p.timing.p10_secs),
             human(p.timing.p90_secs),
-            human(p.floor_secs),
+            floor_label(p),
             p.times_floor,
             p.peer.map_or("—".into(), |t| human(t.median_secs)),
             ratio(p.vs_peer),

@@ -4,7 +4,9 @@
 //!
 //! Every goal is a ratio measured on the machine the report runs on, so it
 //! means the same on every CPU:
-//! - **floor**: the path's flop count at this machine's measured FMA peak
+//! - **floor**: the path's flop count at this machine's measured FMA peak,
+//!   or, for a path whose data outgrow the caches near the core, its bytes at
+//!   the measured streaming rate of its working set, whichever is longer
 //!   ([`peak`]); the figure of merit is `time / floor`;
 //! - **peer**: a vectorised numpy implementation of the same algorithm on
 //!   the same inputs, with one BLAS thread ([`peers`]), whose results are
@@ -162,7 +164,13 @@ pub struct PathResult {
     pub timing: Timing,
     /// Estimated flops per call.
     pub flops: f64,
+    /// Bytes moved per call, for a path bound by memory traffic.
+    pub bytes: Option<f64>,
     /// flops at the measured FMA peak.
+    pub compute_floor_secs: f64,
+    /// bytes at the measured streaming rate of the path's working set.
+    pub memory_floor_secs: Option<f64>,
+    /// The larger of the two floors.
     pub floor_secs: f64,
     /// median / floor.
     pub times_floor: f64,
@@ -274,9 +282,15 @@ pub fn run(opts: &ReportOptions) -> Result<Report> {
 
 fn measure(opts: &ReportOptions) -> Result<Report> {
     let s = opts.sizes;
-    eprintln!("bench-report: FMA and GEMM peaks");
-    let peak = Peak::measure(&paths::Timers::new(&s).step, s.gemm_size);
     let rust = paths::measure(&s)?;
+    eprintln!("bench-report: FMA, GEMM and streaming peaks");
+    let mut working_sets: Vec<usize> = rust
+        .iter()
+        .filter_map(|p| p.traffic.map(|t| t.working_set))
+        .collect();
+    working_sets.sort_unstable();
+    working_sets.dedup();
+    let peak = Peak::measure(&paths::Timers::new(&s).step, s.gemm_size, &working_sets);
     let peer_run: Option<PeerRun> = if opts.peers {
         Some(peers::run(&s, &opts.out.join("peers"))?)
     } else {
@@ -291,13 +305,21 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
         .iter()
         .map(|p| {
             let ours = p.timing.median_secs;
-            let floor_secs = peak.floor_secs(p.flops);
+            let compute_floor_secs = peak.floor_secs(p.flops);
+            let memory_floor_secs = p
+                .traffic
+                .and_then(|t| peak.memory_floor_secs(t.bytes, t.working_set));
+            let floor_secs =
+                memory_floor_secs.map_or(compute_floor_secs, |m| m.max(compute_floor_secs));
             let peer = peer_run.as_ref().and_then(|r| r.paths.get(&p.name));
             PathResult {
                 name: p.name.clone(),
                 description: p.description.clone(),
                 timing: p.timing,
                 flops: p.flops,
+                bytes: p.traffic.map(|t| t.bytes),
+                compute_floor_secs,
+                memory_floor_secs,
                 floor_secs,
                 times_floor: ours / floor_secs,
                 peer: peer.map(|q| q.timing()),

@@ -29,6 +29,7 @@ use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, Rid
 use kameleon_targets::{Banana, GpClassification, Target, glass_posterior};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 
 /// Flops charged for one `exp`, `sin` or `cos` (a vectorised polynomial
@@ -72,10 +73,70 @@ pub struct RustPath {
     pub timing: Timing,
     /// Flops per call.
     pub flops: f64,
+    /// The memory traffic per call, for a path whose data outgrow the
+    /// caches close to the core.
+    pub traffic: Option<Traffic>,
     /// For an adapting path, the name of its frozen form.
     pub frozen_form: Option<String>,
     /// The public Python implementation's recorded figure, if any.
     pub python_original_secs: Option<f64>,
+}
+
+/// Bytes a path must move per call, and the footprint they come from (its
+/// streaming rate is measured at that size).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Bytes read or written per call (at least once each).
+    pub bytes: f64,
+    /// The bytes of the data they are read from.
+    pub working_set: usize,
+}
+
+impl RustPath {
+    /// Marks an adapting path and names its frozen form.
+    fn adapting_from(&mut self, frozen: &str) -> &mut Self {
+        self.frozen_form = Some(frozen.into());
+        self
+    }
+
+    /// The public Python implementation's recorded seconds per call.
+    fn original(&mut self, secs: f64) -> &mut Self {
+        self.python_original_secs = Some(secs);
+        self
+    }
+
+    /// The memory traffic per call.
+    fn traffic(&mut self, bytes: f64, working_set: usize) -> &mut Self {
+        self.traffic = Some(Traffic { bytes, working_set });
+        self
+    }
+}
+
+/// The paths timed so far.
+#[derive(Default)]
+struct PathLog {
+    paths: Vec<RustPath>,
+}
+
+impl PathLog {
+    fn add(
+        &mut self,
+        name: &str,
+        description: String,
+        timing: Timing,
+        flops: f64,
+    ) -> &mut RustPath {
+        self.paths.push(RustPath {
+            name: name.into(),
+            description,
+            timing,
+            flops,
+            traffic: None,
+            frozen_form: None,
+            python_original_secs: None,
+        });
+        self.paths.last_mut().expect("just pushed")
+    }
 }
 
 /// The timers of the paths: per-call steps, fits (few, long calls), and
@@ -118,39 +179,23 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     let timers = Timers::new(s);
     let target = banana()?;
     let (n, d, m) = (s.n, DIM as f64, s.m);
-    let mut paths = Vec::new();
-    let mut add = |name: &str,
-                   description: String,
-                   timing: Timing,
-                   flops: f64,
-                   frozen_form: Option<&str>,
-                   python: Option<f64>| {
-        paths.push(RustPath {
-            name: name.into(),
-            description,
-            timing,
-            flops,
-            frozen_form: frozen_form.map(Into::into),
-            python_original_secs: python,
-        });
-    };
+    let mut log = PathLog::default();
 
     eprintln!("bench-report: KAMH step");
     let mut kamh = frozen(&target, kamh_proposal(&iid_draws(&target, n, 1)?)?, 2)?;
-    add(
+    log.add(
         "kamh_step",
         format!("KAMH iteration, frozen (cached factor at x), n = {n}, Gaussian kernel"),
         timers.step.time(|| {
             black_box(kamh.step(&target));
         }),
         kamh_step_flops(n as f64, d),
-        None,
-        Some(1.69e-3),
-    );
+    )
+    .original(1.69e-3);
 
     eprintln!("bench-report: adapting KAMH step");
     let mut kamh = kamh_adapting_sampler(&target, n)?;
-    add(
+    log.add(
         "kamh_adapting_step",
         format!(
             "KAMH iteration while adapting (the paper's protocol): z redrawn from the history, \
@@ -160,27 +205,28 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
             black_box(kamh.step(&target));
         }),
         kamh_adapting_step_flops(n as f64, d, MEDIAN_POINTS as f64),
-        Some("kamh_step"),
-        None,
-    );
+    )
+    .adapting_from("kamh_step");
 
     let big = s.fkamh_features;
+    // the D × D feature covariance: read by the proposal, read and written
+    // by the Welford update
+    let covariance = (big * big * 8) as f64;
     eprintln!("bench-report: F-KAMH step");
     let mut fkamh = fkamh_sampler(&target, big, s.fkamh_histories[0], false)?;
-    add(
+    log.add(
         "fkamh_step",
         format!("F-KAMH iteration, frozen, D = {big} random Fourier features"),
         timers.step.time(|| {
             black_box(fkamh.step(&target));
         }),
         fkamh_step_flops(big as f64, d),
-        None,
-        None,
-    );
+    )
+    .traffic(covariance, covariance as usize);
     for history in s.fkamh_histories {
         eprintln!("bench-report: adapting F-KAMH step, history {history}");
         let mut fkamh = fkamh_sampler(&target, big, history, true)?;
-        add(
+        log.add(
             &format!("fkamh_adapting_step_t{history}"),
             format!(
                 "F-KAMH iteration while adapting (Welford update of the feature covariance, \
@@ -190,51 +236,46 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
                 black_box(fkamh.step(&target));
             }),
             fkamh_step_flops(big as f64, d) + welford_flops(big as f64, d),
-            Some("fkamh_step"),
-            None,
-        );
+        )
+        .adapting_from("fkamh_step")
+        .traffic(3.0 * covariance, covariance as usize);
     }
 
     eprintln!("bench-report: KMC lite and finite gradients");
     let points = iid_draws(&target, GRADIENT_POINTS, 13)?;
     let (mut lite, _) = kmc_lite_oracle(&target, n)?;
-    add(
+    log.add(
         "kmc_lite_gradient",
         format!("KMC lite surrogate gradient ∇f(x) at one point, n = {n}"),
         time_gradient(&timers.step, &mut lite, &points),
         lite_gradient_flops(n as f64, d),
-        None,
-        None,
     );
     let (mut finite, _) = kmc_finite_oracle(&target, m)?;
-    add(
+    log.add(
         "kmc_finite_gradient",
         format!("KMC finite surrogate gradient ∇f(x) at one point, m = {m}"),
         time_gradient(&timers.step, &mut finite, &points),
         finite_gradient_flops(m as f64, d),
-        None,
-        None,
     );
 
     let steps = s.leapfrog_steps;
     let step_flops = |gradient: f64| f64::from(steps + 1) * gradient + 6.0 * d * f64::from(steps);
     eprintln!("bench-report: KMC lite step");
     let mut lite = frozen(&target, kmc_lite_frozen(&target, n, steps)?, 4)?;
-    add(
+    log.add(
         "kmc_lite_step",
         format!("KMC lite iteration, {steps} leapfrog steps, n = {n}, frozen surrogate"),
         timers.step.time(|| {
             black_box(lite.step(&target));
         }),
         step_flops(lite_gradient_flops(n as f64, d)),
-        None,
-        Some(2.38e-3),
-    );
+    )
+    .original(2.38e-3);
 
     eprintln!("bench-report: adapting KMC lite step");
     let (mut lite, t0) = kmc_lite_adapting_sampler(&target, n, steps)?;
     let refit = (t0 as f64).powf(-LITE_REFIT_KAPPA);
-    add(
+    log.add(
         "kmc_lite_adapting_step",
         format!(
             "KMC lite iteration while adapting: refit on {n} history points with probability \
@@ -246,26 +287,24 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
             black_box(lite.step(&target));
         }),
         step_flops(lite_gradient_flops(n as f64, d)) + refit * lite_fit_flops(n as f64, d),
-        Some("kmc_lite_step"),
-        None,
-    );
+    )
+    .adapting_from("kmc_lite_step");
 
     eprintln!("bench-report: KMC finite step");
     let mut finite = frozen(&target, kmc_finite_frozen(&target, m, steps)?, 5)?;
-    add(
+    log.add(
         "kmc_finite_step",
         format!("KMC finite iteration, {steps} leapfrog steps, m = {m}, frozen surrogate"),
         timers.step.time(|| {
             black_box(finite.step(&target));
         }),
         step_flops(finite_gradient_flops(m as f64, d)),
-        None,
-        Some(7.07e-3),
-    );
+    )
+    .original(7.07e-3);
 
     eprintln!("bench-report: adapting KMC finite step");
     let mut finite = adapting(&target, kmc_finite_frozen(&target, m, steps)?, 6)?;
-    add(
+    log.add(
         "kmc_finite_adapting_step",
         format!(
             "KMC finite iteration while adapting: the online update by the current state \
@@ -277,9 +316,9 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
             black_box(finite.step(&target));
         }),
         step_flops(finite_gradient_flops(m as f64, d)) + finite_update_flops(m as f64, d),
-        Some("kmc_finite_step"),
-        None,
-    );
+    )
+    .adapting_from("kmc_finite_step")
+    .traffic(finite_update_bytes(m as f64), finite_working_set(m));
 
     eprintln!("bench-report: finite online update");
     // fitted on 2m points: refactorisation is due only after m/4 more
@@ -296,16 +335,15 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     };
     let mut model = fit_finite_estimator(m)?;
     model.fit(uniform_points(2 * m, 4).as_ref())?;
-    add(
+    log.add(
         "finite_online_update",
         format!("finite estimator: add one point, m = {m} (default ridge tλ on the sums)"),
         one_by_one.time(|| {
             model.update(black_box(&x)).expect("online update");
         }),
         finite_update_flops(m as f64, d),
-        None,
-        None,
-    );
+    )
+    .traffic(finite_update_bytes(m as f64), finite_working_set(m));
 
     eprintln!("bench-report: finite online update, fixed ridge on the sums");
     // RidgeSchedule::FixedOnSums with λ₀ = 2m · 10⁻³ (the default's ridge at
@@ -315,20 +353,22 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     let mut model = FiniteEstimator::new(features, 2.0 * m as f64 * FIT_FINITE_LAMBDA)?
         .with_ridge_schedule(RidgeSchedule::FixedOnSums)?;
     model.fit(uniform_points(2 * m, 4).as_ref())?;
-    add(
+    log.add(
         "finite_online_update_fixed_ridge",
         format!("finite estimator: add one point, m = {m} (RidgeSchedule::FixedOnSums)"),
         one_by_one.time(|| {
             model.update(black_box(&x)).expect("online update");
         }),
         finite_fixed_ridge_update_flops(m as f64, d),
-        None,
-        None,
+    )
+    .traffic(
+        finite_fixed_ridge_update_bytes(m as f64),
+        finite_working_set(m),
     );
 
     eprintln!("bench-report: lite fit");
     let points = uniform_points(n, 2);
-    add(
+    log.add(
         "lite_fit",
         format!(
             "lite estimator fit, n = {n} (faer's global parallelism: {} rayon threads)",
@@ -340,23 +380,21 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
             black_box(model);
         }),
         lite_fit_flops(n as f64, d),
-        None,
-        Some(410e-3),
-    );
+    )
+    .original(410e-3);
 
     eprintln!("bench-report: finite fit");
     let mut model = fit_finite_estimator(m)?;
     let points = uniform_points(m, 3);
-    add(
+    log.add(
         "finite_fit",
         format!("finite estimator batch fit, m = {m} features on n = {m} points"),
         timers.fit.time(|| {
             model.fit(black_box(points.as_ref())).expect("finite fit");
         }),
         finite_fit_flops(m as f64, m as f64, d),
-        None,
-        Some(261e-3),
-    );
+    )
+    .original(261e-3);
 
     eprintln!("bench-report: Glass likelihood estimate");
     let glass = glass_posterior(s.glass_importance)?;
@@ -365,7 +403,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
         .newton_steps();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
     let theta = [0.0; 9];
-    add(
+    log.add(
         "glass_estimate",
         format!(
             "one Glass log-likelihood estimate (N = 214, n_imp = {}, θ = 0, {newton_steps} \
@@ -376,10 +414,8 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
             black_box(glass.log_density(black_box(&theta), &mut rng));
         }),
         glass_flops(214.0, 9.0, s.glass_importance as f64, newton_steps as f64),
-        None,
-        None,
     );
-    Ok(paths)
+    Ok(log.paths)
 }
 
 /// Points at which the surrogate gradients are timed (and compared with
@@ -655,6 +691,26 @@ pub fn fit_finite_estimator(m: usize) -> Result<FiniteEstimator<RandomFourierFea
         &mut rng,
     )?;
     Ok(FiniteEstimator::new(features, FIT_FINITE_LAMBDA)?)
+}
+
+/// The finite estimator's sums S and factor L (m × m each).
+fn finite_working_set(m: usize) -> usize {
+    2 * m * m * 8
+}
+
+/// One online update: S and L each read and written once (their lower
+/// triangles), one product with S for the first residual, and per solver
+/// iteration two triangular solves with L and one product with S.
+fn finite_update_bytes(m: f64) -> f64 {
+    let triangle = m * m / 2.0 * 8.0;
+    triangle * (2.0 + 2.0 + 1.0 + 3.0 * PCG_ITERATIONS)
+}
+
+/// One update with the ridge fixed on the sums: S and L read and written,
+/// two triangular solves.
+fn finite_fixed_ridge_update_bytes(m: f64) -> f64 {
+    let triangle = m * m / 2.0 * 8.0;
+    triangle * (2.0 + 2.0 + 2.0)
 }
 
 /// One KAMH step: the gradient matrix at x* (per point: difference, squared

@@ -36,6 +36,20 @@ pub struct Peak {
     pub fma_per_cycle: Option<f64>,
     /// The single-thread faer GEMM.
     pub gemm: GemmPeak,
+    /// The streaming read rate at each working-set size a path needs.
+    pub read_rates: Vec<ReadRate>,
+}
+
+/// The rate at which one core streams through a buffer of one size (read
+/// only, so it bounds traffic that also writes from above: a floor).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReadRate {
+    /// The buffer's bytes.
+    pub bytes: usize,
+    /// The timing of one pass.
+    pub timing: Timing,
+    /// GB/s (10⁹ bytes) at the 10% quantile time.
+    pub gbs: f64,
 }
 
 /// The measured single-thread GEMM rate.
@@ -52,8 +66,9 @@ pub struct GemmPeak {
 }
 
 impl Peak {
-    /// Measures both rates.
-    pub fn measure(timer: &TimerSettings, gemm_size: usize) -> Self {
+    /// Measures the FMA and GEMM rates, and the read rate at each of
+    /// `working_sets` (bytes).
+    pub fn measure(timer: &TimerSettings, gemm_size: usize, working_sets: &[usize]) -> Self {
         // a peak is the best the machine does: many short repetitions, so
         // that the 10% quantile is a quiet moment of a shared machine
         let fma_timer = TimerSettings {
@@ -79,7 +94,20 @@ impl Peak {
             clock_mhz,
             fma_per_cycle,
             gemm: gemm_peak(timer, gemm_size),
+            read_rates: working_sets
+                .iter()
+                .map(|&bytes| read_rate(timer, bytes))
+                .collect(),
         }
+    }
+
+    /// Seconds that moving `bytes` out of a working set of `working_set`
+    /// bytes takes at the measured read rate (None if not measured).
+    pub fn memory_floor_secs(&self, bytes: f64, working_set: usize) -> Option<f64> {
+        self.read_rates
+            .iter()
+            .find(|r| r.bytes == working_set)
+            .map(|r| bytes / (r.gbs * 1e9))
     }
 
     /// Seconds that `flops` take at the FMA peak.
@@ -160,6 +188,48 @@ impl pulp::WithSimd for FmaLoop {
     }
 }
 
+/// Streams through a buffer of `bytes`, summing it in SIMD registers with
+/// independent accumulators (so the adds are not the limit).
+fn read_rate(timer: &TimerSettings, bytes: usize) -> ReadRate {
+    let values: Vec<f64> = (0..bytes / 8).map(|i| (i % 7) as f64).collect();
+    let timing = timer.time(|| {
+        black_box(pulp::Arch::new().dispatch(StreamSum { values: &values }));
+    });
+    ReadRate {
+        bytes,
+        timing,
+        gbs: bytes as f64 / timing.p10_secs / 1e9,
+    }
+}
+
+/// The sum of `values` (in an order of its own).
+struct StreamSum<'a> {
+    values: &'a [f64],
+}
+
+impl pulp::WithSimd for StreamSum<'_> {
+    type Output = f64;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> f64 {
+        let (vectors, tail) = S::as_simd_f64s(self.values);
+        let mut sums = [simd.splat_f64s(0.0); 4];
+        let mut blocks = vectors.chunks_exact(4);
+        for block in &mut blocks {
+            for (s, v) in sums.iter_mut().zip(block) {
+                *s = simd.add_f64s(*s, *v);
+            }
+        }
+        for v in blocks.remainder() {
+            sums[0] = simd.add_f64s(sums[0], *v);
+        }
+        let total = sums
+            .into_iter()
+            .fold(simd.splat_f64s(0.0), |a, b| simd.add_f64s(a, b));
+        simd.reduce_sum_f64s(total) + tail.iter().sum::<f64>()
+    }
+}
+
 fn cpuinfo_mhz() -> Option<f64> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines().find_map(|l| {
@@ -197,6 +267,16 @@ fn gemm_peak(timer: &TimerSettings, size: usize) -> GemmPeak {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The streaming sum is the sum, whatever the tail.
+    #[test]
+    fn stream_sum_sums() {
+        for n in [0usize, 1, 7, 16, 33, 1000] {
+            let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
+            let sum = pulp::Arch::new().dispatch(StreamSum { values: &values });
+            assert_eq!(sum, (n * n.saturating_sub(1) / 2) as f64, "n = {n}");
+        }
+    }
 
     /// The FMA loop computes what it claims: chain i is the affine
     /// recurrence from 1 + i, whose closed form after r rounds is
