@@ -98,7 +98,7 @@ impl Sizes {
             m: 1000,
             leapfrog_steps: 55,
             glass_importance: 100,
-            parallel_steps: 10_000,
+            parallel_steps: 50_000,
             memory_iterations: 1_000_000,
             repetitions: 31,
             warmup: 20,

@@ -280,8 +280,10 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
         format!(
             "KMC lite iteration while adapting: refit on {n} history points with probability \
              t^−{LITE_REFIT_KAPPA} (≈ {refit:.4} at t ≈ {t0}), {steps} leapfrog steps; \
-             averaged over repetitions of ≥ {} s",
-            s.amortised_secs
+             averaged over repetitions of ≥ {} s (a refit's solve runs on faer's {} threads, \
+             so this path can beat its single-core floor)",
+            s.amortised_secs,
+            rayon::current_num_threads()
         ),
         timers.amortised.time(|| {
             black_box(lite.step(&target));
