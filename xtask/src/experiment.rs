@@ -25,6 +25,26 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// One cell per sampler on `target`, each with `iterations` post-burn-in
+    /// steps after `burn_in` and no setting: most experiments' grid.
+    pub fn per_sampler(
+        target: TargetSpec,
+        samplers: impl IntoIterator<Item = SamplerSpec>,
+        iterations: u64,
+        burn_in: u64,
+    ) -> Vec<Cell> {
+        samplers
+            .into_iter()
+            .map(|sampler| Cell {
+                target,
+                sampler,
+                setting: String::new(),
+                iterations,
+                burn_in,
+            })
+            .collect()
+    }
+
     /// The cell's identity as (target key, sampler label, setting).
     pub fn key(&self) -> (String, String, String) {
         (

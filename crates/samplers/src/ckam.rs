@@ -1,3 +1,6 @@
+// Over 800 lines on purpose: over a third is the algorithm and its
+// invariance argument in the docs; the cycle bookkeeping, both switch rules
+// and the runners share the proposal's private state.
 //! cKAM, cyclical kernel adaptive Metropolis (Li, Zeng & Guo 2022, Alg. 2).
 //!
 //! The run is split into cycles of L steps. Step s = 0, 1, …, L − 1 of a

@@ -1,3 +1,6 @@
+// Over 800 lines on purpose: a fifth is the derivation in the docs and
+// over a quarter the tests; the proposal, its quadratic form kernel and the
+// Welford moments of the features share the proposal's private buffers.
 //! F-KAMH (Kotlicki 2015, thesis ch. 4): the kernel adaptive Metropolis
 //! proposal on an explicit feature map, with the feature covariance of the
 //! **whole** chain history.

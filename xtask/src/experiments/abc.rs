@@ -27,27 +27,23 @@ fn cells(quick: bool) -> Vec<Cell> {
         (5_000, 200, 1000)
     };
     let habc = HabcConfig::kmc_paper();
-    [
-        SamplerSpec::RwFixed { nu: 0.55, thin: 1 },
-        SamplerSpec::Habc,
-        SamplerSpec::KmcLite {
-            n,
-            sigma: 16.0,
-            lambda: 1.0,
-            step_size: habc.step_size,
-            steps: (habc.steps, habc.steps),
-            basis: LiteBasis::Oracle,
-        },
-    ]
-    .into_iter()
-    .map(|sampler| Cell {
-        target: TARGET,
-        sampler,
-        setting: String::new(),
+    Cell::per_sampler(
+        TARGET,
+        [
+            SamplerSpec::RwFixed { nu: 0.55, thin: 1 },
+            SamplerSpec::Habc,
+            SamplerSpec::KmcLite {
+                n,
+                sigma: 16.0,
+                lambda: 1.0,
+                step_size: habc.step_size,
+                steps: (habc.steps, habc.steps),
+                basis: LiteBasis::Oracle,
+            },
+        ],
         iterations,
         burn_in,
-    })
-    .collect()
+    )
 }
 
 /// `kmc-abc`.

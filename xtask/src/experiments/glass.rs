@@ -56,22 +56,18 @@ fn kamh_cells_sized(size: KamhSize) -> Vec<Cell> {
         burn_in,
         n,
     } = size;
-    [
-        SamplerSpec::Sm,
-        SamplerSpec::AmFs,
-        SamplerSpec::AmLs,
-        SamplerSpec::KamhLs { n, gamma: 0.2 },
-        EMCEE,
-    ]
-    .into_iter()
-    .map(|sampler| Cell {
-        target: TARGET,
-        sampler,
-        setting: String::new(),
+    Cell::per_sampler(
+        TARGET,
+        [
+            SamplerSpec::Sm,
+            SamplerSpec::AmFs,
+            SamplerSpec::AmLs,
+            SamplerSpec::KamhLs { n, gamma: 0.2 },
+            EMCEE,
+        ],
         iterations,
         burn_in,
-    })
-    .collect()
+    )
 }
 
 /// `kamh-glass`.
@@ -134,28 +130,24 @@ fn kmc_cells(quick: bool) -> Vec<Cell> {
     static KAMH_QUICK: SamplerSpec = SamplerSpec::KamhLs { n: 100, gamma: 0.2 };
     static RW: SamplerSpec = SamplerSpec::RwTuned;
     let n = if quick { 100 } else { 1000 };
-    [
-        SamplerSpec::KmcLite {
-            n,
-            sigma: KMC_SIGMA,
-            lambda: KMC_LAMBDA,
-            step_size: (0.01, 0.1),
-            steps: (1, 10),
-            basis: LiteBasis::History { kappa: REFIT_KAPPA },
-        },
-        SamplerSpec::Adapting(if quick { &KAMH_QUICK } else { &KAMH }),
-        SamplerSpec::Adapting(&RW),
-        EMCEE,
-    ]
-    .into_iter()
-    .map(|sampler| Cell {
-        target: TARGET,
-        sampler,
-        setting: String::new(),
+    Cell::per_sampler(
+        TARGET,
+        [
+            SamplerSpec::KmcLite {
+                n,
+                sigma: KMC_SIGMA,
+                lambda: KMC_LAMBDA,
+                step_size: (0.01, 0.1),
+                steps: (1, 10),
+                basis: LiteBasis::History { kappa: REFIT_KAPPA },
+            },
+            SamplerSpec::Adapting(if quick { &KAMH_QUICK } else { &KAMH }),
+            SamplerSpec::Adapting(&RW),
+            EMCEE,
+        ],
         iterations,
-        burn_in: 0,
-    })
-    .collect()
+        0,
+    )
 }
 
 /// The KMC code's lite kernel exp(−‖x − y‖²/σ) with σ = 2⁴, and λ = 1.

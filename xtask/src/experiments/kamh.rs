@@ -53,17 +53,12 @@ fn banana_cells(quick: bool) -> Vec<Cell> {
     runs.iter()
         .flat_map(|&(b, total)| {
             let total = if quick { QUICK_TOTAL } else { total };
-            samplers(quick).into_iter().map(move |sampler| Cell {
-                target: TargetSpec::Banana {
-                    dim: 8,
-                    b,
-                    v: 100.0,
-                },
-                sampler,
-                setting: String::new(),
-                iterations: total / 2,
-                burn_in: total / 2,
-            })
+            let target = TargetSpec::Banana {
+                dim: 8,
+                b,
+                v: 100.0,
+            };
+            Cell::per_sampler(target, samplers(quick), total / 2, total / 2)
         })
         .collect()
 }
@@ -71,22 +66,14 @@ fn banana_cells(quick: bool) -> Vec<Cell> {
 /// 8-d F(10, 6, 6, 1) at 120 000 iterations (60 000 burn-in); `--quick`: 1 200 (600).
 fn flower_cells(quick: bool) -> Vec<Cell> {
     let total = if quick { QUICK_TOTAL } else { 120_000 };
-    samplers(quick)
-        .into_iter()
-        .map(|sampler| Cell {
-            target: TargetSpec::Flower {
-                dim: 8,
-                radius: 10.0,
-                amplitude: 6.0,
-                petals: 6,
-                sigma: 1.0,
-            },
-            sampler,
-            setting: String::new(),
-            iterations: total / 2,
-            burn_in: total / 2,
-        })
-        .collect()
+    let target = TargetSpec::Flower {
+        dim: 8,
+        radius: 10.0,
+        amplitude: 6.0,
+        petals: 6,
+        sigma: 1.0,
+    };
+    Cell::per_sampler(target, samplers(quick), total / 2, total / 2)
 }
 
 /// `kamh-banana`.

@@ -1,3 +1,6 @@
+// Over 800 lines on purpose: each invariance check of cKAM comes with a
+// deliberately broken variant that must fail it, and both share the
+// exact-draw harness below.
 //! cKAM: the frozen sampling covariance really contains the KAMH kernel
 //! term M H Mᵀ (the public code's never does), the cycle bookkeeping, both
 //! modes of the bimodal target with masses near ½, the kept states'
