@@ -545,22 +545,7 @@ fn lite_falls_back_to_a_random_walk_far_from_the_data() {
 fn finite_surrogate_learns_from_every_state() {
     let (target, _, _) = correlated_gaussian(2);
     let m = 40;
-    let model = FiniteEstimator::new(features(2, m, 3), 1e-3).unwrap();
-    let kmc = KmcFinite::new(
-        FiniteSurrogate::new(
-            model,
-            FiniteSurrogateConfig::default()
-                .with_min_points(30)
-                .unwrap(),
-        )
-        .unwrap(),
-        KmcConfig::default()
-            .with_step_size((0.1, 0.3))
-            .unwrap()
-            .with_steps((1, 5))
-            .unwrap(),
-    )
-    .unwrap();
+    let kmc = common::kmc_finite(features(2, m, 3));
     let config = RunConfig::new(0, 600).adaptation(AdaptationStop::Never);
     let x0 = [0.3, -0.2];
     let mut run = Run::new(&target, kmc, &x0, config, 11, 0).unwrap();
@@ -702,24 +687,7 @@ fn kmc_lite_checkpoint_resumes_bit_identically() {
 /// refactorisations, so the rank-updated factor itself must round-trip.
 #[test]
 fn kmc_finite_checkpoint_resumes_bit_identically() {
-    let make = || {
-        let model = FiniteEstimator::new(features(2, 40, 3), 1e-3).unwrap();
-        KmcFinite::new(
-            FiniteSurrogate::new(
-                model,
-                FiniteSurrogateConfig::default()
-                    .with_min_points(30)
-                    .unwrap(),
-            )
-            .unwrap(),
-            KmcConfig::default()
-                .with_step_size((0.1, 0.3))
-                .unwrap()
-                .with_steps((1, 5))
-                .unwrap(),
-        )
-        .unwrap()
-    };
+    let make = || common::kmc_finite(features(2, 40, 3));
     let config = RunConfig::new(100, 400).adaptation(AdaptationStop::Never);
     resumes_bit_identically("finite", make, config, [93, 150]);
 }

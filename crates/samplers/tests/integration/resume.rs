@@ -4,18 +4,17 @@
 
 use crate::common;
 
-use common::{adaptive_scale, correlated_gaussian, subsample_config};
+use common::{adaptive_scale, correlated_gaussian, kmc_finite, subsample_config};
 use kameleon_features::{Embedding, Fastfood, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
     AdaptProbability, AdaptationStop, AdaptiveMetropolis, AdaptiveMetropolisConfig, Ckam,
-    CkamConfig, CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Hmc,
-    HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LiteSurrogate, LiteSurrogateConfig,
-    PcaKameleon, PcaKameleonConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal,
-    RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro, Run, RunConfig, SamplerError, Scale,
-    StepSchedule, SwitchRule,
+    CkamConfig, CycleAdaptation, FKamh, FKamhConfig, Hmc, HmcConfig, Kamh, KamhConfig, KmcConfig,
+    KmcLite, LiteSurrogate, LiteSurrogateConfig, PcaKameleon, PcaKameleonConfig,
+    PrincipalComponents, PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig,
+    Refresh, RobbinsMonro, Run, RunConfig, SamplerError, Scale, StepSchedule, SwitchRule,
 };
-use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
+use kameleon_score_matching::LiteEstimator;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -95,25 +94,6 @@ fn fkamh<F: FeatureMap>(features: F) -> FKamh<F> {
             .with_gamma(0.3)
             .unwrap()
             .with_eta(Scale::Adaptive(eta))
-            .unwrap(),
-    )
-    .unwrap()
-}
-
-fn kmc_finite<F: FeatureMap>(features: F) -> KmcFinite<F> {
-    let model = FiniteEstimator::new(features, 1e-3).unwrap();
-    KmcFinite::new(
-        FiniteSurrogate::new(
-            model,
-            FiniteSurrogateConfig::default()
-                .with_min_points(30)
-                .unwrap(),
-        )
-        .unwrap(),
-        KmcConfig::default()
-            .with_step_size((0.1, 0.3))
-            .unwrap()
-            .with_steps((1, 5))
             .unwrap(),
     )
     .unwrap()

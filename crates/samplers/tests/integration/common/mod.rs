@@ -17,10 +17,13 @@
 #![allow(dead_code)]
 
 use faer::{Mat, Side};
+use kameleon_features::FeatureMap;
 use kameleon_samplers::{
-    AdaptationStop, Bandwidth, Chain, Gamma, Proposal, Refresh, RobbinsMonro, RunConfig, Scale,
-    StepOutcome, StepSchedule, SubsampleConfig, Target, chain_rng, run_chain,
+    AdaptationStop, Bandwidth, Chain, FiniteSurrogate, FiniteSurrogateConfig, Gamma, KmcConfig,
+    KmcFinite, Proposal, Refresh, RobbinsMonro, RunConfig, Scale, StepOutcome, StepSchedule,
+    SubsampleConfig, Target, chain_rng, run_chain,
 };
+use kameleon_score_matching::FiniteEstimator;
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -480,4 +483,25 @@ pub fn assert_verdict(label: &str, (z, which): (f64, String), correct: bool) {
             "{label}: the broken sampler passed, z {z} ({which})"
         );
     }
+}
+
+/// KMC finite on `features`, learning from every state once 30 are seen,
+/// with ε ∈ [0.1, 0.3) and L ∈ {1, …, 5}.
+pub fn kmc_finite<F: FeatureMap>(features: F) -> KmcFinite<F> {
+    let model = FiniteEstimator::new(features, 1e-3).unwrap();
+    KmcFinite::new(
+        FiniteSurrogate::new(
+            model,
+            FiniteSurrogateConfig::default()
+                .with_min_points(30)
+                .unwrap(),
+        )
+        .unwrap(),
+        KmcConfig::default()
+            .with_step_size((0.1, 0.3))
+            .unwrap()
+            .with_steps((1, 5))
+            .unwrap(),
+    )
+    .unwrap()
 }
