@@ -588,17 +588,23 @@ fn fkamh_sampler(
     )?)
 }
 
-/// The lite estimator of the frozen KMC lite path, fitted on `n` exact
-/// draws (the oracle basis).
+/// The `n` exact draws the KMC paths' surrogates are fitted on (the oracle
+/// basis).
+fn oracle_points(target: &Banana, n: usize) -> Result<Mat<f64>> {
+    iid_draws(target, n, 3)
+}
+
+/// The lite estimator of the frozen KMC lite path, fitted on the oracle
+/// points.
 pub fn kmc_lite_oracle(target: &Banana, n: usize) -> Result<(LiteEstimator, Mat<f64>)> {
-    let points = iid_draws(target, n, 3)?;
+    let points = oracle_points(target, n)?;
     let mut model = LiteEstimator::new(LITE_SIGMA, LITE_LAMBDA)?;
     model.fit(points.as_ref())?;
     Ok((model, points))
 }
 
 fn kmc_lite_frozen(target: &Banana, n: usize, steps: u32) -> Result<KmcLite> {
-    let (_, points) = kmc_lite_oracle(target, n)?;
+    let points = oracle_points(target, n)?;
     let lite = LiteSurrogate::new(
         LiteEstimator::new(LITE_SIGMA, LITE_LAMBDA)?,
         DIM,
@@ -660,7 +666,7 @@ pub fn kmc_finite_oracle(
     target: &Banana,
     m: usize,
 ) -> Result<(FiniteEstimator<RandomFourierFeatures>, Mat<f64>)> {
-    let points = iid_draws(target, m, 3)?;
+    let points = oracle_points(target, m)?;
     let mut model = FiniteEstimator::new(kmc_finite_features(m)?, KMC_FINITE_LAMBDA)?;
     model.fit(points.as_ref())?;
     Ok((model, points))
@@ -671,7 +677,7 @@ fn kmc_finite_frozen(
     m: usize,
     steps: u32,
 ) -> Result<KmcFinite<RandomFourierFeatures>> {
-    let points = iid_draws(target, m, 3)?;
+    let points = oracle_points(target, m)?;
     let model = FiniteEstimator::new(kmc_finite_features(m)?, KMC_FINITE_LAMBDA)?;
     Ok(KmcFinite::new(
         FiniteSurrogate::new(model, FiniteSurrogateConfig::default().with_min_points(1)?)?,
