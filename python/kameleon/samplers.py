@@ -35,6 +35,13 @@ def _range(name: str, value: tuple, integer: bool) -> None:
             _positive(name, v)
 
 
+def _numeric_unless_whitened(sampler: str, kernel, whiten: bool) -> None:
+    if kernel.bandwidth == "median" and not whiten:
+        raise ValueError(
+            f'`bandwidth` of a {sampler} kernel must be a number, not "median", unless `whiten=True`'
+        )
+
+
 def _bandwidth(value: float | str) -> float | None:
     if value == "median":
         return None
@@ -145,12 +152,13 @@ class Sampler(_Settings):
 class RandomWalk(Sampler):
     """Gaussian random walk N(x, ν²I).
 
-    ``scale=None`` is ν = 2.38/√d; ``learned=True`` adapts ν toward
-    acceptance 0.234 during tuning (steps 1/√t).
+    ``scale=None`` is ν = 2.38/√d; ``learned=True`` (the default) adapts ν
+    toward acceptance 0.234 during tuning (steps 1/√t), ``learned=False``
+    keeps it fixed.
     """
 
     scale: float | None = None
-    learned: bool = False
+    learned: bool = True
     kind = "RandomWalk"
 
     def __post_init__(self) -> None:
@@ -209,22 +217,35 @@ class HMC(Sampler):
 
 @dataclass(frozen=True)
 class KAMH(Sampler):
-    """Kernel adaptive Metropolis–Hastings (MCMC Kameleon), the paper's settings.
+    """Kernel adaptive Metropolis–Hastings (MCMC Kameleon).
 
     Subsample of ``subsample_size`` past states redrawn at every tuning step,
     N(x, γ²I + ν²MHMᵀ), ν learned toward 0.234 from ``scale`` (√0.1). With a
     ``"median"`` bandwidth, the median heuristic is recomputed at every
     tuning step from at most ``median_points`` subsample points (its cost is
     quadratic in them; 100 is what the paper experiments use).
+
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    subsample_size: int = 1000
+    subsample_size: int = 200
     kernel: Kernel = field(default_factory=Gaussian)
     median_points: int = 100
     gamma: float = 0.2
     scale: float = math.sqrt(0.1)
     learned: bool = True
+    whiten: bool = True
     kind = "KAMH"
+
+    @classmethod
+    def paper(cls, subsample_size: int = 1000) -> "KAMH":
+        """The KAMH paper's KAMH-LS: n = 1000, γ = 0.2, no whitening."""
+        return cls(subsample_size=subsample_size, whiten=False)
 
     def __post_init__(self) -> None:
         _positive_int("subsample_size", self.subsample_size, 2)
@@ -236,16 +257,30 @@ class KAMH(Sampler):
 @dataclass(frozen=True)
 class PCAKameleon(Sampler):
     """PCA-Kameleon: a mixture over the kernel principal directions
-    (``median_points`` as in :class:`KAMH`)."""
+    (``median_points`` as in :class:`KAMH`).
 
-    subsample_size: int = 1000
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
+    """
+
+    subsample_size: int = 200
     kernel: Kernel = field(default_factory=Gaussian)
     median_points: int = 100
     components: int = 5
     gamma: float = 0.2
     scale: float = 2.38
     learned: bool = True
+    whiten: bool = True
     kind = "PCAKameleon"
+
+    @classmethod
+    def paper(cls, subsample_size: int = 1000) -> "PCAKameleon":
+        """The arXiv appendix's settings at n = 1000, no whitening."""
+        return cls(subsample_size=subsample_size, whiten=False)
 
     def __post_init__(self) -> None:
         _positive_int("subsample_size", self.subsample_size, 2)
@@ -263,17 +298,33 @@ class FKAMH(Sampler):
     [sin, cos] pairs with D/2 frequencies (D even). ``feature_map="rff"``
     draws the frequencies i.i.d.; ``"fastfood"`` uses structured Fastfood
     frequencies (O(D log d) per feature vector instead of O(Dd); radial
-    kernels only, i.e. not Laplacian). The kernel needs a numeric bandwidth.
+    kernels only, i.e. not Laplacian). Without whitening the kernel needs a
+    numeric bandwidth; whitened, ``"median"`` is √(2d), the median distance
+    between points of N(0, I).
+
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
     """
 
     features: int = 100
     embedding: Literal["cos", "sincos"] = "cos"
     feature_map: Literal["rff", "fastfood"] = "rff"
-    kernel: Kernel = field(default_factory=lambda: Gaussian(1.0))
+    kernel: Kernel = field(default_factory=Gaussian)
     gamma: float = 0.2
     eta: float = 1.0
     learned: bool = True
+    whiten: bool = True
     kind = "FKAMH"
+
+    @classmethod
+    def paper(cls, features: int = 100, bandwidth: float = 1.0) -> "FKAMH":
+        """F-KAMH in the target's units: a Gaussian kernel of length-scale
+        ``bandwidth``, no whitening."""
+        return cls(features=features, kernel=Gaussian(bandwidth), whiten=False)
 
     def __post_init__(self) -> None:
         _positive_int("features", self.features)
@@ -283,8 +334,7 @@ class FKAMH(Sampler):
             raise ValueError(f'`feature_map` must be "rff" or "fastfood", got {self.feature_map!r}')
         if self.feature_map == "fastfood" and isinstance(self.kernel, Laplacian):
             raise ValueError('`feature_map="fastfood"` needs a radial kernel; the Laplacian is not')
-        if self.kernel.bandwidth == "median":
-            raise ValueError("`bandwidth` of an FKAMH kernel must be a number, not \"median\"")
+        _numeric_unless_whitened("FKAMH", self.kernel, self.whiten)
         _positive("gamma", self.gamma)
         _positive("eta", self.eta)
 
@@ -302,24 +352,37 @@ class CKAM(Sampler):
     toward acceptance 0.234 with steps t^−0.75. The defaults are the exact
     variant (``switch="delayed_rejection"``, ``adaptation="between_cycles"``);
     ``"as_written"`` with ``"within_cycle"`` is the paper's Alg. 2, which is
-    biased. The default kernel and settings are those of the paper's
-    bimodal experiment.
+    biased. Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`).
+
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
+    The paper's bimodal experiment is ``paper()``.
     """
 
     subsample_size: int = 50
-    kernel: Kernel = field(default_factory=lambda: Matern(nu=4.0, bandwidth=2.0))
-    gamma: float = 4.0
+    kernel: Kernel = field(default_factory=lambda: Matern(nu=4.0))
+    gamma: float = 0.2
     scale: float | None = None
     cycle_length: int = 1000
     exploration_fraction: float = 0.4
     switch: Literal["delayed_rejection", "as_written"] = "delayed_rejection"
     adaptation: Literal["between_cycles", "within_cycle"] = "between_cycles"
+    whiten: bool = True
     kind = "CKAM"
+
+    @classmethod
+    def paper(cls) -> "CKAM":
+        """The paper's bimodal-experiment kernel (Matérn ν = 4, ℓ = 2) and
+        γ = 4, exact variant, no whitening."""
+        return cls(kernel=Matern(nu=4.0, bandwidth=2.0), gamma=4.0, whiten=False)
 
     def __post_init__(self) -> None:
         _positive_int("subsample_size", self.subsample_size, 2)
-        if self.kernel.bandwidth == "median":
-            raise ValueError("`bandwidth` of a CKAM kernel must be a number, not \"median\"")
+        _numeric_unless_whitened("CKAM", self.kernel, self.whiten)
         _positive("gamma", self.gamma)
         if self.scale is not None:
             _positive("scale", self.scale)
@@ -334,19 +397,44 @@ class CKAM(Sampler):
 
 @dataclass(frozen=True)
 class KMCLite(Sampler):
-    """KMC lite: HMC on a score-matching surrogate fitted to n past states."""
+    """KMC lite: HMC on a score-matching surrogate fitted to n past states.
+
+    ``sigma`` is the σ of exp(−‖x − y‖²/σ), or ``"median"``: σ = 2m² at
+    every fit, m the median distance between the basis points.
+    ``adapt_step_size`` learns a factor on the step size toward acceptance
+    0.8 during tuning.
+
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
+    """
 
     n: int = 200
-    sigma: float = 1.0
+    sigma: float | str = "median"
     lam: float = 1e-3
     step_size: tuple[float, float] = (0.1, 0.2)
     steps: tuple[int, int] = (10, 20)
     kappa: float = 0.5
+    whiten: bool = True
+    adapt_step_size: bool = True
     kind = "KMCLite"
+
+    @classmethod
+    def paper(cls, n: int = 200, sigma: float = 1.0) -> "KMCLite":
+        """Fixed σ and step sizes in the target's units, no whitening."""
+        return cls(n=n, sigma=sigma, whiten=False, adapt_step_size=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["sigma"] = _bandwidth(out["sigma"])
+        return out
 
     def __post_init__(self) -> None:
         _positive_int("n", self.n, 2)
-        _positive("sigma", self.sigma)
+        _bandwidth(self.sigma)
         _positive("lam", self.lam)
         _range("step_size", self.step_size, integer=False)
         _range("steps", self.steps, integer=True)
@@ -356,20 +444,38 @@ class KMCLite(Sampler):
 
 @dataclass(frozen=True)
 class KMCFinite(Sampler):
-    """KMC finite: HMC on a random-feature surrogate learned online."""
+    """KMC finite: HMC on a random-feature surrogate learned online.
+
+    Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`);
+    ``adapt_step_size`` as :class:`KMCLite`.
+
+    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
+    pilot of adaptive Metropolis that learns the posterior's location and
+    covariance; the sampler then runs in coordinates where the posterior is
+    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
+    posterior standard deviations and need no tuning to the problem's scale.
+    ``paper()`` gives the paper's settings, in the target's own units.
+    """
 
     features: int = 100
-    kernel: Kernel = field(default_factory=lambda: Gaussian(1.0))
+    kernel: Kernel = field(default_factory=Gaussian)
     lam: float = 1e-3
     step_size: tuple[float, float] = (0.1, 0.2)
     steps: tuple[int, int] = (10, 20)
     min_points: int = 100
+    whiten: bool = True
+    adapt_step_size: bool = True
     kind = "KMCFinite"
+
+    @classmethod
+    def paper(cls, features: int = 100, bandwidth: float = 1.0) -> "KMCFinite":
+        """A Gaussian kernel of length-scale ``bandwidth`` and fixed step
+        sizes in the target's units, no whitening."""
+        return cls(features=features, kernel=Gaussian(bandwidth), whiten=False, adapt_step_size=False)
 
     def __post_init__(self) -> None:
         _positive_int("features", self.features)
-        if self.kernel.bandwidth == "median":
-            raise ValueError("`bandwidth` of a KMCFinite kernel must be a number, not \"median\"")
+        _numeric_unless_whitened("KMCFinite", self.kernel, self.whiten)
         _positive("lam", self.lam)
         _range("step_size", self.step_size, integer=False)
         _range("steps", self.steps, integer=True)

@@ -13,7 +13,7 @@ use kameleon_samplers::{
     HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
     LiteSurrogateConfig, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
     PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, RobbinsMonro, Scale,
-    StepSchedule, SubsampleConfig, SwitchRule, chain_rng,
+    StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use serde::de::DeserializeOwned;
@@ -135,6 +135,24 @@ impl KernelSpec {
         })
     }
 
+    /// The kernel a sampler that needs a numeric bandwidth uses: with
+    /// `whiten`, `"median"` stands for √(2d), the median pairwise distance
+    /// of N(0, I) points in dimension d (the whitened target's scale).
+    fn resolved(&self, dim: usize, whiten: bool) -> Self {
+        let mut spec = self.clone();
+        if whiten && self.bandwidth().is_none() {
+            let ell = Some((2.0 * dim as f64).sqrt());
+            match &mut spec {
+                Self::Gaussian { bandwidth }
+                | Self::Laplacian { bandwidth }
+                | Self::Matern { bandwidth, .. }
+                | Self::InverseMultiquadric { bandwidth, .. }
+                | Self::RationalQuadratic { bandwidth, .. } => *bandwidth = ell,
+            }
+        }
+        spec
+    }
+
     /// The fixed length-scale random features need.
     fn fixed_bandwidth(&self) -> BuildResult<f64> {
         self.bandwidth().ok_or_else(|| {
@@ -225,6 +243,9 @@ pub enum SamplerSettings {
         scale: f64,
         /// Learn ν toward 0.234 during tuning.
         learned: bool,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
     },
     /// PCA-Kameleon.
     PCAKameleon {
@@ -243,6 +264,9 @@ pub enum SamplerSettings {
         scale: f64,
         /// Learn the ν_j toward 0.234 during tuning.
         learned: bool,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
     },
     /// F-KAMH on random Fourier features.
     FKAMH {
@@ -261,6 +285,9 @@ pub enum SamplerSettings {
         eta: f64,
         /// Learn η toward 0.234 during tuning.
         learned: bool,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
     },
     /// cKAM: cycles of KAMH exploration and frozen random-walk sampling.
     CKAM {
@@ -280,13 +307,17 @@ pub enum SamplerSettings {
         switch: String,
         /// `"between_cycles"` (exact) or `"within_cycle"` (the paper's Alg. 2).
         adaptation: String,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
     },
     /// KMC lite.
     KMCLite {
         /// Basis size n.
         n: usize,
-        /// σ of exp(−‖x − y‖²/σ).
-        sigma: f64,
+        /// σ of exp(−‖x − y‖²/σ), or `None` for the median heuristic at
+        /// every fit (σ = 2m², m the median pairwise distance).
+        sigma: Option<f64>,
         /// The ridge λ.
         lam: f64,
         /// ε ~ U[a, b).
@@ -295,6 +326,12 @@ pub enum SamplerSettings {
         steps: (u32, u32),
         /// Refit probability t^−κ.
         kappa: f64,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
+        /// Learn a factor on the step size toward acceptance 0.8 during
+        /// tuning.
+        adapt_step_size: bool,
     },
     /// KMC finite.
     KMCFinite {
@@ -310,6 +347,12 @@ pub enum SamplerSettings {
         steps: (u32, u32),
         /// States seen before trajectories start.
         min_points: usize,
+        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// (lengths in the target's standard deviations).
+        whiten: bool,
+        /// Learn a factor on the step size toward acceptance 0.8 during
+        /// tuning.
+        adapt_step_size: bool,
     },
 }
 
@@ -317,15 +360,20 @@ struct KamhFamily {
     dim: usize,
     config: SubsampleConfig,
     scale: Scale,
+    whiten: bool,
 }
 
 impl KernelFamily for KamhFamily {
-    type P<K: KernelType> = Kamh<K>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Kamh<K>> {
+    type P<K: KernelType> = Whitened<Kamh<K>>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
         let mut config = KamhConfig::default();
         config.subsample = with_bandwidth(self.config, median);
         config.scale = self.scale.clone();
-        Kamh::new(self.dim, kernel.clone(), config).map_err(msg)
+        whitened(
+            Kamh::new(self.dim, kernel.clone(), config),
+            self.dim,
+            self.whiten,
+        )
     }
 }
 
@@ -334,16 +382,18 @@ struct PcaKameleonFamily {
     config: SubsampleConfig,
     components: usize,
     scale: Scale,
+    whiten: bool,
 }
 
 impl KernelFamily for PcaKameleonFamily {
-    type P<K: KernelType> = PcaKameleon<K>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<PcaKameleon<K>> {
+    type P<K: KernelType> = Whitened<PcaKameleon<K>>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
         let mut config = PcaKameleonConfig::default();
         config.subsample = with_bandwidth(self.config, median);
         config.components = self.components;
         config.scale = self.scale.clone();
-        PcaKameleon::new(self.dim, kernel.clone(), config).map_err(msg)
+        let sampler = PcaKameleon::new(self.dim, kernel.clone(), config);
+        whitened(sampler, self.dim, self.whiten)
     }
 }
 
@@ -356,11 +406,12 @@ struct CkamFamily {
     exploration_fraction: f64,
     switch: SwitchRule,
     adaptation: CycleAdaptation,
+    whiten: bool,
 }
 
 impl KernelFamily for CkamFamily {
-    type P<K: KernelType> = Ckam<K>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Ckam<K>> {
+    type P<K: KernelType> = Whitened<Ckam<K>>;
+    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
         if median {
             return Err(
                 "invalid sampler parameter `bandwidth`: cKAM needs a number, not \"median\""
@@ -375,8 +426,26 @@ impl KernelFamily for CkamFamily {
         config.exploration_fraction = self.exploration_fraction;
         config.switch_rule = self.switch;
         config.cycle_adaptation = self.adaptation;
-        Ckam::new(self.dim, kernel.clone(), config).map_err(msg)
+        whitened(
+            Ckam::new(self.dim, kernel.clone(), config),
+            self.dim,
+            self.whiten,
+        )
     }
+}
+
+/// `sampler` wrapped in [`Whitened`] (a pass-through unless `whiten`).
+fn whitened<P: Proposal>(
+    sampler: kameleon_samplers::Result<P>,
+    dim: usize,
+    whiten: bool,
+) -> BuildResult<Whitened<P>> {
+    let config = if whiten {
+        WhiteningConfig::default()
+    } else {
+        WhiteningConfig::disabled()
+    };
+    Whitened::new(sampler.map_err(msg)?, dim, config).map_err(msg)
 }
 
 fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig {
@@ -479,11 +548,13 @@ impl SamplerSettings {
                 gamma,
                 scale: nu,
                 learned,
+                whiten,
             } => {
                 let family = KamhFamily {
                     dim,
                     config: subsample(*subsample_size, *gamma, *median_points),
                     scale: scale(*nu, *learned)?,
+                    whiten: *whiten,
                 };
                 kernel.dispatch(family, job)
             }
@@ -495,12 +566,14 @@ impl SamplerSettings {
                 gamma,
                 scale: nu,
                 learned,
+                whiten,
             } => {
                 let family = PcaKameleonFamily {
                     dim,
                     config: subsample(*subsample_size, *gamma, *median_points),
                     components: *components,
                     scale: scale(*nu, *learned)?,
+                    whiten: *whiten,
                 };
                 kernel.dispatch(family, job)
             }
@@ -512,14 +585,16 @@ impl SamplerSettings {
                 gamma,
                 eta,
                 learned,
+                whiten,
             } => {
+                let kernel = &kernel.resolved(dim, *whiten);
                 let embedding = choice(
                     "embedding",
                     name,
                     &[("cos", Embedding::CosPhase), ("sincos", Embedding::SinCos)],
                 )?;
                 let eta = scale(*eta, *learned)?;
-                let (features, gamma) = (*features, *gamma);
+                let (features, gamma, whiten) = (*features, *gamma, *whiten);
                 match choice(
                     "feature_map",
                     feature_map,
@@ -527,7 +602,7 @@ impl SamplerSettings {
                 )? {
                     false => {
                         let density = kernel.spectral()?;
-                        fkamh(job, gamma, eta, move |rng| {
+                        fkamh(job, gamma, eta, whiten, move |rng| {
                             RandomFourierFeatures::new(
                                 density.as_ref(),
                                 dim,
@@ -539,7 +614,7 @@ impl SamplerSettings {
                     }
                     true => {
                         let density = kernel.radial()?;
-                        fkamh(job, gamma, eta, move |rng| {
+                        fkamh(job, gamma, eta, whiten, move |rng| {
                             Fastfood::new(density.as_ref(), dim, features, embedding, rng)
                         })
                     }
@@ -554,7 +629,9 @@ impl SamplerSettings {
                 exploration_fraction,
                 switch,
                 adaptation,
+                whiten,
             } => {
+                let kernel = kernel.resolved(dim, *whiten);
                 let nu0 = nu0.unwrap_or_else(|| 2.0 * Scale::optimal_for(dim));
                 let family = CkamFamily {
                     dim,
@@ -580,6 +657,7 @@ impl SamplerSettings {
                             ("within_cycle", CycleAdaptation::WithinCycle),
                         ],
                     )?,
+                    whiten: *whiten,
                 };
                 kernel.dispatch(family, job)
             }
@@ -590,17 +668,25 @@ impl SamplerSettings {
                 step_size,
                 steps,
                 kappa,
+                whiten,
+                adapt_step_size,
             } => {
-                let (n, sigma, lam, eps, l, kappa) = (*n, *sigma, *lam, *step_size, *steps, *kappa);
+                let (n, lam, kappa, whiten) = (*n, *lam, *kappa, *whiten);
                 let walk = scale(Scale::optimal_for(dim), true)?;
+                let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
                 checked(job, move |_, _| {
                     let mut lite = LiteSurrogateConfig::default();
                     lite.subsample_size = n;
                     lite.refit = AdaptProbability::Power { kappa };
-                    let surrogate =
-                        LiteSurrogate::new(LiteEstimator::new(sigma, lam).map_err(msg)?, dim, lite)
-                            .map_err(msg)?;
-                    KmcLite::new(surrogate, kmc_config(eps, l, Some(walk.clone()))).map_err(msg)
+                    if sigma.is_none() {
+                        lite.bandwidth = Bandwidth::MedianHeuristic {
+                            max_points: n.min(100),
+                        };
+                    }
+                    // σ = 1 is the placeholder the first fit replaces
+                    let model = LiteEstimator::new(sigma.unwrap_or(1.0), lam).map_err(msg)?;
+                    let surrogate = LiteSurrogate::new(model, dim, lite).map_err(msg)?;
+                    whitened(KmcLite::new(surrogate, config.clone()), dim, whiten)
                 })
             }
             Self::KMCFinite {
@@ -610,13 +696,15 @@ impl SamplerSettings {
                 step_size,
                 steps,
                 min_points,
+                whiten,
+                adapt_step_size,
             } => {
-                let density = kernel.spectral()?;
-                let (m, lam, eps, l, min_points) =
-                    (*features, *lam, *step_size, *steps, *min_points);
+                let density = kernel.resolved(dim, *whiten).spectral()?;
+                let (m, lam, min_points, whiten) = (*features, *lam, *min_points, *whiten);
+                let config = kmc_config(*step_size, *steps, None, *adapt_step_size)?;
                 checked(
                     job,
-                    move |seed, chain| -> BuildResult<KmcFinite<RandomFourierFeatures>> {
+                    move |seed, chain| -> BuildResult<Whitened<KmcFinite<RandomFourierFeatures>>> {
                         let phi = RandomFourierFeatures::new(
                             density.as_ref(),
                             dim,
@@ -632,7 +720,7 @@ impl SamplerSettings {
                             finite,
                         )
                         .map_err(msg)?;
-                        KmcFinite::new(surrogate, kmc_config(eps, l, None)).map_err(msg)
+                        whitened(KmcFinite::new(surrogate, config.clone()), dim, whiten)
                     },
                 )
             }
@@ -660,13 +748,24 @@ fn adaptive_metropolis(
     AdaptiveMetropolis::new(dim, config)
 }
 
-/// KMC's trajectory ranges and random-walk scale (`None`: 2.38/√d).
-fn kmc_config(step_size: (f64, f64), steps: (u32, u32), walk_scale: Option<Scale>) -> KmcConfig {
+/// KMC's trajectory ranges, random-walk scale (`None`: 2.38/√d) and, if
+/// `adapt_step_size`, a factor on the step size learned toward acceptance
+/// 0.8 with steps 1/√t.
+fn kmc_config(
+    step_size: (f64, f64),
+    steps: (u32, u32),
+    walk_scale: Option<Scale>,
+    adapt_step_size: bool,
+) -> BuildResult<KmcConfig> {
     let mut config = KmcConfig::default();
     config.step_size = step_size;
     config.steps = steps;
     config.walk_scale = walk_scale;
-    config
+    if adapt_step_size {
+        let factor = RobbinsMonro::new(1.0, 0.8, StepSchedule::InverseSqrt).map_err(msg)?;
+        config.step_scale = Some(Scale::Adaptive(factor));
+    }
+    Ok(config)
 }
 
 /// F-KAMH with exploration noise γ and scale η on the feature map `draw`
@@ -675,18 +774,20 @@ fn fkamh<J: Job, F>(
     job: J,
     gamma: f64,
     eta: Scale,
+    whiten: bool,
     draw: impl Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> Result<F, FeatureError> + Sync,
 ) -> BuildResult<J::Output>
 where
     F: FeatureMap,
-    FKamh<F>: Sampler,
+    Whitened<FKamh<F>>: Sampler,
 {
     checked(job, move |seed, chain| {
         let phi = draw(&mut feature_rng(seed, chain)).map_err(msg)?;
+        let dim = phi.dim_in();
         let mut config = FKamhConfig::default();
         config.gamma = gamma;
         config.eta = eta.clone();
-        FKamh::new(phi, config).map_err(msg)
+        whitened(FKamh::new(phi, config), dim, whiten)
     })
 }
 

@@ -128,18 +128,30 @@ impl ProposalCovariance {
 
     /// Draws `out = mean + scale · L ξ`, ξ ~ N(0, I), i.e. out ~ N(mean, scale² C).
     pub fn sample_into(&mut self, mean: &[f64], scale: f64, rng: &mut dyn Rng, out: &mut [f64]) {
-        let d = self.dim;
         for w in self.work.iter_mut() {
             *w = rng.sample(StandardNormal);
         }
-        out.copy_from_slice(mean);
-        for j in 0..d {
-            let c = scale * self.work[j];
-            let col = &self.factor[j * d..(j + 1) * d];
-            for i in j..d {
-                out[i] += col[i] * c;
-            }
+        multiply_add(&self.factor, self.dim, mean, scale, &self.work, out);
+    }
+
+    /// `out = mean + L v` (the map from whitened to original coordinates).
+    pub fn apply_into(&self, mean: &[f64], v: &[f64], out: &mut [f64]) {
+        multiply_add(&self.factor, self.dim, mean, 1.0, v, out);
+    }
+
+    /// `out = L⁻¹ (x − mean)` (the map from original to whitened
+    /// coordinates; allocation-free).
+    pub fn solve_into(&self, x: &[f64], mean: &[f64], out: &mut [f64]) {
+        let d = self.dim;
+        for ((o, xi), mi) in out.iter_mut().zip(x).zip(mean) {
+            *o = xi - mi;
         }
+        let l = MatRef::from_column_major_slice(&self.factor, d, d);
+        solve_lower_triangular_in_place(
+            l,
+            MatMut::from_column_major_slice_mut(out, d, 1),
+            Par::Seq,
+        );
     }
 
     /// log N(x; mean, scale² C), normalised.
@@ -156,6 +168,18 @@ impl ProposalCovariance {
             - d as f64 * scale.ln()
             - 0.5 * self.log_det
             - 0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln()
+    }
+}
+
+/// `out = mean + scale · L v` for the lower factor L stored column-major.
+fn multiply_add(factor: &[f64], d: usize, mean: &[f64], scale: f64, v: &[f64], out: &mut [f64]) {
+    out.copy_from_slice(mean);
+    for j in 0..d {
+        let c = scale * v[j];
+        let col = &factor[j * d..(j + 1) * d];
+        for i in j..d {
+            out[i] += col[i] * c;
+        }
     }
 }
 

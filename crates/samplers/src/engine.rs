@@ -68,6 +68,14 @@ pub struct AdaptationSummary {
 /// reverse densities use the same adaptive quantities (e.g. subsample),
 /// because adaptation happens only in `observe`, after the decision.
 pub trait Proposal: Send {
+    /// Told once, before [`Proposal::initialise`], the last step at which
+    /// the engine lets the proposal adapt (`None`: every step). A proposal
+    /// that divides its adaptation into phases (the pilot of
+    /// [`crate::Whitened`]) sizes them from it. Default: ignored.
+    fn plan_adaptation(&mut self, adapt_until: Option<u64>) {
+        let _ = adapt_until;
+    }
+
     /// Called once when a chain starts at `x` (a point of finite log density):
     /// build caches, check the target offers what the proposal needs.
     /// `adapts` says whether the chain's first step adapts: if not, the
@@ -216,6 +224,7 @@ impl<P: Proposal> MetropolisHastings<P> {
         if !log_density.is_finite() {
             return Err(SamplerError::StartOutsideSupport(log_density));
         }
+        proposal.plan_adaptation(adapt_until);
         proposal.initialise(target, x0, adapt_until.is_none_or(|n| n >= 1))?;
         Ok(Self {
             proposal,

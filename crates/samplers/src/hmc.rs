@@ -54,21 +54,24 @@ impl HamiltonianMove {
 
     /// Simulates one trajectory from `current` into `proposed` using
     /// `grad(x, out) -> ok` (the gradient of the log density the dynamics
-    /// follow) and returns K(p) − K(p*) (NaN if a gradient failed or the
-    /// trajectory diverged, which rejects the step).
+    /// follow), with the drawn step size multiplied by `step_factor` (> 0),
+    /// and returns K(p) − K(p*) (NaN if a gradient failed or the trajectory
+    /// diverged, which rejects the step).
     pub fn propose(
         &mut self,
         current: &[f64],
         proposed: &mut [f64],
         rng: &mut dyn Rng,
+        step_factor: f64,
         grad: &mut dyn FnMut(&[f64], &mut [f64]) -> bool,
     ) -> f64 {
         let (lo, hi) = self.step_size;
-        let eps = if lo < hi {
-            rng.random_range(lo..hi)
-        } else {
-            lo
-        };
+        let eps = step_factor
+            * if lo < hi {
+                rng.random_range(lo..hi)
+            } else {
+                lo
+            };
         let steps = rng.random_range(self.steps.0..=self.steps.1);
         for p in self.momentum.iter_mut() {
             *p = rng.sample(StandardNormal);
@@ -217,7 +220,8 @@ impl Proposal for Hmc {
         let mut grad = |x: &[f64], out: &mut [f64]| {
             target.grad_log_density(x, out).is_ok() && out.iter().all(|g| g.is_finite())
         };
-        self.dynamics.propose(current, proposed, rng, &mut grad)
+        self.dynamics
+            .propose(current, proposed, rng, 1.0, &mut grad)
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, _adapt: bool, _rng: &mut dyn Rng) {

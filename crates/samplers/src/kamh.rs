@@ -281,7 +281,7 @@ fn check_warmup_scale(warmup_scale: f64) -> Result<()> {
     )
 }
 
-fn check_bandwidth(bandwidth: Bandwidth) -> Result<()> {
+pub(crate) fn check_bandwidth(bandwidth: Bandwidth) -> Result<()> {
     if let Bandwidth::MedianHeuristic { max_points } = bandwidth {
         ensure(max_points >= 2, "max_points", "must be at least 2")?;
     }

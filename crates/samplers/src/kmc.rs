@@ -8,7 +8,8 @@
 //! 1. While the surrogate is not ready (too little history, no oracle warm
 //!    start) the proposal is the isotropic [`RandomWalk`] (its scale fixed or
 //!    Robbins–Monro adapted, see [`KmcConfig::walk_scale`]).
-//! 2. Otherwise momentum p ~ N(0, I), ε ~ U[ε_lo, ε_hi), L ~ U{L_lo, …, L_hi}
+//! 2. Otherwise momentum p ~ N(0, I), ε ~ s·U[ε_lo, ε_hi) (s fixed or
+//!    learned, [`KmcConfig::step_scale`]), L ~ U{L_lo, …, L_hi}
 //!    and L leapfrog steps on ∇f̂ — the very [`HamiltonianMove`] of [`crate::Hmc`]
 //!    with the surrogate plugged in as its gradient — give (x*, p*).
 //! 3. The engine accepts with log u < log π̂(x*) − log π̂(x) + K(p) − K(p*),
@@ -40,9 +41,11 @@ use crate::adaptation::{AdaptProbability, History, Scale};
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, SamplerError, check_dim, ensure};
 use crate::hmc::{HamiltonianMove, check_step_size, check_steps};
+use crate::kamh::{Bandwidth, check_bandwidth};
 use crate::random_walk::{RandomWalk, RandomWalkConfig};
 use faer::MatRef;
 use kameleon_features::FeatureMap;
+use kameleon_kernels::MedianHeuristic;
 use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, ScoreMatchingError};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -101,6 +104,10 @@ pub struct LiteSurrogate {
     subsample_size: usize,
     schedule: AdaptProbability,
     subsample: Vec<f64>,
+    #[serde(default = "fixed_bandwidth")]
+    bandwidth: Bandwidth,
+    #[serde(skip)]
+    median: MedianHeuristic,
     fitted: bool,
     refits: u64,
     failed_fits: u64,
@@ -116,14 +123,25 @@ pub struct LiteSurrogateConfig {
     /// The refit probability a_t at step t after the first fit (default
     /// t^(−1/2): vanishing, Σ a_t = ∞).
     pub refit: AdaptProbability,
+    /// The estimator's σ as given ([`Bandwidth::Fixed`], the default), or
+    /// set at every fit from the subsample's median pairwise distance m as
+    /// σ = 2m² (the Gaussian kernel of length-scale m, as KAMH's median
+    /// heuristic).
+    #[serde(default = "fixed_bandwidth")]
+    pub bandwidth: Bandwidth,
+}
+
+fn fixed_bandwidth() -> Bandwidth {
+    Bandwidth::Fixed
 }
 
 impl Default for LiteSurrogateConfig {
-    /// n = 200, refits with probability t^(−1/2).
+    /// n = 200, refits with probability t^(−1/2), the estimator's own σ.
     fn default() -> Self {
         Self {
             subsample_size: 200,
             refit: AdaptProbability::Power { kappa: 0.5 },
+            bandwidth: Bandwidth::Fixed,
         }
     }
 }
@@ -143,9 +161,17 @@ impl LiteSurrogateConfig {
         Ok(self)
     }
 
-    /// Checks n and the refit probability.
+    /// Sets how σ is chosen.
+    pub fn with_bandwidth(mut self, bandwidth: Bandwidth) -> Result<Self> {
+        check_bandwidth(bandwidth)?;
+        self.bandwidth = bandwidth;
+        Ok(self)
+    }
+
+    /// Checks n, the refit probability and the bandwidth rule.
     pub fn validate(&self) -> Result<()> {
         check_subsample_size(self.subsample_size)?;
+        check_bandwidth(self.bandwidth)?;
         self.refit.validate()
     }
 }
@@ -167,6 +193,8 @@ impl LiteSurrogate {
             subsample_size,
             schedule: config.refit,
             subsample: vec![0.0; subsample_size * dim],
+            bandwidth: config.bandwidth,
+            median: MedianHeuristic::new(),
             fitted: false,
             refits: 0,
             failed_fits: 0,
@@ -226,16 +254,19 @@ impl KmcSurrogate for LiteSurrogate {
         let mut subsample = std::mem::take(&mut self.subsample);
         let drawn = self.history.subsample_into(rng, &mut subsample);
         debug_assert!(drawn.is_ok(), "history holds at least n points");
-        let d = self.dim();
-        let fitted = self
-            .fit(MatRef::from_row_major_slice(
-                &subsample,
-                self.subsample_size,
-                d,
-            ))
-            .is_ok();
+        let points = MatRef::from_row_major_slice(&subsample, self.subsample_size, self.dim());
+        let sigma = self.model.sigma();
+        if let Bandwidth::MedianHeuristic { max_points } = self.bandwidth {
+            // a zero median (a stuck history) keeps the previous σ
+            if let Ok(m) = self.median.compute(points, max_points, rng) {
+                let _ = self.model.set_sigma(2.0 * m * m);
+            }
+        }
+        let fitted = self.fit(points).is_ok();
         self.subsample = subsample;
         if !fitted {
+            // the previous α belong to the previous σ
+            let _ = self.model.set_sigma(sigma);
             self.failed_fits += 1;
         }
         fitted
@@ -248,6 +279,7 @@ impl KmcSurrogate for LiteSurrogate {
     fn counters(&self) -> Vec<(String, f64)> {
         vec![
             ("lite_refits".to_string(), self.refits as f64),
+            ("lite_sigma".to_string(), self.model.sigma()),
             ("lite_failed_fits".to_string(), self.failed_fits as f64),
             ("history_len".to_string(), self.history.len() as f64),
         ]
@@ -458,6 +490,12 @@ pub struct KmcConfig {
     /// Exact reuse of the current state's log density (the default) or the
     /// inexact MCWM re-estimation.
     pub current_density: CurrentDensity,
+    /// A factor s on every drawn step size (ε = s · U[lo, hi)): fixed, or
+    /// learned by Robbins–Monro on log s toward an acceptance rate from the
+    /// trajectory steps while adaptation is on. `None` (the default) is the
+    /// fixed s = 1, the papers' protocol.
+    #[serde(default)]
+    pub step_scale: Option<Scale>,
 }
 
 impl Default for KmcConfig {
@@ -469,6 +507,7 @@ impl Default for KmcConfig {
             steps: (10, 20),
             walk_scale: None,
             current_density: CurrentDensity::Reuse,
+            step_scale: None,
         }
     }
 }
@@ -492,6 +531,14 @@ impl KmcConfig {
     pub fn with_walk_scale(mut self, scale: Scale) -> Result<Self> {
         scale.validate("scale")?;
         self.walk_scale = Some(scale);
+        Ok(self)
+    }
+
+    /// Sets the factor on the step size (a fixed one must be positive and
+    /// finite).
+    pub fn with_step_scale(mut self, scale: Scale) -> Result<Self> {
+        scale.validate("step_scale")?;
+        self.step_scale = Some(scale);
         Ok(self)
     }
 
@@ -537,6 +584,7 @@ pub struct Kmc<S> {
     dim: usize,
     surrogate: S,
     dynamics: HamiltonianMove,
+    step_scale: Scale,
     walk: RandomWalk,
     current_density: CurrentDensity,
     last_was_walk: bool,
@@ -557,6 +605,13 @@ impl<S: KmcSurrogate> Kmc<S> {
     pub fn new(surrogate: S, config: KmcConfig) -> Result<Self> {
         let dim = surrogate.dim();
         let dynamics = HamiltonianMove::new(dim, config.step_size, config.steps)?;
+        let step_scale = match config.step_scale {
+            Some(scale) => {
+                scale.validate("step_scale")?;
+                scale
+            }
+            None => Scale::Fixed(1.0),
+        };
         let walk = RandomWalk::new(
             dim,
             RandomWalkConfig {
@@ -566,6 +621,7 @@ impl<S: KmcSurrogate> Kmc<S> {
         Ok(Self {
             dim,
             dynamics,
+            step_scale,
             walk,
             surrogate,
             current_density: config.current_density,
@@ -628,7 +684,9 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
             surrogate.gradient(x, out);
             out.iter().all(|g| g.is_finite())
         };
-        self.dynamics.propose(current, proposed, rng, &mut grad)
+        let factor = self.step_scale.value();
+        self.dynamics
+            .propose(current, proposed, rng, factor, &mut grad)
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
@@ -638,6 +696,9 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
             self.walk.observe(outcome, adapt, rng);
         } else {
             self.dynamics.observe(outcome.accepted);
+            if adapt {
+                self.step_scale.update(outcome.accept_prob);
+            }
         }
         if adapt {
             // the starting point is part of the history
@@ -668,6 +729,7 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
         let mut extra = self.surrogate.counters();
         extra.push(("trajectories".to_string(), self.trajectories as f64));
         extra.push(("walk_steps".to_string(), self.walk_steps as f64));
+        extra.push(("step_scale".to_string(), self.step_scale.value()));
         AdaptationSummary {
             scale: Some(self.walk.scale()),
             extra,

@@ -42,8 +42,18 @@
 //! | [`FiniteSurrogate`] | estimator | [`FiniteSurrogateConfig`] |
 //! | [`Habc`] | synthetic likelihood, prior | [`HabcConfig`] |
 //! | [`Ensemble`] | target, start, seed | [`EnsembleConfig`] |
+//! | [`Whitened`] | any proposal, dim | [`WhiteningConfig`] |
 //!
 //! How long a chain runs and what it records is the separate [`RunConfig`].
+//!
+//! # Scale-free sampling
+//!
+//! The lengths in a sampler's config (γ, bandwidths, step sizes) are in the
+//! target's units. [`Whitened`] wraps any proposal: a pilot of adaptive
+//! Metropolis learns the target's location and covariance, then the wrapped
+//! proposal runs in coordinates where the target is roughly N(0, I), so its
+//! lengths are in standard deviations — what the Python package does by
+//! default for every gradient-free sampler.
 //!
 //! # Architecture
 //!
@@ -92,6 +102,7 @@ pub mod kmc;
 mod pca;
 mod pca_kameleon;
 mod random_walk;
+pub mod whitening;
 
 pub use adaptation::{
     AdaptProbability, History, RobbinsMonro, RunningMoments, Scale, StepSchedule, StochasticMoments,
@@ -125,3 +136,4 @@ pub use kmc::{
 pub use pca::{PrincipalComponents, PrincipalComponentsConfig};
 pub use pca_kameleon::{PcaKameleon, PcaKameleonConfig};
 pub use random_walk::{RandomWalk, RandomWalkConfig};
+pub use whitening::{Whitened, WhiteningConfig};

@@ -186,6 +186,14 @@ impl LiteEstimator {
         self
     }
 
+    /// Sets the lite bandwidth σ > 0 for the next fit. The fitted α
+    /// belong to the σ they were fitted with: refit (or set the old σ back)
+    /// before evaluating the model again.
+    pub fn set_sigma(&mut self, sigma: f64) -> Result<(), ScoreMatchingError> {
+        self.sigma = positive("sigma", sigma)?;
+        Ok(())
+    }
+
     /// The lite bandwidth σ of `exp(−‖x − y‖²/σ)`.
     pub fn sigma(&self) -> f64 {
         self.sigma

@@ -19,3 +19,4 @@ mod reliability;
 mod resume;
 mod shared_history;
 mod validity;
+mod whitening;

@@ -402,6 +402,10 @@ pub fn adaptive_scale() -> Scale {
 pub struct ReverseAtCurrent<P>(pub P);
 
 impl<P: Proposal> Proposal for ReverseAtCurrent<P> {
+    fn plan_adaptation(&mut self, adapt_until: Option<u64>) {
+        self.0.plan_adaptation(adapt_until);
+    }
+
     fn initialise(
         &mut self,
         target: &dyn Target,

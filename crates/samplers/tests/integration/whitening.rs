@@ -1,0 +1,181 @@
+//! Scale-free sampling with [`Whitened`]: a kernel sampler whose lengths
+//! are in the target's standard deviations works on a correlated Gaussian
+//! whose scales are 10⁻³ (where the same sampler in the target's units never
+//! accepts), stays exactly invariant once adaptation stops (the pilot, the
+//! switch to whitened coordinates and the wrapped proposal's own adaptation
+//! all happen during burn-in). The wrapper returns the wrapped proposal's
+//! Hastings correction unchanged (an affine map's Jacobian cancels), so the
+//! wrapped samplers' own broken-correction tests cover it.
+//!
+//! Tolerances: as in `kamh_invariance.rs`, every checked chain average must
+//! lie within Z_TOL = 5 Monte Carlo standard errors (sd/√ESS, ESS estimated
+//! on the series itself) of the exact value.
+
+use crate::common;
+
+use common::{Invariance, Reference, adaptive_scale, assert_verdict, final_states, z_chain, z_iid};
+use faer::Mat;
+use kameleon_kernels::Gaussian;
+use kameleon_samplers::{
+    AdaptProbability, Bandwidth, Kamh, KamhConfig, KmcConfig, KmcLite, LiteSurrogate,
+    LiteSurrogateConfig, MetropolisHastings, Proposal, RobbinsMonro, RunConfig, Scale,
+    StepSchedule, SubsampleConfig, Whitened, WhiteningConfig, chain_rng, run_chain,
+};
+use kameleon_score_matching::LiteEstimator;
+use kameleon_targets::GaussianMixture;
+
+/// KAMH-LS with the median heuristic on a subsample of 200 past states
+/// redrawn at every adapting step, γ = 0.2 — lengths that suit a target of
+/// unit scale.
+fn unit_scale_kamh(dim: usize) -> Kamh<Gaussian> {
+    let subsample = SubsampleConfig::paper(200)
+        .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
+        .unwrap();
+    let config = KamhConfig::default()
+        .with_subsample(subsample)
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
+    Kamh::new(dim, Gaussian::new(1.0).unwrap(), config).unwrap()
+}
+
+/// KMC lite on 200 history points, σ by the median heuristic at every fit,
+/// and the step size learned toward acceptance 0.8.
+fn unit_scale_kmc_lite(dim: usize) -> KmcLite {
+    let lite = LiteSurrogateConfig::default()
+        .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
+        .unwrap()
+        .with_refit(AdaptProbability::Power { kappa: 0.5 })
+        .unwrap();
+    let surrogate = LiteSurrogate::new(LiteEstimator::new(1.0, 1e-3).unwrap(), dim, lite).unwrap();
+    let step = RobbinsMonro::new(1.0, 0.8, StepSchedule::InverseSqrt).unwrap();
+    let config = KmcConfig::default()
+        .with_step_scale(Scale::Adaptive(step))
+        .unwrap();
+    KmcLite::new(surrogate, config).unwrap()
+}
+
+/// `correlated_gaussian(4)` (correlation 0.8 between neighbours, standard
+/// deviations 1–2.5) shrunk by 10⁻³ and moved to 5: the mean, the
+/// covariance and the target.
+fn tiny_gaussian() -> (GaussianMixture, Vec<f64>, Vec<f64>) {
+    let (_, mean, cov) = common::correlated_gaussian(4);
+    let mean: Vec<f64> = mean.iter().map(|m| 5.0 + 1e-3 * m).collect();
+    let cov: Vec<f64> = cov.iter().map(|c| 1e-6 * c).collect();
+    let c = Mat::from_fn(4, 4, |i, j| cov[i * 4 + j]);
+    (GaussianMixture::gaussian(&mean, &c).unwrap(), mean, cov)
+}
+
+/// The worst z-score of a chain of `proposal` on [`tiny_gaussian`] from
+/// its mean (3 000 burn-in steps, 20 000 kept), and its acceptance rate.
+fn tiny_gaussian_score(proposal: impl Proposal, seed: u64) -> ((f64, String), f64) {
+    let (target, mean, cov) = tiny_gaussian();
+    let chain = run_chain(
+        &target,
+        proposal,
+        &mean,
+        RunConfig::new(3_000, 20_000),
+        seed,
+    )
+    .unwrap();
+    let score = Reference::gaussian(&mean, &cov).worst_z(&chain.samples, &z_chain);
+    (score, chain.acceptance_rate())
+}
+
+fn whitened<P: Proposal>(inner: P) -> Whitened<P> {
+    Whitened::new(inner, 4, WhiteningConfig::default()).unwrap()
+}
+
+#[test]
+fn unit_scale_kamh_never_accepts_on_a_gaussian_of_scale_one_thousandth() {
+    // the failure the wrapper exists for: γ = 0.2 is 100 standard
+    // deviations here
+    let (_, acceptance) = tiny_gaussian_score(unit_scale_kamh(4), 0);
+    assert!(acceptance < 0.01, "acceptance {acceptance}");
+}
+
+#[test]
+fn whitened_kamh_samples_a_gaussian_of_scale_one_thousandth() {
+    for seed in 0..common::SEEDS {
+        let (score, acceptance) = tiny_gaussian_score(whitened(unit_scale_kamh(4)), seed);
+        assert!(acceptance > 0.15, "seed {seed}: acceptance {acceptance}");
+        assert_verdict(&format!("whitened kamh seed {seed}"), score, true);
+    }
+}
+
+#[test]
+fn whitened_kmc_lite_samples_a_gaussian_of_scale_one_thousandth() {
+    for seed in 0..common::SEEDS {
+        let (score, acceptance) = tiny_gaussian_score(whitened(unit_scale_kmc_lite(4)), seed);
+        // the step size is learned toward 0.8; a poor surrogate lowers it
+        assert!(acceptance > 0.4, "seed {seed}: acceptance {acceptance}");
+        assert_verdict(&format!("whitened kmc lite seed {seed}"), score, true);
+    }
+}
+
+/// The banana stationarity check (`common::final_states`): a whitened KAMH
+/// adapted for 5 000 steps from the origin on B(0.1, 100) in d = 8 (pilot,
+/// switch and subsample adaptation included), then frozen and run as 1 000
+/// chains of `STEPS` steps from exact draws. If the frozen kernel leaves π
+/// invariant, their final states are iid π however slowly it mixes along
+/// the banana; the worst iid z-score of 49 statistics (untwisted moments,
+/// region coverages) is returned.
+const STEPS: u64 = 30;
+
+fn whitened_banana_stationarity(seed: u64) -> (f64, String) {
+    let target = Invariance::banana();
+    let sampler = Whitened::new(unit_scale_kamh(8), 8, WhiteningConfig::default()).unwrap();
+    let mut mh =
+        MetropolisHastings::new(&target, sampler, &[0.0; 8], chain_rng(seed, 0), Some(5_000))
+            .unwrap();
+    for _ in 0..5_000 {
+        mh.step(&target);
+    }
+    let adapted = mh.proposal().clone();
+    assert!(adapted.whitening().is_some(), "the pilot has ended");
+    let states = final_states(&target, &adapted, 1_000, STEPS, seed);
+    Reference::banana(&target).worst_z(&states, &z_iid)
+}
+
+#[test]
+fn whitened_kamh_is_invariant_on_the_strongly_twisted_banana() {
+    for seed in 0..common::SEEDS {
+        let score = whitened_banana_stationarity(seed);
+        assert_verdict(&format!("whitened kamh seed {seed}"), score, true);
+    }
+}
+
+#[test]
+fn disabled_whitening_is_the_wrapped_sampler_step_for_step() {
+    let (target, mean, _) = common::correlated_gaussian(4);
+    let config = RunConfig::new(500, 1_000);
+    let plain = run_chain(&target, unit_scale_kamh(4), &mean, config, 9).unwrap();
+    let wrapped = Whitened::new(unit_scale_kamh(4), 4, WhiteningConfig::disabled()).unwrap();
+    let wrapped = run_chain(&target, wrapped, &mean, config, 9).unwrap();
+    assert_eq!(plain.samples, wrapped.samples);
+}
+
+#[test]
+fn the_pilot_takes_its_share_of_the_adaptation_and_learns_the_covariance() {
+    let (target, mean, cov) = tiny_gaussian();
+    let sampler = whitened(unit_scale_kamh(4));
+    let mut mh =
+        MetropolisHastings::new(&target, sampler, &mean, chain_rng(4, 0), Some(4_000)).unwrap();
+    assert!(mh.proposal().whitening().is_none());
+    for _ in 0..2_000 {
+        mh.step(&target);
+    }
+    let sampler = mh.proposal();
+    assert_eq!(sampler.pilot_length(), 2_000);
+    let (mu, l) = sampler.whitening().expect("the pilot has ended");
+    // L Lᵀ estimates Σ from ~1 000 correlated pilot states: each variance
+    // within a factor 2 (a scale error of √2 is harmless for the wrapped
+    // sampler, which adapts its own scale), the mean within 3 sd
+    for i in 0..4 {
+        let var: f64 = (0..4).map(|k| l[i * 4 + k] * l[i * 4 + k]).sum();
+        let ratio = var / cov[i * 4 + i];
+        assert!((0.5..2.0).contains(&ratio), "var {i}: ratio {ratio}");
+        let z = (mu[i] - mean[i]) / cov[i * 4 + i].sqrt();
+        assert!(z.abs() < 3.0, "mean {i}: z {z}");
+    }
+}
