@@ -6,7 +6,7 @@
 
 from . import diagnostics, targets
 from ._ensemble import sample_ensemble
-from ._sample import Compiled, PseudoMarginal, resume, sample
+from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
 from .results import load_results
 from .samplers import (
     AM,
@@ -44,6 +44,7 @@ __all__ = [
     "PseudoMarginal",
     "RandomWalk",
     "RationalQuadratic",
+    "SamplingWarning",
     "diagnostics",
     "load_results",
     "resume",

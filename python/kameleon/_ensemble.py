@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import numbers
 import warnings
 from typing import Sequence
 
@@ -10,7 +10,19 @@ import numpy as np
 
 from . import _core
 from ._arviz import inference_data, posterior_variables
-from ._sample import Compiled, _density, _run, _version
+from ._sample import (
+    _ACCEPTANCE_HIGH,
+    _ACCEPTANCE_LOW,
+    _CHECK_MIN_DRAWS,
+    Compiled,
+    __version__,
+    _density,
+    _integer,
+    _percent,
+    _run,
+    _seed,
+    _warn_problems,
+)
 
 __all__ = ["sample_ensemble"]
 
@@ -31,7 +43,7 @@ def sample_ensemble(
     tune: int = 1000,
     a: float = 2.0,
     seed: int | None = None,
-    progress: bool = False,
+    progress: bool = True,
     parameter_names: Sequence[str] | None = None,
 ):
     """Runs the affine-invariant ensemble sampler with the stretch move
@@ -48,7 +60,9 @@ def sample_ensemble(
     ``walkers``: the ensemble size W (more than d; default ``max(2 * d, 32)``,
     or the rows of a 2-d ``x0``). ``a``: the stretch scale (> 1).
     ``seed``: drawn from OS entropy and recorded if None; a seed gives the
-    same result every time.
+    same result every time. ``walkers``, ``draws``, ``tune`` and ``seed``
+    take Python or numpy integers (not bools). ``progress``: one bar
+    counting sweeps.
 
     Returns ArviZ data whose ``posterior`` has the walkers as its ``chain``
     dimension (as ``arviz.from_emcee``), and ``sample_stats`` with ``lp``
@@ -58,36 +72,35 @@ def sample_ensemble(
     walkers overstate the information, and standard errors should come from
     the ensemble average over sweeps (e.g. by batch means).
 
+    After the run, the ensemble's acceptance rate over every walker and
+    sweep (tuning included) is checked: below 1 % or above 95 % gives a
+    :class:`SamplingWarning` with what to try (not with fewer than 4 sweeps).
+    The ``attrs`` carry ``acceptance_rate``, ``evaluations`` (the log
+    density's, in total) and ``warnings`` (the problem lines). R-hat and
+    ESS are not checked: over interacting walkers they mislead (see above).
+
     Exceptions raised by a Python log density stop the run and are re-raised
     here; NaN or −inf rejects the proposal. Ctrl-C returns the sweeps so far
     with a warning.
     """
-    for name, value, minimum in (("draws", draws, 0), ("tune", tune, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    draws = _integer("draws", draws, 0)
+    tune = _integer("tune", tune, 0)
     x0 = np.asarray(x0, dtype=np.float64)
+    if x0.ndim not in (1, 2):
+        raise ValueError(f"`x0` must have shape (d,) or (walkers, d), got {x0.shape}")
+    if walkers is None:
+        walkers = _default_walkers(x0.shape[-1]) if x0.ndim == 1 else x0.shape[0]
+    walkers = _integer("walkers", walkers, 2)
     if x0.ndim == 1:
         x0 = x0[None, :]
-        if walkers is None:
-            walkers = _default_walkers(x0.shape[1])
-    elif x0.ndim == 2:
-        if walkers is None:
-            walkers = x0.shape[0]
-        elif walkers != x0.shape[0]:
-            raise ValueError(f"`x0` has {x0.shape[0]} rows but `walkers` is {walkers}")
-    else:
-        raise ValueError(f"`x0` must have shape (d,) or (walkers, d), got {x0.shape}")
-    if not isinstance(walkers, int) or isinstance(walkers, bool) or walkers < 2:
-        raise ValueError(f"`walkers` must be an integer >= 2, got {walkers!r}")
-    if not isinstance(a, (int, float)) or isinstance(a, bool) or not np.isfinite(a) or a <= 1:
+    elif walkers != x0.shape[0]:
+        raise ValueError(f"`x0` has {x0.shape[0]} rows but `walkers` is {walkers}")
+    if not isinstance(a, numbers.Real) or isinstance(a, (bool, np.bool_)) or not np.isfinite(a) or a <= 1:
         raise ValueError(f"`a` must be a finite number > 1, got {a!r}")
     d = x0.shape[1]
     if isinstance(log_density, Compiled) and log_density.dim != d:
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    if seed is None:
-        seed = secrets.randbits(64)
-    if not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise ValueError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
+    seed = _seed(seed)
     kind, function, _ = _density(log_density, None, False)
     result = _run(
         lambda bars: _core.sample_ensemble(
@@ -95,6 +108,7 @@ def sample_ensemble(
         ),
         [tune + draws],
         progress,
+        labels=["sweeps"],
     )
     return _to_arviz(result, seed, float(a), walkers, draws, tune, parameter_names)
 
@@ -112,9 +126,10 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         "lp": np.swapaxes(result["lp"], 0, 1),
         "accepted": np.swapaxes(result["accepted"], 0, 1),
     }
+    acceptance, problems = _check_ensemble(result, walkers)
     attrs = {
         "inference_library": "kameleon",
-        "inference_library_version": _version(),
+        "inference_library_version": __version__,
         "sampler": "ensemble (stretch move)",
         "seed": str(seed),
         "a": a,
@@ -125,5 +140,34 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         "rejected_non_finite": int(result["rejected_non_finite"]),
         "accepted_total": [int(n) for n in result["accepted_total"]],
         "interrupted": int(bool(result["interrupted"])),
+        "acceptance_rate": acceptance,
+        "warnings": problems,
     }
+    _warn_problems(problems, f"kameleon.sample_ensemble (seed {seed})", stacklevel=3)
     return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
+
+
+def _check_ensemble(result: dict, walkers: int) -> tuple[float, list[str]]:
+    """The acceptance rate over every walker and sweep done (tuning
+    included; NaN before any sweep) and the problem lines for a rate
+    outside [1 %, 95 %] (none with fewer than 4 sweeps)."""
+    sweeps = int(result["sweeps_done"])
+    if sweeps == 0:
+        return float("nan"), []
+    rate = sum(int(n) for n in result["accepted_total"]) / (walkers * sweeps)
+    if sweeps < _CHECK_MIN_DRAWS:
+        return rate, []
+    if rate < _ACCEPTANCE_LOW:
+        return rate, [
+            f"acceptance {_percent(rate)} below {_percent(_ACCEPTANCE_LOW)}: the walkers barely move. "
+            "Check the scale of the log density (its units, a missing factor), start the walkers "
+            "spread like the posterior (a (walkers, d) `x0`), try a smaller `a` or a longer `tune`"
+        ]
+    if rate > _ACCEPTANCE_HIGH:
+        return rate, [
+            f"acceptance {_percent(rate)} above {_percent(_ACCEPTANCE_HIGH)}: the moves are tiny for "
+            "the target. Try a longer `tune` (the ensemble may still be spreading out from its "
+            "starting ball), a larger `a`, and check that the log density is not nearly flat "
+            "(a wrong sign or scale)"
+        ]
+    return rate, []

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import json
+import math
+import operator
 import os
 import secrets
 import warnings
@@ -11,12 +15,65 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _core
+from . import _core, diagnostics
 from ._arviz import inference_data, posterior_variables
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
 
-__all__ = ["sample", "resume", "PseudoMarginal", "Compiled"]
+__all__ = ["sample", "resume", "PseudoMarginal", "Compiled", "SamplingWarning"]
+
+
+def _distribution_version() -> str:
+    """The installed distribution's version; ``"0+unknown"`` (a valid
+    PEP 440 version that sorts below every release) when the package runs
+    from a source tree without being installed."""
+    try:
+        return importlib.metadata.version("kameleon")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _distribution_version()
+
+
+class SamplingWarning(UserWarning):
+    """A run finished but its draws look unreliable: a chain that hardly
+    accepts (or accepts nearly everything), a chain that never moved, chains
+    that disagree (R-hat) or too few effective draws (bulk ESS). The message
+    lists every problem with what to try; the same figures are in the
+    output's ``attrs``. Silence it with the ``warnings`` module, e.g.
+    ``warnings.simplefilter("ignore", kameleon.SamplingWarning)``."""
+
+
+def _as_int(value) -> int | None:
+    """``value`` as an ``int`` if it is a Python or numpy integer (bools,
+    which are integers to Python, are not), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _integer(name: str, value, minimum: int) -> int:
+    """``value`` as an ``int`` if it is an integer (see :func:`_as_int`)
+    >= ``minimum``; else ``ValueError`` naming ``name``."""
+    number = _as_int(value)
+    if number is None or number < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    return number
+
+
+def _seed(seed) -> int:
+    """The run's seed as an ``int`` in [0, 2**64): ``seed`` checked, or 64
+    bits of OS entropy if None."""
+    if seed is None:
+        return secrets.randbits(64)
+    number = _as_int(seed)
+    if number is None or not 0 <= number < 2**64:
+        raise ValueError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -69,13 +126,17 @@ def _density(log_density, gradient: Callable | None, needs_gradient: bool):
 
 
 class _Progress:
-    """One tqdm bar per chain, updated by the polling thread."""
+    """One tqdm bar per chain (or per entry of ``labels``), updated by the
+    polling thread."""
 
-    def __init__(self, totals: Sequence[int], done: Sequence[int] = ()) -> None:
+    def __init__(
+        self, totals: Sequence[int], done: Sequence[int] = (), labels: Sequence[str] | None = None
+    ) -> None:
         from tqdm.auto import tqdm
 
+        labels = labels or [f"chain {k}" for k in range(len(totals))]
         self.bars = [
-            tqdm(total=int(t), initial=int(done[k]) if done else 0, desc=f"chain {k}", position=k, leave=True)
+            tqdm(total=int(t), initial=int(done[k]) if done else 0, desc=labels[k], position=k, leave=True)
             for k, t in enumerate(totals)
         ]
 
@@ -89,8 +150,8 @@ class _Progress:
             bar.close()
 
 
-def _run(call, totals, progress: bool, done=()):
-    bars = _Progress(totals, done) if progress else None
+def _run(call, totals, progress: bool, done=(), labels: Sequence[str] | None = None):
+    bars = _Progress(totals, done, labels) if progress else None
     try:
         return call(bars)
     finally:
@@ -98,16 +159,222 @@ def _run(call, totals, progress: bool, done=()):
             bars.close()
 
 
-def _version() -> str:
+# ── starting points ──────────────────────────────────────────────────────
+
+# Attempts at a jittered start per chain, the width halving after each.
+_JITTER_TRIES = 20
+# How far (in nats, on top of the dimension d) a jittered start may lie
+# below log π(x0): see sample's docstring.
+_JITTER_SLACK = 10.0
+
+
+def _log_density_probe(log_density) -> Callable:
+    """``probe(x, rng)``: the log density at ``x`` evaluated from Python the
+    way the sampler evaluates it (``rng`` seeds a pseudo-marginal estimate);
+    only used to check jittered starting points."""
+    if isinstance(log_density, Target):
+        return lambda x, rng: log_density.log_density(x, seed=int(rng.integers(2**63)))
+    if isinstance(log_density, Compiled):
+        pointer = ctypes.POINTER(ctypes.c_double)
+        function = ctypes.CFUNCTYPE(ctypes.c_double, pointer, ctypes.c_int64)(int(log_density.address))
+        return lambda x, rng: function(x.ctypes.data_as(pointer), x.shape[0])
+    if isinstance(log_density, PseudoMarginal):
+        return lambda x, rng: log_density.function(x, rng)
+    return lambda x, rng: log_density(x)
+
+
+def _probe_value(probe, x: np.ndarray, rng) -> float | None:
+    """The log density at ``x`` if it is a finite number, else None.
+    Exceptions raised by the density propagate, as they would from the run."""
+    value = probe(np.array(x, dtype=np.float64), rng)
     try:
-        from importlib.metadata import version
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
-        return version("kameleon")
-    except Exception:  # pragma: no cover - not installed as a distribution
-        return "unknown"
+
+def _jittered_starts(x0: np.ndarray, chains: int, seed: int, probe) -> np.ndarray:
+    """The (chains, d) starting points for one point ``x0``: chain 0 at
+    ``x0``, chain k ≥ 1 at ``x0 + w·ε`` as documented in :func:`sample`."""
+    d = x0.shape[0]
+    starts = np.tile(x0, (chains, 1))
+    if chains == 1 or d == 0:
+        return starts
+    # stream k is SeedSequence(seed).spawn(chains)[k]: it depends on the
+    # seed and k only, not on the number of chains
+    streams = [np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(k,))) for k in range(chains)]
+    base = _probe_value(probe, x0, streams[0])
+    if base is None:
+        # x0 is outside the support (or the density returns no number):
+        # every chain starts at x0 and the sampler reports the problem
+        return starts
+    lowest = base - (d + _JITTER_SLACK)
+    width = np.maximum(np.abs(x0), 1.0)
+    for k in range(1, chains):
+        rng = streams[k]
+        for attempt in range(_JITTER_TRIES):
+            x = x0 + width * 0.5**attempt * rng.standard_normal(d)
+            value = _probe_value(probe, x, rng)
+            if value is not None and value >= lowest:
+                starts[k] = x
+                break
+    return starts
 
 
-def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None):
+# ── checks of a finished run ─────────────────────────────────────────────
+
+# The checks need this many kept draws per chain (split R-hat and ESS need 4).
+_CHECK_MIN_DRAWS = 4
+_ACCEPTANCE_LOW = 0.01
+_ACCEPTANCE_HIGH = 0.95
+_RHAT_LIMIT = 1.01
+_ESS_LIMIT = 100.0
+# Samplers whose proposals follow Hamiltonian trajectories: a high acceptance
+# rate is expected of them, not a symptom (a too-short trajectory shows up
+# as a low ESS instead).
+_HAMILTONIAN = frozenset({"HMC", "KMCLite", "KMCFinite"})
+
+_HINT_LOW = (
+    "the proposals are far too wide for the target. Try a longer `tune` so the proposal can adapt, "
+    "an adaptive sampler such as km.AM(), a better `x0`, and check the scale of the log density "
+    "(its units, a missing factor)"
+)
+_HINT_HIGH = (
+    "the proposals are too small to explore the target. Try a longer `tune`, a sampler that learns "
+    "its scale such as km.AM(), and check that the log density is not nearly flat (a wrong sign or "
+    "scale)"
+)
+_HINT_STUCK = (
+    "every proposal was rejected. Check that the log density is finite near `x0` (NaN or -inf "
+    "rejects) and the scale of the log density (its units, a missing factor), start from a better "
+    "`x0`, and try smaller or adaptive proposals (a longer `tune`, km.AM())"
+)
+_HINT_RHAT = (
+    "the chains disagree, so they have not converged to one distribution. Try more `tune` and "
+    "`draws`, a different sampler (e.g. km.AM()), a better `x0`, and look for several modes"
+)
+_HINT_ESS = (
+    "too few effectively independent draws for reliable estimates. Try more `draws`, a longer "
+    "`tune`, or a sampler that mixes better (e.g. km.AM())"
+)
+
+
+def _percent(rate: float) -> str:
+    return f"{100 * rate:.1f} %"
+
+
+def _chain_rates(items) -> str:
+    """'chain 0 (0.3 %), chain 2 (0.0 %)' from (chain, rate) pairs."""
+    return ", ".join(f"chain {k} ({_percent(rate)})" for k, rate in items)
+
+
+def _per_parameter(diagnostic, samples: np.ndarray) -> np.ndarray:
+    """``diagnostic`` of each parameter of draws (chain, draw, d); NaN where
+    it is undefined (a parameter constant over every draw)."""
+    values = np.full(samples.shape[2], math.nan)
+    for j in range(samples.shape[2]):
+        try:
+            values[j] = diagnostic(samples[:, :, j])
+        except ValueError:
+            pass
+    return values
+
+
+def _acceptance_problems(rates, stuck, exempt_high: bool) -> list[str]:
+    """The problem lines for acceptance rates outside [1 %, 95 %] (chains
+    in ``stuck`` are reported on their own line)."""
+    problems = []
+    low = [(k, r) for k, r in enumerate(rates) if r < _ACCEPTANCE_LOW and k not in stuck]
+    if low:
+        problems.append(f"acceptance below {_percent(_ACCEPTANCE_LOW)} in {_chain_rates(low)}: {_HINT_LOW}")
+    high = [(k, r) for k, r in enumerate(rates) if r > _ACCEPTANCE_HIGH]
+    if high and not exempt_high:
+        problems.append(f"acceptance above {_percent(_ACCEPTANCE_HIGH)} in {_chain_rates(high)}: {_HINT_HIGH}")
+    return problems
+
+
+def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: Sequence[str]):
+    """(figures, problems) of the kept draws ``samples`` (chain, draw, d)
+    and flags ``accepted`` (chain, draw): per-chain acceptance rates and
+    stuck chains, max R-hat and min bulk ESS over the parameters, and one
+    line per problem found (none with fewer than 4 draws per chain)."""
+    chains, n, _ = samples.shape
+    figures = {
+        "acceptance_rate": [math.nan] * chains,
+        "stuck": [0] * chains,
+        "rhat_max": math.nan,
+        "ess_bulk_min": math.nan,
+    }
+    if n < _CHECK_MIN_DRAWS:
+        return figures, []
+    rates = [float(a.mean()) for a in accepted]
+    # a chain is stuck if every kept draw is the same point
+    stuck = [k for k in range(chains) if (samples[k] == samples[k, 0]).all()]
+    figures["acceptance_rate"] = rates
+    figures["stuck"] = [int(k in stuck) for k in range(chains)]
+    problems = []
+    if stuck:
+        described = [
+            f"chain {k} {'never left its start' if accepted_total[k] == 0 else f'did not move in its {n} kept draws'}"
+            f" (acceptance {_percent(rates[k])})"
+            for k in stuck
+        ]
+        problems.append(f"{', '.join(described)}: {_HINT_STUCK}")
+    problems += _acceptance_problems(rates, stuck, sampler_kind in _HAMILTONIAN)
+    if chains >= 2:
+        rhat = _per_parameter(diagnostics.rhat, samples)
+        # undefined when every chain is constant: infinite if they sit at
+        # different points (no variance within, some between), else NaN
+        differ = samples.max(axis=(0, 1)) > samples.min(axis=(0, 1))
+        rhat[np.isnan(rhat) & differ] = math.inf
+        if not np.isnan(rhat).all():
+            worst = int(np.nanargmax(rhat))
+            figures["rhat_max"] = float(rhat[worst])
+            if rhat[worst] > _RHAT_LIMIT:
+                problems.append(
+                    f"R-hat {rhat[worst]:.3f} > {_RHAT_LIMIT} (worst parameter: {names[worst]}): {_HINT_RHAT}"
+                )
+    ess = _per_parameter(diagnostics.ess_bulk, samples)
+    if not np.isnan(ess).all():
+        worst = int(np.nanargmin(ess))
+        figures["ess_bulk_min"] = float(ess[worst])
+        if ess[worst] < _ESS_LIMIT:
+            over = f"total over the {chains} chains of {n} draws" if chains > 1 else f"over {n} draws"
+            problems.append(
+                f"bulk ESS {ess[worst]:.0f} < {_ESS_LIMIT:.0f} (worst parameter: {names[worst]}; {over}): {_HINT_ESS}"
+            )
+    return figures, problems
+
+
+def _warn_problems(problems: Sequence[str], what: str, stacklevel: int) -> None:
+    """One SamplingWarning listing ``problems`` (if any)."""
+    if not problems:
+        return
+    lines = "\n".join(f"- {p}" for p in problems)
+    warnings.warn(
+        f"{what}: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the draws "
+        f"(the figures are in the output's attrs):\n{lines}",
+        SamplingWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def _evaluations(result: dict, header: dict, lengths: Sequence[int]) -> list[int]:
+    """Log-density evaluations per chain: the extension's count when it
+    reports one, else one for the start and one per step,
+    1 + tune + draws·thin (for an interrupted run, up to the last kept draw)."""
+    out = []
+    for chain, n in zip(result["chains"], lengths):
+        if "evaluations" in chain:
+            out.append(int(chain["evaluations"]))
+        else:
+            draws = n if result["interrupted"] else header["draws"]
+            out.append(1 + int(header["tune"]) + int(draws) * int(header["thin"]))
+    return out
+
+
+def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None, what: str):
     chains = result["chains"]
     lengths = [c["samples"].shape[0] for c in chains]
     n = min(lengths)
@@ -124,9 +391,17 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None)
         "accepted": np.stack([c["accepted"][:n] for c in chains]),
         "acceptance_probability": np.stack([c["acceptance_probability"][:n] for c in chains]),
     }
+    names = list(parameter_names) if parameter_names is not None else [f"x[{j}]" for j in range(samples.shape[2])]
+    figures, problems = _check_chains(
+        samples,
+        stats["accepted"],
+        [int(c["accepted_total"]) for c in chains],
+        json.loads(header["settings"])["kind"],
+        names,
+    )
     attrs = {
         "inference_library": "kameleon",
-        "inference_library_version": _version(),
+        "inference_library_version": __version__,
         "sampler": header["settings"],
         "seed": str(header["seed"]),
         "draws": int(header["draws"]),
@@ -136,16 +411,18 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None)
         "rejected_non_finite": [int(c["rejected_non_finite"]) for c in chains],
         "covariance_jitters": [int(c["covariance_jitters"]) for c in chains],
         "accepted_total": [int(c["accepted_total"]) for c in chains],
+        "evaluations": _evaluations(result, header, lengths),
+        **figures,
+        "warnings": problems,
     }
+    _warn_problems(problems, f"{what} (seed {header['seed']})", stacklevel=3)
     return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
 
 
 def _cores(cores: int | None, chains: int) -> int:
     if cores is None:
         return max(1, min(chains, os.cpu_count() or 1))
-    if not isinstance(cores, int) or cores < 1:
-        raise ValueError(f"`cores` must be a positive integer, got {cores!r}")
-    return cores
+    return _integer("cores", cores, 1)
 
 
 def sample(
@@ -169,12 +446,43 @@ def sample(
 
     ``log_density``: a callable ``f(x) -> float``, a :class:`PseudoMarginal`,
     a :class:`Compiled` function or a :mod:`kameleon.targets` target.
-    ``x0``: shape (d,) for every chain or (chains, d). Chain k uses stream k
-    of ``seed`` (drawn from OS entropy and recorded if None), so the result
-    does not depend on ``cores``. With ``checkpoint`` the whole run is saved
-    there every ``checkpoint_every`` seconds and at the end or on Ctrl-C;
+    ``draws``, ``tune``, ``chains``, ``thin``, ``cores`` and ``seed`` take
+    Python or numpy integers (not bools). Chain k uses stream k of ``seed``
+    (drawn from OS entropy and recorded if None), so the result does not
+    depend on ``cores``. With ``checkpoint`` the whole run is saved there
+    every ``checkpoint_every`` seconds and at the end or on Ctrl-C;
     :func:`resume` continues it. Ctrl-C returns the draws so far with a
     warning. Returns ArviZ data with ``posterior`` and ``sample_stats``.
+
+    ``x0``: the starting points, shape (chains, d), used exactly as given;
+    or one point of shape (d,). From one point, chain 0 starts at ``x0``
+    and chain k ≥ 1 at a jittered point ``x0 + w·ε`` so that R-hat compares
+    chains that started apart: ε ~ N(0, I) from the numpy generator of
+    ``SeedSequence(seed).spawn(chains)[k]`` (reproducible from ``seed``),
+    and the width ``w_i = max(|x0_i|, 1)`` is halved until the point's log
+    density is finite and at most ``d + 10`` below that of ``x0`` (for a
+    Gaussian with ``x0`` at its mode, posterior draws lie about d/2 below:
+    the starts are spread somewhat wider than the posterior, as R-hat
+    wants, but not into its far tails, whatever the target's scale). After
+    20 attempts the chain starts at ``x0``. This costs one evaluation of
+    the log density at ``x0`` and one per attempt, from Python (a
+    :class:`Compiled` function through ``ctypes``, a target through its
+    ``log_density``). To start every chain at the same point, pass
+    ``np.tile(x0, (chains, 1))``.
+
+    After the run the draws are checked, and one :class:`SamplingWarning`
+    lists every problem found, with what to try: a chain whose acceptance
+    rate (over its kept draws) is below 1 % or above 95 % (the latter not
+    for the Hamiltonian samplers HMC, KMCLite and KMCFinite, for which a
+    high rate is normal), a chain whose kept draws are all one point,
+    a rank-normalised split R-hat above 1.01 for some parameter (with two or
+    more chains), and a bulk ESS below 100 (the total over the chains) for
+    some parameter. Runs with fewer than 4 kept draws per chain are not
+    checked. The ``attrs`` of the output carry the figures:
+    ``acceptance_rate`` and ``stuck`` (0/1) per chain, ``rhat_max`` and
+    ``ess_bulk_min`` (NaN where not computed), ``warnings`` (the problem
+    lines) and ``evaluations``, each chain's log-density evaluations by
+    the sampler (the start checks above are not counted).
 
     A Python callable receives a fresh float64 array per call (keeping it is
     safe) and is called under the GIL: chains take turns. Exceptions it
@@ -184,22 +492,23 @@ def sample(
     sampler = KAMH() if sampler is None else sampler
     if not isinstance(sampler, Sampler):
         raise TypeError(f"`sampler` must be a kameleon sampler, got {type(sampler).__name__}")
-    for name, value, minimum in (("draws", draws, 0), ("tune", tune, 0), ("chains", chains, 1), ("thin", thin, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    draws = _integer("draws", draws, 0)
+    tune = _integer("tune", tune, 0)
+    chains = _integer("chains", chains, 1)
+    thin = _integer("thin", thin, 1)
+    seed = _seed(seed)
     x0 = np.asarray(x0, dtype=np.float64)
-    if x0.ndim == 1:
-        x0 = np.tile(x0, (chains, 1))
-    if x0.ndim != 2 or x0.shape[0] != chains:
+    if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
-    if isinstance(log_density, Compiled) and log_density.dim != x0.shape[1]:
-        raise ValueError(f"`x0` has dimension {x0.shape[1]} but the compiled function has dim {log_density.dim}")
-    if seed is None:
-        seed = secrets.randbits(64)
-    if not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise ValueError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
+    d = x0.shape[-1]
+    if isinstance(log_density, Compiled) and log_density.dim != d:
+        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
+    if isinstance(log_density, Target) and log_density.dim != d:
+        raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
     is_hmc = isinstance(sampler, HMC)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
+    if x0.ndim == 1:
+        x0 = _jittered_starts(x0, chains, seed, _log_density_probe(log_density))
     settings = json.dumps(sampler.to_dict())
     header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
     totals = [tune + draws * thin] * chains
@@ -222,7 +531,7 @@ def sample(
         totals,
         progress,
     )
-    return _to_arviz(result, header, parameter_names)
+    return _to_arviz(result, header, parameter_names, "kameleon.sample")
 
 
 def resume(
@@ -238,7 +547,8 @@ def resume(
     """Continues the run checkpointed at ``path`` with the same log density
     (and, for HMC on a Python callable, its ``grad_log_density``);
     the result is bit-identical to an uninterrupted run. The checkpoint is
-    updated as the run goes on."""
+    updated as the run goes on. The draws are checked as in :func:`sample`
+    (a :class:`SamplingWarning` and the same ``attrs``)."""
     path = os.fspath(path)
     header = _core.checkpoint_header(path)
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
@@ -252,4 +562,4 @@ def resume(
         totals,
         progress,
     )
-    return _to_arviz(result, header, parameter_names)
+    return _to_arviz(result, header, parameter_names, "kameleon.resume")
