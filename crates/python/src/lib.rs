@@ -90,6 +90,7 @@ fn outcome_to_python<'py>(py: Python<'py>, outcome: Outcome) -> PyResult<Bound<'
             dict.set_item("accepted_total", chain.accepted_total)?;
             dict.set_item("rejected_non_finite", chain.rejected_non_finite)?;
             dict.set_item("covariance_jitters", chain.covariance_jitters)?;
+            dict.set_item("evaluations", chain.evaluations)?;
             dict.set_item("wall_time", chain.wall_time_secs)?;
             dict.set_item("scale", chain.adaptation.scale)?;
             Ok(dict)

@@ -12,8 +12,8 @@ use kameleon_samplers::{
     CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma, Hmc,
     HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
     LiteSurrogateConfig, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
-    PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, RobbinsMonro, Scale,
-    StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
+    PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro,
+    Scale, StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
 };
 use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
 use serde::de::DeserializeOwned;
@@ -264,6 +264,9 @@ pub enum SamplerSettings {
         scale: f64,
         /// Learn the ν_j toward 0.234 during tuning.
         learned: bool,
+        /// Redraw the subsample at tuning step t with probability t^−κ
+        /// (`None`: at every tuning step, the paper's).
+        refresh_kappa: Option<f64>,
         /// Run in the coordinates a pilot of adaptive Metropolis learns
         /// (lengths in the target's standard deviations).
         whiten: bool,
@@ -316,7 +319,7 @@ pub enum SamplerSettings {
         /// Basis size n.
         n: usize,
         /// σ of exp(−‖x − y‖²/σ), or `None` for the median heuristic at
-        /// every fit (σ = 2m², m the median pairwise distance).
+        /// every fit (σ = 4m², m the median pairwise distance).
         sigma: Option<f64>,
         /// The ridge λ.
         lam: f64,
@@ -329,7 +332,7 @@ pub enum SamplerSettings {
         /// Run in the coordinates a pilot of adaptive Metropolis learns
         /// (lengths in the target's standard deviations).
         whiten: bool,
-        /// Learn a factor on the step size toward acceptance 0.8 during
+        /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
     },
@@ -350,7 +353,7 @@ pub enum SamplerSettings {
         /// Run in the coordinates a pilot of adaptive Metropolis learns
         /// (lengths in the target's standard deviations).
         whiten: bool,
-        /// Learn a factor on the step size toward acceptance 0.8 during
+        /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
     },
@@ -566,11 +569,16 @@ impl SamplerSettings {
                 gamma,
                 scale: nu,
                 learned,
+                refresh_kappa,
                 whiten,
             } => {
+                let mut config = subsample(*subsample_size, *gamma, *median_points);
+                if let Some(kappa) = *refresh_kappa {
+                    config.refresh = Refresh::Probability(AdaptProbability::Power { kappa });
+                }
                 let family = PcaKameleonFamily {
                     dim,
-                    config: subsample(*subsample_size, *gamma, *median_points),
+                    config,
                     components: *components,
                     scale: scale(*nu, *learned)?,
                     whiten: *whiten,
@@ -750,7 +758,9 @@ fn adaptive_metropolis(
 
 /// KMC's trajectory ranges, random-walk scale (`None`: 2.38/√d) and, if
 /// `adapt_step_size`, a factor on the step size learned toward acceptance
-/// 0.8 with steps 1/√t.
+/// 0.65 with steps 1/√t, kept in [0.5, 20]: a surrogate gradient caps the
+/// acceptance however short the steps, and a factor free to chase a higher
+/// rate collapses to steps that barely move the chain.
 fn kmc_config(
     step_size: (f64, f64),
     steps: (u32, u32),
@@ -762,7 +772,9 @@ fn kmc_config(
     config.steps = steps;
     config.walk_scale = walk_scale;
     if adapt_step_size {
-        let factor = RobbinsMonro::new(1.0, 0.8, StepSchedule::InverseSqrt).map_err(msg)?;
+        let factor = RobbinsMonro::new(1.0, 0.65, StepSchedule::InverseSqrt)
+            .and_then(|rm| rm.with_bounds(0.5, 20.0))
+            .map_err(msg)?;
         config.step_scale = Some(Scale::Adaptive(factor));
     }
     Ok(config)

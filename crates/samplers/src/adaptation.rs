@@ -69,6 +69,9 @@ pub struct RobbinsMonro {
     target_rate: f64,
     schedule: StepSchedule,
     updates: u64,
+    /// Bounds on ν, if any: each update is clamped into them.
+    #[serde(default)]
+    bounds: Option<(f64, f64)>,
 }
 
 impl RobbinsMonro {
@@ -90,7 +93,23 @@ impl RobbinsMonro {
             target_rate,
             schedule,
             updates: 0,
+            bounds: None,
         })
+    }
+
+    /// The same adaptation with ν kept in [lo, hi] (0 < lo ≤ initial scale
+    /// ≤ hi < ∞). Without bounds a run of rejections early on (e.g. KMC's
+    /// first surrogate fits) can drive ν so low that the way back, at the
+    /// slower pace 1 − α* per accepted step, outlasts the adaptation.
+    pub fn with_bounds(mut self, lo: f64, hi: f64) -> Result<Self> {
+        let scale = self.scale();
+        ensure(
+            lo > 0.0 && lo <= scale && scale <= hi && hi.is_finite(),
+            "bounds",
+            "need 0 < lo ≤ initial scale ≤ hi < ∞",
+        )?;
+        self.bounds = Some((lo.ln(), hi.ln()));
+        Ok(self)
     }
 
     /// One update with the acceptance probability `accept_prob` ∈ [0, 1]
@@ -99,6 +118,9 @@ impl RobbinsMonro {
         debug_assert!((0.0..=1.0).contains(&accept_prob));
         self.updates += 1;
         self.log_scale += self.schedule.step(self.updates) * (accept_prob - self.target_rate);
+        if let Some((lo, hi)) = self.bounds {
+            self.log_scale = self.log_scale.clamp(lo, hi);
+        }
     }
 
     /// The current scale ν.

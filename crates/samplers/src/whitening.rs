@@ -1,6 +1,6 @@
 //! Scale-free sampling: learn the target's location, scale and correlation
-//! with a pilot run of adaptive Metropolis, then run any proposal in the
-//! coordinates where the target is roughly N(0, I).
+//! with a pilot random walk, then run any proposal in the coordinates where
+//! the target is roughly N(0, I).
 //!
 //! The kernel samplers' settings (γ, bandwidths, leapfrog steps) are lengths.
 //! The papers chose them for targets of scale 1–10; on a posterior whose
@@ -8,11 +8,18 @@
 //! the same numbers propose nowhere near the mass. [`Whitened`] removes the
 //! units: its proposal is
 //!
-//! 1. **pilot** (adapting steps 1 … W): adaptive Metropolis with the
-//!    empirical covariance and ν learned toward acceptance 0.234 — it needs
-//!    no length from the user. The covariance and mean of the second half of
-//!    the pilot (steps W/2 < t ≤ W, past the transient from the start) are
-//!    kept as (μ, Σ), Σ = L Lᵀ.
+//! 1. **pilot** (adapting steps 1 … W): the random walk N(x, ν²Σ_k) in
+//!    windows of doubling length. Σ₀ = I; at the end of window k, Σ_{k+1} is
+//!    the covariance of window k's states shrunk toward its diagonal
+//!    (n/(n + 5) Σ̂ + 5/(n + 5) diag Σ̂ for n states: scale-free), and ν
+//!    restarts at 2.38/√d; within a window ν is learned by Robbins–Monro
+//!    toward acceptance 0.234 with steps 1/√t from the window's start. It
+//!    needs no length from the user, and each window forgets the transient
+//!    of the one before, which a running covariance over the whole history
+//!    (adaptive Metropolis) does not: on a posterior whose scales differ by
+//!    10⁴ the early steps dominate AM's covariance for thousands of steps.
+//!    The last window (the last third or more of the pilot) gives (μ, Σ),
+//!    Σ = L Lᵀ.
 //! 2. **whitened** (steps t > W): the wrapped proposal runs on
 //!    u = L⁻¹(x − μ). It is started at the pilot's last state, sees the step
 //!    index t − W, and proposes u*, mapped back to x* = μ + L u*.
@@ -22,7 +29,7 @@
 //! log q(x | x*) − log q(x* | x) equals that of the wrapped proposal in u
 //! (the Jacobian |L| cancels), and once the engine stops adapting the chain
 //! is the wrapped proposal's frozen chain in u — exactly π-invariant. If
-//! adaptation stops during the pilot, the pilot's frozen AM proposal runs on.
+//! adaptation stops during the pilot, the pilot's frozen random walk runs on.
 //!
 //! W is a fraction ([`WhiteningConfig::pilot_fraction`]) of the adaptation
 //! period that the engine announces ([`Proposal::plan_adaptation`]), or
@@ -30,10 +37,11 @@
 
 use crate::Target;
 use crate::adaptation::{RobbinsMonro, RunningMoments, Scale, StepSchedule};
-use crate::am::{AdaptiveMetropolis, AdaptiveMetropolisConfig};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
+use faer::linalg::solvers::DenseSolveCore;
+use faer::{Mat, MatRef};
 use kameleon_core::TargetError;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -52,6 +60,13 @@ pub struct WhiteningConfig {
     pub pilot_fraction: f64,
     /// W when adaptation never stops (default 1000).
     pub pilot_steps: u64,
+    /// The largest dimension in which the pilot starts from the inverse of
+    /// a finite-difference Hessian of log π at the start (about 2d²
+    /// evaluations, counted as [`Proposal::target_evaluations`]; default
+    /// 32). Above it, and for targets that are not exact (pseudo-marginal),
+    /// only the diagonal scales are measured (a few evaluations per
+    /// coordinate; none for inexact targets, which start from I).
+    pub hessian_max_dim: usize,
 }
 
 impl Default for WhiteningConfig {
@@ -62,6 +77,7 @@ impl Default for WhiteningConfig {
             enabled: true,
             pilot_fraction: 0.5,
             pilot_steps: 1000,
+            hessian_max_dim: 32,
         }
     }
 }
@@ -80,6 +96,12 @@ impl WhiteningConfig {
         check_fraction(fraction)?;
         self.pilot_fraction = fraction;
         Ok(self)
+    }
+
+    /// Sets the largest dimension with a full finite-difference Hessian.
+    pub fn with_hessian_max_dim(mut self, dim: usize) -> Self {
+        self.hessian_max_dim = dim;
+        self
     }
 
     /// Sets the pilot's length when adaptation never stops.
@@ -103,6 +125,245 @@ fn check_fraction(fraction: f64) -> Result<()> {
         "pilot_fraction",
         "must lie in (0, 1)",
     )
+}
+
+/// The shortest pilot window.
+const FIRST_WINDOW: u64 = 25;
+
+/// The pilot random walk N(x, ν²Σ_k) with Σ_k from the previous window
+/// (module docs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pilot {
+    dim: usize,
+    covariance: ProposalCovariance,
+    nu: RobbinsMonro,
+    /// The moments of the current window's states.
+    window: RunningMoments,
+    /// Moves accepted in the current window.
+    window_moves: u64,
+    /// The first and the last step of the current window.
+    window_start: u64,
+    window_end: u64,
+    /// The pilot's length W.
+    length: u64,
+    /// The mean and the covariance estimated at the end of the last window
+    /// (d × d, row-major), once a window has ended.
+    estimate: Option<(Vec<f64>, Vec<f64>)>,
+    scratch: Vec<f64>,
+    /// A state in the current metric's whitened coordinates.
+    whitened: Vec<f64>,
+    /// Zeros: the origin of those coordinates.
+    origin: Vec<f64>,
+}
+
+impl Pilot {
+    fn new(dim: usize) -> Result<Self> {
+        Ok(Self {
+            dim,
+            covariance: ProposalCovariance::identity(dim),
+            nu: Self::fresh_scale(dim)?,
+            window: RunningMoments::new(dim),
+            window_moves: 0,
+            window_start: 1,
+            window_end: 0,
+            length: 0,
+            estimate: None,
+            scratch: vec![0.0; dim * dim],
+            whitened: vec![0.0; dim],
+            origin: vec![0.0; dim],
+        })
+    }
+
+    /// Starts the pilot from the proposal covariance `cov` (d × d) instead
+    /// of the identity (kept if it cannot be factored).
+    fn start_from(&mut self, cov: &[f64]) {
+        let _ = self.covariance.factor(cov);
+    }
+
+    fn fresh_scale(dim: usize) -> Result<RobbinsMonro> {
+        RobbinsMonro::new(Scale::optimal_for(dim), 0.234, StepSchedule::InverseSqrt)
+    }
+
+    /// Sets the pilot's length W and lays out the first window.
+    fn plan(&mut self, length: u64) {
+        self.length = length;
+        self.window_end = self.window_end_after(0, FIRST_WINDOW);
+    }
+
+    /// The end of a window of `len` steps after step `before`: W if the
+    /// window after it (twice as long) would not fit before W.
+    fn window_end_after(&self, before: u64, len: u64) -> u64 {
+        let end = before + len;
+        if end + 2 * len > self.length {
+            self.length
+        } else {
+            end
+        }
+    }
+
+    fn propose(&mut self, current: &[f64], proposed: &mut [f64], rng: &mut dyn Rng) {
+        self.covariance
+            .sample_into(current, self.nu.scale(), rng, proposed);
+    }
+
+    /// After adapting step `t`: learn ν, record the state, and at the end of
+    /// a window move to the next one.
+    ///
+    /// The window's states are recorded in the coordinates of the metric
+    /// that proposed them, u = L_k⁻¹x, and their covariance S is shrunk
+    /// toward (tr S/d) I with the weight d/(m + d) for m accepted moves:
+    /// a window with few moves has seen only a few directions, and its raw
+    /// covariance would be nearly singular in the others (a metric that
+    /// proposes nowhere). Then Σ_{k+1} = L_k S' L_kᵀ; a window with fewer
+    /// than 2 moves keeps Σ_k.
+    fn adapt(&mut self, t: u64, current: &[f64], accepted: bool, accept_prob: f64) {
+        self.nu.update(accept_prob);
+        self.covariance
+            .solve_into(current, &self.origin, &mut self.whitened);
+        self.window.push(&self.whitened);
+        self.window_moves += u64::from(accepted);
+        if t < self.window_end {
+            return;
+        }
+        let d = self.dim;
+        let m = self.window_moves as f64;
+        if self.window_moves >= 2 {
+            self.window.covariance_into(&mut self.scratch);
+            let tau = (0..d).map(|i| self.scratch[i * d + i]).sum::<f64>() / d as f64;
+            let weight = m / (m + d as f64);
+            for (k, v) in self.scratch.iter_mut().enumerate() {
+                *v *= weight;
+                if k % (d + 1) == 0 {
+                    *v += (1.0 - weight) * tau;
+                }
+            }
+            self.scratch_in_original_coordinates();
+            let mut mean = vec![0.0; d];
+            self.covariance
+                .apply_into(&self.origin, self.window.mean(), &mut mean);
+            if self.covariance.factor(&self.scratch).is_ok() {
+                self.estimate = Some((mean, self.scratch.clone()));
+                // ν was learned for the old shape; 2.38/√d suits the new one
+                if let Ok(nu) = Self::fresh_scale(d) {
+                    self.nu = nu;
+                }
+            }
+        }
+        let len = 2 * (self.window_end + 1 - self.window_start);
+        self.window = RunningMoments::new(d);
+        self.window_moves = 0;
+        self.window_start = self.window_end + 1;
+        self.window_end = self.window_end_after(self.window_end, len);
+    }
+
+    /// `scratch` ← L S Lᵀ for the covariance S in `scratch` and the current
+    /// factor L (an O(d³) product through faer).
+    fn scratch_in_original_coordinates(&mut self) {
+        let d = self.dim;
+        let l = self.covariance.lower_factor();
+        let lower = Mat::from_fn(d, d, |i, j| if j <= i { l[(i, j)] } else { 0.0 });
+        let s = MatRef::from_row_major_slice(&self.scratch, d, d);
+        let product = &lower * s * lower.transpose();
+        for i in 0..d {
+            for j in 0..d {
+                self.scratch[i * d + j] = product[(i, j)];
+            }
+        }
+    }
+}
+
+/// The pilot's first metric from the curvature of log π at the start x₀:
+/// the inverse of minus a finite-difference Hessian (the Laplace
+/// approximation's covariance) if that is positive definite, else the
+/// diagonal of squared lengths over which log π curves by about one unit.
+/// `None` if log π is not finite around x₀. Counts its evaluations.
+///
+/// Scale-free: along each axis the difference step h_i starts at
+/// 10⁻² max(|x₀ᵢ|, 1) and is rescaled (at most 40 times) until the second
+/// difference c_i = f(x₀ + h_i eᵢ) + f(x₀ − h_i eᵢ) − 2 f(x₀) lies in
+/// [1/4, 4] in magnitude, i.e. h_i is of the order of the target's
+/// conditional standard deviation. The mixed terms use the four-point
+/// formula with h_i, h_j: 1 + Σ(bracketing) + 2d(d − 1) evaluations.
+struct Curvature<'a> {
+    target: &'a dyn Target,
+    evaluations: u64,
+    point: Vec<f64>,
+    rng: rand_xoshiro::Xoshiro256PlusPlus,
+}
+
+impl Curvature<'_> {
+    /// log π at x₀ + Σ_k s_k e_{i_k}.
+    fn at(&mut self, x0: &[f64], steps: &[(usize, f64)]) -> f64 {
+        self.point.copy_from_slice(x0);
+        for &(i, h) in steps {
+            self.point[i] += h;
+        }
+        self.evaluations += 1;
+        self.target.log_density(&self.point, &mut self.rng)
+    }
+
+    /// The covariance (d × d, row-major) described in the type's docs.
+    fn metric(&mut self, x0: &[f64], full: bool) -> Option<Vec<f64>> {
+        let d = x0.len();
+        let f0 = self.at(x0, &[]);
+        let mut h = vec![0.0; d];
+        let mut hessian = vec![0.0; d * d];
+        for i in 0..d {
+            let mut step = 1e-2 * x0[i].abs().max(1.0);
+            let mut c = f64::NAN;
+            for _ in 0..40 {
+                c = self.at(x0, &[(i, step)]) + self.at(x0, &[(i, -step)]) - 2.0 * f0;
+                if !c.is_finite() {
+                    step *= 0.25;
+                    continue;
+                }
+                let size = c.abs();
+                if (0.25..=4.0).contains(&size) {
+                    break;
+                }
+                // c ≈ H_ii h²: aim at |c| = 1, by at most 10⁴ per try
+                step *= (1.0 / size.max(1e-300)).sqrt().clamp(1e-2, 1e2);
+            }
+            if !c.is_finite() {
+                return None;
+            }
+            h[i] = step;
+            hessian[i * d + i] = c / (step * step);
+        }
+        let diagonal = |h: &[f64]| {
+            let mut cov = vec![0.0; d * d];
+            for i in 0..d {
+                cov[i * d + i] = h[i] * h[i];
+            }
+            cov
+        };
+        if !full {
+            return Some(diagonal(&h));
+        }
+        for i in 0..d {
+            for j in 0..i {
+                let (hi, hj) = (h[i], h[j]);
+                let v = self.at(x0, &[(i, hi), (j, hj)])
+                    - self.at(x0, &[(i, hi), (j, -hj)])
+                    - self.at(x0, &[(i, -hi), (j, hj)])
+                    + self.at(x0, &[(i, -hi), (j, -hj)]);
+                let hij = v / (4.0 * hi * hj);
+                if !hij.is_finite() {
+                    return Some(diagonal(&h));
+                }
+                hessian[i * d + j] = hij;
+                hessian[j * d + i] = hij;
+            }
+        }
+        let minus = Mat::from_fn(d, d, |i, j| -hessian[i * d + j]);
+        match minus.llt(faer::Side::Lower) {
+            Ok(llt) => {
+                let cov = llt.inverse();
+                Some((0..d * d).map(|k| cov[(k / d, k % d)]).collect())
+            }
+            Err(_) => Some(diagonal(&h)),
+        }
+    }
 }
 
 /// The affine map x = μ + L u learned by the pilot.
@@ -132,15 +393,15 @@ struct AffineMap {
 pub struct Whitened<P> {
     dim: usize,
     config: WhiteningConfig,
-    pilot: AdaptiveMetropolis,
+    pilot: Pilot,
     /// The pilot's length W (set when the engine announces the adaptation
     /// period).
     pilot_length: u64,
-    /// Moments of the pilot's second half.
-    window: RunningMoments,
     map: Option<AffineMap>,
     inner: P,
     inner_started: bool,
+    /// Log-density evaluations of the curvature at the start.
+    curvature_evaluations: u64,
     /// The step before the wrapped proposal's first (W, or 0 when a
     /// whitened sampler starts a new chain).
     offset: u64,
@@ -163,20 +424,17 @@ impl<P: Proposal> Whitened<P> {
     pub fn new(inner: P, dim: usize, config: WhiteningConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
         check_fraction(config.pilot_fraction)?;
-        let nu = RobbinsMonro::new(Scale::optimal_for(dim), 0.234, StepSchedule::InverseSqrt)?;
-        let pilot = AdaptiveMetropolis::new(
-            dim,
-            AdaptiveMetropolisConfig::default().with_scale(Scale::Adaptive(nu))?,
-        )?;
+        let mut pilot = Pilot::new(dim)?;
+        pilot.plan(config.pilot_steps);
         Ok(Self {
             dim,
             config,
             pilot,
             pilot_length: config.pilot_steps,
-            window: RunningMoments::new(dim),
             map: None,
             inner,
             inner_started: false,
+            curvature_evaluations: 0,
             offset: 0,
             inner_adapts: true,
             adapt_until: None,
@@ -214,32 +472,28 @@ impl<P: Proposal> Whitened<P> {
         })
     }
 
-    /// Ends the pilot: (μ, Σ) from its second half, Σ regularised by the
-    /// factorisation's jitter; the pilot's own covariance if the window saw
-    /// too few distinct states.
-    fn learn_map(&mut self) {
+    /// Ends the pilot: (μ, Σ) from its last window, or, if no window
+    /// moved the chain, the current state and the pilot's own proposal
+    /// covariance ν²I.
+    fn learn_map(&mut self, current: &[f64]) {
         let d = self.dim;
-        let mut mean = self.window.mean().to_vec();
-        self.window.covariance_into(&mut self.scratch);
-        let degenerate = self.window.count() < 2 || (0..d).any(|i| self.scratch[i * d + i] <= 0.0);
-        if degenerate {
-            let summary = self.pilot.summary();
-            if let Some(cov) = summary.covariance {
-                self.scratch.copy_from_slice(&cov);
-            }
-            if let Some(m) = summary.mean {
-                mean = m;
-            }
-            let nu2 = self.pilot.scale().powi(2);
-            for i in 0..d {
-                if self.scratch[i * d + i].is_nan() || self.scratch[i * d + i] <= 0.0 {
-                    self.scratch[i * d + i] = nu2;
-                }
-            }
-        }
         let mut factor = ProposalCovariance::identity(d);
-        // On failure the identity stays: whitening is then a shift only.
-        let _ = factor.factor(&self.scratch);
+        let mean = match &self.pilot.estimate {
+            Some((mean, cov)) => {
+                // factored once already by the pilot
+                let _ = factor.factor(cov);
+                mean.clone()
+            }
+            None => {
+                let nu2 = self.pilot.nu.scale().powi(2);
+                let mut cov = vec![0.0; d * d];
+                for i in 0..d {
+                    cov[i * d + i] = nu2;
+                }
+                let _ = factor.factor(&cov);
+                current.to_vec()
+            }
+        };
         self.map = Some(AffineMap { mean, factor });
     }
 }
@@ -288,6 +542,7 @@ impl<P: Proposal> Proposal for Whitened<P> {
         if self.config.enabled {
             if self.map.is_none() {
                 self.pilot_length = self.config.pilot_length(adapt_until);
+                self.pilot.plan(self.pilot_length);
             }
         } else {
             self.inner.plan_adaptation(adapt_until);
@@ -305,10 +560,24 @@ impl<P: Proposal> Proposal for Whitened<P> {
             self.inner_started = false;
             self.inner_adapts = adapts;
             self.offset = 0;
-            Ok(())
-        } else {
-            self.inner.initialise(target, x, adapts)
+        } else if adapts && target.is_exact() {
+            let mut curvature = Curvature {
+                target,
+                evaluations: 0,
+                point: vec![0.0; self.dim],
+                rng: rand::SeedableRng::seed_from_u64(0),
+            };
+            let full = self.dim <= self.config.hessian_max_dim;
+            if let Some(cov) = curvature.metric(x, full) {
+                self.pilot.start_from(&cov);
+            }
+            self.curvature_evaluations += curvature.evaluations;
         }
+        Ok(())
+    }
+
+    fn target_evaluations(&self) -> u64 {
+        self.curvature_evaluations + self.inner.target_evaluations()
     }
 
     fn propose(
@@ -323,7 +592,8 @@ impl<P: Proposal> Proposal for Whitened<P> {
         }
         let Some(map) = &self.map else {
             self.pilot_step = true;
-            return self.pilot.propose(target, current, proposed, rng);
+            self.pilot.propose(current, proposed, rng);
+            return 0.0;
         };
         self.pilot_step = false;
         map.factor.solve_into(current, &map.mean, &mut self.current);
@@ -356,12 +626,12 @@ impl<P: Proposal> Proposal for Whitened<P> {
         }
         let t = outcome.iteration;
         if self.pilot_step {
-            self.pilot.observe(outcome, adapt, rng);
-            if adapt && 2 * t > self.pilot_length {
-                self.window.push(outcome.current);
+            if adapt {
+                let (current, accepted) = (outcome.current, outcome.accepted);
+                self.pilot.adapt(t, current, accepted, outcome.accept_prob);
             }
             if adapt && t >= self.pilot_length {
-                self.learn_map();
+                self.learn_map(outcome.current);
                 self.offset = t;
                 self.inner_adapts = self.adapt_until.is_none_or(|n| n > t);
             }
@@ -409,7 +679,10 @@ impl<P: Proposal> Proposal for Whitened<P> {
         let mut summary = if self.map.is_some() {
             self.inner.summary()
         } else {
-            self.pilot.summary()
+            AdaptationSummary {
+                scale: Some(self.pilot.nu.scale()),
+                ..AdaptationSummary::default()
+            }
         };
         summary
             .extra
@@ -422,6 +695,92 @@ impl<P: Proposal> Proposal for Whitened<P> {
 
     fn covariance_jitters(&self) -> u64 {
         let map = self.map.as_ref().map_or(0, |m| m.factor.jitters());
-        self.pilot.covariance_jitters() + self.inner.covariance_jitters() + map
+        self.pilot.covariance.jitters() + self.inner.covariance_jitters() + map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kameleon_core::FnTarget;
+
+    fn curvature(target: &dyn Target) -> Curvature<'_> {
+        Curvature {
+            target,
+            evaluations: 0,
+            point: vec![0.0; target.dim()],
+            rng: rand::SeedableRng::seed_from_u64(0),
+        }
+    }
+
+    #[test]
+    fn the_curvature_metric_of_a_gaussian_is_its_covariance() {
+        // log π quadratic with precision P: the central differences are
+        // exact up to round-off, whatever the steps, so (−H)⁻¹ = P⁻¹ = Σ.
+        // Σ (scales 10⁻³ … 10, correlation 0.9) and its inverse by hand:
+        // Σ = D R D with R the AR(1) correlation, R⁻¹ tridiagonal.
+        let s = [1e-3, 0.1, 10.0];
+        let rho: f64 = 0.9;
+        let r_inv = |i: usize, j: usize| -> f64 {
+            let c = 1.0 / (1.0 - rho * rho);
+            match (i, j) {
+                _ if i == j && (i == 0 || i == 2) => c,
+                _ if i == j => c * (1.0 + rho * rho),
+                _ if i.abs_diff(j) == 1 => -c * rho,
+                _ => 0.0,
+            }
+        };
+        let precision = move |i: usize, j: usize| r_inv(i, j) / (s[i] * s[j]);
+        let mean = [3.0, -200.0, 1e4];
+        let target = FnTarget::new(3, move |x: &[f64]| {
+            let mut q = 0.0;
+            for i in 0..3 {
+                for j in 0..3 {
+                    q += (x[i] - mean[i]) * precision(i, j) * (x[j] - mean[j]);
+                }
+            }
+            -0.5 * q
+        });
+        let mut c = curvature(&target);
+        // away from the mode: the Hessian of a quadratic is the same
+        let start = [3.001, -199.9, 1.001e4];
+        let cov = c.metric(&start, true).expect("finite");
+        for i in 0..3 {
+            for j in 0..3 {
+                let exact = s[i] * s[j] * rho.powi(i.abs_diff(j) as i32);
+                let err = (cov[i * 3 + j] - exact).abs() / (s[i] * s[j]);
+                assert!(err < 1e-4, "({i}, {j}): {} vs {exact}", cov[i * 3 + j]);
+            }
+        }
+        // bracketing plus 2d(d − 1) mixed evaluations
+        assert!(c.evaluations >= 1 + 2 * 3 * 2, "{}", c.evaluations);
+    }
+
+    #[test]
+    fn a_target_that_is_not_concave_at_the_start_gets_its_axis_scales() {
+        // log π = −x₀²/(2·0.01²) + x₁²/2 (convex in x₁): −H is not positive
+        // definite, so the metric is diagonal, h_i² with |c_i| = |H_ii| h_i²
+        // ∈ [1/4, 4]: h₀² within [1/4, 4] of 0.01² and h₁² of 1
+        let target = FnTarget::new(2, |x: &[f64]| {
+            -0.5 * (x[0] / 0.01).powi(2) + 0.5 * x[1] * x[1]
+        });
+        let cov = curvature(&target)
+            .metric(&[0.0, 0.0], true)
+            .expect("finite");
+        assert_eq!(cov[1], 0.0);
+        assert_eq!(cov[2], 0.0);
+        let h0 = cov[0].sqrt() / 0.01;
+        let h1 = cov[3].sqrt();
+        assert!((0.25..=4.0).contains(&(h0 * h0)), "h0 {h0}");
+        assert!((0.25..=4.0).contains(&(h1 * h1)), "h1 {h1}");
+    }
+
+    #[test]
+    fn a_start_outside_the_support_gives_no_metric() {
+        let target = FnTarget::new(
+            1,
+            |x: &[f64]| if x[0] > 0.0 { 0.0 } else { f64::NEG_INFINITY },
+        );
+        assert!(curvature(&target).metric(&[-1.0], true).is_none());
     }
 }

@@ -141,6 +141,7 @@ pub(crate) fn run_stretch(
         accepted_total: out.accepted_total.iter().sum(),
         rejected_non_finite: out.rejected_non_finite,
         covariance_jitters: 0,
+        evaluations: out.evaluations,
     };
     Ok(TimedChain {
         chain,

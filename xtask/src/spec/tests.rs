@@ -28,6 +28,7 @@ fn chain_from(samples: Vec<f64>, dim: usize, accepted: Vec<bool>) -> Chain {
         accepted_total: 0,
         rejected_non_finite: 0,
         covariance_jitters: 0,
+        evaluations: 0,
     }
 }
 

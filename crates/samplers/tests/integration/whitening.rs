@@ -40,15 +40,18 @@ fn unit_scale_kamh(dim: usize) -> Kamh<Gaussian> {
 }
 
 /// KMC lite on 200 history points, σ by the median heuristic at every fit,
-/// and the step size learned toward acceptance 0.8.
+/// λ = 1, and the step size learned toward acceptance 0.65.
 fn unit_scale_kmc_lite(dim: usize) -> KmcLite {
     let lite = LiteSurrogateConfig::default()
         .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
         .unwrap()
         .with_refit(AdaptProbability::Power { kappa: 0.5 })
         .unwrap();
-    let surrogate = LiteSurrogate::new(LiteEstimator::new(1.0, 1e-3).unwrap(), dim, lite).unwrap();
-    let step = RobbinsMonro::new(1.0, 0.8, StepSchedule::InverseSqrt).unwrap();
+    let surrogate = LiteSurrogate::new(LiteEstimator::new(1.0, 1.0).unwrap(), dim, lite).unwrap();
+    let step = RobbinsMonro::new(1.0, 0.65, StepSchedule::InverseSqrt)
+        .unwrap()
+        .with_bounds(0.5, 20.0)
+        .unwrap();
     let config = KmcConfig::default()
         .with_step_scale(Scale::Adaptive(step))
         .unwrap();
@@ -107,8 +110,8 @@ fn whitened_kamh_samples_a_gaussian_of_scale_one_thousandth() {
 fn whitened_kmc_lite_samples_a_gaussian_of_scale_one_thousandth() {
     for seed in 0..common::SEEDS {
         let (score, acceptance) = tiny_gaussian_score(whitened(unit_scale_kmc_lite(4)), seed);
-        // the step size is learned toward 0.8; a poor surrogate lowers it
-        assert!(acceptance > 0.4, "seed {seed}: acceptance {acceptance}");
+        // the step size is learned toward 0.65; a poor surrogate lowers it
+        assert!(acceptance > 0.3, "seed {seed}: acceptance {acceptance}");
         assert_verdict(&format!("whitened kmc lite seed {seed}"), score, true);
     }
 }
