@@ -73,6 +73,18 @@ SAMPLERS = {
     "emcee": None,
 }
 
+# The papers' settings, in the target's units: the defaults before the
+# samplers whitened and tuned themselves (``--samplers KAMH.paper ...``).
+PAPER_SETTINGS = {
+    "KAMH.paper": lambda: km.KAMH.paper(),
+    "PCAKameleon.paper": lambda: km.PCAKameleon.paper(),
+    "FKAMH.paper": lambda: km.FKAMH.paper(),
+    "CKAM.paper": lambda: km.CKAM.paper(),
+    "KMCLite.paper": lambda: km.KMCLite.paper(),
+    "KMCFinite.paper": lambda: km.KMCFinite.paper(),
+    "RandomWalk(fixed)": lambda: km.RandomWalk(learned=False),
+}
+
 SHORT = {
     "kilpisjarvi_mod-kilpisjarvi": "kilpisjarvi",
     "one_comp_mm_elim_abs-one_comp_mm_elim_abs": "one_comp (ODE)",
@@ -113,7 +125,7 @@ def min_ess(draws: np.ndarray) -> float:
 
 
 def run_kameleon(name: str, post: rp.Posterior, size: dict, seed: int, cores: int) -> dict:
-    sampler = SAMPLERS[name]()
+    sampler = {**SAMPLERS, **PAPER_SETTINGS}[name]()
     # one point, as a user gives it: km.sample spreads chains 1.. around it
     x0 = post.x0
     with warnings.catch_warnings(record=True) as caught:
@@ -314,7 +326,13 @@ def markdown(summary: dict, config: dict, posteriors: list[str]) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), metavar="NAME", help=", ".join(SAMPLERS))
+    parser.add_argument(
+        "--samplers",
+        nargs="+",
+        default=list(SAMPLERS),
+        metavar="NAME",
+        help=", ".join(SAMPLERS) + " (the default), or the papers' settings: " + ", ".join(PAPER_SETTINGS),
+    )
     parser.add_argument(
         "--posteriors", nargs="+", default=list(rp.NAMES), metavar="NAME", help="full or short names (see realposteriors.resolve)"
     )
@@ -324,9 +342,10 @@ def main(argv=None) -> None:
     parser.add_argument("--fresh", action="store_true", help="discard the runs already in the JSON file")
     args = parser.parse_args(argv)
 
-    unknown = [s for s in args.samplers if s not in SAMPLERS]
+    known = {**SAMPLERS, **PAPER_SETTINGS}
+    unknown = [s for s in args.samplers if s not in known]
     if unknown:
-        parser.error(f"unknown samplers {unknown}; known: {', '.join(SAMPLERS)}")
+        parser.error(f"unknown samplers {unknown}; known: {', '.join(known)}")
     posteriors = [rp.resolve(p) for p in args.posteriors]
     size = SIZES[args.size]
     args.out.mkdir(parents=True, exist_ok=True)
