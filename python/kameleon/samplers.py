@@ -408,7 +408,13 @@ class KMCLite(Sampler):
     """KMC lite: HMC on a score-matching surrogate fitted to n past states.
 
     ``sigma`` is the σ of exp(−‖x − y‖²/σ), or ``"median"``: σ = 4m² at
-    every fit, m the median distance between the basis points.
+    every fit, m the median distance between the basis points, or ``"cv"``:
+    at the first fit σ (a multiple of the median rule's) and λ are chosen by
+    5-fold cross-validation of the score-matching objective (about a
+    hundred fits, once per chain), and kept in that ratio afterwards. The
+    best-fitting surrogate is not the best-mixing one: on standard normals
+    in d = 5 and 10 the cross-validated chains had a min ESS of 131–197
+    against 1 046–4 131 for ``"median"`` (5 000 tuning steps).
     ``adapt_step_size`` learns a factor on the step size toward acceptance
     0.65 during tuning (kept in [0.5, 20]). KMC needs a longer ``tune`` than
     the random-walk samplers as d grows (the surrogate learns from the
@@ -439,12 +445,14 @@ class KMCLite(Sampler):
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        out["sigma"] = _bandwidth(out["sigma"])
+        out["cross_validate"] = self.sigma == "cv"
+        out["sigma"] = None if self.sigma == "cv" else _bandwidth(out["sigma"])
         return out
 
     def __post_init__(self) -> None:
         _positive_int("n", self.n, 2)
-        _bandwidth(self.sigma)
+        if self.sigma != "cv":
+            _bandwidth(self.sigma)
         _positive("lam", self.lam)
         _range("step_size", self.step_size, integer=False)
         _range("steps", self.steps, integer=True)

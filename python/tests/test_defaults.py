@@ -104,3 +104,11 @@ def test_paper_settings_stay_in_the_targets_units():
     assert km.CKAM.paper().gamma == 4.0
     assert km.PCAKameleon.paper().refresh_kappa is None
     assert km.KAMH().whiten and km.KMCFinite().whiten
+
+
+def test_kmc_lite_cross_validation_is_an_option():
+    d = km.KMCLite(sigma="cv").to_dict()
+    assert d["cross_validate"] is True and d["sigma"] is None
+    assert km.KMCLite().to_dict()["cross_validate"] is False
+    idata = _sample(lambda x: -0.5 * float(x @ x), np.zeros(2), km.KMCLite(sigma="cv"), tune=1000, draws=500, chains=1)
+    assert idata.posterior["x"].shape == (1, 500, 2)

@@ -321,6 +321,9 @@ pub enum SamplerSettings {
         /// σ of exp(−‖x − y‖²/σ), or `None` for the median heuristic at
         /// every fit (σ = 4m², m the median pairwise distance).
         sigma: Option<f64>,
+        /// Choose σ (a multiple of the above) and λ by cross-validation at
+        /// the first fit.
+        cross_validate: bool,
         /// The ridge λ.
         lam: f64,
         /// ε ~ U[a, b).
@@ -672,6 +675,7 @@ impl SamplerSettings {
             Self::KMCLite {
                 n,
                 sigma,
+                cross_validate,
                 lam,
                 step_size,
                 steps,
@@ -679,13 +683,14 @@ impl SamplerSettings {
                 whiten,
                 adapt_step_size,
             } => {
-                let (n, lam, kappa, whiten) = (*n, *lam, *kappa, *whiten);
+                let (n, lam, kappa, whiten, cv) = (*n, *lam, *kappa, *whiten, *cross_validate);
                 let walk = scale(Scale::optimal_for(dim), true)?;
                 let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
                 checked(job, move |_, _| {
                     let mut lite = LiteSurrogateConfig::default();
                     lite.subsample_size = n;
                     lite.refit = AdaptProbability::Power { kappa };
+                    lite.cross_validate = cv;
                     if sigma.is_none() {
                         lite.bandwidth = Bandwidth::MedianHeuristic {
                             max_points: n.min(100),

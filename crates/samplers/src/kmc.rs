@@ -46,7 +46,10 @@ use crate::random_walk::{RandomWalk, RandomWalkConfig};
 use faer::MatRef;
 use kameleon_features::FeatureMap;
 use kameleon_kernels::MedianHeuristic;
-use kameleon_score_matching::{FiniteEstimator, GradientModel, LiteEstimator, ScoreMatchingError};
+use kameleon_score_matching::{
+    CrossValidation, FiniteEstimator, GradientModel, LiteEstimator, ScoreMatchingError,
+    cross_validate,
+};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +111,11 @@ pub struct LiteSurrogate {
     bandwidth: Bandwidth,
     #[serde(skip)]
     median: MedianHeuristic,
+    #[serde(default)]
+    cross_validate: bool,
+    /// σ over the bandwidth rule's σ (1 until cross-validation moves it).
+    #[serde(default = "unit_factor")]
+    sigma_factor: f64,
     fitted: bool,
     refits: u64,
     failed_fits: u64,
@@ -131,10 +139,23 @@ pub struct LiteSurrogateConfig {
     /// than with σ = 2m².
     #[serde(default = "fixed_bandwidth")]
     pub bandwidth: Bandwidth,
+    /// Choose σ and λ at the first fit by 5-fold cross-validation of the
+    /// score-matching objective on the subsample (default `false`): σ over
+    /// {¼, ½, 1, 2, 4} times the σ the bandwidth rule gives, λ over
+    /// {10⁻³, …, 10}, then a compass search. Later refits keep λ and the
+    /// chosen multiple of the rule's σ. Costs about a hundred fits, once.
+    /// It picks the surrogate that fits the score best, which need not mix
+    /// best (measured in the Python package's `KMCLite` docs).
+    #[serde(default)]
+    pub cross_validate: bool,
 }
 
 fn fixed_bandwidth() -> Bandwidth {
     Bandwidth::Fixed
+}
+
+fn unit_factor() -> f64 {
+    1.0
 }
 
 impl Default for LiteSurrogateConfig {
@@ -144,6 +165,7 @@ impl Default for LiteSurrogateConfig {
             subsample_size: 200,
             refit: AdaptProbability::Power { kappa: 0.5 },
             bandwidth: Bandwidth::Fixed,
+            cross_validate: false,
         }
     }
 }
@@ -197,6 +219,8 @@ impl LiteSurrogate {
             subsample: vec![0.0; subsample_size * dim],
             bandwidth: config.bandwidth,
             median: MedianHeuristic::new(),
+            cross_validate: config.cross_validate,
+            sigma_factor: 1.0,
             fitted: false,
             refits: 0,
             failed_fits: 0,
@@ -221,6 +245,28 @@ impl LiteSurrogate {
     /// The number of fits that failed (the previous fit was kept).
     pub fn failed_fits(&self) -> u64 {
         self.failed_fits
+    }
+
+    /// Sets `sigma_factor` and λ by cross-validation on `points` around
+    /// `rule_sigma` (see [`LiteSurrogateConfig::cross_validate`]); a failed
+    /// search keeps them.
+    fn choose_by_cross_validation(&mut self, points: MatRef<'_, f64>, rule_sigma: f64) {
+        let sigmas: Vec<f64> = [0.25, 0.5, 1.0, 2.0, 4.0]
+            .iter()
+            .map(|f| f * rule_sigma)
+            .collect();
+        let lambdas = [1e-3, 1e-2, 1e-1, 1.0, 10.0];
+        let regulariser = self.model.regulariser();
+        let chosen = CrossValidation::new(5, 0, &sigmas, &lambdas).and_then(|settings| {
+            cross_validate(points, &settings.with_refinement_steps(4), |h| {
+                Ok(LiteEstimator::new(h.sigma, h.lambda)?.with_regulariser(regulariser))
+            })
+        });
+        if let Ok(result) = chosen
+            && self.model.set_lambda(result.best.lambda).is_ok()
+        {
+            self.sigma_factor = result.best.sigma / rule_sigma;
+        }
     }
 
     fn fit(&mut self, points: MatRef<'_, f64>) -> std::result::Result<(), ScoreMatchingError> {
@@ -257,18 +303,24 @@ impl KmcSurrogate for LiteSurrogate {
         let drawn = self.history.subsample_into(rng, &mut subsample);
         debug_assert!(drawn.is_ok(), "history holds at least n points");
         let points = MatRef::from_row_major_slice(&subsample, self.subsample_size, self.dim());
-        let sigma = self.model.sigma();
+        let (sigma, lambda) = (self.model.sigma(), self.model.lambda());
+        let mut rule_sigma = sigma / self.sigma_factor;
         if let Bandwidth::MedianHeuristic { max_points } = self.bandwidth {
             // a zero median (a stuck history) keeps the previous σ
             if let Ok(m) = self.median.compute(points, max_points, rng) {
-                let _ = self.model.set_sigma(4.0 * m * m);
+                rule_sigma = 4.0 * m * m;
             }
         }
+        if self.cross_validate && !self.fitted {
+            self.choose_by_cross_validation(points, rule_sigma);
+        }
+        let _ = self.model.set_sigma(self.sigma_factor * rule_sigma);
         let fitted = self.fit(points).is_ok();
         self.subsample = subsample;
         if !fitted {
-            // the previous α belong to the previous σ
+            // the previous α belong to the previous σ and λ
             let _ = self.model.set_sigma(sigma);
+            let _ = self.model.set_lambda(lambda);
             self.failed_fits += 1;
         }
         fitted
@@ -282,6 +334,7 @@ impl KmcSurrogate for LiteSurrogate {
         vec![
             ("lite_refits".to_string(), self.refits as f64),
             ("lite_sigma".to_string(), self.model.sigma()),
+            ("lite_lambda".to_string(), self.model.lambda()),
             ("lite_failed_fits".to_string(), self.failed_fits as f64),
             ("history_len".to_string(), self.history.len() as f64),
         ]

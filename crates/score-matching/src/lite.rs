@@ -194,6 +194,12 @@ impl LiteEstimator {
         Ok(())
     }
 
+    /// Sets the ridge λ > 0 for the next fit (as [`LiteEstimator::set_sigma`]).
+    pub fn set_lambda(&mut self, lambda: f64) -> Result<(), ScoreMatchingError> {
+        self.lambda = positive("lambda", lambda)?;
+        Ok(())
+    }
+
     /// The lite bandwidth σ of `exp(−‖x − y‖²/σ)`.
     pub fn sigma(&self) -> f64 {
         self.sigma
