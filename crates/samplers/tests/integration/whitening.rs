@@ -15,11 +15,13 @@ use crate::common;
 
 use common::{Invariance, Reference, adaptive_scale, assert_verdict, final_states, z_chain, z_iid};
 use faer::Mat;
+use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, Kamh, KamhConfig, KmcConfig, KmcLite, LiteSurrogate,
-    LiteSurrogateConfig, MetropolisHastings, Proposal, RobbinsMonro, RunConfig, Scale,
-    StepSchedule, SubsampleConfig, Whitened, WhiteningConfig, chain_rng, run_chain,
+    AdaptProbability, Bandwidth, FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, PcaKameleon, PcaKameleonConfig,
+    Proposal, Refresh, RobbinsMonro, RunConfig, Scale, StepSchedule, SubsampleConfig, Whitened,
+    WhiteningConfig, chain_rng, run_chain,
 };
 use kameleon_score_matching::LiteEstimator;
 use kameleon_targets::GaussianMixture;
@@ -116,18 +118,18 @@ fn whitened_kmc_lite_samples_a_gaussian_of_scale_one_thousandth() {
     }
 }
 
-/// The banana stationarity check (`common::final_states`): a whitened KAMH
-/// adapted for 5 000 steps from the origin on B(0.1, 100) in d = 8 (pilot,
-/// switch and subsample adaptation included), then frozen and run as 1 000
-/// chains of `STEPS` steps from exact draws. If the frozen kernel leaves π
-/// invariant, their final states are iid π however slowly it mixes along
-/// the banana; the worst iid z-score of 49 statistics (untwisted moments,
-/// region coverages) is returned.
+/// The banana stationarity check (`common::final_states`): a whitened
+/// sampler adapted for 5 000 steps from the origin on B(0.1, 100) in d = 8
+/// (pilot, switch and the wrapped sampler's own adaptation included), then
+/// frozen and run as 1 000 chains of `STEPS` steps from exact draws. If the
+/// frozen kernel leaves π invariant, their final states are iid π however
+/// slowly it mixes along the banana; the worst iid z-score of 49 statistics
+/// (untwisted moments, region coverages) is returned.
 const STEPS: u64 = 30;
 
-fn whitened_banana_stationarity(seed: u64) -> (f64, String) {
+fn whitened_banana_stationarity<P: Proposal + Clone>(inner: P, seed: u64) -> (f64, String) {
     let target = Invariance::banana();
-    let sampler = Whitened::new(unit_scale_kamh(8), 8, WhiteningConfig::default()).unwrap();
+    let sampler = Whitened::new(inner, 8, WhiteningConfig::default()).unwrap();
     let mut mh =
         MetropolisHastings::new(&target, sampler, &[0.0; 8], chain_rng(seed, 0), Some(5_000))
             .unwrap();
@@ -140,12 +142,60 @@ fn whitened_banana_stationarity(seed: u64) -> (f64, String) {
     Reference::banana(&target).worst_z(&states, &z_iid)
 }
 
+fn assert_whitened_invariant<P: Proposal + Clone>(label: &str, inner: impl Fn() -> P) {
+    for seed in 0..common::SEEDS {
+        let score = whitened_banana_stationarity(inner(), seed);
+        assert_verdict(&format!("whitened {label} seed {seed}"), score, true);
+    }
+}
+
 #[test]
 fn whitened_kamh_is_invariant_on_the_strongly_twisted_banana() {
-    for seed in 0..common::SEEDS {
-        let score = whitened_banana_stationarity(seed);
-        assert_verdict(&format!("whitened kamh seed {seed}"), score, true);
-    }
+    assert_whitened_invariant("kamh", || unit_scale_kamh(8));
+}
+
+#[test]
+fn whitened_kmc_lite_is_invariant_on_the_strongly_twisted_banana() {
+    assert_whitened_invariant("kmc lite", || unit_scale_kmc_lite(8));
+}
+
+#[test]
+fn whitened_fkamh_is_invariant_on_the_strongly_twisted_banana() {
+    // 100 random Fourier features of the Gaussian kernel of length-scale
+    // √(2d) = 4, the median distance of N(0, I₈) points
+    assert_whitened_invariant("fkamh", || {
+        let mut rng = chain_rng(77, 0);
+        let phi = RandomFourierFeatures::new(
+            &Gaussian::new(4.0).unwrap(),
+            8,
+            100,
+            Embedding::CosPhase,
+            &mut rng,
+        )
+        .unwrap();
+        let config = FKamhConfig::default().with_eta(adaptive_eta()).unwrap();
+        FKamh::new(phi, config).unwrap()
+    });
+}
+
+#[test]
+fn whitened_pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
+    assert_whitened_invariant("pca-kameleon", || {
+        let subsample = SubsampleConfig::paper(200)
+            .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
+            .unwrap()
+            .with_refresh(Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }))
+            .unwrap();
+        let config = PcaKameleonConfig::default()
+            .with_subsample(subsample)
+            .unwrap();
+        PcaKameleon::new(8, Gaussian::new(1.0).unwrap(), config).unwrap()
+    });
+}
+
+/// η learned toward 0.234 from 1 with steps 1/√t.
+fn adaptive_eta() -> Scale {
+    Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap())
 }
 
 #[test]
