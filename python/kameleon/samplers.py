@@ -1,8 +1,9 @@
 """Sampler and kernel settings.
 
-Each class is a validated dataclass with the same defaults as the Rust
-samplers; ``to_dict()`` gives the JSON object (``{"kind": ..., ...}``) the
-Rust side deserialises. Parameters that only the Rust constructors can check
+Each class is a validated dataclass whose defaults are read from the
+extension at import (``SamplerSettings::defaults`` in Rust: the samplers
+crate's scale-free presets), so they have one home; ``to_dict()`` gives the
+JSON object (``{"kind": ..., ...}``) the Rust side deserialises. Parameters that only the Rust constructors can check
 (e.g. positivity of a bandwidth) raise ``ValueError`` naming the parameter
 when sampling starts.
 """
@@ -10,9 +11,17 @@ when sampling starts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
+
+from . import _core
+
+#: The defaults of every sampler class, by ``kind``, from the extension.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    d.pop("kind"): d for d in json.loads(_core.sampler_defaults())
+}
 
 
 def _positive(name: str, value: float) -> None:
@@ -140,6 +149,28 @@ class RationalQuadratic(Kernel):
         _bandwidth(self.bandwidth)
 
 
+def _default(kind: str, name: str) -> Any:
+    """The default of parameter ``name`` of sampler ``kind`` (from the
+    extension; JSON pairs become tuples, a ``None`` σ ``"median"``)."""
+    value = DEFAULTS[kind][name]
+    if isinstance(value, list):
+        return tuple(value)
+    if name == "sigma" and value is None:
+        return "cv" if DEFAULTS[kind].get("cross_validate") else "median"
+    return value
+
+
+def _default_kernel(kind: str) -> "Kernel":
+    """The default kernel of sampler ``kind`` (a ``None`` bandwidth is the
+    median heuristic)."""
+    spec = dict(DEFAULTS[kind]["kernel"])
+    kernels = (Gaussian, Laplacian, Matern, InverseMultiquadric, RationalQuadratic)
+    cls = {k.kind: k for k in kernels}[spec.pop("kind")]
+    if spec.get("bandwidth") is None:
+        spec["bandwidth"] = "median"
+    return cls(**spec)
+
+
 # ── samplers ─────────────────────────────────────────────────────────────
 
 
@@ -157,8 +188,8 @@ class RandomWalk(Sampler):
     keeps it fixed.
     """
 
-    scale: float | None = None
-    learned: bool = True
+    scale: float | None = _default("RandomWalk", "scale")
+    learned: bool = _default("RandomWalk", "learned")
     kind = "RandomWalk"
 
     def __post_init__(self) -> None:
@@ -176,8 +207,8 @@ class AM(Sampler):
     moments fed x* weighted by the acceptance probability (Alg. 3).
     """
 
-    scale: Literal["fixed", "learned"] = "fixed"
-    rao_blackwell: bool = False
+    scale: Literal["fixed", "learned"] = _default("AM", "scale")
+    rao_blackwell: bool = _default("AM", "rao_blackwell")
     kind = "AM"
 
     def __post_init__(self) -> None:
@@ -189,7 +220,7 @@ class AM(Sampler):
 class AMPCA(Sampler):
     """Principal-components adaptive Metropolis (``components=None``: all d)."""
 
-    components: int | None = None
+    components: int | None = _default("AMPCA", "components")
     kind = "AMPCA"
 
     def __post_init__(self) -> None:
@@ -206,8 +237,8 @@ class HMC(Sampler):
     """
 
     grad_log_density: Callable | None = field(default=None, metadata={"python_only": True})
-    step_size: tuple[float, float] = (0.1, 0.2)
-    steps: tuple[int, int] = (10, 20)
+    step_size: tuple[float, float] = _default("HMC", "step_size")
+    steps: tuple[int, int] = _default("HMC", "steps")
     kind = "HMC"
 
     def __post_init__(self) -> None:
@@ -233,13 +264,13 @@ class KAMH(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    subsample_size: int = 200
-    kernel: Kernel = field(default_factory=Gaussian)
-    median_points: int = 100
-    gamma: float = 0.2
-    scale: float = math.sqrt(0.1)
-    learned: bool = True
-    whiten: bool = True
+    subsample_size: int = _default("KAMH", "subsample_size")
+    kernel: Kernel = field(default_factory=lambda: _default_kernel("KAMH"))
+    median_points: int = _default("KAMH", "median_points")
+    gamma: float = _default("KAMH", "gamma")
+    scale: float = _default("KAMH", "scale")
+    learned: bool = _default("KAMH", "learned")
+    whiten: bool = _default("KAMH", "whiten")
     kind = "KAMH"
 
     @classmethod
@@ -269,15 +300,15 @@ class PCAKameleon(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    subsample_size: int = 200
-    kernel: Kernel = field(default_factory=Gaussian)
-    median_points: int = 100
-    components: int = 5
-    gamma: float = 0.2
-    scale: float = 2.38
-    learned: bool = True
-    refresh_kappa: float | None = 0.5
-    whiten: bool = True
+    subsample_size: int = _default("PCAKameleon", "subsample_size")
+    kernel: Kernel = field(default_factory=lambda: _default_kernel("PCAKameleon"))
+    median_points: int = _default("PCAKameleon", "median_points")
+    components: int = _default("PCAKameleon", "components")
+    gamma: float = _default("PCAKameleon", "gamma")
+    scale: float = _default("PCAKameleon", "scale")
+    learned: bool = _default("PCAKameleon", "learned")
+    refresh_kappa: float | None = _default("PCAKameleon", "refresh_kappa")
+    whiten: bool = _default("PCAKameleon", "whiten")
     kind = "PCAKameleon"
 
     @classmethod
@@ -318,14 +349,14 @@ class FKAMH(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    features: int = 100
-    embedding: Literal["cos", "sincos"] = "cos"
-    feature_map: Literal["rff", "fastfood"] = "rff"
-    kernel: Kernel = field(default_factory=Gaussian)
-    gamma: float = 0.2
-    eta: float = 1.0
-    learned: bool = True
-    whiten: bool = True
+    features: int = _default("FKAMH", "features")
+    embedding: Literal["cos", "sincos"] = _default("FKAMH", "embedding")
+    feature_map: Literal["rff", "fastfood"] = _default("FKAMH", "feature_map")
+    kernel: Kernel = field(default_factory=lambda: _default_kernel("FKAMH"))
+    gamma: float = _default("FKAMH", "gamma")
+    eta: float = _default("FKAMH", "eta")
+    learned: bool = _default("FKAMH", "learned")
+    whiten: bool = _default("FKAMH", "whiten")
     kind = "FKAMH"
 
     @classmethod
@@ -371,15 +402,15 @@ class CKAM(Sampler):
     The paper's bimodal experiment is ``paper()``.
     """
 
-    subsample_size: int = 50
-    kernel: Kernel = field(default_factory=lambda: Matern(nu=4.0))
-    gamma: float = 2.0
-    scale: float | None = None
-    cycle_length: int = 1000
-    exploration_fraction: float = 0.4
-    switch: Literal["delayed_rejection", "as_written"] = "delayed_rejection"
-    adaptation: Literal["between_cycles", "within_cycle"] = "between_cycles"
-    whiten: bool = True
+    subsample_size: int = _default("CKAM", "subsample_size")
+    kernel: Kernel = field(default_factory=lambda: _default_kernel("CKAM"))
+    gamma: float = _default("CKAM", "gamma")
+    scale: float | None = _default("CKAM", "scale")
+    cycle_length: int = _default("CKAM", "cycle_length")
+    exploration_fraction: float = _default("CKAM", "exploration_fraction")
+    switch: Literal["delayed_rejection", "as_written"] = _default("CKAM", "switch")
+    adaptation: Literal["between_cycles", "within_cycle"] = _default("CKAM", "adaptation")
+    whiten: bool = _default("CKAM", "whiten")
     kind = "CKAM"
 
     @classmethod
@@ -428,14 +459,14 @@ class KMCLite(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    n: int = 200
-    sigma: float | str = "median"
-    lam: float = 1.0
-    step_size: tuple[float, float] = (0.1, 0.2)
-    steps: tuple[int, int] = (10, 20)
-    kappa: float = 0.5
-    whiten: bool = True
-    adapt_step_size: bool = True
+    n: int = _default("KMCLite", "n")
+    sigma: float | str = _default("KMCLite", "sigma")
+    lam: float = _default("KMCLite", "lam")
+    step_size: tuple[float, float] = _default("KMCLite", "step_size")
+    steps: tuple[int, int] = _default("KMCLite", "steps")
+    kappa: float = _default("KMCLite", "kappa")
+    whiten: bool = _default("KMCLite", "whiten")
+    adapt_step_size: bool = _default("KMCLite", "adapt_step_size")
     kind = "KMCLite"
 
     @classmethod
@@ -475,14 +506,14 @@ class KMCFinite(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    features: int = 100
-    kernel: Kernel = field(default_factory=Gaussian)
-    lam: float = 1e-3
-    step_size: tuple[float, float] = (0.1, 0.2)
-    steps: tuple[int, int] = (10, 20)
-    min_points: int = 100
-    whiten: bool = True
-    adapt_step_size: bool = True
+    features: int = _default("KMCFinite", "features")
+    kernel: Kernel = field(default_factory=lambda: _default_kernel("KMCFinite"))
+    lam: float = _default("KMCFinite", "lam")
+    step_size: tuple[float, float] = _default("KMCFinite", "step_size")
+    steps: tuple[int, int] = _default("KMCFinite", "steps")
+    min_points: int = _default("KMCFinite", "min_points")
+    whiten: bool = _default("KMCFinite", "whiten")
+    adapt_step_size: bool = _default("KMCFinite", "adapt_step_size")
     kind = "KMCFinite"
 
     @classmethod

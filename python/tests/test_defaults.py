@@ -112,3 +112,16 @@ def test_kmc_lite_cross_validation_is_an_option():
     assert km.KMCLite().to_dict()["cross_validate"] is False
     idata = _sample(lambda x: -0.5 * float(x @ x), np.zeros(2), km.KMCLite(sigma="cv"), tune=1000, draws=500, chains=1)
     assert idata.posterior["x"].shape == (1, 500, 2)
+
+
+@pytest.mark.parametrize("kind", sorted(km.samplers.DEFAULTS))
+def test_the_python_defaults_are_the_rust_defaults(kind):
+    # one home: a class built with no arguments serialises to exactly the
+    # settings the extension reports as its defaults
+    from kameleon import _core
+    import json
+
+    rust = {d["kind"]: d for d in json.loads(_core.sampler_defaults())}[kind]
+    cls = getattr(km, kind)
+    python = cls(grad_log_density=lambda x: -x) if kind == "HMC" else cls()
+    assert json.loads(json.dumps(python.to_dict())) == rust

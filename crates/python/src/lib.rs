@@ -214,6 +214,14 @@ fn resume<'py>(
     outcome_to_python(py, outcome)
 }
 
+/// The Python sampler classes' defaults as JSON: a list of settings
+/// objects, one per `kind` (see `SamplerSettings::defaults`).
+#[pyfunction]
+fn sampler_defaults() -> PyResult<String> {
+    serde_json::to_string(&settings::SamplerSettings::defaults())
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// The extension module.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -223,6 +231,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("debug_assertions", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(resume, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_class::<BuiltinTarget>()?;
     diagnostics::register(m)?;

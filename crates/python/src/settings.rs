@@ -505,6 +505,124 @@ fn feature_rng(seed: u64, chain: u64) -> rand_xoshiro::Xoshiro256PlusPlus {
 }
 
 impl SamplerSettings {
+    /// The Python classes' defaults, one value per kind: for the kernel
+    /// samplers the samplers crate's scale-free presets
+    /// ([`KamhConfig::scale_free`], [`KmcConfig::scale_free`], …), whitened;
+    /// the others' own defaults. `kameleon.samplers` reads them at import,
+    /// so the defaults have this one home.
+    pub fn defaults() -> Vec<Self> {
+        let kamh = KamhConfig::scale_free();
+        let pca = PcaKameleonConfig::scale_free();
+        let fkamh = FKamhConfig::scale_free();
+        let ckam = CkamConfig::scale_free();
+        let kmc = KmcConfig::scale_free();
+        let lite = LiteSurrogateConfig::scale_free();
+        let finite = FiniteSurrogateConfig::default();
+        let hmc = HmcConfig::default();
+        let median = KernelSpec::Gaussian { bandwidth: None };
+        let median_points = |config: &SubsampleConfig| match config.bandwidth {
+            Bandwidth::MedianHeuristic { max_points } => max_points,
+            Bandwidth::Fixed => config.subsample_size,
+        };
+        let learned = |scale: &Scale| matches!(scale, Scale::Adaptive(_));
+        let power = |p: AdaptProbability| match p {
+            AdaptProbability::Power { kappa } => Some(kappa),
+            _ => None,
+        };
+        let refresh_kappa = match pca.subsample.refresh {
+            Refresh::Probability(p) => power(p),
+            _ => None,
+        };
+        vec![
+            Self::RandomWalk {
+                scale: None,
+                learned: true,
+            },
+            Self::AM {
+                scale: "fixed".into(),
+                rao_blackwell: false,
+            },
+            Self::AMPCA { components: None },
+            Self::HMC {
+                step_size: hmc.step_size,
+                steps: hmc.steps,
+            },
+            Self::KAMH {
+                subsample_size: kamh.subsample.subsample_size,
+                kernel: median.clone(),
+                median_points: median_points(&kamh.subsample),
+                gamma: kamh.subsample.gamma.value(0),
+                scale: kamh.scale.value(),
+                learned: learned(&kamh.scale),
+                whiten: true,
+            },
+            Self::PCAKameleon {
+                subsample_size: pca.subsample.subsample_size,
+                kernel: median.clone(),
+                median_points: median_points(&pca.subsample),
+                components: pca.components,
+                gamma: pca.subsample.gamma.value(0),
+                scale: pca.scale.value(),
+                learned: learned(&pca.scale),
+                refresh_kappa,
+                whiten: true,
+            },
+            Self::FKAMH {
+                features: 100,
+                embedding: "cos".into(),
+                feature_map: "rff".into(),
+                kernel: median.clone(),
+                gamma: fkamh.gamma,
+                eta: fkamh.eta.value(),
+                learned: learned(&fkamh.eta),
+                whiten: true,
+            },
+            Self::CKAM {
+                subsample_size: ckam.subsample_size,
+                kernel: KernelSpec::Matern {
+                    nu: 4.0,
+                    bandwidth: None,
+                },
+                gamma: ckam.gamma,
+                scale: None,
+                cycle_length: ckam.cycle_length,
+                exploration_fraction: ckam.exploration_fraction,
+                switch: match ckam.switch_rule {
+                    SwitchRule::DelayedRejection => "delayed_rejection",
+                    SwitchRule::AsWritten => "as_written",
+                }
+                .into(),
+                adaptation: match ckam.cycle_adaptation {
+                    CycleAdaptation::BetweenCycles => "between_cycles",
+                    CycleAdaptation::WithinCycle => "within_cycle",
+                }
+                .into(),
+                whiten: true,
+            },
+            Self::KMCLite {
+                n: lite.subsample_size,
+                sigma: None,
+                cross_validate: lite.cross_validate,
+                lam: LiteSurrogateConfig::SCALE_FREE_RIDGE,
+                step_size: kmc.step_size,
+                steps: kmc.steps,
+                kappa: power(lite.refit).unwrap_or(0.5),
+                whiten: true,
+                adapt_step_size: kmc.step_scale.is_some(),
+            },
+            Self::KMCFinite {
+                features: 100,
+                kernel: median,
+                lam: 1e-3,
+                step_size: kmc.step_size,
+                steps: kmc.steps,
+                min_points: finite.min_points,
+                whiten: true,
+                adapt_step_size: kmc.step_scale.is_some(),
+            },
+        ]
+    }
+
     /// Parses the JSON the Python classes write.
     pub fn from_json(json: &str) -> BuildResult<Self> {
         serde_json::from_str(json).map_err(|e| format!("invalid sampler settings: {e}"))
@@ -762,10 +880,7 @@ fn adaptive_metropolis(
 }
 
 /// KMC's trajectory ranges, random-walk scale (`None`: 2.38/√d) and, if
-/// `adapt_step_size`, a factor on the step size learned toward acceptance
-/// 0.65 with steps 1/√t, kept in [0.5, 20]: a surrogate gradient caps the
-/// acceptance however short the steps, and a factor free to chase a higher
-/// rate collapses to steps that barely move the chain.
+/// `adapt_step_size`, the step factor of [`KmcConfig::scale_free`].
 fn kmc_config(
     step_size: (f64, f64),
     steps: (u32, u32),
@@ -777,10 +892,7 @@ fn kmc_config(
     config.steps = steps;
     config.walk_scale = walk_scale;
     if adapt_step_size {
-        let factor = RobbinsMonro::new(1.0, 0.65, StepSchedule::InverseSqrt)
-            .and_then(|rm| rm.with_bounds(0.5, 20.0))
-            .map_err(msg)?;
-        config.step_scale = Some(Scale::Adaptive(factor));
+        config.step_scale = KmcConfig::scale_free().step_scale;
     }
     Ok(config)
 }

@@ -513,6 +513,16 @@ impl Scale {
         }
     }
 
+    /// ν learned by Robbins–Monro toward acceptance 0.234 with steps 1/√t
+    /// from `initial` (> 0, finite).
+    pub fn learned_from(initial: f64) -> Result<Self> {
+        Ok(Self::Adaptive(RobbinsMonro::new(
+            initial,
+            0.234,
+            StepSchedule::InverseSqrt,
+        )?))
+    }
+
     /// The Gelman–Roberts–Gilks scale 2.38/√d.
     pub fn optimal_for(dim: usize) -> f64 {
         2.38 / (dim.max(1) as f64).sqrt()

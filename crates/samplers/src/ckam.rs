@@ -239,6 +239,17 @@ impl Default for CkamConfig {
 }
 
 impl CkamConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): γ = 2 (the paper's bimodal experiment used 4 in
+    /// its own units), the other settings as in [`CkamConfig::default`]
+    /// (with a kernel of length-scale about √(2d)).
+    pub fn scale_free() -> Self {
+        Self {
+            gamma: 2.0,
+            ..Self::default()
+        }
+    }
+
     /// The paper's Alg. 2 as written (biased, see the module docs):
     /// [`SwitchRule::AsWritten`] with [`CycleAdaptation::WithinCycle`], the
     /// other settings as in [`CkamConfig::default`].

@@ -72,6 +72,16 @@ impl Default for FKamhConfig {
 }
 
 impl FKamhConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): γ = 0.2 and η learned from 1 (with a feature map of
+    /// length-scale about √(2d), the median distance of N(0, I) points).
+    pub fn scale_free() -> Self {
+        Self {
+            eta: Scale::learned_from(1.0).expect("a valid constant"),
+            ..Self::default()
+        }
+    }
+
     /// Sets γ (positive and finite).
     pub fn with_gamma(mut self, gamma: f64) -> Result<Self> {
         check_gamma(gamma)?;

@@ -202,6 +202,20 @@ impl Default for SubsampleConfig {
 }
 
 impl SubsampleConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): n = 200 redrawn at every adapting step, the
+    /// median heuristic over 100 of its points, γ = 0.2 and an initial random
+    /// walk of standard deviation 0.2 — lengths in standard deviations.
+    pub fn scale_free() -> Self {
+        Self {
+            subsample_size: 200,
+            gamma: Gamma::Fixed(0.2),
+            refresh: Refresh::Probability(AdaptProbability::Always),
+            bandwidth: Bandwidth::MedianHeuristic { max_points: 100 },
+            warmup_scale: 0.2,
+        }
+    }
+
     /// The KAMH paper's settings for subsample size n: γ = 0.2, z redrawn
     /// at every adapting step (frozen when adaptation stops), median
     /// heuristic over the whole subsample, initial random walk with
@@ -300,6 +314,16 @@ pub struct KamhConfig {
 }
 
 impl KamhConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): [`SubsampleConfig::scale_free`] and ν learned as in
+    /// [`KamhConfig::paper`].
+    pub fn scale_free() -> Self {
+        Self {
+            subsample: SubsampleConfig::scale_free(),
+            scale: Scale::learned_from(0.1f64.sqrt()).expect("a valid constant"),
+        }
+    }
+
     /// KAMH-LS as in the paper: [`SubsampleConfig::paper`], and ν adapted by
     /// Robbins–Monro toward 0.234 with steps 1/√t from ν² = 0.1 (the public
     /// code's initial value), using the acceptance probability min(1, ratio).

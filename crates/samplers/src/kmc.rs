@@ -171,6 +171,20 @@ impl Default for LiteSurrogateConfig {
 }
 
 impl LiteSurrogateConfig {
+    /// The ridge λ of the estimator the scale-free settings pair with.
+    pub const SCALE_FREE_RIDGE: f64 = 1.0;
+
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): n = 200, refits with probability t^−½, σ by the
+    /// median heuristic over 100 points at every fit; pair it with a
+    /// [`LiteEstimator`] of ridge [`LiteSurrogateConfig::SCALE_FREE_RIDGE`].
+    pub fn scale_free() -> Self {
+        Self {
+            bandwidth: Bandwidth::MedianHeuristic { max_points: 100 },
+            ..Self::default()
+        }
+    }
+
     /// Sets the subsample size n (≥ 2).
     pub fn with_subsample_size(mut self, subsample_size: usize) -> Result<Self> {
         check_subsample_size(subsample_size)?;
@@ -568,6 +582,22 @@ impl Default for KmcConfig {
 }
 
 impl KmcConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): ε ~ s·U[0.1, 0.2), L ~ U{10, …, 20}, the step
+    /// factor s learned toward acceptance 0.65 with steps 1/√t and kept in
+    /// [0.5, 20] — a surrogate gradient caps the acceptance however short
+    /// the steps, and a factor free to chase a higher rate collapses to
+    /// steps that barely move the chain.
+    pub fn scale_free() -> Self {
+        let factor = crate::RobbinsMonro::new(1.0, 0.65, crate::StepSchedule::InverseSqrt)
+            .and_then(|rm| rm.with_bounds(0.5, 20.0))
+            .expect("valid constants");
+        Self {
+            step_scale: Some(Scale::Adaptive(factor)),
+            ..Self::default()
+        }
+    }
+
     /// Sets the step-size range (lo, hi), 0 < lo ≤ hi < ∞.
     pub fn with_step_size(mut self, step_size: (f64, f64)) -> Result<Self> {
         check_step_size(step_size)?;

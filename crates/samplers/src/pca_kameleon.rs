@@ -3,10 +3,11 @@
 //! subsample's centred kernel matrix.
 
 use crate::Target;
+use crate::adaptation::AdaptProbability;
 use crate::adaptation::Scale;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
-use crate::kamh::{LengthScale, SubsampleAdaptation, SubsampleConfig};
+use crate::kamh::{LengthScale, Refresh, SubsampleAdaptation, SubsampleConfig};
 use crate::kamh_covariance::KamhCovariance;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par, Side};
@@ -46,6 +47,20 @@ impl Default for PcaKameleonConfig {
 }
 
 impl PcaKameleonConfig {
+    /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
+    /// coordinates (the Python package's defaults): [`SubsampleConfig::scale_free`] but redrawn at
+    /// adapting step t with probability t^−½ (each redraw costs an O(n³)
+    /// eigendecomposition), m = 5 directions, each ν_j learned from 2.38.
+    pub fn scale_free() -> Self {
+        let mut subsample = SubsampleConfig::scale_free();
+        subsample.refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
+        Self {
+            subsample,
+            components: 5,
+            scale: Scale::learned_from(2.38).expect("a valid constant"),
+        }
+    }
+
     /// Sets the subsample part (checked).
     pub fn with_subsample(mut self, subsample: SubsampleConfig) -> Result<Self> {
         subsample.validate()?;

@@ -13,51 +13,31 @@
 
 use crate::common;
 
-use common::{Invariance, Reference, adaptive_scale, assert_verdict, final_states, z_chain, z_iid};
+use common::{Invariance, Reference, assert_verdict, final_states, z_chain, z_iid};
 use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig, KmcLite,
-    LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, PcaKameleon, PcaKameleonConfig,
-    Proposal, Refresh, RobbinsMonro, RunConfig, Scale, StepSchedule, SubsampleConfig, Whitened,
+    FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig,
+    MetropolisHastings, PcaKameleon, PcaKameleonConfig, Proposal, RunConfig, Whitened,
     WhiteningConfig, chain_rng, run_chain,
 };
 use kameleon_score_matching::LiteEstimator;
 use kameleon_targets::GaussianMixture;
 
-/// KAMH-LS with the median heuristic on a subsample of 200 past states
-/// redrawn at every adapting step, γ = 0.2 — lengths that suit a target of
-/// unit scale.
+/// KAMH with its scale-free presets ([`KamhConfig::scale_free`]: n = 200,
+/// γ = 0.2, the median heuristic) — lengths that suit a target of unit
+/// scale.
 fn unit_scale_kamh(dim: usize) -> Kamh<Gaussian> {
-    let subsample = SubsampleConfig::paper(200)
-        .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
-        .unwrap();
-    let config = KamhConfig::default()
-        .with_subsample(subsample)
-        .unwrap()
-        .with_scale(adaptive_scale())
-        .unwrap();
-    Kamh::new(dim, Gaussian::new(1.0).unwrap(), config).unwrap()
+    Kamh::new(dim, Gaussian::new(1.0).unwrap(), KamhConfig::scale_free()).unwrap()
 }
 
-/// KMC lite on 200 history points, σ by the median heuristic at every fit,
-/// λ = 1, and the step size learned toward acceptance 0.65.
+/// KMC lite with its scale-free presets: 200 history points, σ by the
+/// median heuristic at every fit, λ = 1, the step size learned toward 0.65.
 fn unit_scale_kmc_lite(dim: usize) -> KmcLite {
-    let lite = LiteSurrogateConfig::default()
-        .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
-        .unwrap()
-        .with_refit(AdaptProbability::Power { kappa: 0.5 })
-        .unwrap();
-    let surrogate = LiteSurrogate::new(LiteEstimator::new(1.0, 1.0).unwrap(), dim, lite).unwrap();
-    let step = RobbinsMonro::new(1.0, 0.65, StepSchedule::InverseSqrt)
-        .unwrap()
-        .with_bounds(0.5, 20.0)
-        .unwrap();
-    let config = KmcConfig::default()
-        .with_step_scale(Scale::Adaptive(step))
-        .unwrap();
-    KmcLite::new(surrogate, config).unwrap()
+    let model = LiteEstimator::new(1.0, LiteSurrogateConfig::SCALE_FREE_RIDGE).unwrap();
+    let surrogate = LiteSurrogate::new(model, dim, LiteSurrogateConfig::scale_free()).unwrap();
+    KmcLite::new(surrogate, KmcConfig::scale_free()).unwrap()
 }
 
 /// `correlated_gaussian(4)` (correlation 0.8 between neighbours, standard
@@ -173,29 +153,20 @@ fn whitened_fkamh_is_invariant_on_the_strongly_twisted_banana() {
             &mut rng,
         )
         .unwrap();
-        let config = FKamhConfig::default().with_eta(adaptive_eta()).unwrap();
-        FKamh::new(phi, config).unwrap()
+        FKamh::new(phi, FKamhConfig::scale_free()).unwrap()
     });
 }
 
 #[test]
 fn whitened_pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
     assert_whitened_invariant("pca-kameleon", || {
-        let subsample = SubsampleConfig::paper(200)
-            .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 100 })
-            .unwrap()
-            .with_refresh(Refresh::Probability(AdaptProbability::Power { kappa: 0.5 }))
-            .unwrap();
-        let config = PcaKameleonConfig::default()
-            .with_subsample(subsample)
-            .unwrap();
-        PcaKameleon::new(8, Gaussian::new(1.0).unwrap(), config).unwrap()
+        PcaKameleon::new(
+            8,
+            Gaussian::new(1.0).unwrap(),
+            PcaKameleonConfig::scale_free(),
+        )
+        .unwrap()
     });
-}
-
-/// η learned toward 0.234 from 1 with steps 1/√t.
-fn adaptive_eta() -> Scale {
-    Scale::Adaptive(RobbinsMonro::new(1.0, 0.234, StepSchedule::InverseSqrt).unwrap())
 }
 
 #[test]
