@@ -3,9 +3,19 @@
 Each class is a validated dataclass whose defaults are read from the
 extension at import (``SamplerSettings::defaults`` in Rust: the samplers
 crate's scale-free presets), so they have one home; ``to_dict()`` gives the
-JSON object (``{"kind": ..., ...}``) the Rust side deserialises. Parameters that only the Rust constructors can check
-(e.g. positivity of a bandwidth) raise ``ValueError`` naming the parameter
-when sampling starts.
+JSON object (``{"kind": ..., ...}``) the Rust side deserialises.
+
+Scale-free sampling (``whiten=True``, the default of the kernel samplers):
+the first half of ``tune`` is a pilot that learns the posterior's location,
+scales and correlations — a finite-difference Hessian at the start, then a
+random walk whose covariance is re-estimated in windows of doubling length
+— and the sampler then runs in coordinates where the posterior is roughly
+N(0, I). Its lengths (γ, bandwidths, step sizes) are then in posterior
+standard deviations and need no tuning to the problem's scale; the
+coordinates change once, during tuning, so the kept chain is exact.
+
+Parameters that only the Rust constructors can check (e.g. positivity of a
+bandwidth) raise ``ValueError`` naming the parameter when sampling starts.
 """
 
 from __future__ import annotations
@@ -256,11 +266,7 @@ class KAMH(Sampler):
     tuning step from at most ``median_points`` subsample points (its cost is
     quadratic in them; 100 is what the paper experiments use).
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
@@ -292,11 +298,7 @@ class PCAKameleon(Sampler):
     eigendecomposition, O(n³)) is redrawn at tuning step t with probability
     t^−``refresh_kappa`` (``None``: at every tuning step).
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
@@ -341,11 +343,7 @@ class FKAMH(Sampler):
     numeric bandwidth; whitened, ``"median"`` is √(2d), the median distance
     between points of N(0, I).
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
@@ -393,11 +391,7 @@ class CKAM(Sampler):
     ``"as_written"`` with ``"within_cycle"`` is the paper's Alg. 2, which is
     biased. Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`).
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     The paper's bimodal experiment is ``paper()``.
     """
@@ -451,11 +445,7 @@ class KMCLite(Sampler):
     the random-walk samplers as d grows (the surrogate learns from the
     tuning steps): on a 20-d normal, 20 000 tuning steps rather than 5 000.
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
@@ -498,11 +488,7 @@ class KMCFinite(Sampler):
     Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`);
     ``adapt_step_size`` as :class:`KMCLite`.
 
-    Scale-free by default (``whiten=True``): the first half of ``tune`` is a
-    pilot of adaptive Metropolis that learns the posterior's location and
-    covariance; the sampler then runs in coordinates where the posterior is
-    roughly N(0, I), so its lengths (γ, bandwidths, step sizes) are in
-    posterior standard deviations and need no tuning to the problem's scale.
+    Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 

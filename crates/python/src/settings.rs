@@ -243,7 +243,7 @@ pub enum SamplerSettings {
         scale: f64,
         /// Learn ν toward 0.234 during tuning.
         learned: bool,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
     },
@@ -267,7 +267,7 @@ pub enum SamplerSettings {
         /// Redraw the subsample at tuning step t with probability t^−κ
         /// (`None`: at every tuning step, the paper's).
         refresh_kappa: Option<f64>,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
     },
@@ -288,7 +288,7 @@ pub enum SamplerSettings {
         eta: f64,
         /// Learn η toward 0.234 during tuning.
         learned: bool,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
     },
@@ -310,7 +310,7 @@ pub enum SamplerSettings {
         switch: String,
         /// `"between_cycles"` (exact) or `"within_cycle"` (the paper's Alg. 2).
         adaptation: String,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
     },
@@ -332,7 +332,7 @@ pub enum SamplerSettings {
         steps: (u32, u32),
         /// Refit probability t^−κ.
         kappa: f64,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
         /// Learn a factor on the step size toward acceptance 0.65 during
@@ -353,7 +353,7 @@ pub enum SamplerSettings {
         steps: (u32, u32),
         /// States seen before trajectories start.
         min_points: usize,
-        /// Run in the coordinates a pilot of adaptive Metropolis learns
+        /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
         /// Learn a factor on the step size toward acceptance 0.65 during

@@ -49,8 +49,10 @@
 //! # Scale-free sampling
 //!
 //! The lengths in a sampler's config (γ, bandwidths, step sizes) are in the
-//! target's units. [`Whitened`] wraps any proposal: a pilot of adaptive
-//! Metropolis learns the target's location and covariance, then the wrapped
+//! target's units. [`Whitened`] wraps any proposal: a pilot (a
+//! finite-difference Hessian at the start, then a random walk re-estimating
+//! its covariance in windows) learns the target's location and covariance,
+//! then the wrapped
 //! proposal runs in coordinates where the target is roughly N(0, I), so its
 //! lengths are in standard deviations — what the Python package does by
 //! default for every gradient-free sampler.

@@ -9,17 +9,22 @@
 //! units: its proposal is
 //!
 //! 1. **pilot** (adapting steps 1 … W): the random walk N(x, ν²Σ_k) in
-//!    windows of doubling length. Σ₀ = I; at the end of window k, Σ_{k+1} is
-//!    the covariance of window k's states shrunk toward its diagonal
-//!    (n/(n + 5) Σ̂ + 5/(n + 5) diag Σ̂ for n states: scale-free), and ν
-//!    restarts at 2.38/√d; within a window ν is learned by Robbins–Monro
-//!    toward acceptance 0.234 with steps 1/√t from the window's start. It
-//!    needs no length from the user, and each window forgets the transient
-//!    of the one before, which a running covariance over the whole history
-//!    (adaptive Metropolis) does not: on a posterior whose scales differ by
-//!    10⁴ the early steps dominate AM's covariance for thousands of steps.
-//!    The last window (the last third or more of the pilot) gives (μ, Σ),
-//!    Σ = L Lᵀ.
+//!    windows of doubling length (25, 50, 100, … steps, the last stretched
+//!    to end at W). Σ₀ is the inverse of minus a finite-difference Hessian
+//!    of log π at the start for exact targets in up to
+//!    [`WhiteningConfig::hessian_max_dim`] dimensions (the Laplace
+//!    covariance; axis scales only above that, or where −H is not positive
+//!    definite; I for pseudo-marginal targets). At the end of window k,
+//!    Σ_{k+1} is the covariance of its states, computed in the coordinates
+//!    of Σ_k and shrunk there toward a multiple of I with weight d/(m + d)
+//!    for m accepted moves, and ν restarts at 2.38/√d; within a window ν is
+//!    learned by Robbins–Monro toward acceptance 0.234 with steps 1/√t from
+//!    the window's start. It needs no length from the user, and each window
+//!    forgets the transient of the one before, which a running covariance
+//!    over the whole history (adaptive Metropolis) does not: on a posterior
+//!    whose scales differ by 10⁴ the early steps dominate AM's covariance
+//!    for thousands of steps. The last window (the last third or more of the
+//!    pilot) gives (μ, Σ), Σ = L Lᵀ.
 //! 2. **whitened** (steps t > W): the wrapped proposal runs on
 //!    u = L⁻¹(x − μ). It is started at the pilot's last state, sees the step
 //!    index t − W, and proposes u*, mapped back to x* = μ + L u*.
