@@ -4,7 +4,7 @@
 >>> idata = km.sample(lambda x: -0.5 * float(x @ x), [0.0, 0.0], sampler=km.AM(), progress=False)  # doctest: +SKIP
 """
 
-from . import diagnostics, targets
+from . import diagnostics, priors, simulators, targets
 from ._ensemble import sample_ensemble
 from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
 from .results import load_results
@@ -25,8 +25,10 @@ from .samplers import (
     RandomWalk,
     RationalQuadratic,
 )
+from .simulators import ABC, SyntheticLikelihood, log_likelihood_sd
 
 __all__ = [
+    "ABC",
     "AM",
     "AMPCA",
     "CKAM",
@@ -45,10 +47,14 @@ __all__ = [
     "RandomWalk",
     "RationalQuadratic",
     "SamplingWarning",
+    "SyntheticLikelihood",
     "diagnostics",
     "load_results",
+    "log_likelihood_sd",
+    "priors",
     "resume",
     "sample",
     "sample_ensemble",
+    "simulators",
     "targets",
 ]

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _core, diagnostics
 from ._arviz import inference_data, posterior_variables
+from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
 
@@ -89,6 +90,30 @@ class PseudoMarginal:
     function: Callable
 
 
+class SimulationEstimator:
+    """Base of the likelihood estimators built on simulations
+    (:class:`kameleon.ABC`, :class:`kameleon.SyntheticLikelihood`).
+
+    An instance is a callable ``f(x, rng) -> float`` returning the log of a
+    non-negative random estimate of the likelihood at ``x``, and
+    :func:`sample` and :func:`sample_ensemble` run it exactly as a
+    :class:`PseudoMarginal` of that callable.
+    """
+
+    def __call__(self, theta, rng) -> float:
+        raise NotImplementedError
+
+
+def _noisy_function(log_density) -> Callable | None:
+    """The ``f(x, rng)`` of a :class:`PseudoMarginal` or a
+    :class:`SimulationEstimator`, else None."""
+    if isinstance(log_density, PseudoMarginal):
+        return log_density.function
+    if isinstance(log_density, SimulationEstimator):
+        return log_density
+    return None
+
+
 @dataclass(frozen=True)
 class Compiled:
     """A compiled log density ``double logp(const double *x, int64_t dim)``
@@ -113,8 +138,9 @@ def _density(log_density, gradient: Callable | None, needs_gradient: bool):
         return "builtin", log_density._inner, None
     if isinstance(log_density, Compiled):
         return "compiled", int(log_density.address), None
-    if isinstance(log_density, PseudoMarginal):
-        return "pseudo_marginal", log_density.function, None
+    noisy = _noisy_function(log_density)
+    if noisy is not None:
+        return "pseudo_marginal", noisy, None
     if callable(log_density):
         if needs_gradient and gradient is None:
             raise ValueError("HMC on a Python callable needs `grad_log_density`")
@@ -178,8 +204,9 @@ def _log_density_probe(log_density) -> Callable:
         pointer = ctypes.POINTER(ctypes.c_double)
         function = ctypes.CFUNCTYPE(ctypes.c_double, pointer, ctypes.c_int64)(int(log_density.address))
         return lambda x, rng: function(x.ctypes.data_as(pointer), x.shape[0])
-    if isinstance(log_density, PseudoMarginal):
-        return lambda x, rng: log_density.function(x, rng)
+    noisy = _noisy_function(log_density)
+    if noisy is not None:
+        return lambda x, rng: noisy(x, rng)
     return lambda x, rng: log_density(x)
 
 
@@ -220,6 +247,147 @@ def _jittered_starts(x0: np.ndarray, chains: int, seed: int, probe) -> np.ndarra
                 starts[k] = x
                 break
     return starts
+
+
+# ── priors and bounds ────────────────────────────────────────────────────
+
+
+def _as_float(function, value) -> float:
+    """``value`` as a float, else ``TypeError`` naming ``function`` (the
+    message the extension gives for a callable)."""
+    if isinstance(value, float):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        name = getattr(function, "__qualname__", repr(function))
+        raise TypeError(
+            f"log density function `{name}` returned a value of type `{type(value).__name__}`; expected a float"
+        ) from None
+
+
+class _Unconstrained:
+    """A log-likelihood and a :class:`~kameleon.priors.JointPrior` as the
+    log density of the unconstrained parameters z:
+    log L(x) + log p(x) + log |dx/dz| at x = T(z), the transform of
+    :mod:`kameleon.priors`. ``density`` is what the sampler runs: a
+    callable ``f(z)``, or a :class:`PseudoMarginal` ``f(z, rng)`` when the
+    log-likelihood is noisy. The likelihood is not evaluated where the
+    prior is 0 (or x lies outside the bounds, e.g. rounded onto one)."""
+
+    def __init__(self, log_density, joint: JointPrior) -> None:
+        if isinstance(log_density, (Target, Compiled)):
+            raise TypeError(
+                "with `prior=` or `bounds=`, `log_density` is the log-likelihood and must be a Python callable, "
+                "a PseudoMarginal or a simulation estimator (km.ABC, km.SyntheticLikelihood); kameleon.targets "
+                f"targets and Compiled functions are not supported, got {type(log_density).__name__}"
+            )
+        self.joint = joint
+        noisy = _noisy_function(log_density)
+        if noisy is not None:
+            self.likelihood = noisy
+            self.density = PseudoMarginal(self._noisy)
+        elif callable(log_density):
+            self.likelihood = log_density
+            self.density = self._exact
+        else:
+            raise TypeError(
+                "log_density must be a callable, PseudoMarginal or simulation estimator, "
+                f"got {type(log_density).__name__}"
+            )
+
+    def _prior_part(self, z: np.ndarray) -> tuple[np.ndarray, float]:
+        """x = T(z) and log p(x) + log |dx/dz| (−inf outside the bounds)."""
+        x = self.joint.constrain(z)
+        if self.joint.outside(x) is not None:
+            return x, -math.inf
+        value = self.joint.log_prior(x) + self.joint.log_jacobian(z)
+        return x, -math.inf if math.isnan(value) else value
+
+    def _exact(self, z: np.ndarray) -> float:
+        x, base = self._prior_part(z)
+        if base == -math.inf:
+            return base
+        return _as_float(self.likelihood, self.likelihood(x)) + base
+
+    def _noisy(self, z: np.ndarray, rng) -> float:
+        x, base = self._prior_part(z)
+        if base == -math.inf:
+            return base
+        return _as_float(self.likelihood, self.likelihood(x, rng)) + base
+
+    def names(self, parameter_names: Sequence[str] | None) -> Sequence[str] | None:
+        """The output's names: those of a ``prior`` dict (``parameter_names``
+        must then be None or the same), else ``parameter_names``."""
+        if self.joint.names is None:
+            return parameter_names
+        if parameter_names is not None and list(parameter_names) != self.joint.names:
+            raise ValueError(
+                f"`parameter_names` {list(parameter_names)} differ from the keys of the `prior` dict "
+                f"{self.joint.names}: pass one or the other"
+            )
+        return self.joint.names
+
+    def starts(self, x0, chains: int, seed: int) -> np.ndarray:
+        """The starting points on the unconstrained scale: ``x0`` (given
+        on the constrained scale, shape (d,) or (chains, d)) checked and
+        transformed, or for ``x0=None`` one prior draw per chain."""
+        joint = self.joint
+        if x0 is None:
+            if not joint.can_draw:
+                raise ValueError(
+                    "`x0=None` draws the starting points from the prior, which needs a `prior` of marginals; "
+                    "with a callable prior or `bounds` alone, pass `x0`"
+                )
+            return self._prior_starts(chains, seed)
+        x0 = np.asarray(x0, dtype=np.float64)
+        if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
+            raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
+        if x0.shape[-1] != joint.dim:
+            what = f"`prior` has {joint.dim} parameters" if joint.can_draw else f"`bounds` has {joint.dim} pairs"
+            raise ValueError(f"{what} but `x0` has dimension {x0.shape[-1]}")
+        for k, row in enumerate(np.atleast_2d(x0)):
+            j = joint.outside(row)
+            if j is not None:
+                chain = f" (chain {k})" if x0.ndim == 2 else ""
+                raise ValueError(
+                    f"`x0`{chain} lies outside the support of parameter {joint.name(j)!r}: "
+                    f"{float(row[j])!r} is not in ({joint.low[j]:g}, {joint.high[j]:g})"
+                )
+        return joint.unconstrain(x0)
+
+    def _prior_starts(self, chains: int, seed: int) -> np.ndarray:
+        """Chain k starts at the first of at most 20 draws from the prior
+        (generator of ``SeedSequence(seed).spawn(chains)[k]``) where the log
+        density is finite (the last draw if none is)."""
+        probe = _log_density_probe(self.density)
+        starts = np.empty((chains, self.joint.dim))
+        for k in range(chains):
+            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(k,)))
+            for _ in range(_JITTER_TRIES):
+                z = self.joint.unconstrain(self.joint.draw(rng))
+                if np.isfinite(z).all() and _probe_value(probe, z, rng) is not None:
+                    break
+            starts[k] = z
+        return starts
+
+    def constrain_result(self, result: dict) -> None:
+        """The chains' draws of ``result`` mapped back to the constrained scale."""
+        for chain in result["chains"]:
+            chain["samples"] = self.joint.constrain(chain["samples"])
+
+
+def _with_prior(log_density, prior, bounds, is_hmc: bool) -> _Unconstrained | None:
+    """The :class:`_Unconstrained` density for ``prior``/``bounds``, or None
+    when neither is given."""
+    if prior is None and bounds is None:
+        return None
+    if is_hmc:
+        raise ValueError(
+            "HMC does not support `prior=` or `bounds=` (it would need the gradient on the unconstrained "
+            "scale): use another sampler, or transform the parameters in your own log density"
+        )
+    return _Unconstrained(log_density, JointPrior(prior, bounds))
 
 
 # ── checks of a finished run ─────────────────────────────────────────────
@@ -374,7 +542,9 @@ def _evaluations(result: dict, header: dict, lengths: Sequence[int]) -> list[int
     return out
 
 
-def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None, what: str):
+def _to_arviz(
+    result: dict, header: dict, parameter_names: Sequence[str] | None, what: str, extra: dict | None = None
+):
     chains = result["chains"]
     lengths = [c["samples"].shape[0] for c in chains]
     n = min(lengths)
@@ -414,6 +584,7 @@ def _to_arviz(result: dict, header: dict, parameter_names: Sequence[str] | None,
         "evaluations": _evaluations(result, header, lengths),
         **figures,
         "warnings": problems,
+        **(extra or {}),
     }
     _warn_problems(problems, f"{what} (seed {header['seed']})", stacklevel=3)
     return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
@@ -427,7 +598,7 @@ def _cores(cores: int | None, chains: int) -> int:
 
 def sample(
     log_density,
-    x0,
+    x0=None,
     *,
     sampler: Sampler | None = None,
     draws: int = 1000,
@@ -440,12 +611,18 @@ def sample(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 60.0,
     parameter_names: Sequence[str] | None = None,
+    prior=None,
+    bounds=None,
 ):
     """Draws ``chains`` Markov chains of ``draws`` kept states after ``tune``
     adapting steps.
 
     ``log_density``: a callable ``f(x) -> float``, a :class:`PseudoMarginal`,
+    a simulation estimator (:class:`kameleon.ABC`,
+    :class:`kameleon.SyntheticLikelihood`, run as a :class:`PseudoMarginal`),
     a :class:`Compiled` function or a :mod:`kameleon.targets` target.
+    Without ``prior=`` and ``bounds=`` it is the log posterior (unnormalised);
+    with either, it is the log-likelihood (see "Priors and bounds" below).
     ``draws``, ``tune``, ``chains``, ``thin``, ``cores`` and ``seed`` take
     Python or numpy integers (not bools). Chain k uses stream k of ``seed``
     (drawn from OS entropy and recorded if None), so the result does not
@@ -488,6 +665,32 @@ def sample(
     safe) and is called under the GIL: chains take turns. Exceptions it
     raises stop every chain and are re-raised here; NaN or −inf rejects the
     proposal.
+
+    Priors and bounds. With ``prior=`` or ``bounds=``, ``log_density`` is the
+    LOG-LIKELIHOOD log L(x) (a Python callable, a :class:`PseudoMarginal`
+    or a simulation estimator; not a :class:`Compiled` function or a built-in
+    target, and not with HMC); without them it is the log posterior, as
+    above. ``prior``: a list or tuple of :mod:`kameleon.priors` marginals, one
+    per parameter; a dict name → marginal (the names then label the output,
+    as ``parameter_names`` would); or a callable log prior ``f(x) -> float``
+    with ``bounds``. ``bounds``: one (low, high) pair per parameter, None or
+    ±inf for an open end; alone, the prior is flat on the box (so
+    ``log_density`` is then both the log-likelihood and the log posterior).
+    The marginals' supports are the bounds. The chains run on the
+    unconstrained scale z of :mod:`kameleon.priors` (log for (0, ∞), scaled
+    logit for (a, b), identity for ℝ) with the log density
+    log L(x) + log p(x) + log |dx/dz| at x = T(z), so every sampler works
+    unchanged; the draws come back on the constrained scale x, but
+    ``sample_stats["lp"]`` is that log density of z, and the jittered starts
+    (for one ``x0``) are spread on the z scale. ``x0`` is given on the
+    constrained scale and must lie strictly inside the bounds; ``x0=None``
+    starts chain k from a draw of the prior (with the generator of
+    ``SeedSequence(seed).spawn(chains)[k]``: reproducible), the first of at
+    most 20 draws where the log density is finite (each attempt costs one
+    evaluation). A point that rounds onto a bound (z far out) is rejected.
+    The output's ``attrs`` record the prior as ``prior``. :func:`resume`
+    needs the same ``prior`` and ``bounds`` again: the checkpoint holds the
+    chains on the z scale and cannot check them.
     """
     sampler = KAMH() if sampler is None else sampler
     if not isinstance(sampler, Sampler):
@@ -497,6 +700,14 @@ def sample(
     chains = _integer("chains", chains, 1)
     thin = _integer("thin", thin, 1)
     seed = _seed(seed)
+    is_hmc = isinstance(sampler, HMC)
+    constrained = _with_prior(log_density, prior, bounds, is_hmc)
+    if constrained is not None:
+        parameter_names = constrained.names(parameter_names)
+        log_density = constrained.density
+        x0 = constrained.starts(x0, chains, seed)
+    elif x0 is None:
+        raise ValueError("`x0` is required unless `prior=` gives marginals to draw the starting points from")
     x0 = np.asarray(x0, dtype=np.float64)
     if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
@@ -505,7 +716,6 @@ def sample(
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
     if isinstance(log_density, Target) and log_density.dim != d:
         raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
-    is_hmc = isinstance(sampler, HMC)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if x0.ndim == 1:
         x0 = _jittered_starts(x0, chains, seed, _log_density_probe(log_density))
@@ -531,7 +741,10 @@ def sample(
         totals,
         progress,
     )
-    return _to_arviz(result, header, parameter_names, "kameleon.sample")
+    if constrained is None:
+        return _to_arviz(result, header, parameter_names, "kameleon.sample")
+    constrained.constrain_result(result)
+    return _to_arviz(result, header, parameter_names, "kameleon.sample", {"prior": constrained.joint.describe()})
 
 
 def resume(
@@ -543,15 +756,34 @@ def resume(
     cores: int | None = None,
     checkpoint_every: float = 60.0,
     parameter_names: Sequence[str] | None = None,
+    prior=None,
+    bounds=None,
 ):
     """Continues the run checkpointed at ``path`` with the same log density
     (and, for HMC on a Python callable, its ``grad_log_density``);
     the result is bit-identical to an uninterrupted run. The checkpoint is
     updated as the run goes on. The draws are checked as in :func:`sample`
-    (a :class:`SamplingWarning` and the same ``attrs``)."""
+    (a :class:`SamplingWarning` and the same ``attrs``).
+
+    A run started with ``prior=`` or ``bounds=`` must be resumed with the
+    same ``prior`` and ``bounds`` (and ``log_density`` is then the
+    log-likelihood, as in :func:`sample`): the checkpoint holds the chains on
+    the unconstrained scale and does not record the prior, so only its
+    dimension can be checked. Resumed without them, the draws would come
+    back on the unconstrained scale; with another prior, the run would
+    silently continue with that one."""
     path = os.fspath(path)
     header = _core.checkpoint_header(path)
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
+    constrained = _with_prior(log_density, prior, bounds, is_hmc)
+    if constrained is not None:
+        if constrained.joint.dim != header["dim"]:
+            raise ValueError(
+                f"the prior has {constrained.joint.dim} parameters but the checkpointed run has dimension "
+                f"{header['dim']}"
+            )
+        parameter_names = constrained.names(parameter_names)
+        log_density = constrained.density
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     chains = header["chains"]
     totals = [header["tune"] + header["draws"] * header["thin"]] * chains
@@ -562,4 +794,7 @@ def resume(
         totals,
         progress,
     )
-    return _to_arviz(result, header, parameter_names, "kameleon.resume")
+    if constrained is None:
+        return _to_arviz(result, header, parameter_names, "kameleon.resume")
+    constrained.constrain_result(result)
+    return _to_arviz(result, header, parameter_names, "kameleon.resume", {"prior": constrained.joint.describe()})

@@ -1,0 +1,518 @@
+"""Priors of independent marginals, parameter bounds and the transforms to
+the unconstrained scale that :func:`kameleon.sample` samples on.
+
+Each marginal (``Normal``, ``LogNormal``, ``Gamma``, ``Beta``, ``Uniform``,
+``HalfNormal``, ``Exponential``, ``HalfCauchy``, ``InverseGamma``,
+``StudentT``) is a validated frozen dataclass with
+
+- ``log_pdf(x)``: the normalised log density on the open support, −inf
+  outside it (a float for a number, an array for an array);
+- ``support``: the pair (low, high) of the open support, ±inf when unbounded;
+- ``draw(rng, size=None)``: draws from a ``numpy.random.Generator``;
+- ``to_unconstrained(x)``, ``from_unconstrained(z)`` and ``log_jacobian(z)``:
+  the transform of the support to ℝ below, its inverse and
+  log |dx/dz| at z.
+
+The transform depends on the support (low, high) only: the identity on ℝ;
+z = log(x − low) on (low, ∞) (x = low + eᶻ, log-Jacobian z);
+z = log(high − x) on (−∞, high) (x = high − eᶻ, log-Jacobian z); and the
+scaled logit z = log(x − low) − log(high − x) on (low, high)
+(x = low + (high − low)·σ(z) with σ the logistic function, log-Jacobian
+log(high − low) + log σ(z) + log σ(−z)). The same transforms serve
+``bounds=`` in :func:`kameleon.sample`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, fields
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Marginal",
+    "Normal",
+    "LogNormal",
+    "Gamma",
+    "Beta",
+    "Uniform",
+    "HalfNormal",
+    "Exponential",
+    "HalfCauchy",
+    "InverseGamma",
+    "StudentT",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def _number(name: str, value, positive: bool = True) -> float:
+    """``value`` as a float if it is a finite real number (and > 0 when
+    ``positive``); else ``ValueError`` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"`{name}` must be a {'positive ' if positive else ''}finite number, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+# ── transforms (elementwise; low and high broadcast against x or z) ──────
+
+
+def _log_sigmoid(z):
+    """log σ(z) = −log(1 + e^−z), without overflow."""
+    return -np.logaddexp(0.0, -z)
+
+
+def _constrain(z, low, high):
+    """x from the unconstrained z (see the module docstring)."""
+    z = np.asarray(z, dtype=np.float64)
+    has_low, has_high = np.isfinite(low), np.isfinite(high)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(z)
+        width = high - low
+        # low + w·σ(z) below 0 and high − w·σ(−z) above: σ of a negative
+        # argument keeps its relative precision (no 1 − σ cancellation)
+        interval = np.where(z < 0, low + width * np.exp(_log_sigmoid(z)), high - width * np.exp(_log_sigmoid(-z)))
+        return np.where(has_low & has_high, interval, np.where(has_low, low + e, np.where(has_high, high - e, z)))
+
+
+def _unconstrain(x, low, high):
+    """z from x in the open support (NaN outside it)."""
+    x = np.asarray(x, dtype=np.float64)
+    has_low, has_high = np.isfinite(low), np.isfinite(high)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = np.where(x > low, np.log(x - low), np.nan)
+        below = np.where(x < high, np.log(high - x), np.nan)
+        return np.where(has_low & has_high, above - below, np.where(has_low, above, np.where(has_high, below, x)))
+
+
+def _log_jacobian(z, low, high):
+    """log |dx/dz| at z, elementwise."""
+    z = np.asarray(z, dtype=np.float64)
+    has_low, has_high = np.isfinite(low), np.isfinite(high)
+    with np.errstate(invalid="ignore", over="ignore"):
+        interval = np.log(high - low) + _log_sigmoid(z) + _log_sigmoid(-z)
+        return np.where(has_low & has_high, interval, np.where(has_low | has_high, z, 0.0))
+
+
+def _scalar_or_array(value):
+    return float(value) if np.ndim(value) == 0 else value
+
+
+# ── marginals ────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """Base class of the marginals: subclasses define ``support`` (a pair),
+    ``_log_pdf(x)`` on arrays inside the support and ``draw``."""
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (-math.inf, math.inf)
+
+    def _log_pdf(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def log_pdf(self, x):
+        """The log density at ``x`` (−inf outside the open support)."""
+        x = np.asarray(x, dtype=np.float64)
+        low, high = self.support
+        inside = (x > low) & (x < high)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            value = np.where(inside, self._log_pdf(np.where(inside, x, self._inside_point())), -math.inf)
+        return _scalar_or_array(value)
+
+    def _inside_point(self) -> float:
+        """A point of the support, substituted outside it before the
+        density is computed (and then discarded)."""
+        low, high = self.support
+        if math.isfinite(low) and math.isfinite(high):
+            return 0.5 * (low + high)
+        if math.isfinite(low):
+            return low + 1.0
+        if math.isfinite(high):
+            return high - 1.0
+        return 0.0
+
+    def draw(self, rng: np.random.Generator, size=None):
+        """Independent draws (a float if ``size`` is None, else an array)."""
+        raise NotImplementedError
+
+    def to_unconstrained(self, x):
+        """z for x in the support (NaN outside it)."""
+        return _scalar_or_array(_unconstrain(x, *self.support))
+
+    def from_unconstrained(self, z):
+        """x for the unconstrained z."""
+        return _scalar_or_array(_constrain(z, *self.support))
+
+    def log_jacobian(self, z):
+        """log |dx/dz| at the unconstrained z."""
+        return _scalar_or_array(_log_jacobian(z, *self.support))
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"{type(self).__name__}({params})"
+
+
+@dataclass(frozen=True)
+class Normal(Marginal):
+    """N(mu, sigma²) on ℝ."""
+
+    mu: float = 0.0
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mu", _number("mu", self.mu, positive=False))
+        object.__setattr__(self, "sigma", _number("sigma", self.sigma))
+
+    def _log_pdf(self, x):
+        return -0.5 * ((x - self.mu) / self.sigma) ** 2 - math.log(self.sigma) - 0.5 * _LOG_2PI
+
+    def draw(self, rng, size=None):
+        return rng.normal(self.mu, self.sigma, size)
+
+
+@dataclass(frozen=True)
+class LogNormal(Marginal):
+    """log x ~ N(mu, sigma²), on (0, ∞)."""
+
+    mu: float = 0.0
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mu", _number("mu", self.mu, positive=False))
+        object.__setattr__(self, "sigma", _number("sigma", self.sigma))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        log_x = np.log(x)
+        return -0.5 * ((log_x - self.mu) / self.sigma) ** 2 - log_x - math.log(self.sigma) - 0.5 * _LOG_2PI
+
+    def draw(self, rng, size=None):
+        return rng.lognormal(self.mu, self.sigma, size)
+
+
+@dataclass(frozen=True)
+class Gamma(Marginal):
+    """Gamma with shape α and rate β (mean α/β), on (0, ∞)."""
+
+    shape: float
+    rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _number("shape", self.shape))
+        object.__setattr__(self, "rate", _number("rate", self.rate))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        a, b = self.shape, self.rate
+        return a * math.log(b) - math.lgamma(a) + (a - 1.0) * np.log(x) - b * x
+
+    def draw(self, rng, size=None):
+        return rng.gamma(self.shape, 1.0 / self.rate, size)
+
+
+@dataclass(frozen=True)
+class Beta(Marginal):
+    """Beta(a, b) on (0, 1)."""
+
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", _number("a", self.a))
+        object.__setattr__(self, "b", _number("b", self.b))
+
+    @property
+    def support(self):
+        return (0.0, 1.0)
+
+    def _log_pdf(self, x):
+        a, b = self.a, self.b
+        log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        return (a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x) - log_beta
+
+    def draw(self, rng, size=None):
+        return rng.beta(self.a, self.b, size)
+
+
+@dataclass(frozen=True)
+class Uniform(Marginal):
+    """Uniform on (low, high)."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "low", _number("low", self.low, positive=False))
+        object.__setattr__(self, "high", _number("high", self.high, positive=False))
+        if not self.low < self.high:
+            raise ValueError(f"`low` must be below `high`, got low={self.low!r}, high={self.high!r}")
+
+    @property
+    def support(self):
+        return (self.low, self.high)
+
+    def _log_pdf(self, x):
+        return np.full_like(x, -math.log(self.high - self.low))
+
+    def draw(self, rng, size=None):
+        return rng.uniform(self.low, self.high, size)
+
+
+@dataclass(frozen=True)
+class HalfNormal(Marginal):
+    """|N(0, sigma²)|, on (0, ∞)."""
+
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", _number("sigma", self.sigma))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        return _LOG_2 - 0.5 * _LOG_2PI - math.log(self.sigma) - 0.5 * (x / self.sigma) ** 2
+
+    def draw(self, rng, size=None):
+        return np.abs(rng.normal(0.0, self.sigma, size))
+
+
+@dataclass(frozen=True)
+class Exponential(Marginal):
+    """Exponential with rate λ (mean 1/λ), on (0, ∞)."""
+
+    rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _number("rate", self.rate))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        return math.log(self.rate) - self.rate * x
+
+    def draw(self, rng, size=None):
+        return rng.exponential(1.0 / self.rate, size)
+
+
+@dataclass(frozen=True)
+class HalfCauchy(Marginal):
+    """|Cauchy(0, scale)|, on (0, ∞)."""
+
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _number("scale", self.scale))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        return _LOG_2 - math.log(math.pi) - math.log(self.scale) - np.log1p((x / self.scale) ** 2)
+
+    def draw(self, rng, size=None):
+        return np.abs(self.scale * rng.standard_cauchy(size))
+
+
+@dataclass(frozen=True)
+class InverseGamma(Marginal):
+    """1/x ~ Gamma(shape, rate=scale), on (0, ∞)."""
+
+    shape: float
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _number("shape", self.shape))
+        object.__setattr__(self, "scale", _number("scale", self.scale))
+
+    @property
+    def support(self):
+        return (0.0, math.inf)
+
+    def _log_pdf(self, x):
+        a, b = self.shape, self.scale
+        return a * math.log(b) - math.lgamma(a) - (a + 1.0) * np.log(x) - b / x
+
+    def draw(self, rng, size=None):
+        return self.scale / rng.gamma(self.shape, 1.0, size)
+
+
+@dataclass(frozen=True)
+class StudentT(Marginal):
+    """Student's t with ``nu`` degrees of freedom, location ``mu`` and scale
+    ``sigma``, on ℝ (``nu=1`` is the Cauchy)."""
+
+    nu: float
+    mu: float = 0.0
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nu", _number("nu", self.nu))
+        object.__setattr__(self, "mu", _number("mu", self.mu, positive=False))
+        object.__setattr__(self, "sigma", _number("sigma", self.sigma))
+
+    def _log_pdf(self, x):
+        nu = self.nu
+        constant = math.lgamma(0.5 * (nu + 1)) - math.lgamma(0.5 * nu) - 0.5 * math.log(nu * math.pi)
+        return constant - math.log(self.sigma) - 0.5 * (nu + 1) * np.log1p(((x - self.mu) / self.sigma) ** 2 / nu)
+
+    def draw(self, rng, size=None):
+        return self.mu + self.sigma * rng.standard_t(self.nu, size)
+
+
+# ── the joint prior of sample(prior=, bounds=) ───────────────────────────
+
+
+def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
+    """The (low, high) arrays of a sequence of (low, high) pairs, None for
+    an infinite end; ``ValueError`` naming ``bounds`` otherwise."""
+    if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) == 0:
+        raise ValueError(f"`bounds` must be a non-empty list of (low, high) pairs, got {bounds!r}")
+    low, high = [], []
+    for j, pair in enumerate(bounds):
+        message = (
+            f"`bounds[{j}]` must be a pair (low, high) of numbers with low < high "
+            f"(None or ±inf for no bound), got {pair!r}"
+        )
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise ValueError(message)
+        ends = []
+        for end, infinite in zip(pair, (-math.inf, math.inf)):
+            if end is None:
+                end = infinite
+            if isinstance(end, (bool, np.bool_)) or not isinstance(end, numbers.Real) or math.isnan(end):
+                raise ValueError(message)
+            ends.append(float(end))
+        if not (ends[0] < ends[1] and ends[0] < math.inf and ends[1] > -math.inf):
+            raise ValueError(message)
+        low.append(ends[0])
+        high.append(ends[1])
+    return np.array(low), np.array(high)
+
+
+class JointPrior:
+    """The prior of :func:`kameleon.sample`'s ``prior=`` and ``bounds=``:
+    independent marginals (a list, or a dict whose keys name the
+    parameters), or a callable log prior ``f(x) -> float`` with ``bounds``,
+    or ``bounds`` alone (a flat prior on the box). ``dim``, ``names``
+    (None unless given by a dict), the arrays ``low`` and ``high``,
+    ``log_prior(x)``, ``draw(rng)`` (marginals only: ``can_draw``) and the
+    transforms of :mod:`kameleon.priors` applied parameter by parameter
+    (on arrays whose last axis is the parameter)."""
+
+    def __init__(self, prior=None, bounds=None) -> None:
+        self.names: list[str] | None = None
+        self.marginals: list[Marginal] | None = None
+        self.function: Callable | None = None
+        if isinstance(prior, Marginal):
+            prior = [prior]
+        if isinstance(prior, Mapping):
+            if not prior:
+                raise ValueError("`prior` must have one marginal per parameter, got an empty dict")
+            for name in prior:
+                if not isinstance(name, str):
+                    raise ValueError(f"the keys of a `prior` dict must be parameter names (str), got {name!r}")
+            self.names = list(prior)
+            prior = list(prior.values())
+        if isinstance(prior, (list, tuple)):
+            if not prior:
+                raise ValueError("`prior` must have one marginal per parameter, got an empty sequence")
+            for j, marginal in enumerate(prior):
+                if not isinstance(marginal, Marginal):
+                    where = repr(self.names[j]) if self.names else str(j)
+                    raise ValueError(
+                        f"`prior[{where}]` must be a kameleon.priors marginal (e.g. km.priors.Normal(0, 1)), "
+                        f"got {marginal!r}"
+                    )
+            if bounds is not None:
+                raise ValueError(
+                    "`bounds` cannot be combined with a `prior` of marginals: the marginals' supports are the bounds"
+                )
+            self.marginals = list(prior)
+            self.low = np.array([m.support[0] for m in self.marginals])
+            self.high = np.array([m.support[1] for m in self.marginals])
+        elif prior is None or callable(prior):
+            if bounds is None:
+                raise ValueError(
+                    "a callable `prior` needs `bounds=`, one (low, high) pair per parameter "
+                    "(e.g. [(None, None)] * d when no parameter is bounded)"
+                )
+            self.function = prior
+            self.low, self.high = _bounds(bounds)
+        else:
+            raise ValueError(
+                "`prior` must be a list or tuple of kameleon.priors marginals, a dict name -> marginal, "
+                f"or a callable log prior with `bounds=`, got {type(prior).__name__}"
+            )
+        self.dim = self.low.shape[0]
+
+    @property
+    def can_draw(self) -> bool:
+        return self.marginals is not None
+
+    def name(self, j: int) -> str:
+        return self.names[j] if self.names else f"x[{j}]"
+
+    def log_prior(self, x: np.ndarray) -> float:
+        """The log prior at x (inside the bounds): the sum of the marginals'
+        log densities, the callable's value, or 0 for bounds alone."""
+        if self.marginals is not None:
+            return float(sum(m.log_pdf(x[j]) for j, m in enumerate(self.marginals)))
+        if self.function is None:
+            return 0.0
+        value = self.function(x)
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            name = getattr(self.function, "__qualname__", repr(self.function))
+            raise TypeError(
+                f"log prior function `{name}` returned a value of type `{type(value).__name__}`; expected a float"
+            ) from None
+        return -math.inf if math.isnan(value) else value
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One draw of the parameters from the marginals."""
+        return np.array([m.draw(rng) for m in self.marginals], dtype=np.float64)
+
+    def outside(self, x: np.ndarray) -> int | None:
+        """The index of the first parameter of ``x`` (d,) outside its open
+        support, or None."""
+        inside = (x > self.low) & (x < self.high)
+        return None if inside.all() else int(np.argmin(inside))
+
+    def constrain(self, z):
+        return _constrain(z, self.low, self.high)
+
+    def unconstrain(self, x):
+        return _unconstrain(x, self.low, self.high)
+
+    def log_jacobian(self, z) -> float:
+        return float(np.sum(_log_jacobian(z, self.low, self.high)))
+
+    def describe(self) -> str:
+        """A one-line description for the output's attributes."""
+        if self.marginals is not None:
+            if self.names is None:
+                return ", ".join(str(m) for m in self.marginals)
+            return ", ".join(f"{n}: {m}" for n, m in zip(self.names, self.marginals))
+        box = ", ".join(f"({lo:g}, {hi:g})" for lo, hi in zip(self.low, self.high))
+        what = "flat" if self.function is None else getattr(self.function, "__qualname__", "callable")
+        return f"{what} on {box}"

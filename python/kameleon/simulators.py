@@ -1,0 +1,355 @@
+"""Likelihoods of simulator models, estimated from simulations.
+
+A *simulator* is a Python callable that draws the summary statistics of a
+data set at parameters ``theta`` (a float64 array):
+
+- ``sim(theta, rng) -> summaries`` of shape (s,), one simulation per call
+  (the default, ``batched=False``), or
+- ``sim(theta, n, rng) -> summaries`` of shape (n, s), ``n`` independent
+  simulations in one call (``batched=True``; usually much faster with numpy).
+
+``rng`` is a ``numpy.random.Generator``; the simulator must draw all its
+randomness from it, so that a seeded run is reproducible, and must not
+modify ``theta`` (the simulations of one estimate share it). With one
+summary (s = 1), a scalar (or an (n,) array when batched) is accepted too.
+
+:class:`ABC` and :class:`SyntheticLikelihood` turn a simulator and the
+observed summaries into a random estimate of the likelihood. Each is a
+callable ``f(theta, rng) -> float`` (the log of the estimate) that
+:func:`kameleon.sample` and :func:`kameleon.sample_ensemble` run as a
+:class:`kameleon.PseudoMarginal`: the estimate of the current state is kept,
+never recomputed, so the chains target the posterior whose likelihood is
+the *expectation* of the estimate (stated in each class). Without
+``prior=`` the estimator is the whole log density (a flat prior); pass a
+prior with ``prior=`` (see :mod:`kameleon.priors`). Choose
+``n_simulations`` with :func:`log_likelihood_sd`.
+
+Errors: a simulator that raises stops the run and its exception is raised
+by ``sample`` (with a note giving ``theta``); a simulator that returns
+something other than an array of the expected shape raises ``ValueError``
+naming the shape expected. Summaries that are NaN or infinite are
+rejections, not errors: see each class.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ._sample import SimulationEstimator, _integer, _noisy_function
+
+__all__ = ["ABC", "SyntheticLikelihood", "log_likelihood_sd"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _observed(value) -> np.ndarray:
+    """``value`` as a read-only float64 vector of finite summaries."""
+    try:
+        observed = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`observed` must be a vector of numbers, got {value!r}") from err
+    if observed.ndim == 0:
+        observed = observed.reshape(1)
+    if observed.ndim != 1 or observed.shape[0] == 0:
+        raise ValueError(f"`observed` must be a non-empty vector of shape (s,), got shape {observed.shape}")
+    if not np.isfinite(observed).all():
+        raise ValueError("`observed` must be finite (no NaN or infinity)")
+    observed.flags.writeable = False
+    return observed
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
+    """The simulator's output as a float64 array of ``shape``; with one
+    summary, a scalar (or an (n,) array when batched) is accepted.
+    ``ValueError`` naming the expected shape otherwise."""
+    expected = (
+        f"shape (n_simulations, s) = {shape} from a batched simulator"
+        if batched
+        else f"shape (s,) = {shape}, one value per observed summary"
+    )
+    try:
+        summaries = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"the simulator returned a {type(value).__name__} that is not an array of numbers; expected {expected}"
+        ) from err
+    if summaries.shape != shape:
+        if shape[-1] == 1 and summaries.shape == shape[:-1]:
+            return summaries.reshape(shape)
+        raise ValueError(f"the simulator returned summaries of shape {summaries.shape}; expected {expected}")
+    return summaries
+
+
+def _with_theta(err: BaseException, theta: np.ndarray) -> BaseException:
+    """``err`` with a note saying at which ``theta`` the simulator raised."""
+    err.add_note(f"raised by the simulator at theta = {np.array2string(theta, precision=6)}")
+    return err
+
+
+class _Simulations(SimulationEstimator):
+    """What the estimators share: the checks of the simulator, the observed
+    summaries, ``n_simulations`` and ``batched`` (fields of the subclasses),
+    and ``simulate``, which runs the simulations."""
+
+    simulator: Callable
+    observed: np.ndarray
+    n_simulations: int
+    batched: bool
+
+    def _check_simulations(self) -> None:
+        if not callable(self.simulator):
+            raise ValueError(f"`simulator` must be callable, got {type(self.simulator).__name__}")
+        object.__setattr__(self, "observed", _observed(self.observed))
+        object.__setattr__(self, "n_simulations", _integer("n_simulations", self.n_simulations, 1))
+        object.__setattr__(self, "batched", _flag("batched", self.batched))
+
+    def simulate(self, theta, rng: np.random.Generator) -> np.ndarray:
+        """``n_simulations`` simulated summaries at ``theta``, shape (n, s),
+        drawn with ``rng``."""
+        theta = np.asarray(theta, dtype=np.float64)
+        n, s = self.n_simulations, self.observed.shape[0]
+        if self.batched:
+            try:
+                value = self.simulator(theta, n, rng)
+            except Exception as err:
+                raise _with_theta(err, theta)
+            return _summaries(value, (n, s), True)
+        out = np.empty((n, s))
+        for i in range(n):
+            try:
+                value = self.simulator(theta, rng)
+            except Exception as err:
+                raise _with_theta(err, theta)
+            out[i] = _summaries(value, (s,), False)
+        return out
+
+    def __call__(self, theta, rng: np.random.Generator) -> float:
+        """The log of the likelihood estimate at ``theta`` from
+        ``n_simulations`` new simulations drawn with ``rng``."""
+        return self.log_likelihood(self.simulate(theta, rng))
+
+    def _checked(self, summaries) -> np.ndarray:
+        summaries = np.asarray(summaries, dtype=np.float64)
+        s = self.observed.shape[0]
+        if summaries.ndim != 2 or summaries.shape[1] != s or summaries.shape[0] == 0:
+            raise ValueError(f"`summaries` must have shape (n, {s}) with n >= 1, got {summaries.shape}")
+        return summaries
+
+    def log_likelihood(self, summaries) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class ABC(_Simulations):
+    """Approximate Bayesian computation with a Gaussian kernel: the
+    likelihood estimate
+
+        L̂(θ) = (1/n) Σᵢ N(observed; sᵢ, ε² I),   s₁, …, sₙ simulated at θ,
+
+    computed in log space (log-sum-exp), ``n = n_simulations``.
+
+    L̂ is an unbiased estimate of the ε-likelihood
+    L_ε(θ) = ∫ N(observed; s, ε² I) p(s | θ) ds, the density of the observed
+    summaries when Gaussian noise of sd ε is added to the simulated ones.
+    Pseudo-marginal MCMC with it is therefore exact for the ε-posterior
+    π_ε(θ) ∝ p(θ) L_ε(θ), whatever ``n_simulations``: n only changes how
+    well the chains mix (see :func:`log_likelihood_sd`), not the target.
+    As ε → 0, π_ε tends to the posterior given the summaries.
+
+    ``epsilon``: the kernel's sd, a positive number, or one positive number
+    per summary (shape (s,)) for the kernel N(observed; sᵢ, diag(ε²)).
+    Summaries on very different scales need per-summary ε (or scaling in
+    the simulator). ``batched``: see :mod:`kameleon.simulators`.
+
+    A simulation whose summaries contain NaN (or ±infinity) matches no
+    data: its kernel value is 0. If every simulation fails that way the
+    estimate is 0, its log −inf, and the proposal is rejected.
+    """
+
+    simulator: Callable
+    observed: Any
+    epsilon: Any
+    n_simulations: int
+    batched: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_simulations()
+        s = self.observed.shape[0]
+        try:
+            epsilon = np.array(self.epsilon, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"`epsilon` must be a positive number, got {self.epsilon!r}") from err
+        if epsilon.shape not in ((), (s,)) or not (np.isfinite(epsilon).all() and (epsilon > 0).all()):
+            raise ValueError(
+                f"`epsilon` must be a positive finite number or {s} of them (one per summary), got {self.epsilon!r}"
+            )
+        epsilon = np.broadcast_to(epsilon, (s,)).copy()
+        epsilon.flags.writeable = False
+        object.__setattr__(self, "epsilon", float(epsilon[0]) if np.ndim(self.epsilon) == 0 else epsilon)
+        object.__setattr__(self, "_scale", epsilon)
+        object.__setattr__(self, "_log_norm", 0.5 * s * _LOG_2PI + float(np.log(epsilon).sum()))
+
+    def log_likelihood(self, summaries) -> float:
+        """log L̂ from simulated summaries of shape (n, s), any n ≥ 1."""
+        summaries = self._checked(summaries)
+        with np.errstate(invalid="ignore", over="ignore"):
+            z = (summaries - self.observed) / self._scale
+            log_kernel = -0.5 * np.einsum("ij,ij->i", z, z) - self._log_norm
+        log_kernel[np.isnan(log_kernel)] = -math.inf
+        top = log_kernel.max()
+        if top == -math.inf:
+            return -math.inf
+        return float(top + math.log(np.exp(log_kernel - top).sum()) - math.log(summaries.shape[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class SyntheticLikelihood(_Simulations):
+    """Gaussian synthetic likelihood (Wood 2010): the summaries at θ are
+    taken to be Gaussian, N(μ(θ), Σ(θ)), and the density of the observed
+    summaries is estimated from the sample mean μ̂ and the sample
+    covariance Σ̂ (divisor n − 1) of ``n = n_simulations`` simulations.
+
+    ``unbiased=False`` (Wood 2010): the estimate N(observed; μ̂, Σ̂). It is
+    biased for N(observed; μ, Σ), so pseudo-marginal MCMC targets a
+    posterior that depends on n (it tends to the synthetic-likelihood
+    posterior below as n grows). Needs n ≥ s + 1 (Σ̂ invertible).
+
+    ``unbiased=True``: the unbiased estimate of the Gaussian density of
+    Ghurye & Olkin (1969), used for synthetic likelihood by Price, Drovandi,
+    Lee & Nott (2018, "Bayesian synthetic likelihood", JCGS): with
+    M = (n − 1) Σ̂, u = observed − μ̂ and k = n / (n − 1),
+
+        L̂ = k^(s/2) Γ((n−1)/2) / (π^(s/2) Γ((n−s−1)/2)) · |M|^(−1/2)
+            · (1 − k uᵀM⁻¹u)₊^((n−s−3)/2),
+
+    the conditional density of one simulation given (μ̂, M) evaluated at
+    the observed summaries, so E[L̂] = N(observed; μ(θ), Σ(θ)) exactly when
+    the summaries are Gaussian. Pseudo-marginal MCMC with it targets the
+    synthetic-likelihood posterior p(θ) N(observed; μ(θ), Σ(θ)) whatever n;
+    n only changes the mixing (see :func:`log_likelihood_sd`). The estimate
+    is 0 (log −inf, a rejection) when the observed summaries lie outside
+    the ellipsoid k uᵀM⁻¹u < 1, which happens often when n is small or the
+    data are far from the simulations. Needs n ≥ s + 3: at n = s + 2 the
+    estimate is still unbiased but its variance is infinite.
+
+    Either way, a simulation with a NaN or infinite summary makes the
+    estimate −inf (a rejection: the mean and covariance are undefined), and
+    so does a singular Σ̂ (e.g. a summary that is constant over the
+    simulations). ``batched``: see :mod:`kameleon.simulators`.
+    """
+
+    simulator: Callable
+    observed: Any
+    n_simulations: int
+    unbiased: bool = False
+    batched: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_simulations()
+        object.__setattr__(self, "unbiased", _flag("unbiased", self.unbiased))
+        s, n = self.observed.shape[0], self.n_simulations
+        if n < self._minimum(s):
+            raise ValueError(self._too_few(s, n))
+
+    def _minimum(self, s: int) -> int:
+        return s + 3 if self.unbiased else s + 1
+
+    def _too_few(self, s: int, n: int) -> str:
+        if self.unbiased:
+            why = "the unbiased estimator needs n >= s + 3 (at s + 2 its variance is infinite)"
+        else:
+            why = "the sample covariance needs n >= s + 1 to be invertible"
+        return f"`n_simulations` must be at least {self._minimum(s)} for {s} summaries ({why}), got {n}"
+
+    def log_likelihood(self, summaries) -> float:
+        """log L̂ from simulated summaries of shape (n, s); n must be at
+        least s + 1 (Wood) or s + 3 (unbiased)."""
+        summaries = self._checked(summaries)
+        n, s = summaries.shape
+        if n < self._minimum(s):
+            raise ValueError(self._too_few(s, n))
+        if not np.isfinite(summaries).all():
+            return -math.inf
+        mean = summaries.mean(axis=0)
+        centred = summaries - mean
+        scatter = centred.T @ centred  # M = (n - 1) Σ̂
+        try:
+            cholesky = np.linalg.cholesky(scatter)
+        except np.linalg.LinAlgError:
+            return -math.inf
+        diagonal = np.diag(cholesky)
+        if not (diagonal > 0).all() or not np.isfinite(diagonal).all():
+            return -math.inf
+        log_det = 2.0 * float(np.log(diagonal).sum())  # log |M|
+        r = np.linalg.solve(cholesky, self.observed - mean)
+        q = float(r @ r)  # uᵀ M⁻¹ u
+        if not self.unbiased:
+            # N(y; μ̂, M/(n−1)): |Σ̂| = |M| (n−1)^(−s), uᵀΣ̂⁻¹u = (n−1) q
+            return -0.5 * (s * _LOG_2PI + log_det - s * math.log(n - 1) + (n - 1) * q)
+        k = n / (n - 1)
+        t = 1.0 - k * q
+        if not t > 0.0:
+            return -math.inf
+        return (
+            0.5 * s * math.log(k)
+            + math.lgamma(0.5 * (n - 1))
+            - math.lgamma(0.5 * (n - s - 1))
+            - 0.5 * s * math.log(math.pi)
+            - 0.5 * log_det
+            + 0.5 * (n - s - 3) * math.log(t)
+        )
+
+
+def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> float:
+    """The standard deviation of the log-likelihood estimate at ``theta``,
+    over ``repeats`` independent estimates (sample sd, divisor
+    ``repeats − 1``; the i-th estimate uses the generator of
+    ``SeedSequence(seed).spawn(repeats)[i]``, so the result is reproducible).
+
+    ``estimator``: an :class:`ABC`, a :class:`SyntheticLikelihood`, a
+    :class:`kameleon.PseudoMarginal` or any callable ``f(theta, rng)``.
+    Returns infinity if some estimate is −inf or NaN (an estimate of 0, as
+    the unbiased synthetic likelihood or ABC with a small ε can give: more
+    simulations are needed).
+
+    Use it to choose ``n_simulations``: pseudo-marginal MCMC mixes best,
+    for a given cost, when this sd is about 1 to 1.7 at parameters typical
+    of the posterior (Doucet, Pitt, Deligiannidis & Kohn 2015, Biometrika:
+    about 1 when the exact-likelihood chain would mix well, up to about 1.7
+    when it mixes poorly). Much larger values make the chains stick for
+    long stretches at states whose estimate happened to be high; much
+    smaller ones waste simulations. The sd shrinks roughly like
+    1/√n_simulations, so from a measured sd σ at n simulations, about
+    n·(σ/1.2)² simulations give σ ≈ 1.2. Evaluate it at a central θ (near
+    the posterior mode, e.g. from a short pilot run): in the tails the sd
+    is larger.
+    """
+    function = _noisy_function(estimator)
+    if function is None:
+        if not callable(estimator):
+            raise ValueError(f"`estimator` must be callable as f(theta, rng), got {type(estimator).__name__}")
+        function = estimator
+    repeats = _integer("repeats", repeats, 2)
+    seed = _integer("seed", seed, 0)
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.ndim != 1:
+        raise ValueError(f"`theta` must be one point of shape (d,), got shape {theta.shape}")
+    values = np.array(
+        [
+            float(function(theta.copy(), np.random.default_rng(child)))
+            for child in np.random.SeedSequence(seed).spawn(repeats)
+        ]
+    )
+    if not np.isfinite(values).all():
+        return math.inf
+    return float(values.std(ddof=1))
