@@ -84,7 +84,8 @@ class PseudoMarginal:
 
     ``rng`` is a fresh ``numpy.random.Generator`` per call, seeded from the
     chain's own stream, so runs are reproducible. The estimate of the current
-    state is kept, never recomputed (exact pseudo-marginal MCMC).
+    state is kept, never recomputed (exact pseudo-marginal MCMC). With
+    ``prior=`` or ``bounds=`` in :func:`sample`, it estimates the likelihood.
     """
 
     function: Callable
@@ -671,9 +672,9 @@ def sample(
     or a simulation estimator; not a :class:`Compiled` function or a built-in
     target, and not with HMC); without them it is the log posterior, as
     above. ``prior``: a list or tuple of :mod:`kameleon.priors` marginals, one
-    per parameter; a dict name → marginal (the names then label the output,
-    as ``parameter_names`` would); or a callable log prior ``f(x) -> float``
-    with ``bounds``. ``bounds``: one (low, high) pair per parameter, None or
+    per parameter (or one marginal for one parameter); a dict name → marginal
+    (the names then label the output, as ``parameter_names`` would); or a
+    callable log prior ``f(x) -> float`` with ``bounds``. ``bounds``: one (low, high) pair per parameter, None or
     ±inf for an open end; alone, the prior is flat on the box (so
     ``log_density`` is then both the log-likelihood and the log posterior).
     The marginals' supports are the bounds. The chains run on the
