@@ -151,9 +151,9 @@ struct Pilot {
     window_end: u64,
     /// The pilot's length W.
     length: u64,
-    /// The mean and the covariance estimated at the end of the last window
-    /// (d × d, row-major), once a window has ended.
-    estimate: Option<(Vec<f64>, Vec<f64>)>,
+    /// The mean estimated at the end of the last window whose covariance
+    /// the pilot now proposes with (`covariance`), once a window has ended.
+    estimate: Option<Vec<f64>>,
     scratch: Vec<f64>,
     /// A state in the current metric's whitened coordinates.
     whitened: Vec<f64>,
@@ -247,7 +247,7 @@ impl Pilot {
             self.covariance
                 .apply_into(&self.origin, self.window.mean(), &mut mean);
             if self.covariance.factor(&self.scratch).is_ok() {
-                self.estimate = Some((mean, self.scratch.clone()));
+                self.estimate = Some(mean);
                 // ν was learned for the old shape; 2.38/√d suits the new one
                 if let Ok(nu) = Self::fresh_scale(d) {
                     self.nu = nu;
@@ -477,26 +477,22 @@ impl<P: Proposal> Whitened<P> {
         })
     }
 
-    /// Ends the pilot: (μ, Σ) from its last window, or, if no window
-    /// moved the chain, the current state and the pilot's own proposal
-    /// covariance ν²I.
+    /// Ends the pilot: (μ, Σ) from its last window (Σ's factor is the one
+    /// the pilot proposes with), or, if no window moved the chain, the
+    /// current state and the pilot's own proposal covariance ν²I.
     fn learn_map(&mut self, current: &[f64]) {
         let d = self.dim;
-        let mut factor = ProposalCovariance::identity(d);
-        let mean = match &self.pilot.estimate {
-            Some((mean, cov)) => {
-                // factored once already by the pilot
-                let _ = factor.factor(cov);
-                mean.clone()
-            }
+        let (mean, factor) = match &self.pilot.estimate {
+            Some(mean) => (mean.clone(), self.pilot.covariance.clone()),
             None => {
                 let nu2 = self.pilot.nu.scale().powi(2);
                 let mut cov = vec![0.0; d * d];
                 for i in 0..d {
                     cov[i * d + i] = nu2;
                 }
+                let mut factor = ProposalCovariance::identity(d);
                 let _ = factor.factor(&cov);
-                current.to_vec()
+                (current.to_vec(), factor)
             }
         };
         self.map = Some(AffineMap { mean, factor });
@@ -699,8 +695,8 @@ impl<P: Proposal> Proposal for Whitened<P> {
     }
 
     fn covariance_jitters(&self) -> u64 {
-        let map = self.map.as_ref().map_or(0, |m| m.factor.jitters());
-        self.pilot.covariance.jitters() + self.inner.covariance_jitters() + map
+        // the map's factor is the pilot's (or a diagonal that needs none)
+        self.pilot.covariance.jitters() + self.inner.covariance_jitters()
     }
 }
 
