@@ -34,7 +34,7 @@ pub enum ReferenceKey {
 pub const GLASS_IMPORTANCE_DRAWS: usize = 100;
 
 /// A reference sample by its command-line name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReferenceName {
     /// The Glass benchmark of `kamh-glass` and `kmc-glass`.
     Glass,

@@ -40,6 +40,7 @@
 mod aggregate;
 mod bench_report;
 mod benchmark;
+mod cli;
 mod experiment;
 mod experiments;
 mod files;
@@ -56,148 +57,59 @@ mod spec;
 mod summary;
 
 use anyhow::{Result, bail};
-use clap::{Parser, Subcommand};
 use runner::{RunOptions, Shard};
 use size::Size;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
-#[derive(Parser)]
-#[command(about = "Reproduce the experiments of the kernel adaptive MCMC papers")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
+/// A subcommand and its arguments.
 enum Command {
-    /// List every experiment with its source, sizes and whether it is implemented.
     List,
-    /// Run an experiment (or `all` implemented ones) and write its results.
     Reproduce {
-        /// The experiment's name (see `list`), or `all`.
         name: String,
-        /// How large: `full` (the papers' size, reduced only where that is a
-        /// cluster job: the Glass experiments), `paper` (the papers' size
-        /// everywhere) or `quick` (seconds, for smoke tests and CI).
-        #[arg(long, value_enum, default_value = "full")]
         size: Size,
-        /// The same as `--size quick`.
-        #[arg(long, conflicts_with = "size")]
         quick: bool,
-        /// Master seed; every chain's stream derives from it and the cell's name.
-        #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Chains per target × sampler × setting, or replicates of a study
-        /// (default: the size's).
-        #[arg(long)]
         chains: Option<usize>,
-        /// Output root; results go to DIR/NAME/ for experiment NAME.
-        #[arg(long, default_value = "results")]
         out: PathBuf,
-        /// Where reference samples (the Glass benchmark, the ABC reference)
-        /// are read from or computed into (default: the output root), e.g. one
-        /// that `xtask reference` filled before the shards started.
-        #[arg(long)]
         references: Option<PathBuf>,
-        /// Worker threads (default: all cores).
-        #[arg(long)]
         threads: Option<usize>,
-        /// Run only the i-th of N disjoint parts of the chain grid or of a
-        /// study's replicates (1-based, round robin), e.g. 3/8.
-        #[arg(long)]
         shard: Option<Shard>,
-        /// Take the shard from Slurm's environment. In a job array
-        /// (SLURM_ARRAY_TASK_ID set): shard 1 + (SLURM_ARRAY_TASK_ID −
-        /// SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of
-        /// SLURM_ARRAY_TASK_COUNT, so 0- and 1-based arrays both work.
-        /// Otherwise, in an srun step: shard SLURM_PROCID + 1 of
-        /// SLURM_NTASKS. The array variables take precedence.
-        #[arg(long, conflicts_with = "shard")]
         shard_from_env: bool,
-        /// Do not write the raw chains (.npy).
-        #[arg(long)]
         no_chains: bool,
-        /// Rerun chains whose results already exist in the output directory.
-        #[arg(long)]
         force: bool,
     },
-    /// Compute a reference sample (the Glass benchmark or the ABC
-    /// reference) into DIR/glass-benchmark/SIZE/ (or abc-benchmark), or
-    /// check the one there; `reproduce --references DIR` then reads it. Its
-    /// chains run in parallel.
     Reference {
-        /// Which: `glass` or `abc`.
-        #[arg(value_enum)]
         name: benchmark::ReferenceName,
-        /// How large (as for `reproduce`).
-        #[arg(long, value_enum, default_value = "full")]
         size: Size,
-        /// Master seed (as for `reproduce`: the reference's stream derives from it).
-        #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// The directory of reference samples.
-        #[arg(long, default_value = "results")]
         out: PathBuf,
-        /// Worker threads (default: all cores).
-        #[arg(long)]
         threads: Option<usize>,
     },
-    /// Combine the outputs of shards (directories given to --out) into one summary.
     Merge {
-        /// The experiment's name.
         name: String,
-        /// The shards' output directories (DIR or DIR/NAME).
-        #[arg(required = true)]
         dirs: Vec<PathBuf>,
-        /// Output root for the merged results.
-        #[arg(long, default_value = "results")]
         out: PathBuf,
     },
-    /// Write RESULTS.md: every experiment's claims, verdicts, figures and
-    /// run records, from the results directory.
     Gallery {
-        /// The results root (as given to `reproduce --out`).
-        #[arg(long, default_value = "results")]
         results: PathBuf,
-        /// The Markdown file to write.
-        #[arg(long, default_value = "RESULTS.md")]
         out: PathBuf,
     },
-    /// Time every hot path, frozen and adapting, against this machine's
-    /// FMA peak and numpy peers run alongside; write
-    /// DIR/bench-report.{md,json}.
     BenchReport {
-        /// Few repetitions, shorter F-KAMH history and memory chain (CI).
-        #[arg(long)]
         quick: bool,
-        /// Output directory.
-        #[arg(long, default_value = "results")]
         out: PathBuf,
-        /// Skip the numpy peers (no Python needed).
-        #[arg(long)]
         no_peers: bool,
-        /// The experiments' results, for their recorded wall times.
-        #[arg(long, default_value = "results")]
         results: PathBuf,
-        /// Internal: run the memory chain of N iterations and print VmHWM.
-        #[arg(long, hide = true)]
         memory_child: Option<u64>,
     },
-    /// Write the inputs and Rust results the numpy peers are run and
-    /// checked on (python/benchmarks/peers.py, python/tests/test_peers.py).
     PeerFixtures {
-        /// tiny, quick or full.
-        #[arg(long, default_value = "tiny")]
         size: String,
-        /// Output directory.
-        #[arg(long)]
         out: PathBuf,
     },
 }
 
 fn main() -> Result<()> {
-    match Cli::parse().command {
+    match cli::parse() {
         Command::List => list(),
         Command::Reproduce {
             name,

@@ -4,7 +4,6 @@
 
 use crate::files::write_atomic;
 use anyhow::{Context, Result, bail, ensure};
-use npyz::WriterBuilder;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -45,16 +44,45 @@ fn encode_chain(out: &mut dyn Write, samples: &[f64], dim: usize) -> Result<()> 
     encode(out, samples, &[(samples.len() / dim) as u64, dim as u64])
 }
 
-/// Writes the `.npy` encoding of row-major `values` of `shape`.
+/// Writes the `.npy` encoding of row-major `values` of `shape`: format 1.0,
+/// the header dictionary NumPy writes (`'shape': (n, d)`, `(n,)` or `()`)
+/// padded with spaces and a newline so that the data start at a multiple
+/// of 64 bytes, then the values as little-endian f64.
 fn encode(out: &mut dyn Write, values: &[f64], shape: &[u64]) -> Result<()> {
-    let mut writer = npyz::WriteOptions::<f64>::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(out)
-        .begin_nd()?;
-    writer.extend(values.iter().copied())?;
-    writer.finish()?;
+    out.write_all(&header_bytes(shape)?)?;
+    let mut buffer = Vec::with_capacity(8 * values.len().min(1 << 16));
+    for chunk in values.chunks(1 << 16) {
+        buffer.clear();
+        for v in chunk {
+            buffer.extend_from_slice(&v.to_le_bytes());
+        }
+        out.write_all(&buffer)?;
+    }
     Ok(())
+}
+
+/// The magic, version, header length and padded header dictionary of a
+/// `<f8` C-order array of `shape`.
+fn header_bytes(shape: &[u64]) -> Result<Vec<u8>> {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut dict = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    // magic (6) + version (2) + length (2) + dictionary + '\n' ≡ 0 mod 64
+    let unpadded = MAGIC.len() + 4 + dict.len() + 1;
+    dict.extend(std::iter::repeat_n(
+        ' ',
+        unpadded.next_multiple_of(64) - unpadded,
+    ));
+    dict.push('\n');
+    let length = u16::try_from(dict.len()).context("the .npy header is too long")?;
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend([1, 0]);
+    bytes.extend(length.to_le_bytes());
+    bytes.extend(dict.as_bytes());
+    Ok(bytes)
 }
 
 /// The shape of a chain file and where its data start.
@@ -338,8 +366,11 @@ mod tests {
         (bytes, samples)
     }
 
-    /// The file reads back (with npyz's reader and ours) as the same n × d
-    /// array with the little-endian f64 descriptor NumPy expects.
+    /// The header is byte for byte the one NumPy writes for an n × d `<f8`
+    /// array (spelled out here from the format's definition: magic, version
+    /// 1.0, little-endian u16 length, the dictionary padded with spaces to a
+    /// 64-byte boundary and a newline); the values follow as little-endian
+    /// f64 and read back unchanged.
     #[test]
     fn chains_round_trip_with_the_numpy_header() {
         let dir = temp_dir("round-trip");
@@ -347,16 +378,18 @@ mod tests {
         let samples: Vec<f64> = (0..15).map(|i| i as f64 * 0.5 - 3.0).collect();
         write_chain(&path, &samples, 3).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(&bytes[..6], b"\x93NUMPY");
-        let header = String::from_utf8_lossy(&bytes[..128]);
-        assert!(header.contains("'descr': '<f8'"), "{header}");
-        assert!(header.contains("'fortran_order': False"), "{header}");
-        // NumPy accepts the trailing comma npyz writes: (5, 3, ).
-        assert!(header.contains("'shape': (5, 3"), "{header}");
-        let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
-        assert_eq!(npy.shape(), &[5, 3]);
-        let back: Vec<f64> = npy.into_vec().unwrap();
-        assert_eq!(back, samples);
+        let dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (5, 3), }";
+        let mut expected = b"\x93NUMPY\x01\x00\x76\x00".to_vec();
+        expected.extend(dict.as_bytes());
+        expected.extend([b' '; 128 - 10 - 59 - 1]);
+        expected.push(b'\n');
+        assert_eq!(dict.len(), 59);
+        assert_eq!(&bytes[..128], &expected[..]);
+        for (i, v) in samples.iter().enumerate() {
+            let at = 128 + 8 * i;
+            assert_eq!(bytes[at..at + 8], v.to_le_bytes());
+        }
+        assert_eq!(bytes.len(), 128 + 15 * 8);
         assert_eq!(read_chain(&path).unwrap(), (samples.clone(), 3));
         let h = read_chain_header(&path).unwrap();
         assert_eq!(
@@ -366,6 +399,28 @@ mod tests {
         let err = format!("{:#}", write_chain(&path, &samples[..14], 3).unwrap_err());
         assert!(err.contains("chain.npy"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// One-dimensional arrays and scalars get NumPy's `(n,)` and `()`.
+    #[test]
+    fn vectors_and_scalars_get_numpy_shapes() {
+        for (shape, text) in [
+            (&[7u64][..], "(7,)"),
+            (&[][..], "()"),
+            (&[2, 3, 4][..], "(2, 3, 4)"),
+        ] {
+            let bytes = header_bytes(shape).unwrap();
+            assert_eq!(bytes.len() % 64, 0);
+            assert_eq!(*bytes.last().unwrap(), b'\n');
+            let dict = String::from_utf8(bytes[10..].to_vec()).unwrap();
+            assert!(dict.starts_with(&format!(
+                "{{'descr': '<f8', 'fortran_order': False, 'shape': {text}, }}"
+            )));
+            assert_eq!(
+                usize::from(u16::from_le_bytes([bytes[8], bytes[9]])),
+                dict.len()
+            );
+        }
     }
 
     /// A truncated file (a torn write) and a file with bytes appended are

@@ -1,7 +1,7 @@
 //! How large a run is: `--size quick|full|paper`.
 
 /// How large a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
     /// Seconds per experiment: a smoke test, too small to judge any claim.
     Quick,
@@ -13,6 +13,14 @@ pub enum Size {
 }
 
 impl Size {
+    /// Every size, smallest first.
+    pub const ALL: [Size; 3] = [Self::Quick, Self::Full, Self::Paper];
+
+    /// The size of a command-line name (see [`Size::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// Whether this is the smoke-test size.
     pub fn is_quick(self) -> bool {
         self == Self::Quick

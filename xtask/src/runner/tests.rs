@@ -184,9 +184,8 @@ fn every_implemented_experiment_runs_at_quick_size() {
                     npy = npy.join(&c.setting);
                 }
                 let npy = npy.join(format!("{k}.npy"));
-                let bytes = std::fs::read(&npy).unwrap();
-                let file = npyz::NpyFile::new(&bytes[..]).unwrap();
-                assert_eq!(file.shape()[0], c.iterations);
+                let header = crate::npy::read_chain_header(&npy).unwrap();
+                assert_eq!(header.rows as u64, c.iterations);
             }
         }
     }
@@ -618,6 +617,10 @@ mod record_fuzz {
         }
     }
 
+    /// The bytes of JSON-like text: braces, brackets, quotes, separators,
+    /// digits, lower-case letters and the characters of numbers.
+    const JSON_LIKE: &str = "{}[]\":,0123456789abcdefghijklmnopqrstuvwxyz_.eE+- ";
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -628,9 +631,11 @@ mod record_fuzz {
         }
 
         #[test]
-        fn json_like_text_never_panics(text in r#"[{}\[\]":,0-9a-z_.eE+\- ]{0,300}"#) {
+        fn json_like_text_never_panics(
+            text in proptest::collection::vec(proptest::sample::select(JSON_LIKE.as_bytes()), 0..300)
+        ) {
             let dir = tempdir("json");
-            read_both(&dir.join("job.json"), text.as_bytes());
+            read_both(&dir.join("job.json"), &text);
         }
     }
 

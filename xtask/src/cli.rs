@@ -1,0 +1,422 @@
+//! The command line: every subcommand, its arguments and their help, parsed
+//! into a [`Command`].
+
+use crate::Command;
+use crate::benchmark::ReferenceName;
+use crate::runner::Shard;
+use crate::size::Size;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Arg, ArgAction, ArgMatches, value_parser};
+use std::path::PathBuf;
+
+/// Parses the process's arguments (printing help or an error and exiting
+/// where clap does).
+pub fn parse() -> Command {
+    command_of(&definition().get_matches())
+}
+
+/// The command line's definition.
+fn definition() -> clap::Command {
+    clap::Command::new("xtask")
+        .about("Reproduce the experiments of the kernel adaptive MCMC papers")
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(
+            clap::Command::new("list").about(
+                "List every experiment with its source, sizes and whether it is implemented",
+            ),
+        )
+        .subcommand(
+            clap::Command::new("reproduce")
+                .about("Run an experiment (or `all` implemented ones) and write its results")
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name (see `list`), or `all`"),
+                )
+                .arg(size_arg().help(
+                    "How large: `full` (the papers' size, reduced only where that is a cluster \
+                     job: the Glass experiments), `paper` (the papers' size everywhere) or \
+                     `quick` (seconds, for smoke tests and CI)",
+                ))
+                .arg(
+                    flag("quick")
+                        .conflicts_with("size")
+                        .help("The same as `--size quick`"),
+                )
+                .arg(
+                    seed_arg().help(
+                        "Master seed; every chain's stream derives from it and the cell's name",
+                    ),
+                )
+                .arg(
+                    Arg::new("chains")
+                        .long("chains")
+                        .value_name("K")
+                        .value_parser(value_parser!(usize))
+                        .help(
+                            "Chains per target × sampler × setting, or replicates of a study \
+                             (default: the size's)",
+                        ),
+                )
+                .arg(
+                    path_arg("out", "results")
+                        .help("Output root; results go to DIR/NAME/ for experiment NAME"),
+                )
+                .arg(
+                    Arg::new("references")
+                        .long("references")
+                        .value_name("DIR")
+                        .value_parser(value_parser!(PathBuf))
+                        .help(
+                            "Where reference samples (the Glass benchmark, the ABC reference) \
+                             are read from or computed into (default: the output root), e.g. \
+                             one that `xtask reference` filled before the shards started",
+                        ),
+                )
+                .arg(threads_arg())
+                .arg(
+                    Arg::new("shard")
+                        .long("shard")
+                        .value_name("i/N")
+                        .value_parser(|s: &str| s.parse::<Shard>())
+                        .help(
+                            "Run only the i-th of N disjoint parts of the chain grid or of a \
+                             study's replicates (1-based, round robin), e.g. 3/8",
+                        ),
+                )
+                .arg(flag("shard-from-env").conflicts_with("shard").help(
+                    "Take the shard from Slurm's environment. In a job array \
+                     (SLURM_ARRAY_TASK_ID set): shard 1 + (SLURM_ARRAY_TASK_ID − \
+                     SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of SLURM_ARRAY_TASK_COUNT, \
+                     so 0- and 1-based arrays both work. Otherwise, in an srun step: shard \
+                     SLURM_PROCID + 1 of SLURM_NTASKS. The array variables take precedence",
+                ))
+                .arg(flag("no-chains").help("Do not write the raw chains (.npy)"))
+                .arg(
+                    flag("force")
+                        .help("Rerun chains whose results already exist in the output directory"),
+                ),
+        )
+        .subcommand(
+            clap::Command::new("reference")
+                .about(
+                    "Compute a reference sample (the Glass benchmark or the ABC reference) into \
+                     DIR/glass-benchmark/SIZE/ (or abc-benchmark), or check the one there; \
+                     `reproduce --references DIR` then reads it. Its chains run in parallel",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .value_parser(PossibleValuesParser::new(["glass", "abc"]).map(|s| {
+                            if s == "glass" {
+                                ReferenceName::Glass
+                            } else {
+                                ReferenceName::Abc
+                            }
+                        }))
+                        .help("Which: `glass` or `abc`"),
+                )
+                .arg(size_arg().help("How large (as for `reproduce`)"))
+                .arg(seed_arg().help(
+                    "Master seed (as for `reproduce`: the reference's stream derives from it)",
+                ))
+                .arg(path_arg("out", "results").help("The directory of reference samples"))
+                .arg(threads_arg()),
+        )
+        .subcommand(
+            clap::Command::new("merge")
+                .about(
+                    "Combine the outputs of shards (directories given to --out) into one summary",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name"),
+                )
+                .arg(
+                    Arg::new("dirs")
+                        .required(true)
+                        .num_args(1..)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("The shards' output directories (DIR or DIR/NAME)"),
+                )
+                .arg(path_arg("out", "results").help("Output root for the merged results")),
+        )
+        .subcommand(
+            clap::Command::new("gallery")
+                .about(
+                    "Write RESULTS.md: every experiment's claims, verdicts, figures and run \
+                     records, from the results directory",
+                )
+                .arg(
+                    path_arg("results", "results")
+                        .help("The results root (as given to `reproduce --out`)"),
+                )
+                .arg(path_arg("out", "RESULTS.md").help("The Markdown file to write")),
+        )
+        .subcommand(
+            clap::Command::new("bench-report")
+                .about(
+                    "Time every hot path, frozen and adapting, against this machine's FMA peak \
+                     and numpy peers run alongside; write DIR/bench-report.{md,json}",
+                )
+                .arg(
+                    flag("quick")
+                        .help("Few repetitions, shorter F-KAMH history and memory chain (CI)"),
+                )
+                .arg(path_arg("out", "results").help("Output directory"))
+                .arg(flag("no-peers").help("Skip the numpy peers (no Python needed)"))
+                .arg(
+                    path_arg("results", "results")
+                        .help("The experiments' results, for their recorded wall times"),
+                )
+                .arg(
+                    Arg::new("memory-child")
+                        .long("memory-child")
+                        .value_name("N")
+                        .hide(true)
+                        .value_parser(value_parser!(u64))
+                        .help("Internal: run the memory chain of N iterations and print VmHWM"),
+                ),
+        )
+        .subcommand(
+            clap::Command::new("peer-fixtures")
+                .about(
+                    "Write the inputs and Rust results the numpy peers are run and checked on \
+                     (python/benchmarks/peers.py, python/tests/test_peers.py)",
+                )
+                .arg(
+                    Arg::new("size")
+                        .long("size")
+                        .default_value("tiny")
+                        .help("tiny, quick or full"),
+                )
+                .arg(
+                    Arg::new("out")
+                        .long("out")
+                        .value_name("DIR")
+                        .required(true)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("Output directory"),
+                ),
+        )
+}
+
+/// A `--name` switch.
+fn flag(name: &'static str) -> Arg {
+    Arg::new(name).long(name).action(ArgAction::SetTrue)
+}
+
+/// A `--name DIR` path with a default.
+fn path_arg(name: &'static str, default: &'static str) -> Arg {
+    Arg::new(name)
+        .long(name)
+        .value_name(if default.ends_with(".md") {
+            "FILE"
+        } else {
+            "DIR"
+        })
+        .default_value(default)
+        .value_parser(value_parser!(PathBuf))
+}
+
+/// `--size quick|full|paper`, default `full`.
+fn size_arg() -> Arg {
+    Arg::new("size")
+        .long("size")
+        .value_name("SIZE")
+        .default_value(Size::Full.name())
+        .value_parser(
+            PossibleValuesParser::new(Size::ALL.map(Size::name))
+                .map(|name| Size::from_name(&name).expect("a possible value")),
+        )
+}
+
+/// `--seed S`, default 1.
+fn seed_arg() -> Arg {
+    Arg::new("seed")
+        .long("seed")
+        .value_name("S")
+        .default_value("1")
+        .value_parser(value_parser!(u64))
+}
+
+/// `--threads T`.
+fn threads_arg() -> Arg {
+    Arg::new("threads")
+        .long("threads")
+        .value_name("T")
+        .value_parser(value_parser!(usize))
+        .help("Worker threads (default: all cores)")
+}
+
+/// The parsed subcommand.
+fn command_of(matches: &ArgMatches) -> Command {
+    let (name, m) = matches.subcommand().expect("a subcommand is required");
+    let one = |id: &str| m.get_one::<PathBuf>(id).cloned();
+    let path = |id: &str| one(id).expect("the argument has a default");
+    let text = |id: &str| {
+        m.get_one::<String>(id)
+            .cloned()
+            .expect("a required argument")
+    };
+    let on = |id: &str| m.get_flag(id);
+    let size = || *m.get_one::<Size>("size").expect("the size has a default");
+    let seed = || *m.get_one::<u64>("seed").expect("the seed has a default");
+    let threads = || m.get_one::<usize>("threads").copied();
+    match name {
+        "list" => Command::List,
+        "reproduce" => Command::Reproduce {
+            name: text("name"),
+            size: size(),
+            quick: on("quick"),
+            seed: seed(),
+            chains: m.get_one::<usize>("chains").copied(),
+            out: path("out"),
+            references: one("references"),
+            threads: threads(),
+            shard: m.get_one::<Shard>("shard").copied(),
+            shard_from_env: on("shard-from-env"),
+            no_chains: on("no-chains"),
+            force: on("force"),
+        },
+        "reference" => Command::Reference {
+            name: *m
+                .get_one::<ReferenceName>("name")
+                .expect("a required argument"),
+            size: size(),
+            seed: seed(),
+            out: path("out"),
+            threads: threads(),
+        },
+        "merge" => Command::Merge {
+            name: text("name"),
+            dirs: m
+                .get_many::<PathBuf>("dirs")
+                .expect("a required argument")
+                .cloned()
+                .collect(),
+            out: path("out"),
+        },
+        "gallery" => Command::Gallery {
+            results: path("results"),
+            out: path("out"),
+        },
+        "bench-report" => Command::BenchReport {
+            quick: on("quick"),
+            out: path("out"),
+            no_peers: on("no-peers"),
+            results: path("results"),
+            memory_child: m.get_one::<u64>("memory-child").copied(),
+        },
+        "peer-fixtures" => Command::PeerFixtures {
+            size: text("size"),
+            out: path("out"),
+        },
+        other => unreachable!("subcommand `{other}` is defined above"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Result<Command, clap::Error> {
+        definition()
+            .try_get_matches_from(std::iter::once("xtask").chain(args.iter().copied()))
+            .map(|m| command_of(&m))
+    }
+
+    /// clap's own consistency checks of the definition (conflicting ids,
+    /// defaults outside the possible values, …).
+    #[test]
+    fn the_definition_is_consistent() {
+        definition().debug_assert();
+    }
+
+    #[test]
+    fn reproduce_takes_every_option_and_its_defaults() {
+        let Ok(Command::Reproduce {
+            name,
+            size,
+            quick,
+            seed,
+            chains,
+            out,
+            shard,
+            no_chains,
+            ..
+        }) = parse_args(&["reproduce", "kamh-banana"])
+        else {
+            panic!("not parsed as reproduce");
+        };
+        assert_eq!(
+            (name.as_str(), size, quick, seed, chains, shard, no_chains),
+            ("kamh-banana", Size::Full, false, 1, None, None, false)
+        );
+        assert_eq!(out, PathBuf::from("results"));
+        let Ok(Command::Reproduce {
+            size,
+            seed,
+            chains,
+            shard,
+            no_chains,
+            threads,
+            out,
+            ..
+        }) = parse_args(&[
+            "reproduce",
+            "all",
+            "--size",
+            "paper",
+            "--seed",
+            "9",
+            "--chains",
+            "3",
+            "--shard",
+            "2/5",
+            "--no-chains",
+            "--threads",
+            "2",
+            "--out",
+            "x",
+        ])
+        else {
+            panic!("not parsed as reproduce");
+        };
+        assert_eq!(
+            (size, seed, chains, no_chains, threads),
+            (Size::Paper, 9, Some(3), true, Some(2))
+        );
+        let shard = shard.unwrap();
+        assert_eq!((shard.index, shard.count), (2, 5));
+        assert_eq!(out, PathBuf::from("x"));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        for args in [
+            &["reproduce", "x", "--size", "huge"][..],
+            &["reproduce", "x", "--quick", "--size", "full"],
+            &["reproduce", "x", "--shard", "3/2"],
+            &["reproduce", "x", "--shard", "1/2", "--shard-from-env"],
+            &["reference", "nothing"],
+            &["merge", "x"],
+            &["frobnicate"],
+        ] {
+            assert!(parse_args(args).is_err(), "{args:?} was accepted");
+        }
+        assert!(matches!(
+            parse_args(&["reference", "abc", "--size", "quick"]),
+            Ok(Command::Reference {
+                name: ReferenceName::Abc,
+                size: Size::Quick,
+                ..
+            })
+        ));
+    }
+}
