@@ -7,6 +7,7 @@
 from . import diagnostics, priors, simulators, targets
 from ._ensemble import sample_ensemble
 from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
+from .pymc import PyMCPosterior, from_pymc
 from .results import load_results
 from .samplers import (
     AM,
@@ -44,11 +45,13 @@ __all__ = [
     "Matern",
     "PCAKameleon",
     "PseudoMarginal",
+    "PyMCPosterior",
     "RandomWalk",
     "RationalQuadratic",
     "SamplingWarning",
     "SyntheticLikelihood",
     "diagnostics",
+    "from_pymc",
     "load_results",
     "log_likelihood_sd",
     "priors",
