@@ -6,6 +6,7 @@
 
 from . import diagnostics, priors, simulators, targets
 from ._ensemble import sample_ensemble
+from .habc import HABC
 from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
 from .pymc import PyMCPosterior, from_pymc
 from .results import load_results
@@ -34,6 +35,7 @@ __all__ = [
     "AMPCA",
     "CKAM",
     "FKAMH",
+    "HABC",
     "HMC",
     "KAMH",
     "Compiled",

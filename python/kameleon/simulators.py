@@ -41,7 +41,7 @@ import numpy as np
 
 from ._sample import SimulationEstimator, _integer, _noisy_function
 
-__all__ = ["ABC", "SyntheticLikelihood", "log_likelihood_sd"]
+__all__ = ["ABC", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -353,3 +353,19 @@ def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> flo
     if not np.isfinite(values).all():
         return math.inf
     return float(values.std(ddof=1))
+
+
+def kmc_skew_normal_setup() -> dict:
+    """The set-up of the KMC paper's ABC skew-normal posterior, the built-in
+    target :class:`kameleon.targets.AbcSkewNormal`: ``alpha``, the shape of
+    the skew-normal SN(θ, I, α) (d = 10); ``n_samples``, the draws whose
+    mean is one simulated summary; ``observed``, the observed summary (one
+    simulation at θ = 10·1, drawn in Rust); ``epsilon``, the width of the
+    Gaussian ABC kernel; ``n_pseudo``, the simulations per likelihood
+    estimate; and ``prior_variance``, of the prior N(0, prior_variance·I).
+    With these, :class:`ABC` on a simulator of the same summaries targets
+    the same ε-posterior (its kernel's normalising constant does not depend
+    on θ)."""
+    from . import _core
+
+    return dict(_core.abc_skew_normal_setup())
