@@ -77,6 +77,9 @@ def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
         if batched
         else f"shape (s,) = {shape}, one value per observed summary"
     )
+    if value is None:
+        # numpy would make None a NaN summary: a rejection at every θ
+        raise ValueError(f"the simulator returned None (a missing `return`?); expected {expected}")
     try:
         summaries = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
