@@ -107,7 +107,9 @@ class HABC:
         except (TypeError, ValueError):
             low = high = math.nan
         if not (0 < low <= high < math.inf):
-            raise ValueError(f"`step_size` must be a pair (low, high) with 0 < low <= high < inf, got {self.step_size!r}")
+            raise ValueError(
+                f"`step_size` must be a pair (low, high) with 0 < low <= high < inf, got {self.step_size!r}"
+            )
         object.__setattr__(self, "step_size", (low, high))
 
     def _simulate_one(self, theta: np.ndarray, seed: int) -> np.ndarray:
@@ -184,7 +186,8 @@ class HABC:
             "accepted_total": [int(c["accepted_total"]) for c in runs],
             "rejected_non_finite": [int(c["rejected_non_finite"]) for c in runs],
         }
-        return inference_data({"posterior": posterior_variables(samples, parameter_names), "sample_stats": stats}, attrs)
+        posterior = posterior_variables(samples, parameter_names)
+        return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
 
     def _settings(self) -> dict:
         return {

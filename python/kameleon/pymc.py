@@ -99,8 +99,8 @@ def _cfunc(jitted) -> Compiled:
 
     @numba.cfunc(signature)
     def log_density(z, dim):
-        # a copy: the graph may have been rewritten to work in place on
-        # buffers it owns, and z belongs to the caller
+        # carray's view is writable; the copy keeps the caller's buffer,
+        # read-only by the Compiled contract, out of the graph's reach
         return jitted(numba.carray(z, (dim,)).copy())[0][()]
 
     return log_density
@@ -137,12 +137,7 @@ class PyMCPosterior:
         self.model = model
         value_vars = list(model.value_vars)
         point = model.initial_point()
-        self._shapes = [np.shape(point[v.name]) for v in value_vars]
-        self.unconstrained_names = [
-            name
-            for v, shape in zip(value_vars, self._shapes)
-            for name in _labels(v.name, shape)
-        ]
+        self.unconstrained_names = [name for v in value_vars for name in _labels(v.name, np.shape(point[v.name]))]
         self.dim = len(self.unconstrained_names)
         self.x0 = np.concatenate([np.ravel(point[v.name]) for v in value_vars]).astype(np.float64)
 
