@@ -15,7 +15,11 @@ pm = pytest.importorskip("pymc")
 pt = pytest.importorskip("pytensor.tensor")
 from pytensor.graph import Apply, Op  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning"),
+    # PyTensor's C backend (PyMC's own compile_logp, initial_point) without BLAS
+    pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS"),
+]
 
 DATA = np.array([0.3, 1.2, -0.4, 2.1, 0.9, 1.5, 0.1, 1.1])
 # Normal–gamma prior: τ ~ Gamma(A0, B0) (rate), μ | τ ~ N(M0, 1/(K0 τ))
@@ -198,3 +202,18 @@ def test_draws_of_sample_with_other_names_are_refused(conjugate):
         post.to_inference_data(data)
     unnamed = km.sample(post.log_density, post.x0, draws=10, tune=0, chains=1, seed=2, progress=False)
     assert post.to_inference_data(unnamed).posterior["p"].shape == (1, 10, 2)
+
+
+def test_data_containers_are_fixed_at_their_current_values():
+    # pm.Data is a shared variable: it is compiled in as a constant, so the
+    # log density is still a GIL-free function of z alone
+    x = np.linspace(-1.0, 1.0, 5)
+    with pm.Model() as model:
+        data = pm.Data("data", x)
+        slope = pm.Normal("slope", 0.0, 1.0)
+        pm.Normal("y", slope * data, 1.0, observed=2.0 * x)
+    post = km.from_pymc(model)
+    assert post.compiled
+    reference = model.compile_logp(jacobian=True)
+    for z in (-0.5, 0.7):
+        assert post.log_density_at([z]) == pytest.approx(float(reference({"slope": z})), rel=1e-12)
