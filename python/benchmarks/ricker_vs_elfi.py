@@ -21,7 +21,10 @@ simulations), the 100-draw pilot that picks the start included:
   evaluates the logit Jacobian at the parameter value instead of at its
   logit (``BSL._get_mh_ratio`` passes ``params`` to
   ``_jacobian_logit_transform``, which reads them as logits), which
-  changes the target. ELFI's likelihood (SciPy's ``multivariate_normal``)
+  changes the target: with θ ~ U(0, 1) and a simulator that ignores θ, the
+  posterior is the prior (mean 0.5, sd 0.29), and ELFI 0.8.8's chain of
+  6000 steps averaged 0.03 (sd 0.14) with the option, 0.49 (sd 0.29)
+  without it. ELFI's likelihood (SciPy's ``multivariate_normal``)
   rejects the sample covariance of these summaries as singular (their
   scales differ by 10⁴), so ELFI's summaries are divided by fixed scales
   (their sds over 1000 simulations at the reference pilot's start): a
