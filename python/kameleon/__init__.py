@@ -6,7 +6,9 @@
 
 from . import diagnostics, priors, simulators, targets
 from ._ensemble import sample_ensemble
+from .habc import HABC
 from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
+from .pymc import PyMCPosterior, from_pymc
 from .results import load_results
 from .samplers import (
     AM,
@@ -33,6 +35,7 @@ __all__ = [
     "AMPCA",
     "CKAM",
     "FKAMH",
+    "HABC",
     "HMC",
     "KAMH",
     "Compiled",
@@ -44,11 +47,13 @@ __all__ = [
     "Matern",
     "PCAKameleon",
     "PseudoMarginal",
+    "PyMCPosterior",
     "RandomWalk",
     "RationalQuadratic",
     "SamplingWarning",
     "SyntheticLikelihood",
     "diagnostics",
+    "from_pymc",
     "load_results",
     "log_likelihood_sd",
     "priors",

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _core
 from ._arviz import inference_data, posterior_variables
+from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
     _ACCEPTANCE_LOW,
@@ -36,7 +37,7 @@ def _default_walkers(dim: int) -> int:
 
 def sample_ensemble(
     log_density,
-    x0,
+    x0=None,
     *,
     walkers: int | None = None,
     draws: int = 1000,
@@ -45,6 +46,8 @@ def sample_ensemble(
     seed: int | None = None,
     progress: bool = True,
     parameter_names: Sequence[str] | None = None,
+    prior=None,
+    bounds=None,
 ):
     """Runs the affine-invariant ensemble sampler with the stretch move
     (Goodman & Weare 2010, the algorithm of emcee) for ``tune`` discarded
@@ -82,9 +85,17 @@ def sample_ensemble(
     Exceptions raised by a Python log density stop the run and are re-raised
     here; NaN or −inf rejects the proposal. Ctrl-C returns the sweeps so far
     with a warning.
+
+    ``prior=`` and ``bounds=`` work as in :func:`kameleon.sample` (the
+    walkers move on the unconstrained scale; ``x0`` is constrained, and
+    ``x0=None`` starts each walker at a draw of the prior).
     """
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
+    seed = _seed(seed)
+    log_density, x0, parameter_names, constrained = with_prior(
+        log_density, x0, walkers, seed, prior, bounds, parameter_names, _default_walkers
+    )
     x0 = np.asarray(x0, dtype=np.float64)
     if x0.ndim not in (1, 2):
         raise ValueError(f"`x0` must have shape (d,) or (walkers, d), got {x0.shape}")
@@ -100,7 +111,6 @@ def sample_ensemble(
     d = x0.shape[1]
     if isinstance(log_density, Compiled) and log_density.dim != d:
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    seed = _seed(seed)
     kind, function, _ = _density(log_density, None, False)
     result = _run(
         lambda bars: _core.sample_ensemble(
@@ -110,6 +120,8 @@ def sample_ensemble(
         progress,
         labels=["sweeps"],
     )
+    if constrained is not None:
+        result["samples"] = constrained.joint.constrain(result["samples"])
     return _to_arviz(result, seed, float(a), walkers, draws, tune, parameter_names)
 
 

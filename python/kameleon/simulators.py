@@ -41,7 +41,7 @@ import numpy as np
 
 from ._sample import SimulationEstimator, _integer, _noisy_function
 
-__all__ = ["ABC", "SyntheticLikelihood", "log_likelihood_sd"]
+__all__ = ["ABC", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -77,6 +77,9 @@ def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
         if batched
         else f"shape (s,) = {shape}, one value per observed summary"
     )
+    if value is None:
+        # numpy would make None a NaN summary: a rejection at every θ
+        raise ValueError(f"the simulator returned None (a missing `return`?); expected {expected}")
     try:
         summaries = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
@@ -353,3 +356,19 @@ def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> flo
     if not np.isfinite(values).all():
         return math.inf
     return float(values.std(ddof=1))
+
+
+def kmc_skew_normal_setup() -> dict:
+    """The set-up of the KMC paper's ABC skew-normal posterior, the built-in
+    target :class:`kameleon.targets.AbcSkewNormal`: ``alpha``, the shape of
+    the skew-normal SN(θ, I, α) (d = 10); ``n_samples``, the draws whose
+    mean is one simulated summary; ``observed``, the observed summary (one
+    simulation at θ = 10·1, drawn in Rust); ``epsilon``, the width of the
+    Gaussian ABC kernel; ``n_pseudo``, the simulations per likelihood
+    estimate; and ``prior_variance``, of the prior N(0, prior_variance·I).
+    With these, :class:`ABC` on a simulator of the same summaries targets
+    the same ε-posterior (its kernel's normalising constant does not depend
+    on θ)."""
+    from . import _core
+
+    return dict(_core.abc_skew_normal_setup())

@@ -64,3 +64,19 @@ def test_lotka_volterra_small():
 def test_examples_refuse_an_unknown_size():
     with pytest.raises(ValueError, match="`size`"):
         load("ricker_synthetic_likelihood").main("medium")
+
+
+def test_pymc_blackbox_small():
+    pytest.importorskip("pymc")
+    pytest.importorskip("scipy")
+    example = load("pymc_blackbox")
+    result = example.main("small")
+    # the black-box Op has no numba implementation: the Python route
+    assert not result["compiled"]
+    for name, (mean, sd) in example.REFERENCE.items():
+        p = result["posterior"][name]
+        # the small run has a bulk ESS of about 45, so its means carry a
+        # Monte Carlo error of about 0.15 posterior sd; 2 sd of the
+        # full-size reference (quadrature) leaves room for an ESS estimate
+        # several times too optimistic in so short a run
+        assert abs(p["mean"] - mean) < 2 * sd, (name, p)

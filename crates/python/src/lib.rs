@@ -5,7 +5,8 @@
 //! `resume` run chains on a thread pool while the calling thread polls
 //! progress counters and signals; `sample_ensemble` runs the affine-invariant
 //! ensemble sampler; [`BuiltinTarget`] exposes the Rust
-//! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate.
+//! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate;
+//! `habc_sample` runs the HABC baseline on a simulator.
 
 mod builtin;
 mod density;
@@ -13,6 +14,7 @@ mod diagnostics;
 mod driver;
 mod ensemble;
 mod settings;
+mod simulators;
 
 pub use builtin::BuiltinTarget;
 pub use density::{CompiledFn, Density, Source};
@@ -235,5 +237,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_class::<BuiltinTarget>()?;
     diagnostics::register(m)?;
+    simulators::register(m)?;
     Ok(())
 }

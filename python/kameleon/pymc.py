@@ -1,0 +1,284 @@
+"""PyMC models as kameleon log densities.
+
+:func:`from_pymc` turns a PyMC model into the log density of its free
+variables on PyMC's unconstrained space: each variable's value transform
+(log for a positive variable, logit for an interval, the simplex transform,
+…) with its log-Jacobian, as ``pm.sample`` samples it. The variables'
+unconstrained values are raveled and concatenated, in the order of
+``model.value_vars``, into one vector z of dimension ``dim``.
+
+The log density ``model.logp(jacobian=True)`` of z is compiled with
+PyTensor's numba backend. When every operation in it has a numba
+implementation, the result is a :class:`kameleon.Compiled` C function,
+called from the Rust chains without the GIL (chains run in parallel). An
+operation without one — typically a black-box likelihood, a
+``pytensor.graph.Op`` whose ``perform`` calls Python code and which has no
+gradient — makes PyTensor run it in Python (numba's object mode); the log
+density is then a Python callable, called under the GIL (chains take
+turns), and exceptions it raises stop the run. ``backend="python"`` asks
+for the Python callable in any case.
+
+:meth:`PyMCPosterior.sample` runs :func:`kameleon.sample` on z and returns
+the draws as ``pm.sample`` does: an ``arviz.InferenceData`` whose
+``posterior`` holds every free variable on its own (constrained) scale and
+every deterministic, with the model's names, shapes, dims and coords, and an
+``observed_data`` group. ``sample_stats`` are kameleon's (``lp`` is the log
+density of z, Jacobian included).
+
+Discrete free variables are not supported (the samplers move in ℝᵈ).
+Needs ``pymc`` (which brings PyTensor, numba and ArviZ < 1).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import warnings
+from typing import Callable
+
+import numpy as np
+
+from ._sample import Compiled, sample
+
+__all__ = ["PyMCPosterior", "from_pymc"]
+
+# The start of the warning PyTensor's numba backend gives for an operation
+# it can only run in Python (object mode).
+_OBJECT_MODE = "Numba will use object mode"
+
+
+def _import_pymc():
+    try:
+        import pymc
+        import pytensor
+    except ImportError as err:
+        raise ImportError("kameleon.from_pymc needs PyMC: pip install pymc") from err
+    return pymc, pytensor
+
+
+def _without_shared(outputs):
+    """``outputs`` with every shared variable (``pm.Data``, …) replaced by a
+    constant of its current value, so that the flat vector z is the only
+    input of the compiled function."""
+    import pytensor
+    import pytensor.tensor as pt
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.traversal import graph_inputs
+
+    shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
+    if not shared:
+        return outputs
+    replace = {s: s.type.filter_variable(pt.constant(s.get_value(borrow=False))) for s in shared}
+    return pytensor.clone_replace(outputs, replace=replace)
+
+
+def _compile(pytensor, flat, outputs):
+    """``pytensor.function([flat], outputs)`` on the numba backend and
+    whether every operation runs in numba's nopython mode (PyTensor's
+    object-mode warnings are what tells; they are not passed on, other
+    warnings are)."""
+    with warnings.catch_warnings(record=True) as caught:
+        # "always": a warning already shown for the same operation must
+        # still be seen here
+        warnings.filterwarnings("always", message=_OBJECT_MODE)
+        function = pytensor.function([flat], outputs, mode="NUMBA", on_unused_input="ignore")
+    nopython = True
+    for w in caught:
+        if str(w.message).startswith(_OBJECT_MODE):
+            nopython = False
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return function, nopython
+
+
+def _cfunc(jitted) -> Compiled:
+    """The :class:`Compiled` ``double f(const double *z, int64_t dim)`` of
+    the numba function ``jitted(z) -> (logp,)``."""
+    import numba
+
+    signature = numba.float64(numba.types.CPointer(numba.float64), numba.int64)
+
+    @numba.cfunc(signature)
+    def log_density(z, dim):
+        # carray's view is writable; the copy keeps the caller's buffer,
+        # read-only by the Compiled contract, out of the graph's reach
+        return jitted(numba.carray(z, (dim,)).copy())[0][()]
+
+    return log_density
+
+
+class PyMCPosterior:
+    """The posterior of a PyMC model on its unconstrained space (see
+    :mod:`kameleon.pymc`); made by :func:`from_pymc`.
+
+    Attributes: ``model``; ``dim``; ``log_density`` (a :class:`Compiled`
+    function or a Python callable ``f(z) -> float``, for
+    :func:`kameleon.sample`); ``compiled`` (whether it is the former);
+    ``unconstrained_names``, one label per coordinate of z (``"mu"``,
+    ``"sigma_log__"``, ``"w_simplex__[1]"``, …); ``x0``, PyMC's initial point
+    as z; ``variables``, the names of the posterior's variables (the free
+    variables, then the deterministics).
+    """
+
+    def __init__(self, model, backend: str) -> None:
+        pymc, pytensor = _import_pymc()
+        from pymc.pytensorf import join_nonshared_inputs
+
+        if not isinstance(model, pymc.Model):
+            raise TypeError(f"`model` must be a pymc.Model, got {type(model).__name__}")
+        if backend not in ("auto", "python"):
+            raise ValueError(f"`backend` must be 'auto' or 'python', got {backend!r}")
+        if not model.free_RVs:
+            raise ValueError("the model has no free random variables to sample")
+        discrete = [rv.name for rv in model.free_RVs if rv.dtype.startswith(("int", "uint", "bool"))]
+        if discrete:
+            raise ValueError(
+                f"kameleon samples continuous parameters only; the model has discrete free variables {discrete}"
+            )
+        self.model = model
+        value_vars = list(model.value_vars)
+        point = model.initial_point()
+        self.unconstrained_names = [name for v in value_vars for name in _labels(v.name, np.shape(point[v.name]))]
+        self.dim = len(self.unconstrained_names)
+        self.x0 = np.concatenate([np.ravel(point[v.name]) for v in value_vars]).astype(np.float64)
+
+        [logp], flat = join_nonshared_inputs(point, [model.logp(jacobian=True)], value_vars)
+        [logp] = _without_shared([logp])
+        self._logp, nopython = _compile(pytensor, flat, logp)
+        self.compiled = nopython and backend == "auto"
+        if self.compiled:
+            cfunc = _cfunc(self._logp.vm.jit_fn)
+            self.log_density: Compiled | Callable = Compiled(cfunc.address, self.dim, owner=cfunc)
+        else:
+            self.log_density = self._python_log_density
+
+        # the posterior's variables as functions of z: pm.sample's default
+        # names (those ending in "__" are PyMC's internal ones)
+        shown = [rv for rv in model.free_RVs + model.deterministics if not rv.name.endswith("__")]
+        self.variables = [rv.name for rv in shown]
+        values, flat_values = join_nonshared_inputs(point, model.replace_rvs_by_values(shown), value_vars)
+        self._constrain, _ = _compile(pytensor, flat_values, _without_shared(values))
+        self._at_x0 = [np.asarray(v) for v in self._constrain(self.x0)]
+
+    def _python_log_density(self, z: np.ndarray) -> float:
+        # the jitted function itself, not the pytensor.function around it:
+        # that keeps its inputs in shared storage, so it is not reentrant,
+        # and the chains' threads take turns calling this
+        return float(self._logp.vm.jit_fn(z)[0])
+
+    def log_density_at(self, z) -> float:
+        """The log density at the unconstrained point ``z`` (shape (dim,)),
+        evaluated the way the sampler evaluates it."""
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        if z.shape != (self.dim,):
+            raise ValueError(f"`z` must have shape ({self.dim},), got {z.shape}")
+        if not self.compiled:
+            return self._python_log_density(z)
+        pointer = ctypes.POINTER(ctypes.c_double)
+        function = ctypes.CFUNCTYPE(ctypes.c_double, pointer, ctypes.c_int64)(self.log_density.address)
+        return function(z.ctypes.data_as(pointer), self.dim)
+
+    def point(self, z) -> dict[str, np.ndarray]:
+        """The posterior's variables (constrained, with their shapes) at the
+        unconstrained point ``z``."""
+        z = np.asarray(z, dtype=np.float64)
+        if z.shape != (self.dim,):
+            raise ValueError(f"`z` must have shape ({self.dim},), got {z.shape}")
+        return {name: np.asarray(value) for name, value in zip(self.variables, self._constrain(z))}
+
+    def sample(self, *, x0=None, **kwargs):
+        """:func:`kameleon.sample` on the unconstrained space, returned as
+        :meth:`to_inference_data` makes it. ``x0``: unconstrained starting
+        points, shape (dim,) or (chains, dim); default PyMC's initial point
+        (from which the chains start jittered, as documented in
+        :func:`kameleon.sample`). Every other keyword (``sampler``,
+        ``draws``, ``tune``, ``chains``, ``seed``, …) is passed on;
+        ``prior``, ``bounds`` and ``parameter_names`` are not accepted (the
+        model has its priors and names)."""
+        for key in ("prior", "bounds", "parameter_names"):
+            if key in kwargs:
+                raise TypeError(f"`{key}` is not accepted with a PyMC model: the model gives it")
+        x0 = self.x0 if x0 is None else x0
+        data = sample(self.log_density, x0, parameter_names=self.unconstrained_names, **kwargs)
+        return self.to_inference_data(data)
+
+    def to_inference_data(self, data):
+        """The output of :func:`kameleon.sample` (or :func:`kameleon.resume`)
+        run on ``log_density`` — either with ``parameter_names=
+        unconstrained_names`` or without names (one variable ``x``) — as
+        ``pm.sample`` shapes it: the posterior's variables on their own scale
+        with the model's dims and coords, kameleon's ``sample_stats`` and
+        attrs, and the observed data."""
+        import arviz as az
+
+        posterior = data["posterior"]
+        if "x" in posterior.data_vars and len(posterior.data_vars) == 1:
+            z = np.asarray(posterior["x"])
+        else:
+            missing = [n for n in self.unconstrained_names if n not in posterior.data_vars]
+            if missing:
+                raise ValueError(
+                    f"the draws have no variables {missing}: run kameleon.sample on this posterior's "
+                    "`log_density` with `parameter_names=unconstrained_names` (or without names)"
+                )
+            z = np.stack([np.asarray(posterior[n]) for n in self.unconstrained_names], axis=-1)
+        if z.ndim != 3 or z.shape[2] != self.dim:
+            raise ValueError(f"the draws have shape {z.shape}; expected (chain, draw, {self.dim})")
+        chains, draws = z.shape[:2]
+        flat = z.reshape(chains * draws, self.dim)
+        columns = [np.empty((flat.shape[0], *v.shape), dtype=v.dtype) for v in self._at_x0]
+        for i, row in enumerate(flat):
+            for column, value in zip(columns, self._constrain(row)):
+                column[i] = value
+        variables = {
+            name: column.reshape(chains, draws, *column.shape[1:]) for name, column in zip(self.variables, columns)
+        }
+        coords = {k: list(v) for k, v in self.model.coords.items() if v is not None}
+        dims = {k: list(v) for k, v in self.model.named_vars_to_dims.items()}
+        attrs = dict(posterior.attrs)
+        groups = {
+            "posterior": az.dict_to_dataset(variables, coords=coords, dims=dims, attrs=attrs),
+            "sample_stats": data["sample_stats"],
+        }
+        observed = self._observed()
+        if observed:
+            groups["observed_data"] = az.dict_to_dataset(
+                observed, coords=coords, dims=dims, default_dims=[], attrs=attrs
+            )
+        return az.InferenceData(**groups)
+
+    def _observed(self) -> dict[str, np.ndarray]:
+        """The observed variables' data."""
+        out = {}
+        for rv in self.model.observed_RVs:
+            value = self.model.rvs_to_values[rv]
+            data = value.get_value() if hasattr(value, "get_value") else getattr(value, "data", None)
+            if data is not None:
+                out[rv.name] = np.asarray(data)
+        return out
+
+
+def _labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """One label per element of a value variable: its name for a scalar,
+    ``name[i]`` / ``name[i,j]`` otherwise (C order, as raveled)."""
+    if shape == ():
+        return [name]
+    return [f"{name}[{','.join(map(str, index))}]" for index in np.ndindex(*shape)]
+
+
+def from_pymc(model=None, *, backend: str = "auto") -> PyMCPosterior:
+    """The posterior of the PyMC ``model`` (default: the model of the
+    enclosing ``with pm.Model():`` block) on its unconstrained space, as
+    described in :mod:`kameleon.pymc`.
+
+    ``backend``: ``"auto"`` compiles the log density to a GIL-free C function
+    when every operation has a numba implementation and falls back to a
+    Python callable otherwise (a black-box likelihood); ``"python"`` always
+    gives the Python callable.
+
+    >>> post = km.from_pymc(model)  # doctest: +SKIP
+    >>> idata = post.sample(sampler=km.AM(), draws=2000, seed=1)  # doctest: +SKIP
+    """
+    pymc, _ = _import_pymc()
+    if model is None:
+        model = pymc.modelcontext(None)
+    return PyMCPosterior(model, backend)
