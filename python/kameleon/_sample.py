@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import importlib.metadata
 import json
@@ -9,13 +10,14 @@ import math
 import operator
 import os
 import secrets
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _core, diagnostics
+from . import _core, _parallel, diagnostics
 from ._arviz import inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
@@ -597,6 +599,60 @@ def _cores(cores: int | None, chains: int) -> int:
     return _integer("cores", cores, 1)
 
 
+# Process workers pay off once the log density's work in a run exceeds
+# this many seconds (see the README's rule and
+# python/benchmarks/results/parallel_throughput.md: starting two workers
+# takes about 1 s here; the work then splits over the cores).
+_PROCESS_WORTH_SECONDS = 2.0
+_PYTHON_KINDS = ("callable", "pseudo_marginal")
+
+
+def _seconds_per_call(probe, x: np.ndarray) -> float:
+    """The mean time of a call of ``probe`` at ``x`` over a few calls
+    (at most 5, or as many as fit in 20 ms after the first)."""
+    rng = np.random.default_rng(0)
+    times = []
+    begin = time.perf_counter()
+    while len(times) < 5 and (len(times) < 2 or time.perf_counter() - begin < 0.02):
+        start = time.perf_counter()
+        probe(np.array(x, dtype=np.float64), rng)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callable[[], float]) -> str:
+    """"thread", "process" or "executor": where the chains run (see the
+    rule in :func:`sample`). ``work()`` estimates the log density's
+    seconds in the whole run; it is only called when the rule needs it."""
+    if parallel not in (None, "thread", "process"):
+        raise ValueError(f"`parallel` must be None, 'thread' or 'process', got {parallel!r}")
+    if executor is not None:
+        if not isinstance(executor, concurrent.futures.Executor):
+            raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if parallel == "thread":
+            raise ValueError("`executor=` runs the chains as tasks on the executor: leave `parallel` unset")
+        mode = "executor"
+    elif parallel is not None:
+        mode = parallel
+    elif kind in _PYTHON_KINDS and min(workers, chains) > 1 and work() >= _PROCESS_WORTH_SECONDS:
+        mode = "process"
+    else:
+        mode = "thread"
+    if mode != "thread" and kind not in _PYTHON_KINDS:
+        what = {"vectorized": "a vectorized density (chains in lockstep run in this process)"}.get(
+            kind, "a compiled function or a built-in target (these run in parallel on threads already)"
+        )
+        raise ValueError(
+            f"process workers and `executor=` run Python callables and PseudoMarginal densities, not {what}"
+        )
+    return mode
+
+
+def _run_tasks(tasks, totals, workers, executor, progress, checkpoint):
+    """The chains of ``tasks`` run on worker processes or ``executor``."""
+    return _run(lambda bars: _parallel.run(tasks, totals, workers, executor, bars, checkpoint), totals, progress)
+
+
 def sample(
     log_density,
     x0=None,
@@ -614,6 +670,9 @@ def sample(
     parameter_names: Sequence[str] | None = None,
     prior=None,
     bounds=None,
+    parallel: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    vectorize: bool = False,
 ):
     """Draws ``chains`` Markov chains of ``draws`` kept states after ``tune``
     adapting steps.
@@ -663,9 +722,42 @@ def sample(
     the sampler (the start checks above are not counted).
 
     A Python callable receives a fresh float64 array per call (keeping it is
-    safe) and is called under the GIL: chains take turns. Exceptions it
-    raises stop every chain and are re-raised here; NaN or −inf rejects the
-    proposal.
+    safe). Exceptions it raises stop every chain and are re-raised here
+    (from a worker process with the worker's traceback as the cause); NaN
+    or −inf rejects the proposal.
+
+    Where the chains run. Compiled functions and built-in targets run on
+    ``cores`` Rust threads. A Python callable (or :class:`PseudoMarginal`)
+    on threads takes turns on the GIL, so ``parallel`` decides: with
+    ``"process"`` the chains run in ``cores`` worker processes (started
+    with forkserver, or spawn where there is none; kept for later runs with
+    as many workers), the density pickled once per worker with cloudpickle
+    (lambdas and closures work; an unpicklable one is a ``TypeError``
+    saying what to do); with ``"thread"`` on threads in this process; with
+    None (the default) on processes when ``min(cores, chains) > 1`` and the
+    log density's estimated work in the run (its time per call at ``x0``
+    times the steps of all chains) is at least 2 s, else on threads.
+    ``executor``: any :class:`concurrent.futures.Executor`
+    (``ProcessPoolExecutor``, loky's, a ``dask.distributed`` client's
+    ``get_executor()``, ``mpi4py.futures.MPIPoolExecutor``) runs one task per
+    chain. Every way gives the same chains for the same seed. Scripts that
+    start worker processes need the ``if __name__ == "__main__":`` guard,
+    as with :mod:`multiprocessing`. With workers, Ctrl-C stops every chain
+    and returns the partial draws with a warning (on a user's ``executor``,
+    Ctrl-C cancels the chains not started and re-raises, as the running
+    tasks cannot be told to stop); progress bars are updated every 0.1 s
+    (on a user's ``executor``, when a chain ends); with ``checkpoint``,
+    each worker writes its chain to ``PATH.chainK`` and the parts are
+    gathered into ``PATH`` at the end (:func:`resume` also gathers the
+    parts of a run that was killed).
+
+    ``vectorize=True``: ``log_density`` takes a ``(k, d)`` array of k points
+    and returns their k log densities; the chains run in lockstep, each on
+    a thread of its own, and the proposals of one step of every running
+    chain go into one call. The chains are the ones the per-point callable
+    ``lambda x: log_density(x[None])[0]`` gives, bit for bit, when each row's
+    value does not depend on the other rows. Not with ``prior=``/``bounds=``,
+    :class:`PseudoMarginal`, ``parallel="process"`` or ``executor``.
 
     Priors and bounds. With ``prior=`` or ``bounds=``, ``log_density`` is the
     LOG-LIKELIHOOD log L(x) (a Python callable, a :class:`PseudoMarginal`
@@ -718,30 +810,56 @@ def sample(
     if isinstance(log_density, Target) and log_density.dim != d:
         raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
+    if vectorize:
+        if kind != "callable" or constrained is not None:
+            raise ValueError(
+                "`vectorize=True` needs a plain Python callable taking a (k, d) array "
+                "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
+            )
+        kind, vectorized = "vectorized", log_density
+        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+    probe = _log_density_probe(log_density)
     if x0.ndim == 1:
-        x0 = _jittered_starts(x0, chains, seed, _log_density_probe(log_density))
+        x0 = _jittered_starts(x0, chains, seed, probe)
     settings = json.dumps(sampler.to_dict())
     header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
     totals = [tune + draws * thin] * chains
-    result = _run(
-        lambda bars: _core.sample(
-            settings,
-            kind,
-            function,
-            gradient,
-            np.ascontiguousarray(x0),
-            seed,
-            draws,
-            tune,
-            thin,
-            _cores(cores, chains),
-            bars,
-            None if checkpoint is None else os.fspath(checkpoint),
-            float(checkpoint_every),
-        ),
-        totals,
-        progress,
+    workers = _cores(cores, chains)
+    mode = _mode(
+        parallel, executor, kind, workers, chains, lambda: _seconds_per_call(probe, x0[0]) * sum(totals)
     )
+    if mode != "thread":
+        key, blob = _parallel.pickle_density(function, gradient)
+        run_id = secrets.token_hex(8)
+        path = None if checkpoint is None else os.fspath(checkpoint)
+        tasks = [
+            _parallel.ChainTask(
+                key, blob, kind, settings, x0[k], seed, draws, tune, thin, k, run_id,
+                None if path is None else _parallel.part_path(path, k), float(checkpoint_every), False,
+            )
+            for k in range(chains)
+        ]
+        result = _run_tasks(tasks, totals, workers, executor if mode == "executor" else None, progress, path)
+    else:
+        result = _run(
+            lambda bars: _core.sample(
+                settings,
+                kind,
+                function,
+                gradient,
+                np.ascontiguousarray(x0),
+                seed,
+                draws,
+                tune,
+                thin,
+                workers,
+                bars,
+                None if checkpoint is None else os.fspath(checkpoint),
+                float(checkpoint_every),
+            ),
+            totals,
+            progress,
+        )
     if constrained is None:
         return _to_arviz(result, header, parameter_names, "kameleon.sample")
     constrained.constrain_result(result)
@@ -759,6 +877,8 @@ def resume(
     parameter_names: Sequence[str] | None = None,
     prior=None,
     bounds=None,
+    parallel: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
 ):
     """Continues the run checkpointed at ``path`` with the same log density
     (and, for HMC on a Python callable, its ``grad_log_density``);
@@ -772,8 +892,14 @@ def resume(
     the unconstrained scale and does not record the prior, so only its
     dimension can be checked. Resumed without them, the draws would come
     back on the unconstrained scale; with another prior, the run would
-    silently continue with that one."""
+    silently continue with that one.
+
+    ``cores``, ``parallel`` and ``executor`` choose where the chains run, as
+    in :func:`sample` (the default rule times the log density at a chain's
+    current point). The per-chain parts ``PATH.chainK`` that process workers
+    write are gathered into ``path`` first."""
     path = os.fspath(path)
+    _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
@@ -788,13 +914,34 @@ def resume(
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     chains = header["chains"]
     totals = [header["tune"] + header["draws"] * header["thin"]] * chains
-    result = _run(
-        lambda bars: _core.resume(
-            path, kind, function, gradient, _cores(cores, chains), bars, float(checkpoint_every)
-        ),
-        totals,
-        progress,
+    workers = _cores(cores, chains)
+    mode = _mode(
+        parallel,
+        executor,
+        kind,
+        workers,
+        chains,
+        lambda: _seconds_per_call(_log_density_probe(log_density), header["positions"][0])
+        * (sum(totals) - sum(header["steps_done"])),
     )
+    if mode != "thread":
+        key, blob = _parallel.pickle_density(function, gradient)
+        run_id = secrets.token_hex(8)
+        parts = _parallel.split_checkpoint(path, chains)
+        tasks = [
+            _parallel.ChainTask(
+                key, blob, kind, header["settings"], None, header["seed"], header["draws"], header["tune"],
+                header["thin"], k, run_id, parts[k], float(checkpoint_every), True,
+            )
+            for k in range(chains)
+        ]
+        result = _run_tasks(tasks, totals, workers, executor if mode == "executor" else None, progress, path)
+    else:
+        result = _run(
+            lambda bars: _core.resume(path, kind, function, gradient, workers, bars, float(checkpoint_every)),
+            totals,
+            progress,
+        )
     if constrained is None:
         return _to_arviz(result, header, parameter_names, "kameleon.resume")
     constrained.constrain_result(result)

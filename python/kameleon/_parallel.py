@@ -1,0 +1,291 @@
+"""Chains of :func:`kameleon.sample` in worker processes or on any
+``concurrent.futures`` executor.
+
+Each chain is one task. The parent pickles the log density once (with
+cloudpickle, so lambdas and closures travel); a worker unpickles it once
+and runs its chain through the same extension call as the in-process path,
+as chain ``k`` of the seed, so the chain is bit-identical to the one
+``cores=1`` gives. The parent gathers the chains in order.
+
+On the worker pool this module starts itself (``parallel="process"``), the
+workers also report their progress and watch a stop flag, through a queue
+and an event handed to them when they start: Ctrl-C or an exception in one
+chain stops every chain, and the partial chains come back. A
+:class:`concurrent.futures.Executor` passed by the user gives no such
+channel: progress then counts finished chains.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import multiprocessing
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _core
+
+__all__: list[str] = []
+
+# How often the parent wakes to draw progress and notice Ctrl-C.
+_POLL = 0.1
+
+
+def _start_method() -> str:
+    """A start method safe with the Rust threads of the parent: a fork would
+    copy their locks in whatever state they are. forkserver where it exists
+    (its server is started fresh, then forks cheaply), else spawn."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def pickle_density(function: Callable, gradient: Callable | None) -> tuple[str, bytes]:
+    """``(key, bytes)``: the log density (and gradient) pickled by
+    cloudpickle, and a key under which a worker keeps it unpickled. A
+    density that cannot be pickled is a ``TypeError`` saying what to do."""
+    import cloudpickle
+
+    try:
+        blob = cloudpickle.dumps((function, gradient))
+    except Exception as err:  # cloudpickle raises many kinds of error
+        raise TypeError(
+            f"the log density cannot be sent to worker processes: pickling it failed with "
+            f"{type(err).__name__}: {err}. Objects it holds (an open file, a lock, a C handle, a "
+            "live solver) must be picklable: create them inside the function, or in a module-level "
+            "function the workers can import; or run the chains in this process with "
+            "parallel='thread'"
+        ) from err
+    return hashlib.sha256(blob).hexdigest(), blob
+
+
+# ── in the worker ────────────────────────────────────────────────────────
+
+# (progress queue, stop event) in the workers of a pool started here
+_channel: tuple[Any, Any] | None = None
+# key → (function, gradient), unpickled once per worker process
+_densities: dict[str, tuple[Callable, Callable | None]] = {}
+
+
+def _init_worker(queue, stop) -> None:
+    """Runs in each worker of a pool started here: Ctrl-C in a terminal
+    reaches the whole process group, but only the parent decides (it sets
+    the stop event), so the workers ignore SIGINT."""
+    global _channel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _channel = (queue, stop)
+
+
+@dataclass(frozen=True)
+class ChainTask:
+    """Chain ``chain`` of a run, started at ``x0`` (or, with ``resume``,
+    continued from its checkpoint ``part``)."""
+
+    key: str
+    blob: bytes
+    kind: str
+    settings: str
+    x0: np.ndarray | None
+    seed: int
+    draws: int
+    tune: int
+    thin: int
+    chain: int
+    run_id: str
+    part: str | None
+    checkpoint_every: float
+    resume: bool
+
+
+def run_chain(task: ChainTask) -> tuple[dict, bool]:
+    """Runs one chain in a worker: ``(chain dict, interrupted)``."""
+    if task.key not in _densities:
+        import pickle
+
+        _densities[task.key] = pickle.loads(task.blob)
+    function, gradient = _densities[task.key]
+    progress = None
+    if _channel is not None:
+        queue, stop = _channel
+
+        def progress(counts: list[int]) -> bool:
+            queue.put((task.run_id, task.chain, int(counts[0])))
+            return stop.is_set()
+
+    if task.resume:
+        result = _core.resume(task.part, task.kind, function, gradient, 1, progress, task.checkpoint_every)
+    else:
+        result = _core.sample(
+            task.settings,
+            task.kind,
+            function,
+            gradient,
+            np.ascontiguousarray(task.x0[None, :]),
+            task.seed,
+            task.draws,
+            task.tune,
+            task.thin,
+            1,
+            progress,
+            task.part,
+            task.checkpoint_every,
+            [task.chain],
+        )
+    return result["chains"][0], bool(result["interrupted"])
+
+
+# ── in the parent ────────────────────────────────────────────────────────
+
+
+class _Pool:
+    """The process pool started here (one at a time, reused by later runs
+    with as many workers), with its progress queue and stop event."""
+
+    current: _Pool | None = None
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context(_start_method())
+        self.workers = workers
+        self.queue = context.Queue()
+        self.stop = context.Event()
+        self.executor = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop)
+        )
+
+    @classmethod
+    def get(cls, workers: int) -> _Pool:
+        pool = cls.current
+        if pool is None or pool.workers != workers or getattr(pool.executor, "_broken", False):
+            if pool is not None:
+                pool.close()
+            pool = cls.current = cls(workers)
+        pool.stop.clear()
+        return pool
+
+    def close(self) -> None:
+        """Ends the worker processes (waiting for them)."""
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.queue.close()
+        self.queue.join_thread()
+        if _Pool.current is self:
+            _Pool.current = None
+
+
+def shutdown_pool() -> None:
+    """Ends the worker processes of the pool started by :func:`run`, if any."""
+    if _Pool.current is not None:
+        _Pool.current.close()
+
+
+def part_path(checkpoint: str, chain: int) -> str:
+    """Where a worker checkpoints chain ``chain`` of the run checkpointed at
+    ``checkpoint``."""
+    return f"{checkpoint}.chain{chain}"
+
+
+def gather_parts(checkpoint: str) -> bool:
+    """Gathers the per-chain checkpoints ``PATH.chain0``, ``PATH.chain1``, …
+    written by process workers into ``checkpoint`` and removes them; False
+    if there are none."""
+    parts = []
+    while os.path.exists(part_path(checkpoint, len(parts))):
+        parts.append(part_path(checkpoint, len(parts)))
+    if not parts:
+        return False
+    _core.regroup_checkpoints(parts, checkpoint)
+    for part in parts:
+        os.remove(part)
+    return True
+
+
+def split_checkpoint(checkpoint: str, chains: int) -> list[str]:
+    """Writes each chain of ``checkpoint`` to its own part file (for process
+    workers to resume) and returns their paths."""
+    parts = [part_path(checkpoint, k) for k in range(chains)]
+    for k, part in enumerate(parts):
+        _core.regroup_checkpoints([checkpoint], part, [k])
+    return parts
+
+
+def run(
+    tasks: Sequence[ChainTask],
+    totals: Sequence[int],
+    workers: int,
+    executor: concurrent.futures.Executor | None,
+    bars,
+    checkpoint: str | None,
+) -> dict:
+    """Runs ``tasks`` (one per chain, in chain order; ``totals`` their
+    steps) on ``executor`` or on the pool of ``workers`` processes started
+    here, and returns the extension's result dict of the chains in order.
+    ``bars`` (or None) is called with the steps done per chain."""
+    pool = None if executor is not None else _Pool.get(workers)
+    futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
+    index = {task.chain: i for i, task in enumerate(tasks)}
+    steps = [0] * len(tasks)
+    interrupted = False
+    error: BaseException | None = None
+
+    def stop() -> None:
+        # the pool's workers see the event within a poll and return their
+        # partial chains (queued chains then stop at once); a user's
+        # executor can only drop the chains not yet started
+        if pool is not None:
+            pool.stop.set()
+        else:
+            for future in futures:
+                future.cancel()
+
+    def report() -> None:
+        while pool is not None:
+            try:
+                run_id, chain, n = pool.queue.get_nowait()
+            except queue.Empty:
+                break
+            if run_id == tasks[0].run_id:
+                steps[index[chain]] = max(steps[index[chain]], n)
+        if pool is None:
+            # no channel: a chain counts once it has finished
+            for i, future in enumerate(futures):
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    steps[i] = totals[i]
+        if bars is not None:
+            bars(steps)
+
+    pending = set(futures)
+    while pending:
+        try:
+            _, pending = concurrent.futures.wait(pending, timeout=_POLL)
+            if error is None:
+                failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+                if failed:
+                    error = failed[0].exception()
+                    stop()
+            report()
+        except KeyboardInterrupt:
+            if interrupted or pool is None:
+                # a user's executor cannot be told to stop its running tasks
+                stop()
+                raise
+            interrupted = True
+            stop()
+    # the workers' last reports may arrive after their results
+    time.sleep(_POLL if pool is not None else 0)
+    report()
+    if checkpoint is not None:
+        gather_parts(checkpoint)
+    if interrupted and pool is not None:
+        # after Ctrl-C, leave no process behind
+        pool.close()
+    if error is not None:
+        raise error
+    chains = []
+    for future in futures:
+        chain, stopped = future.result()
+        interrupted = interrupted or stopped
+        chains.append(chain)
+    return {"chains": chains, "interrupted": interrupted}
