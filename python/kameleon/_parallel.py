@@ -18,11 +18,13 @@ channel: progress then counts finished chains.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import multiprocessing
 import os
 import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -89,7 +91,7 @@ class ChainTask:
     blob: bytes
     kind: str
     settings: str
-    x0: np.ndarray | None
+    x0: list[float] | None
     seed: int
     draws: int
     tune: int
@@ -124,7 +126,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool]:
             task.kind,
             function,
             gradient,
-            np.ascontiguousarray(task.x0[None, :]),
+            np.array([task.x0], dtype=np.float64),
             task.seed,
             task.draws,
             task.tune,
@@ -149,6 +151,10 @@ class _Pool:
 
     def __init__(self, workers: int) -> None:
         context = multiprocessing.get_context(_start_method())
+        if context.get_start_method() == "forkserver":
+            # the server imports the package once; each worker forked from
+            # it then starts at once (no effect once the server runs)
+            context.set_forkserver_preload(["kameleon._parallel"])
         self.workers = workers
         self.queue = context.Queue()
         self.stop = context.Event()
@@ -173,6 +179,21 @@ class _Pool:
         self.queue.join_thread()
         if _Pool.current is self:
             _Pool.current = None
+
+
+@contextlib.contextmanager
+def _sigint_sets(event: threading.Event):
+    """While inside, SIGINT (Ctrl-C) sets ``event`` instead of raising
+    ``KeyboardInterrupt`` anywhere in the waiting code (which could leave a
+    future's lock held); only in the main thread, where handlers live."""
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: event.set())
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def shutdown_pool() -> None:
@@ -257,22 +278,21 @@ def run(
             bars(steps)
 
     pending = set(futures)
-    while pending:
-        try:
+    with _sigint_sets(threading.Event()) as interrupt:
+        while pending:
             _, pending = concurrent.futures.wait(pending, timeout=_POLL)
             if error is None:
                 failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
                 if failed:
                     error = failed[0].exception()
                     stop()
-            report()
-        except KeyboardInterrupt:
-            if interrupted or pool is None:
-                # a user's executor cannot be told to stop its running tasks
+            if interrupt.is_set() and not interrupted:
+                interrupted = True
                 stop()
-                raise
-            interrupted = True
-            stop()
+                if pool is None:
+                    # a user's executor cannot be told to stop its running tasks
+                    raise KeyboardInterrupt
+            report()
     # the workers' last reports may arrive after their results
     time.sleep(_POLL if pool is not None else 0)
     report()

@@ -834,7 +834,7 @@ def sample(
         path = None if checkpoint is None else os.fspath(checkpoint)
         tasks = [
             _parallel.ChainTask(
-                key, blob, kind, settings, x0[k], seed, draws, tune, thin, k, run_id,
+                key, blob, kind, settings, x0[k].tolist(), seed, draws, tune, thin, k, run_id,
                 None if path is None else _parallel.part_path(path, k), float(checkpoint_every), False,
             )
             for k in range(chains)
@@ -847,7 +847,8 @@ def sample(
                 kind,
                 function,
                 gradient,
-                np.ascontiguousarray(x0),
+                # a copy: a user's array may be unaligned (e.g. read from a buffer)
+                np.array(x0, dtype=np.float64, order="C"),
                 seed,
                 draws,
                 tune,
