@@ -3,7 +3,7 @@
 
 use crate::density::Density;
 use crate::settings::{BuildResult, Job, Sampler};
-use kameleon_samplers::{Chain, Run, RunConfig};
+use kameleon_samplers::{Chain, MetropolisHastings, Run, RunConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -451,5 +451,68 @@ impl Job for Positions<'_> {
             .iter()
             .map(|r| (r.sampler().position().to_vec(), r.steps_done()))
             .unzip())
+    }
+}
+
+/// Lengthens every chain of a checkpoint by `draws` kept draws (`draws ×
+/// thin` steps): continuing it then gives the chains of a run started with
+/// that many more draws, since a chain's steps do not depend on its length.
+///
+/// A [`Run`] has no setter for its length, so its serialised form is read
+/// as the tuple of its fields in declaration order (engine, chain,
+/// `shares_states`: postcard writes a struct as that tuple), the chain's
+/// configuration changed, and the tuple written back; the round trip through
+/// `Run<P>` checks the result.
+pub struct Extend {
+    /// The checkpoint.
+    pub file: CheckpointFile,
+    /// Kept draws to add per chain.
+    pub draws: u64,
+}
+
+impl Job for Extend {
+    type Output = PyResult<CheckpointFile>;
+
+    fn run<P: Sampler>(
+        self,
+        _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<CheckpointFile> {
+        let corrupt = |e: postcard::Error| {
+            PyValueError::new_err(format!(
+                "the checkpoint's chains do not match its sampler settings: {e}"
+            ))
+        };
+        let mut header = self.file.header;
+        let added = self.draws.checked_mul(header.thin);
+        let draws = header.draws.checked_add(self.draws);
+        let (Some(added), Some(draws)) = (added, draws) else {
+            return Err(PyValueError::new_err("the extended run's length overflows"));
+        };
+        let mut runs: Vec<(MetropolisHastings<P>, Chain, bool)> =
+            postcard::from_bytes(&self.file.runs).map_err(corrupt)?;
+        for (_, chain, _) in &mut runs {
+            chain.config.iterations = chain
+                .config
+                .iterations
+                .checked_add(added)
+                .ok_or_else(|| PyValueError::new_err("the extended run's length overflows"))?;
+            chain
+                .config
+                .validate()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        let bytes = postcard::to_stdvec(&runs)
+            .map_err(|e| PyValueError::new_err(format!("cannot encode the chains: {e}")))?;
+        let check: Vec<Run<P>> = postcard::from_bytes(&bytes).map_err(corrupt)?;
+        if check.iter().any(|r| r.is_finished() && added > 0) {
+            return Err(PyValueError::new_err(
+                "the checkpoint's chains could not be lengthened (their layout is not the one expected)",
+            ));
+        }
+        header.draws = draws;
+        Ok(CheckpointFile {
+            header,
+            runs: bytes,
+        })
     }
 }

@@ -19,7 +19,7 @@ pub use density::{CompiledFn, Density, Source};
 pub use driver::{CheckpointFile, RunHeader, load_checkpoint, save_checkpoint};
 pub use settings::{Job, KernelSpec, Sampler, SamplerSettings};
 
-use driver::{Control, Outcome, Positions, Regroup, Resume, Start};
+use driver::{Control, Extend, Outcome, Positions, Regroup, Resume, Start};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -264,6 +264,19 @@ fn regroup_checkpoints(
     save_checkpoint(&out, &file)
 }
 
+/// Lengthens the run checkpointed at `path` by `draws` kept draws per
+/// chain, in place (see [`Extend`]).
+#[pyfunction]
+fn extend_checkpoint(path: PathBuf, draws: u64) -> PyResult<()> {
+    let file = load_checkpoint(&path)?;
+    let parsed = settings(&file.header.settings)?;
+    let dim = file.header.dim;
+    let file = parsed
+        .dispatch(dim, Extend { file, draws })
+        .map_err(PyValueError::new_err)??;
+    save_checkpoint(&path, &file)
+}
+
 /// The Python sampler classes' defaults as JSON: a list of settings
 /// objects, one per `kind` (see `SamplerSettings::defaults`).
 #[pyfunction]
@@ -282,6 +295,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resume, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
     m.add_function(wrap_pyfunction!(regroup_checkpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(extend_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_class::<BuiltinTarget>()?;
