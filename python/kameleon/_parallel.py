@@ -243,7 +243,9 @@ def run(
     """Runs ``tasks`` (one per chain, in chain order; ``totals`` their
     steps) on ``executor`` or on the pool of ``workers`` processes started
     here, and returns the extension's result dict of the chains in order.
-    ``bars`` (or None) is called with the steps done per chain."""
+    ``bars`` (or None) is called with the steps done per chain about every
+    0.1 s; a truthy return value stops every chain, as Ctrl-C does (the
+    partial chains come back, marked interrupted), but keeps the pool."""
     pool = None if executor is not None else _Pool.get(workers)
     futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
@@ -262,6 +264,7 @@ def run(
                 future.cancel()
 
     def report() -> None:
+        nonlocal interrupted
         while pool is not None:
             try:
                 run_id, chain, n = pool.queue.get_nowait()
@@ -274,8 +277,9 @@ def run(
             for i, future in enumerate(futures):
                 if future.done() and not future.cancelled() and future.exception() is None:
                     steps[i] = totals[i]
-        if bars is not None:
-            bars(steps)
+        if bars is not None and bars(steps) and not interrupted:
+            interrupted = True
+            stop()
 
     pending = set(futures)
     with _sigint_sets(threading.Event()) as interrupt:
@@ -298,7 +302,7 @@ def run(
     report()
     if checkpoint is not None:
         gather_parts(checkpoint)
-    if interrupted and pool is not None:
+    if interrupt.is_set() and pool is not None:
         # after Ctrl-C, leave no process behind
         pool.close()
     if error is not None:
