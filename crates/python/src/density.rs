@@ -148,11 +148,12 @@ impl Density {
         }
     }
 
-    /// Whether evaluating the density needs the GIL (Python callables).
+    /// Whether evaluating the density needs the GIL (Python callables; a
+    /// batch is called by whichever chain's thread completes it).
     pub fn needs_gil(&self) -> bool {
         matches!(
             self.source,
-            Source::Callable { .. } | Source::PseudoMarginal { .. }
+            Source::Callable { .. } | Source::PseudoMarginal { .. } | Source::Batched { .. }
         )
     }
 
