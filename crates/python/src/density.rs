@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyFloat;
 use rand::Rng;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// The signature of a compiled log density: `double logp(const double *x, int64_t dim)`.
@@ -54,7 +54,14 @@ pub enum Source {
 pub struct Rendezvous {
     state: Mutex<Gather>,
     evaluated: Condvar,
+    /// [`Gather::generation`], readable without the lock: a waiting chain
+    /// first yields its core a few times watching it (a batch often takes
+    /// less than a sleep and a wake-up cost), then sleeps on the condvar.
+    generation: AtomicU64,
 }
+
+/// How many times a waiting chain yields before it sleeps.
+const YIELDS_BEFORE_SLEEP: usize = 200;
 
 #[derive(Default)]
 struct Gather {
@@ -89,6 +96,7 @@ impl Rendezvous {
         batch.points = points;
         batch.points.clear();
         batch.generation += 1;
+        self.generation.store(batch.generation, Ordering::Release);
         self.evaluated.notify_all();
         batch
     }
@@ -107,6 +115,14 @@ impl Rendezvous {
         if batch.count >= batch.running {
             batch = self.evaluate(batch, call);
         } else {
+            drop(batch);
+            for _ in 0..YIELDS_BEFORE_SLEEP {
+                if self.generation.load(Ordering::Acquire) != generation {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
             while batch.generation == generation {
                 batch = self
                     .evaluated
