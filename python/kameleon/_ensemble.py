@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import numbers
 import warnings
 from typing import Sequence
 
 import numpy as np
 
-from . import _core
+from . import _core, _parallel
 from ._arviz import inference_data, posterior_variables
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -45,6 +46,9 @@ def sample_ensemble(
     seed: int | None = None,
     progress: bool = True,
     parameter_names: Sequence[str] | None = None,
+    vectorize: bool = False,
+    cores: int = 1,
+    executor: concurrent.futures.Executor | None = None,
 ):
     """Runs the affine-invariant ensemble sampler with the stretch move
     (Goodman & Weare 2010, the algorithm of emcee) for ``tune`` discarded
@@ -82,6 +86,18 @@ def sample_ensemble(
     Exceptions raised by a Python log density stop the run and are re-raised
     here; NaN or −inf rejects the proposal. Ctrl-C returns the sweeps so far
     with a warning.
+
+    Evaluating the walkers together (a Python callable ``f(x) -> float``
+    only, not a :class:`PseudoMarginal`): ``vectorize=True`` means
+    ``log_density`` takes a ``(k, d)`` array and returns its k values, and
+    is called once per half sweep (emcee's ``vectorize``), with the walkers
+    of a per-point run, bit for bit, when a row's value does not depend on
+    the others. ``cores`` > 1 evaluates each half sweep's walkers in that
+    many worker processes (the pool :func:`kameleon.sample` uses; the
+    density is pickled with cloudpickle), ``executor`` on any
+    :class:`concurrent.futures.Executor`: one task per worker and half
+    sweep, so this pays for densities that take milliseconds or more.
+    The walkers are the same in every case.
     """
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
@@ -102,6 +118,20 @@ def sample_ensemble(
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
     seed = _seed(seed)
     kind, function, _ = _density(log_density, None, False)
+    cores = _integer("cores", cores, 1)
+    if vectorize or cores > 1 or executor is not None:
+        if kind != "callable":
+            raise ValueError(
+                "`vectorize`, `cores` > 1 and `executor` need a Python callable f(x) -> float "
+                f"(not a PseudoMarginal, Compiled function or target), got {type(log_density).__name__}"
+            )
+        if vectorize and (cores > 1 or executor is not None):
+            raise ValueError("`vectorize=True` evaluates the walkers in one call here: leave `cores`/`executor` unset")
+        if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+            raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if not vectorize:
+            function = _parallel.rows_on_workers(function, cores, executor)
+        kind = "vectorized"
     result = _run(
         lambda bars: _core.sample_ensemble(
             kind, function, np.ascontiguousarray(x0), walkers, float(a), seed, draws, tune, bars

@@ -140,6 +140,16 @@ def run_chain(task: ChainTask) -> tuple[dict, bool]:
     return result["chains"][0], bool(result["interrupted"])
 
 
+def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
+    """The log density of each row of ``rows``, in a worker."""
+    if key not in _densities:
+        import pickle
+
+        _densities[key] = pickle.loads(blob)
+    function, _ = _densities[key]
+    return [function(np.array(row, dtype=np.float64)) for row in rows]
+
+
 # ── in the parent ────────────────────────────────────────────────────────
 
 
@@ -313,3 +323,22 @@ def run(
         interrupted = interrupted or stopped
         chains.append(chain)
     return {"chains": chains, "interrupted": interrupted}
+
+
+def rows_on_workers(function: Callable, workers: int, executor: concurrent.futures.Executor | None) -> Callable:
+    """A vectorised log density ``f(xs) -> values`` that evaluates the rows
+    of ``xs`` with ``function`` on ``executor`` or on the pool of
+    ``workers`` processes started here, in one task per worker. An exception
+    of ``function`` is re-raised (with the worker's traceback as its
+    cause)."""
+    key, blob = pickle_density(function, None)
+    submit = (executor or _Pool.get(workers).executor).submit
+    tasks = workers if executor is None else max(workers, 1)
+
+    def evaluate(xs: np.ndarray) -> np.ndarray:
+        chunks = np.array_split(xs, min(len(xs), tasks))
+        futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
+        values = [v for future in futures for v in future.result()]
+        return np.array([float(v) for v in values], dtype=np.float64)
+
+    return evaluate

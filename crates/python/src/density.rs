@@ -202,6 +202,16 @@ impl Density {
         }
     }
 
+    /// The log densities of `count` points (one after the other in
+    /// `points`) from one call of the vectorised function; `None` if the
+    /// density is not vectorised.
+    pub fn evaluate_batch(&self, points: &[f64], count: usize) -> Option<Vec<f64>> {
+        match &self.source {
+            Source::Batched { function, .. } => Some(self.call_batch(function, points, count)),
+            _ => None,
+        }
+    }
+
     /// Calls the vectorised `function` on `count` points (a `(count, d)`
     /// array) and returns their log densities; a Python error (or a result
     /// that is not `count` floats) is recorded and gives NaNs.
