@@ -25,7 +25,6 @@ import os
 import queue
 import signal
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -103,19 +102,22 @@ class ChainTask:
     resume: bool
 
 
-def run_chain(task: ChainTask) -> tuple[dict, bool]:
-    """Runs one chain in a worker: ``(chain dict, interrupted)``."""
+def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
+    """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
+    (the steps as last reported to the parent, None without a channel)."""
     if task.key not in _densities:
         import pickle
 
         _densities[task.key] = pickle.loads(task.blob)
     function, gradient = _densities[task.key]
     progress = None
+    steps = [None]
     if _channel is not None:
         queue, stop = _channel
 
         def progress(counts: list[int]) -> bool:
-            queue.put((task.run_id, task.chain, int(counts[0])))
+            steps[0] = int(counts[0])
+            queue.put((task.run_id, task.chain, steps[0]))
             return stop.is_set()
 
     if task.resume:
@@ -137,7 +139,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool]:
             task.checkpoint_every,
             [task.chain],
         )
-    return result["chains"][0], bool(result["interrupted"])
+    return result["chains"][0], bool(result["interrupted"]), steps[0]
 
 
 def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
@@ -287,7 +289,7 @@ def run(
             for i, future in enumerate(futures):
                 if future.done() and not future.cancelled() and future.exception() is None:
                     steps[i] = totals[i]
-        if bars is not None and bars(steps) and not interrupted:
+        if bars is not None and bars(steps) and pending and not interrupted:
             interrupted = True
             stop()
 
@@ -307,8 +309,10 @@ def run(
                     # a user's executor cannot be told to stop its running tasks
                     raise KeyboardInterrupt
             report()
-    # the workers' last reports may arrive after their results
-    time.sleep(_POLL if pool is not None else 0)
+    # the last reports travel with the results (the queue may bring them later)
+    for i, future in enumerate(futures):
+        if not future.cancelled() and future.exception() is None and future.result()[2] is not None:
+            steps[i] = max(steps[i], future.result()[2])
     report()
     if checkpoint is not None:
         gather_parts(checkpoint)
@@ -319,7 +323,7 @@ def run(
         raise error
     chains = []
     for future in futures:
-        chain, stopped = future.result()
+        chain, stopped, _ = future.result()
         interrupted = interrupted or stopped
         chains.append(chain)
     return {"chains": chains, "interrupted": interrupted}
