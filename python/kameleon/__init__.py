@@ -5,7 +5,7 @@
 """
 
 from . import diagnostics, priors, simulators, targets
-from ._ensemble import sample_ensemble
+from ._ensemble import resume_ensemble, sample_ensemble
 from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, extend, resume, sample
 from .results import load_results
 from .samplers import (
@@ -53,6 +53,7 @@ __all__ = [
     "log_likelihood_sd",
     "priors",
     "resume",
+    "resume_ensemble",
     "extend",
     "sample",
     "sample_ensemble",

@@ -194,7 +194,7 @@ class _Pool:
 
 
 @contextlib.contextmanager
-def _sigint_sets(event: threading.Event):
+def sigint_sets(event: threading.Event):
     """While inside, SIGINT (Ctrl-C) sets ``event`` instead of raising
     ``KeyboardInterrupt`` anywhere in the waiting code (which could leave a
     future's lock held); only in the main thread, where handlers live."""
@@ -294,7 +294,7 @@ def run(
             stop()
 
     pending = set(futures)
-    with _sigint_sets(threading.Event()) as interrupt:
+    with sigint_sets(threading.Event()) as interrupt:
         while pending:
             _, pending = concurrent.futures.wait(pending, timeout=_POLL)
             if error is None:

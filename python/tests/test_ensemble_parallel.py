@@ -4,6 +4,9 @@ per-point calls."""
 
 import concurrent.futures
 import multiprocessing
+import os
+import signal
+import time
 import warnings
 
 import numpy as np
@@ -80,3 +83,50 @@ def test_walkers_together_need_a_plain_callable():
         km.sample_ensemble(km.PseudoMarginal(lambda x, rng: 0.0), np.ones(3), vectorize=True, **RUN)
     with pytest.raises(ValueError, match="leave `cores`/`executor` unset"):
         km.sample_ensemble(log_density_rows, np.ones(3), vectorize=True, cores=2, **RUN)
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt here even if this process was started
+    with SIGINT ignored (a background job of a non-interactive shell)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("vectorize", [False, True], ids=["per-point", "vectorized"])
+def test_checkpoint_interrupt_resume_equals_an_uninterrupted_run(tmp_path, reference, sigint_raises, vectorize):
+    path = tmp_path / "ensemble.ckpt"
+    calls = []
+
+    def interrupting(x):
+        calls.append(1)
+        if len(calls) == 700:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.0002)
+        return log_density(x)
+
+    with pytest.warns(UserWarning, match="interrupted"):
+        partial = km.sample_ensemble(interrupting, np.ones(3), checkpoint=path, **RUN)
+    assert partial.posterior["x"].shape[1] < RUN["draws"]
+    header = km._core.ensemble_checkpoint_header(path)
+    assert 700 <= header["evaluations"] < 10 * (1 + RUN["draws"] + RUN["tune"])
+    # the saved part is replayed without evaluating the density
+    counted = []
+
+    def counting_rows(xs):
+        counted.append(len(xs))
+        return log_density_rows(xs)
+
+    def counting(x):
+        counted.append(1)
+        return log_density(x)
+
+    resumed = km.resume_ensemble(path, counting_rows if vectorize else counting, vectorize=vectorize,
+                                 progress=False)
+    assert_same_walkers(resumed, reference)
+    assert sum(counted) == reference.posterior.attrs["evaluations"] - header["evaluations"]
+    # a finished run replays whole, with no evaluation
+    counted.clear()
+    assert_same_walkers(km.resume_ensemble(path, counting, progress=False), reference)
+    assert counted == []

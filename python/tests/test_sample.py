@@ -161,9 +161,10 @@ def test_pseudo_marginal_calls_once_per_step_and_is_unbiased():
         return -0.5 * float(x[0] * x[0]) + sigma * rng.standard_normal() - 0.5 * sigma**2
 
     chains, draws, tune = 4, 3000, 500
-    # one start per chain: no extra calls to check jittered starts
+    # one start per chain: no extra calls to check jittered starts (and
+    # threads named: the default rule would time one call at a given start)
     idata = km.sample(km.PseudoMarginal(noisy), np.zeros((chains, 1)), sampler=km.RandomWalk(scale=2.0),
-                      draws=draws, tune=tune, chains=chains, seed=4, progress=False)
+                      draws=draws, tune=tune, chains=chains, seed=4, progress=False, parallel="thread")
     assert len(calls) == chains * (draws + tune + 1)
     x = posterior(idata)[:, :, 0]
     ess_mean = km.diagnostics.ess(x)

@@ -298,6 +298,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(extend_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble::resume_ensemble, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble::ensemble_checkpoint_header, m)?)?;
     m.add_class::<BuiltinTarget>()?;
     diagnostics::register(m)?;
     Ok(())
