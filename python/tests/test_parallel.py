@@ -3,6 +3,7 @@ cluster) and in lockstep: the same chains as cores=1, errors, Ctrl-C,
 checkpoints."""
 
 import concurrent.futures
+import math
 import multiprocessing
 import os
 import signal
@@ -71,6 +72,22 @@ def test_process_workers_give_the_chains_of_one_thread(reference):
     closure = lambda x: -0.5 * (x[0] * x[0] + scale * x[1] * x[1] + 0.5 * x[2] * x[2])  # noqa: E731
     idata = km.sample(closure, X0, cores=2, parallel="process", **RUN)
     assert_same_chains(idata, reference)
+
+
+def truncated(x):
+    """NaN on one side, −inf on another: rejected proposals, counted."""
+    if x[0] > 1.2:
+        return float("nan")
+    if x[1] < -0.8:
+        return -math.inf
+    return gaussian(x)
+
+
+def test_rejections_of_nan_and_minus_inf_are_counted_as_on_one_thread(process_pool):
+    one = km.sample(truncated, X0 * 0.5, cores=1, **RUN)
+    assert min(one.posterior.attrs["rejected_non_finite"]) > 0
+    assert_same_chains(km.sample(truncated, X0 * 0.5, cores=2, parallel="process", **RUN), one)
+    assert_same_chains(km.sample(truncated, X0 * 0.5, executor=process_pool, **RUN), one)
 
 
 def test_pseudo_marginal_in_processes_gives_the_chains_of_one_thread():
