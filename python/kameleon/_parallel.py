@@ -23,8 +23,10 @@ import hashlib
 import multiprocessing
 import os
 import queue
+import re
 import signal
 import threading
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -102,14 +104,20 @@ class ChainTask:
     resume: bool
 
 
+def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
+    """The (function, gradient) pickled as ``blob``, unpickled once per
+    worker process."""
+    if key not in _densities:
+        import pickle
+
+        _densities[key] = pickle.loads(blob)
+    return _densities[key]
+
+
 def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
     """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
     (the steps as last reported to the parent, None without a channel)."""
-    if task.key not in _densities:
-        import pickle
-
-        _densities[task.key] = pickle.loads(task.blob)
-    function, gradient = _densities[task.key]
+    function, gradient = _density_of(task.key, task.blob)
     progress = None
     steps = [None]
     if _channel is not None:
@@ -144,11 +152,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
 
 def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
     """The log density of each row of ``rows``, in a worker."""
-    if key not in _densities:
-        import pickle
-
-        _densities[key] = pickle.loads(blob)
-    function, _ = _densities[key]
+    function, _ = _density_of(key, blob)
     return [function(np.array(row, dtype=np.float64)) for row in rows]
 
 
@@ -177,7 +181,7 @@ class _Pool:
     @classmethod
     def get(cls, workers: int) -> _Pool:
         pool = cls.current
-        if pool is None or pool.workers != workers or getattr(pool.executor, "_broken", False):
+        if pool is None or pool.workers != workers:
             if pool is not None:
                 pool.close()
             pool = cls.current = cls(workers)
@@ -214,21 +218,39 @@ def shutdown_pool() -> None:
         _Pool.current.close()
 
 
-def part_path(checkpoint: str, chain: int) -> str:
-    """Where a worker checkpoints chain ``chain`` of the run checkpointed at
-    ``checkpoint``."""
-    return f"{checkpoint}.chain{chain}"
+def part_path(checkpoint: str, chain: int, chains: int) -> str:
+    """Where a worker checkpoints chain ``chain`` of the ``chains`` of the
+    run checkpointed at ``checkpoint``."""
+    return f"{checkpoint}.chain{chain}-of-{chains}"
 
 
 def gather_parts(checkpoint: str) -> bool:
-    """Gathers the per-chain checkpoints ``PATH.chain0``, ``PATH.chain1``, …
-    written by process workers into ``checkpoint`` and removes them; False
-    if there are none."""
-    parts = []
-    while os.path.exists(part_path(checkpoint, len(parts))):
-        parts.append(part_path(checkpoint, len(parts)))
-    if not parts:
+    """Gathers the per-chain checkpoints ``PATH.chainK-of-N`` written by
+    process workers into ``checkpoint`` and removes them; False if there
+    are none. A run stopped before every chain had saved one cannot be
+    continued: ``ValueError``."""
+    folder, name = os.path.split(os.path.abspath(checkpoint))
+    pattern = re.compile(re.escape(name) + r"\.chain(\d+)-of-(\d+)")
+    found = {}
+    for entry in os.listdir(folder):
+        match = pattern.fullmatch(entry)
+        if match:
+            found[int(match[1])] = int(match[2])
+    if not found:
         return False
+    chains = max(found.values())
+    if set(found.values()) != {chains}:
+        raise ValueError(
+            f"the chain checkpoints {checkpoint!r}.chainK-of-N belong to runs of different numbers of chains: "
+            "remove those of the other run"
+        )
+    missing = [k for k in range(chains) if k not in found]
+    if missing:
+        raise ValueError(
+            f"the run checkpointed at {checkpoint!r} was stopped before chains {missing} had saved a "
+            "checkpoint: it cannot be continued (a shorter `checkpoint_every` saves sooner)"
+        )
+    parts = [part_path(checkpoint, k, chains) for k in range(chains)]
     _core.regroup_checkpoints(parts, checkpoint)
     for part in parts:
         os.remove(part)
@@ -238,7 +260,7 @@ def gather_parts(checkpoint: str) -> bool:
 def split_checkpoint(checkpoint: str, chains: int) -> list[str]:
     """Writes each chain of ``checkpoint`` to its own part file (for process
     workers to resume) and returns their paths."""
-    parts = [part_path(checkpoint, k) for k in range(chains)]
+    parts = [part_path(checkpoint, k, chains) for k in range(chains)]
     for k, part in enumerate(parts):
         _core.regroup_checkpoints([checkpoint], part, [k])
     return parts
@@ -316,8 +338,11 @@ def run(
     report()
     if checkpoint is not None:
         gather_parts(checkpoint)
-    if interrupt.is_set() and pool is not None:
-        # after Ctrl-C, leave no process behind
+    if pool is not None and (
+        interrupt.is_set() or isinstance(error, BrokenProcessPool)
+    ):
+        # after Ctrl-C, leave no process behind; a pool whose worker died
+        # cannot run more tasks
         pool.close()
     if error is not None:
         raise error

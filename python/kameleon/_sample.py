@@ -988,7 +988,7 @@ class _Launch:
             _parallel.ChainTask(
                 key, blob, self.kind, header["settings"], None if x0 is None else x0[k].tolist(), header["seed"],
                 header["draws"], header["tune"], header["thin"], k, run_id,
-                None if path is None else _parallel.part_path(path, k), self.checkpoint_every, x0 is None,
+                None if path is None else _parallel.part_path(path, k, chains), self.checkpoint_every, x0 is None,
             )
             for k in range(chains)
         ]

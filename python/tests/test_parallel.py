@@ -310,7 +310,7 @@ def test_checkpoint_kill_resume_with_process_workers_equals_an_uninterrupted_run
     script.write_text(KILLED_RUN)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, str(script), str(path)], env=env, start_new_session=True)
-    parts = [f"{path}.chain{k}" for k in range(2)]
+    parts = [f"{path}.chain{k}-of-2" for k in range(2)]
     deadline = time.monotonic() + 30
     while not all(os.path.exists(p) for p in parts) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -324,3 +324,10 @@ def test_checkpoint_kill_resume_with_process_workers_equals_an_uninterrupted_run
     assert not any(os.path.exists(p) for p in parts)
     # the gathered checkpoint resumes in this process too (nothing left to do)
     assert_same_chains(km.resume(path, gaussian, cores=1, progress=False), whole)
+
+
+def test_resume_refuses_a_run_whose_chains_did_not_all_save(tmp_path):
+    path = tmp_path / "run.ckpt"
+    (tmp_path / "run.ckpt.chain1-of-2").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"stopped before chains \[0\] had saved a checkpoint"):
+        km.resume(path, gaussian, progress=False)
