@@ -224,18 +224,32 @@ def part_path(checkpoint: str, chain: int, chains: int) -> str:
     return f"{checkpoint}.chain{chain}-of-{chains}"
 
 
-def gather_parts(checkpoint: str) -> bool:
-    """Gathers the per-chain checkpoints ``PATH.chainK-of-N`` written by
-    process workers into ``checkpoint`` and removes them; False if there
-    are none. A run stopped before every chain had saved one cannot be
-    continued: ``ValueError``."""
+def _parts(checkpoint: str) -> dict[int, tuple[int, str]]:
+    """The per-chain checkpoints of ``checkpoint`` on disk: chain →
+    (number of chains, path)."""
     folder, name = os.path.split(os.path.abspath(checkpoint))
     pattern = re.compile(re.escape(name) + r"\.chain(\d+)-of-(\d+)")
     found = {}
     for entry in os.listdir(folder):
         match = pattern.fullmatch(entry)
         if match:
-            found[int(match[1])] = int(match[2])
+            found[int(match[1])] = (int(match[2]), os.path.join(folder, entry))
+    return found
+
+
+def remove_parts(checkpoint: str) -> None:
+    """Removes the per-chain checkpoints of an earlier run at ``checkpoint``
+    (a new run there replaces it, as the file itself is replaced)."""
+    for _, path in _parts(checkpoint).values():
+        os.remove(path)
+
+
+def gather_parts(checkpoint: str) -> bool:
+    """Gathers the per-chain checkpoints ``PATH.chainK-of-N`` written by
+    process workers into ``checkpoint`` and removes them; False if there
+    are none. A run stopped before every chain had saved one cannot be
+    continued: ``ValueError``."""
+    found = {k: n for k, (n, _) in _parts(checkpoint).items()}
     if not found:
         return False
     chains = max(found.values())

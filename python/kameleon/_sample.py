@@ -1008,6 +1008,8 @@ class _Launch:
         """New chains from ``x0`` (checkpointed at ``path`` if not None)."""
         totals = [tune + draws * thin] * x0.shape[0]
         if self.mode != "thread":
+            if path is not None:
+                _parallel.remove_parts(path)
             header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
             return self._run(self._tasks(header, x0.shape[0], path, x0), totals, path)
         return self._run(

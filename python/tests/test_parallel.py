@@ -331,3 +331,11 @@ def test_resume_refuses_a_run_whose_chains_did_not_all_save(tmp_path):
     (tmp_path / "run.ckpt.chain1-of-2").write_bytes(b"")
     with pytest.raises(ValueError, match=r"stopped before chains \[0\] had saved a checkpoint"):
         km.resume(path, gaussian, progress=False)
+
+
+def test_a_new_run_replaces_the_chain_checkpoints_of_an_old_one(tmp_path):
+    path = tmp_path / "run.ckpt"
+    (tmp_path / "run.ckpt.chain2-of-3").write_bytes(b"left by a killed run")
+    idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint=path, **dict(RUN, chains=2))
+    assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]
+    assert_same_chains(km.resume(path, gaussian, progress=False), idata)
