@@ -774,7 +774,7 @@ def sample(
     Ctrl-C cancels the chains not started and re-raises, as the running
     tasks cannot be told to stop); progress bars are updated every 0.1 s
     (on a user's ``executor``, when a chain ends); with ``checkpoint``,
-    each worker writes its chain to ``PATH.chainK`` and the parts are
+    each worker writes its chain to ``PATH.chainK-of-N`` and the parts are
     gathered into ``PATH`` at the end (:func:`resume` also gathers the
     parts of a run that was killed).
 
@@ -1091,7 +1091,7 @@ def resume(
 
     ``cores``, ``parallel``, ``executor`` and ``vectorize`` choose where
     the chains run, as in :func:`sample` (the default rule times the log
-    density at a chain's current point). The per-chain parts ``PATH.chainK``
+    density at a chain's current point). The per-chain parts ``PATH.chainK-of-N``
     that process workers write are gathered into ``path`` first. ``what``
     names the caller in warnings."""
     path = os.fspath(path)

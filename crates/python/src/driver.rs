@@ -170,6 +170,15 @@ impl Drop for SetOnDrop<'_> {
     }
 }
 
+/// Takes a chain out of the lockstep batch when dropped.
+struct LeaveLockstep<'a>(&'a Density);
+
+impl Drop for LeaveLockstep<'_> {
+    fn drop(&mut self) {
+        self.0.leave_lockstep();
+    }
+}
+
 /// How often the calling thread wakes to draw progress and check signals.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -219,8 +228,12 @@ fn drive<P: Sampler>(
                         counter,
                         hold_gil,
                     };
-                    let result = chain.run(run);
-                    density.leave_lockstep();
+                    let result = {
+                        // leaves the lockstep batch when the chain stops,
+                        // also if it panics, so the others never wait for it
+                        let _leave = LeaveLockstep(density);
+                        chain.run(run)
+                    };
                     if let Err(err) = result {
                         cancel.store(true, Ordering::Relaxed);
                         let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
