@@ -70,8 +70,9 @@ def pickle_density(function: Callable, gradient: Callable | None) -> tuple[str, 
 
 # (progress queue, stop event) in the workers of a pool started here
 _channel: tuple[Any, Any] | None = None
-# key → (function, gradient), unpickled once per worker process
+# key → (function, gradient), unpickled once per worker process, oldest first
 _densities: dict[str, tuple[Callable, Callable | None]] = {}
+_KEPT_DENSITIES = 4
 
 
 def _init_worker(queue, stop) -> None:
@@ -110,6 +111,9 @@ def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
     if key not in _densities:
         import pickle
 
+        if len(_densities) >= _KEPT_DENSITIES:
+            # a long-lived pool serves many runs: keep the latest densities only
+            _densities.pop(next(iter(_densities)))
         _densities[key] = pickle.loads(blob)
     return _densities[key]
 

@@ -100,6 +100,18 @@ def test_pseudo_marginal_in_processes_gives_the_chains_of_one_thread():
     assert_same_chains(one, many)
 
 
+def test_a_prior_travels_to_the_workers_with_the_likelihood():
+    def log_likelihood(x):
+        return -0.5 * ((x[0] - 1.0) ** 2 + (x[1] - 0.3) ** 2 / 0.01)
+
+    prior = {"a": km.priors.LogNormal(0.0, 1.0), "b": km.priors.Beta(2.0, 2.0)}
+    kwargs = dict(RUN, chains=3, prior=prior)
+    one = km.sample(log_likelihood, None, cores=1, **kwargs)
+    many = km.sample(log_likelihood, None, cores=2, parallel="process", **kwargs)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, many.posterior[name].values)
+
+
 def test_a_process_pool_executor_gives_the_chains_of_one_thread(reference, process_pool):
     assert_same_chains(km.sample(gaussian, X0, executor=process_pool, **RUN), reference)
 
