@@ -98,9 +98,10 @@ def sample_ensemble(
     of a per-point run, bit for bit, when a row's value does not depend on
     the others. ``cores`` > 1 evaluates each half sweep's walkers in that
     many worker processes (the pool :func:`kameleon.sample` uses; the
-    density is pickled with cloudpickle), ``executor`` on any
-    :class:`concurrent.futures.Executor`: one task per worker and half
-    sweep, so this pays for densities that take milliseconds or more.
+    density is pickled with cloudpickle; one task per worker and half
+    sweep), ``executor`` on any :class:`concurrent.futures.Executor` (one
+    task per walker of the half sweep, or ``cores`` tasks if ``cores`` > 1):
+    this pays for densities that take milliseconds or more.
     The walkers are the same in every case.
 
     With ``checkpoint``, the run is saved there every ``checkpoint_every``

@@ -374,15 +374,18 @@ def run(
 
 def rows_on_workers(function: Callable, workers: int, executor: concurrent.futures.Executor | None) -> Callable:
     """A vectorised log density ``f(xs) -> values`` that evaluates the rows
-    of ``xs`` with ``function`` on ``executor`` or on the pool of
-    ``workers`` processes started here, in one task per worker. An exception
+    of ``xs`` with ``function`` on the pool of ``workers`` processes started
+    here, one task per worker, or on ``executor``, ``workers`` tasks (one
+    per row if ``workers`` is 1). An exception
     of ``function`` is re-raised (with the worker's traceback as its
     cause)."""
     key, blob = pickle_density(function, None)
     submit = (executor or _Pool.get(workers).executor).submit
-    tasks = workers if executor is None else max(workers, 1)
 
     def evaluate(xs: np.ndarray) -> np.ndarray:
+        # a user's executor has as many workers as it has: a task per row
+        # unless `workers` says how many
+        tasks = len(xs) if executor is not None and workers == 1 else workers
         chunks = np.array_split(xs, min(len(xs), tasks))
         futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
         values = [v for future in futures for v in future.result()]
