@@ -34,6 +34,7 @@ def gaussian_rows(xs):
 
 
 RUN = dict(sampler=km.AM(), draws=200, tune=100, chains=4, seed=11, progress=False)
+ENSEMBLE = dict(walkers=8, draws=30, tune=10, seed=11, progress=False)
 X0 = np.array([1.0, -0.5, 2.0])
 
 
@@ -116,13 +117,17 @@ def test_a_process_pool_executor_gives_the_chains_of_one_thread(reference, proce
     assert_same_chains(km.sample(gaussian, X0, executor=process_pool, **RUN), reference)
 
 
-def test_a_dask_cluster_gives_the_chains_of_one_thread(reference):
+def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:
         idata = km.sample(gaussian, X0, executor=client.get_executor(), **RUN)
+        walkers = km.sample_ensemble(gaussian, X0, executor=client.get_executor(), **ENSEMBLE)
     assert_same_chains(idata, reference)
+    # the ensemble's walkers too, one task per walker of each half sweep
+    one = km.sample_ensemble(gaussian, X0, **ENSEMBLE)
+    np.testing.assert_array_equal(walkers.posterior["x"].values, one.posterior["x"].values)
 
 
 def test_lockstep_gives_the_chains_of_per_point_calls(reference):
