@@ -2,9 +2,13 @@
 //!
 //! Rust owns the chains, the threads and the checkpoint files; Python owns
 //! the user's log density and the output objects. `sample` and
-//! `resume` run chains on a thread pool while the calling thread polls
-//! progress counters and signals; `sample_ensemble` runs the affine-invariant
-//! ensemble sampler; [`BuiltinTarget`] exposes the Rust
+//! `resume` run chains on a thread pool (or, for a vectorised density, each
+//! chain on its own thread, in lockstep) while the calling thread polls
+//! progress counters and signals; `sample` also runs any subset of a run's
+//! chains by index, which is how worker processes run theirs, and
+//! `regroup_checkpoints` and `extend_checkpoint` gather, split and lengthen
+//! checkpoints. `sample_ensemble` and `resume_ensemble` run the
+//! affine-invariant ensemble sampler; [`BuiltinTarget`] exposes the Rust
 //! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate.
 
 mod builtin;
