@@ -321,8 +321,11 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path, gaussian_2d, si
         time.sleep(0.001)
         return logp(x)
 
+    # on threads: the density signals its own process (the default rule
+    # could choose worker processes for a density this slow)
     with pytest.warns(UserWarning, match="interrupted"):
-        partial = km.sample(interrupting, mean, checkpoint=path, checkpoint_every=1000.0, **kwargs)
+        partial = km.sample(interrupting, mean, checkpoint=path, checkpoint_every=1000.0, parallel="thread",
+                            **kwargs)
     assert posterior(partial).shape[1] < 400
     resumed = km.resume(path, logp, progress=False)
     np.testing.assert_array_equal(posterior(resumed), posterior(whole))
