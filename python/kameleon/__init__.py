@@ -5,9 +5,9 @@
 """
 
 from . import diagnostics, priors, simulators, targets
-from ._ensemble import sample_ensemble
+from ._ensemble import resume_ensemble, sample_ensemble
 from .habc import HABC
-from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, resume, sample
+from ._sample import Compiled, PseudoMarginal, SamplingWarning, __version__, extend, resume, sample
 from .pymc import PyMCPosterior, from_pymc
 from .results import load_results
 from .samplers import (
@@ -58,6 +58,8 @@ __all__ = [
     "log_likelihood_sd",
     "priors",
     "resume",
+    "resume_ensemble",
+    "extend",
     "sample",
     "sample_ensemble",
     "simulators",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import numbers
+import os
+import threading
 import warnings
 from typing import Sequence
 
 import numpy as np
 
-from . import _core
+from . import _core, _parallel
 from ._arviz import inference_data, posterior_variables
 from ._ensemble_prior import with_prior
 from ._sample import (
@@ -25,7 +28,7 @@ from ._sample import (
     _warn_problems,
 )
 
-__all__ = ["sample_ensemble"]
+__all__ = ["sample_ensemble", "resume_ensemble"]
 
 
 def _default_walkers(dim: int) -> int:
@@ -48,6 +51,11 @@ def sample_ensemble(
     parameter_names: Sequence[str] | None = None,
     prior=None,
     bounds=None,
+    vectorize: bool = False,
+    cores: int = 1,
+    executor: concurrent.futures.Executor | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: float = 60.0,
 ):
     """Runs the affine-invariant ensemble sampler with the stretch move
     (Goodman & Weare 2010, the algorithm of emcee) for ``tune`` discarded
@@ -86,13 +94,35 @@ def sample_ensemble(
     here; NaN or −inf rejects the proposal. Ctrl-C returns the sweeps so far
     with a warning.
 
+    Evaluating the walkers together (a Python callable ``f(x) -> float``
+    only, not a :class:`PseudoMarginal`): ``vectorize=True`` means
+    ``log_density`` takes a ``(k, d)`` array and returns its k values, and
+    is called once per half sweep (emcee's ``vectorize``), with the walkers
+    of a per-point run, bit for bit, when a row's value does not depend on
+    the others. ``cores`` > 1 evaluates each half sweep's walkers in that
+    many worker processes (the pool :func:`kameleon.sample` uses; the
+    density is pickled with cloudpickle; one task per worker and half
+    sweep), ``executor`` on any :class:`concurrent.futures.Executor` (one
+    task per walker of the half sweep, or ``cores`` tasks if ``cores`` > 1):
+    this pays for densities that take milliseconds or more.
+    The walkers are the same in every case.
+
+    With ``checkpoint``, the run is saved there every ``checkpoint_every``
+    seconds and at the end (or on Ctrl-C): its start and every log-density
+    value so far (the moves follow from those), and
+    :func:`resume_ensemble` continues it, bit-identical to an uninterrupted
+    run, replaying the saved part without evaluating the density.
+
     ``prior=`` and ``bounds=`` work as in :func:`kameleon.sample` (the
     walkers move on the unconstrained scale; ``x0`` is constrained, and
-    ``x0=None`` starts each walker at a draw of the prior).
+    ``x0=None`` starts each walker at a draw of the prior); not with
+    ``vectorize=True``.
     """
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
     seed = _seed(seed)
+    if vectorize and (prior is not None or bounds is not None):
+        raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
     log_density, x0, parameter_names, constrained = with_prior(
         log_density, x0, walkers, seed, prior, bounds, parameter_names, _default_walkers
     )
@@ -111,18 +141,85 @@ def sample_ensemble(
     d = x0.shape[1]
     if isinstance(log_density, Compiled) and log_density.dim != d:
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    kind, function, _ = _density(log_density, None, False)
-    result = _run(
+    kind, function = _walkers_density(log_density, vectorize, cores, executor)
+    result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
-            kind, function, np.ascontiguousarray(x0), walkers, float(a), seed, draws, tune, bars
+            kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
+            None if checkpoint is None else os.fspath(checkpoint), float(checkpoint_every),
         ),
         [tune + draws],
         progress,
-        labels=["sweeps"],
     )
     if constrained is not None:
         result["samples"] = constrained.joint.constrain(result["samples"])
     return _to_arviz(result, seed, float(a), walkers, draws, tune, parameter_names)
+
+
+def resume_ensemble(
+    path: str | os.PathLike,
+    log_density,
+    *,
+    progress: bool = True,
+    parameter_names: Sequence[str] | None = None,
+    vectorize: bool = False,
+    cores: int = 1,
+    executor: concurrent.futures.Executor | None = None,
+    checkpoint_every: float = 60.0,
+):
+    """Continues the :func:`sample_ensemble` run checkpointed at ``path``
+    with the same log density: the result is bit-identical to an
+    uninterrupted run. ``vectorize``, ``cores`` and ``executor`` are as in
+    :func:`sample_ensemble` (they need not be the ones of the first run).
+    The checkpoint is updated as the run goes on."""
+    kind, function = _walkers_density(log_density, vectorize, cores, executor)
+    path = os.fspath(path)
+    header = _core.ensemble_checkpoint_header(path)
+    result = _run_interruptible(
+        lambda bars: _core.resume_ensemble(path, kind, function, bars, float(checkpoint_every)),
+        [header["tune"] + header["draws"]],
+        progress,
+    )
+    return _to_arviz(
+        result, header["seed"], header["a"], header["walkers"], header["draws"], header["tune"], parameter_names
+    )
+
+
+def _run_interruptible(call, totals, progress: bool):
+    """``call(report)`` as :func:`kameleon._sample._run` runs it, with Ctrl-C
+    (in the main thread) setting a flag that ``report`` returns, so the
+    run stops between two sweeps: a ``KeyboardInterrupt`` raised inside the
+    log density (which runs in this thread) would cut a sweep short."""
+    with _parallel.sigint_sets(threading.Event()) as interrupt:
+
+        def interruptible(report):
+            def check(steps: list[int]) -> bool:
+                stop = report(steps) if report is not None else False
+                return stop or interrupt.is_set()
+
+            return call(check)
+
+        return _run(interruptible, totals, progress, labels=["sweeps"])
+
+
+def _walkers_density(log_density, vectorize: bool, cores, executor):
+    """(kind, function) for the extension: the walkers evaluated one by one,
+    in one vectorised call, or on worker processes or an executor."""
+    kind, function, _ = _density(log_density, None, False)
+    cores = _integer("cores", cores, 1)
+    if vectorize or cores > 1 or executor is not None:
+        if kind != "callable":
+            raise ValueError(
+                "`vectorize`, `cores` > 1 and `executor` need a Python callable f(x) -> float "
+                f"(not a PseudoMarginal, Compiled function or target), got {type(log_density).__name__}"
+            )
+        if vectorize and (cores > 1 or executor is not None):
+            raise ValueError("`vectorize=True` evaluates the walkers in one call here: leave `cores`/`executor` unset")
+        if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+            raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if not vectorize:
+            function = _parallel.rows_on_workers(function, cores, executor)
+        kind = "vectorized"
+    return kind, function
 
 
 def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune: int, parameter_names):

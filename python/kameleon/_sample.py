@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import ctypes
 import importlib.metadata
 import json
@@ -9,19 +11,21 @@ import math
 import operator
 import os
 import secrets
+import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _core, diagnostics
+from . import _core, _parallel, diagnostics
 from ._arviz import inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
 
-__all__ = ["sample", "resume", "PseudoMarginal", "Compiled", "SamplingWarning"]
+__all__ = ["sample", "resume", "extend", "PseudoMarginal", "Compiled", "SamplingWarning"]
 
 
 def _distribution_version() -> str:
@@ -177,10 +181,19 @@ class _Progress:
             bar.close()
 
 
-def _run(call, totals, progress: bool, done=(), labels: Sequence[str] | None = None):
+def _run(call, totals, progress: bool, done=(), labels: Sequence[str] | None = None, deadline: float | None = None):
+    """``call(report)``: ``report`` (None if there is nothing to report to)
+    takes the steps done per chain, draws the bars and returns True once
+    ``time.monotonic()`` passes ``deadline``, which stops the run."""
     bars = _Progress(totals, done, labels) if progress else None
+
+    def report(steps: list[int]) -> bool:
+        if bars is not None:
+            bars(steps)
+        return deadline is not None and time.monotonic() >= deadline
+
     try:
-        return call(bars)
+        return call(report if bars is not None or deadline is not None else None)
     finally:
         if bars is not None:
             bars.close()
@@ -549,7 +562,7 @@ def _to_arviz(
     chains = result["chains"]
     lengths = [c["samples"].shape[0] for c in chains]
     n = min(lengths)
-    if result["interrupted"]:
+    if result["interrupted"] and (extra or {}).get("stopped_by") == "interrupted":
         warnings.warn(
             f"sampling was interrupted: returning the partial draws ({n} per chain)",
             UserWarning,
@@ -597,6 +610,70 @@ def _cores(cores: int | None, chains: int) -> int:
     return _integer("cores", cores, 1)
 
 
+# Process workers pay off once the log density's work in a run exceeds
+# this many seconds (see the README's rule and
+# python/benchmarks/results/parallel_throughput.md: starting two workers
+# takes about 1 s here; the work then splits over the cores).
+_PROCESS_WORTH_SECONDS = 2.0
+_PYTHON_KINDS = ("callable", "pseudo_marginal")
+
+
+class _Timed:
+    """A probe ``f(x, rng)`` that remembers how long its first call took:
+    the default rule's estimate of a call's cost, from the call that checks
+    the jittered starts when there is one."""
+
+    def __init__(self, probe: Callable) -> None:
+        self.probe = probe
+        self.first: float | None = None
+
+    def __call__(self, x, rng):
+        if self.first is not None:
+            return self.probe(x, rng)
+        start = time.perf_counter()
+        try:
+            return self.probe(x, rng)
+        finally:
+            self.first = time.perf_counter() - start
+
+    def seconds_per_call(self, x: np.ndarray) -> float:
+        """The first call's time, calling the probe at ``x`` if it was not
+        called yet."""
+        if self.first is None:
+            self(np.array(x, dtype=np.float64), np.random.default_rng(0))
+        return self.first
+
+
+def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callable[[], float]) -> str:
+    """"thread", "process" or "executor": where the chains run (see the
+    rule in :func:`sample`). ``work()`` estimates the log density's
+    seconds in the whole run; it is only called when the rule needs it."""
+    if parallel not in (None, "thread", "process"):
+        raise ValueError(f"`parallel` must be None, 'thread' or 'process', got {parallel!r}")
+    if executor is not None:
+        if not isinstance(executor, concurrent.futures.Executor):
+            raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if parallel == "thread":
+            raise ValueError("`executor=` runs the chains as tasks on the executor: leave `parallel` unset")
+        mode = "executor"
+    elif parallel is not None:
+        mode = parallel
+    elif kind in _PYTHON_KINDS and min(workers, chains) > 1 and work() >= _PROCESS_WORTH_SECONDS:
+        mode = "process"
+    else:
+        mode = "thread"
+    if mode != "thread" and kind not in _PYTHON_KINDS:
+        what = {"vectorized": "a vectorized density (chains in lockstep run in this process)"}.get(
+            kind, "a compiled function or a built-in target (these run in parallel on threads already)"
+        )
+        raise ValueError(
+            f"process workers and `executor=` run Python callables and PseudoMarginal densities, not {what}"
+        )
+    return mode
+
+
+
+
 def sample(
     log_density,
     x0=None,
@@ -614,6 +691,13 @@ def sample(
     parameter_names: Sequence[str] | None = None,
     prior=None,
     bounds=None,
+    parallel: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    vectorize: bool = False,
+    target_ess: float | None = None,
+    target_rhat: float | None = None,
+    max_seconds: float | None = None,
+    max_evaluations: int | None = None,
 ):
     """Draws ``chains`` Markov chains of ``draws`` kept states after ``tune``
     adapting steps.
@@ -663,9 +747,64 @@ def sample(
     the sampler (the start checks above are not counted).
 
     A Python callable receives a fresh float64 array per call (keeping it is
-    safe) and is called under the GIL: chains take turns. Exceptions it
-    raises stop every chain and are re-raised here; NaN or −inf rejects the
-    proposal.
+    safe). Exceptions it raises stop every chain and are re-raised here
+    (from a worker process with the worker's traceback as the cause); NaN
+    or −inf rejects the proposal.
+
+    Where the chains run. Compiled functions and built-in targets run on
+    ``cores`` Rust threads. A Python callable (or :class:`PseudoMarginal`)
+    on threads takes turns on the GIL, so ``parallel`` decides: with
+    ``"process"`` the chains run in ``cores`` worker processes (started
+    with forkserver, or spawn where there is none; kept for later runs with
+    as many workers), the density pickled once per worker with cloudpickle
+    (lambdas and closures work; an unpicklable one is a ``TypeError``
+    saying what to do); with ``"thread"`` on threads in this process; with
+    None (the default) on processes when ``min(cores, chains) > 1`` and the
+    log density's estimated work in the run (the time of one call, the one
+    at ``x0`` that checks the jittered starts, or one more call at the
+    first start if ``x0`` gives every chain's start, times the steps of
+    all chains) is at least 2 s, else on threads.
+    ``executor``: any :class:`concurrent.futures.Executor`
+    (``ProcessPoolExecutor``, loky's, a ``dask.distributed`` client's
+    ``get_executor()``, ``mpi4py.futures.MPIPoolExecutor``) runs one task per
+    chain. Every way gives the same chains for the same seed. Scripts that
+    start worker processes need the ``if __name__ == "__main__":`` guard,
+    as with :mod:`multiprocessing`. With workers, Ctrl-C stops every chain
+    and returns the partial draws with a warning (on a user's ``executor``,
+    Ctrl-C cancels the chains not started and re-raises, as the running
+    tasks cannot be told to stop); progress bars are updated every 0.1 s
+    (on a user's ``executor``, when a chain ends); with ``checkpoint``,
+    each worker writes its chain to ``PATH.chainK-of-N`` and the parts are
+    gathered into ``PATH`` at the end (:func:`resume` also gathers the
+    parts of a run that was killed).
+
+    Stop rules. ``draws`` is then the most a run keeps. With
+    ``target_ess`` and/or ``target_rhat``, the run goes in rounds (100
+    draws per chain, then doubling the draws so far, up to ``draws``, each
+    round continuing the last as :func:`extend` does) and stops after the
+    first round whose chains have, for every parameter, a bulk ESS (total
+    over the chains) of at least ``target_ess`` and a rank-normalised split
+    R-hat of at most ``target_rhat``: the draws are those of a run started
+    with that round's ``draws``. The rounds need a checkpoint (a temporary
+    one without ``checkpoint=``). ``max_seconds``: the run stops (within
+    about 0.1 s) once that much wall time has passed since the call, with
+    the draws so far (the shortest chain's length; not with a user's
+    ``executor``). ``max_evaluations``: ``draws`` is cut so that the run
+    makes at most that many log-density evaluations in all, counting one
+    per chain for its start and one per step (the case of every sampler
+    but the Hamiltonian ones, for which it counts steps). The output's
+    ``attrs["stopped_by"]`` says which rule ended the run: "draws" (it ran
+    to ``draws``), "target", "max_seconds", "max_evaluations" or
+    "interrupted" (Ctrl-C). With ``checkpoint=``, ``attrs["checkpoint"]``
+    names the file, and :func:`extend` continues the run from it.
+
+    ``vectorize=True``: ``log_density`` takes a ``(k, d)`` array of k points
+    and returns their k log densities; the chains run in lockstep, each on
+    a thread of its own, and the proposals of one step of every running
+    chain go into one call. The chains are the ones the per-point callable
+    ``lambda x: log_density(x[None])[0]`` gives, bit for bit, when each row's
+    value does not depend on the other rows. Not with ``prior=``/``bounds=``,
+    :class:`PseudoMarginal`, ``parallel="process"`` or ``executor``.
 
     Priors and bounds. With ``prior=`` or ``bounds=``, ``log_density`` is the
     LOG-LIKELIHOOD log L(x) (a Python callable, a :class:`PseudoMarginal`
@@ -718,34 +857,206 @@ def sample(
     if isinstance(log_density, Target) and log_density.dim != d:
         raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
+    if vectorize:
+        if kind != "callable" or constrained is not None:
+            raise ValueError(
+                "`vectorize=True` needs a plain Python callable taking a (k, d) array "
+                "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
+            )
+        kind, vectorized = "vectorized", log_density
+        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+    probe = _Timed(_log_density_probe(log_density))
     if x0.ndim == 1:
-        x0 = _jittered_starts(x0, chains, seed, _log_density_probe(log_density))
+        x0 = _jittered_starts(x0, chains, seed, probe)
+    rules = _StopRules(target_ess, target_rhat, max_seconds, max_evaluations, chains)
+    draws, stopped_by = rules.capped_draws(draws, tune, thin, chains)
     settings = json.dumps(sampler.to_dict())
-    header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
-    totals = [tune + draws * thin] * chains
-    result = _run(
-        lambda bars: _core.sample(
-            settings,
-            kind,
-            function,
-            gradient,
-            np.ascontiguousarray(x0),
-            seed,
-            draws,
-            tune,
-            thin,
-            _cores(cores, chains),
-            bars,
-            None if checkpoint is None else os.fspath(checkpoint),
-            float(checkpoint_every),
-        ),
-        totals,
-        progress,
+    workers = _cores(cores, chains)
+    mode = _mode(
+        parallel, executor, kind, workers, chains, lambda: probe.seconds_per_call(x0[0]) * chains * (tune + draws * thin)
     )
-    if constrained is None:
-        return _to_arviz(result, header, parameter_names, "kameleon.sample")
-    constrained.constrain_result(result)
-    return _to_arviz(result, header, parameter_names, "kameleon.sample", {"prior": constrained.joint.describe()})
+    if max_seconds is not None and mode == "executor":
+        raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, float(checkpoint_every), rules)
+    path = None if checkpoint is None else os.fspath(checkpoint)
+    with contextlib.ExitStack() as cleanup:
+        if rules.converging and path is None:
+            # the rounds continue the run from a checkpoint of their own
+            path = os.path.join(cleanup.enter_context(tempfile.TemporaryDirectory()), "run.ckpt")
+        first = min(draws, _FIRST_ROUND) if rules.converging else draws
+        result = launch.start(settings, x0, seed, first, tune, thin, path)
+        header = {"settings": settings, "seed": seed, "draws": first, "tune": tune, "thin": thin}
+        result, header, stopped_by = launch.rounds(result, header, path, draws, stopped_by)
+    extra = {"stopped_by": stopped_by}
+    if checkpoint is not None:
+        extra["checkpoint"] = os.fspath(checkpoint)
+    if constrained is not None:
+        constrained.constrain_result(result)
+        extra["prior"] = constrained.joint.describe()
+    return _to_arviz(result, header, parameter_names, "kameleon.sample", extra)
+
+
+# The first round of a run with `target_ess`/`target_rhat` keeps this many
+# draws per chain (fewer if `draws` is smaller); each later round doubles
+# the draws so far (up to `draws`).
+_FIRST_ROUND = 100
+
+
+class _StopRules:
+    """When a run stops before its ``draws``: the checks of ``target_ess``
+    and ``target_rhat`` between rounds, the wall-time budget and the
+    evaluation budget (see :func:`sample`)."""
+
+    def __init__(self, target_ess, target_rhat, max_seconds, max_evaluations, chains: int) -> None:
+        for name, value in (("target_ess", target_ess), ("target_rhat", target_rhat), ("max_seconds", max_seconds)):
+            if value is not None and (
+                isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number))
+                or not math.isfinite(value) or value <= 0
+            ):
+                raise ValueError(f"`{name}` must be a finite number > 0 or None, got {value!r}")
+        if target_rhat is not None and target_rhat <= 1:
+            raise ValueError(f"`target_rhat` must be > 1 (R-hat is at least about 1), got {target_rhat!r}")
+        if target_rhat is not None and chains < 2:
+            raise ValueError("`target_rhat` compares chains: it needs `chains` >= 2")
+        self.ess = target_ess
+        self.rhat = target_rhat
+        self.evaluations = None if max_evaluations is None else _integer("max_evaluations", max_evaluations, 1)
+        self.deadline = None if max_seconds is None else time.monotonic() + float(max_seconds)
+
+    @property
+    def converging(self) -> bool:
+        return self.ess is not None or self.rhat is not None
+
+    def capped_draws(self, draws: int, tune: int, thin: int, chains: int) -> tuple[int, str]:
+        """``draws`` cut to the evaluation budget (one evaluation per chain
+        for its start, one per step) and the stop rule that applies if the
+        run goes to its end: "max_evaluations" if cut, else "draws"."""
+        if self.evaluations is None:
+            return draws, "draws"
+        steps = self.evaluations // chains - 1
+        if steps < tune + thin:
+            raise ValueError(
+                f"`max_evaluations` {self.evaluations} does not cover one draw per chain: {chains} chains need "
+                f"{chains * (1 + tune + thin)} evaluations (1 for the start, {tune} tuning steps, {thin} per draw)"
+            )
+        budget = (steps - tune) // thin
+        return (budget, "max_evaluations") if budget < draws else (draws, "draws")
+
+    def met(self, result: dict) -> bool:
+        """Whether the chains of ``result`` meet the ESS and R-hat targets
+        for every parameter (rank-normalised, so the scale of the chains,
+        constrained or not, does not matter)."""
+        lengths = [c["samples"].shape[0] for c in result["chains"]]
+        n = min(lengths)
+        if n < _CHECK_MIN_DRAWS:
+            return False
+        samples = np.stack([c["samples"][:n] for c in result["chains"]])
+        if self.ess is not None:
+            ess = _per_parameter(diagnostics.ess_bulk, samples)
+            if not (ess >= self.ess).all():
+                return False
+        if self.rhat is not None:
+            rhat = _per_parameter(diagnostics.rhat, samples)
+            if not (rhat <= self.rhat).all():
+                return False
+        return True
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+
+@dataclass
+class _Launch:
+    """How the chains of a run are started or continued: the density, where
+    the chains run (threads, worker processes or an executor) and the stop
+    rules."""
+
+    kind: str
+    function: Any
+    gradient: Any
+    mode: str
+    workers: int
+    executor: Any
+    progress: bool
+    checkpoint_every: float
+    rules: _StopRules
+
+    def _tasks(self, header: dict, chains: int, path: str | None, x0) -> list:
+        key, blob = _parallel.pickle_density(self.function, self.gradient)
+        run_id = secrets.token_hex(8)
+        return [
+            _parallel.ChainTask(
+                key, blob, self.kind, header["settings"], None if x0 is None else x0[k].tolist(), header["seed"],
+                header["draws"], header["tune"], header["thin"], k, run_id,
+                None if path is None else _parallel.part_path(path, k, chains), self.checkpoint_every, x0 is None,
+            )
+            for k in range(chains)
+        ]
+
+    def _run(self, work, totals: list[int], path, done=()) -> dict:
+        """``work``: the chains' tasks for workers, or ``call(report)`` for
+        threads; ``path`` the checkpoint whose parts workers write."""
+        if self.mode != "thread":
+            executor = self.executor if self.mode == "executor" else None
+            return _run(
+                lambda report: _parallel.run(work, totals, self.workers, executor, report, path),
+                totals, self.progress, done, deadline=self.rules.deadline,
+            )
+        return _run(work, totals, self.progress, done, deadline=self.rules.deadline)
+
+    def start(self, settings: str, x0: np.ndarray, seed: int, draws: int, tune: int, thin: int, path) -> dict:
+        """New chains from ``x0`` (checkpointed at ``path`` if not None)."""
+        totals = [tune + draws * thin] * x0.shape[0]
+        if self.mode != "thread":
+            if path is not None:
+                _parallel.remove_parts(path)
+            header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
+            return self._run(self._tasks(header, x0.shape[0], path, x0), totals, path)
+        return self._run(
+            lambda report: _core.sample(
+                settings, self.kind, self.function, self.gradient,
+                # a copy: a user's array may be unaligned (e.g. read from a buffer)
+                np.array(x0, dtype=np.float64, order="C"),
+                seed, draws, tune, thin, self.workers, report, path, self.checkpoint_every,
+            ),
+            totals,
+            path,
+        )
+
+    def resume(self, path: str, header: dict) -> dict:
+        """The chains of the checkpoint at ``path`` (whose ``header`` is
+        given) continued."""
+        chains = header["chains"]
+        totals = [header["tune"] + header["draws"] * header["thin"]] * chains
+        if self.mode != "thread":
+            _parallel.split_checkpoint(path, chains)
+            return self._run(self._tasks(header, chains, path, None), totals, path, header["steps_done"])
+        return self._run(
+            lambda report: _core.resume(
+                path, self.kind, self.function, self.gradient, self.workers, report, self.checkpoint_every
+            ),
+            totals,
+            path,
+            header["steps_done"],
+        )
+
+    def rounds(self, result: dict, header: dict, path, draws: int, stopped_by: str):
+        """Until the ESS and R-hat targets are met: lengthens the run at
+        ``path`` (``header`` the result's run) by rounds, doubling its
+        draws up to ``draws``. Returns the last result, its run's header and
+        the rule that stopped it."""
+        while True:
+            if result["interrupted"]:
+                return result, header, "max_seconds" if self.rules.out_of_time() else "interrupted"
+            if not self.rules.converging:
+                return result, header, stopped_by
+            if self.rules.met(result):
+                return result, header, "target"
+            if header["draws"] >= draws:
+                return result, header, stopped_by
+            _core.extend_checkpoint(path, min(header["draws"], draws - header["draws"]))
+            header = _core.checkpoint_header(path)
+            result = self.resume(path, header)
 
 
 def resume(
@@ -759,6 +1070,10 @@ def resume(
     parameter_names: Sequence[str] | None = None,
     prior=None,
     bounds=None,
+    parallel: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    vectorize: bool = False,
+    what: str = "kameleon.resume",
 ):
     """Continues the run checkpointed at ``path`` with the same log density
     (and, for HMC on a Python callable, its ``grad_log_density``);
@@ -772,8 +1087,15 @@ def resume(
     the unconstrained scale and does not record the prior, so only its
     dimension can be checked. Resumed without them, the draws would come
     back on the unconstrained scale; with another prior, the run would
-    silently continue with that one."""
+    silently continue with that one.
+
+    ``cores``, ``parallel``, ``executor`` and ``vectorize`` choose where
+    the chains run, as in :func:`sample` (the default rule times the log
+    density at a chain's current point). The per-chain parts ``PATH.chainK-of-N``
+    that process workers write are gathered into ``path`` first. ``what``
+    names the caller in warnings."""
     path = os.fspath(path)
+    _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
@@ -786,16 +1108,72 @@ def resume(
         parameter_names = constrained.names(parameter_names)
         log_density = constrained.density
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
+    if vectorize:
+        if kind != "callable" or constrained is not None:
+            raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
+        kind, vectorized = "vectorized", log_density
+        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
     chains = header["chains"]
-    totals = [header["tune"] + header["draws"] * header["thin"]] * chains
-    result = _run(
-        lambda bars: _core.resume(
-            path, kind, function, gradient, _cores(cores, chains), bars, float(checkpoint_every)
-        ),
-        totals,
-        progress,
+    workers = _cores(cores, chains)
+    remaining = chains * (header["tune"] + header["draws"] * header["thin"]) - sum(header["steps_done"])
+    mode = _mode(
+        parallel,
+        executor,
+        kind,
+        workers,
+        chains,
+        lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,
     )
-    if constrained is None:
-        return _to_arviz(result, header, parameter_names, "kameleon.resume")
-    constrained.constrain_result(result)
-    return _to_arviz(result, header, parameter_names, "kameleon.resume", {"prior": constrained.joint.describe()})
+    rules = _StopRules(None, None, None, None, chains)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, float(checkpoint_every), rules)
+    result = launch.resume(path, header)
+    extra = {"stopped_by": "interrupted" if result["interrupted"] else "draws", "checkpoint": path}
+    if constrained is not None:
+        constrained.constrain_result(result)
+        extra["prior"] = constrained.joint.describe()
+    return _to_arviz(result, header, parameter_names, what, extra)
+
+
+def extend(
+    source,
+    log_density,
+    *,
+    draws: int,
+    grad_log_density: Callable | None = None,
+    progress: bool = True,
+    cores: int | None = None,
+    checkpoint_every: float = 60.0,
+    parameter_names: Sequence[str] | None = None,
+    prior=None,
+    bounds=None,
+    parallel: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    vectorize: bool = False,
+):
+    """Continues a run by ``draws`` more kept draws per chain: the result is
+    bit-identical to a run started with that many more draws (a chain's
+    steps do not depend on its length). ``source``: the run's checkpoint
+    file, or the output of :func:`sample`, :func:`resume` or :func:`extend`
+    run with ``checkpoint=`` (its ``attrs["checkpoint"]`` names the file;
+    a run without a checkpoint cannot be continued, as its random streams'
+    states are gone). The checkpoint is lengthened in place and updated as
+    the run goes on. The other arguments are those of :func:`resume`,
+    ``log_density`` (with ``prior``/``bounds``) the same as the run's."""
+    draws = _integer("draws", draws, 0)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+    else:
+        attrs = getattr(getattr(source, "posterior", None), "attrs", {})
+        if "checkpoint" not in attrs:
+            raise ValueError(
+                "`extend` continues a run from its checkpoint: pass the checkpoint's path, or the output of a run "
+                "made with `checkpoint=` (this one has no `checkpoint` in its attrs)"
+            )
+        path = attrs["checkpoint"]
+    _parallel.gather_parts(path)
+    _core.extend_checkpoint(path, draws)
+    return resume(
+        path, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
+        parallel=parallel, executor=executor, vectorize=vectorize, what="kameleon.extend",
+    )

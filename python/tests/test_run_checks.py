@@ -290,8 +290,9 @@ def test_evaluations_count_every_call_of_the_log_density():
     x0 = np.zeros((2, 2))  # given starts: no calls to check jittered ones
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
+        # threads named: the default rule would time one call at a given start
         idata = km.sample(counted, x0, sampler=km.RandomWalk(), draws=30, tune=20, chains=2, thin=3, seed=1,
-                          progress=False)
+                          progress=False, parallel="thread")
     assert sum(idata.posterior.attrs["evaluations"]) == len(calls) == 2 * (1 + 20 + 30 * 3)
 
 

@@ -161,9 +161,10 @@ def test_pseudo_marginal_calls_once_per_step_and_is_unbiased():
         return -0.5 * float(x[0] * x[0]) + sigma * rng.standard_normal() - 0.5 * sigma**2
 
     chains, draws, tune = 4, 3000, 500
-    # one start per chain: no extra calls to check jittered starts
+    # one start per chain: no extra calls to check jittered starts (and
+    # threads named: the default rule would time one call at a given start)
     idata = km.sample(km.PseudoMarginal(noisy), np.zeros((chains, 1)), sampler=km.RandomWalk(scale=2.0),
-                      draws=draws, tune=tune, chains=chains, seed=4, progress=False)
+                      draws=draws, tune=tune, chains=chains, seed=4, progress=False, parallel="thread")
     assert len(calls) == chains * (draws + tune + 1)
     x = posterior(idata)[:, :, 0]
     ess_mean = km.diagnostics.ess(x)
@@ -320,8 +321,11 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path, gaussian_2d, si
         time.sleep(0.001)
         return logp(x)
 
+    # on threads: the density signals its own process (the default rule
+    # could choose worker processes for a density this slow)
     with pytest.warns(UserWarning, match="interrupted"):
-        partial = km.sample(interrupting, mean, checkpoint=path, checkpoint_every=1000.0, **kwargs)
+        partial = km.sample(interrupting, mean, checkpoint=path, checkpoint_every=1000.0, parallel="thread",
+                            **kwargs)
     assert posterior(partial).shape[1] < 400
     resumed = km.resume(path, logp, progress=False)
     np.testing.assert_array_equal(posterior(resumed), posterior(whole))

@@ -2,13 +2,13 @@
 //! compiled C function, or a built-in Rust target, all behind [`Target`].
 
 use kameleon_samplers::{Target, TargetError};
-use numpy::PyArray1;
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyFloat;
 use rand::Rng;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The signature of a compiled log density: `double logp(const double *x, int64_t dim)`.
 pub type CompiledFn = extern "C" fn(*const f64, i64) -> f64;
@@ -32,10 +32,116 @@ pub enum Source {
         /// `numpy.random.Generator`.
         generator: Py<PyAny>,
     },
+    /// `f(xs) -> array` on a `(k, d)` array of k points, returning their k
+    /// log densities: the chains' threads wait at a [`Rendezvous`] until
+    /// every running chain has a point, and one call evaluates them all.
+    Batched {
+        /// The vectorised log density.
+        function: Py<PyAny>,
+        /// Where the chains' points gather.
+        rendezvous: Rendezvous,
+    },
     /// A compiled function pointer, called without the GIL.
     Compiled(CompiledFn),
     /// A built-in Rust target.
     Builtin(Arc<dyn Target>),
+}
+
+/// Gathers the points of the chains running on their own threads into one
+/// batch: a batch is evaluated once every running chain has submitted a
+/// point (or left), by the thread that completes it.
+#[derive(Default)]
+pub struct Rendezvous {
+    state: Mutex<Gather>,
+    evaluated: Condvar,
+    /// [`Gather::generation`], readable without the lock: a waiting chain
+    /// first yields its core a few times watching it (a batch often takes
+    /// less than a sleep and a wake-up cost), then sleeps on the condvar.
+    generation: AtomicU64,
+}
+
+/// How many times a waiting chain yields before it sleeps.
+const YIELDS_BEFORE_SLEEP: usize = 200;
+
+#[derive(Default)]
+struct Gather {
+    /// Chains that will submit again or leave; 0 outside a lockstep run
+    /// (then each point is evaluated alone, at once).
+    running: usize,
+    /// The points of the batch being gathered, one after the other.
+    points: Vec<f64>,
+    /// How many points the batch holds.
+    count: usize,
+    /// Incremented whenever a batch has been evaluated.
+    generation: u64,
+    /// The log densities of the last evaluated batch.
+    values: Vec<f64>,
+}
+
+impl Rendezvous {
+    /// Evaluates the gathered batch (`batch` holds the lock): releases the
+    /// lock for the call, which no other thread can disturb, since every
+    /// running chain is waiting for it.
+    fn evaluate(
+        &self,
+        mut batch: std::sync::MutexGuard<'_, Gather>,
+        call: &dyn Fn(&[f64], usize) -> Vec<f64>,
+    ) -> std::sync::MutexGuard<'_, Gather> {
+        let points = std::mem::take(&mut batch.points);
+        let count = std::mem::replace(&mut batch.count, 0);
+        drop(batch);
+        let values = call(&points, count);
+        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        batch.values = values;
+        batch.points = points;
+        batch.points.clear();
+        batch.generation += 1;
+        self.generation.store(batch.generation, Ordering::Release);
+        self.evaluated.notify_all();
+        batch
+    }
+
+    /// The log density of `x`, evaluated with the other running chains'
+    /// points by `call(points, count)`.
+    fn submit(&self, x: &[f64], call: &dyn Fn(&[f64], usize) -> Vec<f64>) -> f64 {
+        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if batch.running == 0 {
+            drop(batch);
+            return call(x, 1)[0];
+        }
+        let (generation, index) = (batch.generation, batch.count);
+        batch.points.extend_from_slice(x);
+        batch.count += 1;
+        if batch.count >= batch.running {
+            batch = self.evaluate(batch, call);
+        } else {
+            drop(batch);
+            for _ in 0..YIELDS_BEFORE_SLEEP {
+                if self.generation.load(Ordering::Acquire) != generation {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while batch.generation == generation {
+                batch = self
+                    .evaluated
+                    .wait(batch)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        batch.values[index]
+    }
+
+    /// One running chain stops submitting; if every other running chain is
+    /// waiting, their batch is evaluated now.
+    fn leave(&self, call: &dyn Fn(&[f64], usize) -> Vec<f64>) {
+        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        batch.running = batch.running.saturating_sub(1);
+        if batch.count > 0 && batch.count >= batch.running {
+            drop(self.evaluate(batch, call));
+        }
+    }
 }
 
 /// A [`Source`] of known dimension that records the first Python error and
@@ -58,12 +164,72 @@ impl Density {
         }
     }
 
-    /// Whether evaluating the density needs the GIL (Python callables).
+    /// Whether evaluating the density needs the GIL (Python callables; a
+    /// batch is called by whichever chain's thread completes it).
     pub fn needs_gil(&self) -> bool {
         matches!(
             self.source,
-            Source::Callable { .. } | Source::PseudoMarginal { .. }
+            Source::Callable { .. } | Source::PseudoMarginal { .. } | Source::Batched { .. }
         )
+    }
+
+    /// Whether evaluations are batched over chains running in lockstep
+    /// (each chain then needs a thread of its own).
+    pub fn is_batched(&self) -> bool {
+        matches!(self.source, Source::Batched { .. })
+    }
+
+    /// Starts a lockstep segment of `chains` chains, each on its own thread
+    /// and each calling [`Density::leave_lockstep`] when it stops.
+    pub fn begin_lockstep(&self, chains: usize) {
+        if let Source::Batched { rendezvous, .. } = &self.source {
+            rendezvous
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .running = chains;
+        }
+    }
+
+    /// A chain of the lockstep segment stops taking steps.
+    pub fn leave_lockstep(&self) {
+        if let Source::Batched {
+            function,
+            rendezvous,
+        } = &self.source
+        {
+            rendezvous.leave(&|points, count| self.call_batch(function, points, count));
+        }
+    }
+
+    /// The log densities of `count` points (one after the other in
+    /// `points`) from one call of the vectorised function; `None` if the
+    /// density is not vectorised.
+    pub fn evaluate_batch(&self, points: &[f64], count: usize) -> Option<Vec<f64>> {
+        match &self.source {
+            Source::Batched { function, .. } => Some(self.call_batch(function, points, count)),
+            _ => None,
+        }
+    }
+
+    /// Calls the vectorised `function` on `count` points (a `(count, d)`
+    /// array) and returns their log densities; a Python error (or a result
+    /// that is not `count` floats) is recorded and gives NaNs.
+    fn call_batch(&self, function: &Py<PyAny>, points: &[f64], count: usize) -> Vec<f64> {
+        if self.has_failed() {
+            return vec![f64::NAN; count];
+        }
+        Python::attach(|py| {
+            let function = function.bind(py);
+            let result = PyArray1::from_slice(py, points)
+                .reshape([count, self.dim])
+                .and_then(|xs| function.call1((xs,)))
+                .and_then(|v| read_batch(function, &v, count));
+            result.unwrap_or_else(|err| {
+                self.fail(err);
+                vec![f64::NAN; count]
+            })
+        })
     }
 
     /// Whether a Python call has failed (the run must stop).
@@ -133,6 +299,15 @@ impl Target for Density {
         match &self.source {
             Source::Builtin(target) => target.log_density(x, rng),
             Source::Compiled(f) => call_compiled(*f, x),
+            Source::Batched {
+                function,
+                rendezvous,
+            } => {
+                if self.has_failed() {
+                    return f64::NAN;
+                }
+                rendezvous.submit(x, &|points, count| self.call_batch(function, points, count))
+            }
             Source::Callable { function, .. } => {
                 if self.has_failed() {
                     return f64::NAN;
@@ -175,7 +350,7 @@ impl Target for Density {
         match &self.source {
             Source::Builtin(target) => target.is_exact(),
             Source::PseudoMarginal { .. } => false,
-            Source::Callable { .. } | Source::Compiled(_) => true,
+            Source::Callable { .. } | Source::Batched { .. } | Source::Compiled(_) => true,
         }
     }
 
@@ -205,6 +380,41 @@ impl Target for Density {
             _ => Err(TargetError::Unsupported("gradient")),
         }
     }
+}
+
+/// The `count` log densities returned by a vectorised log density: a
+/// float array (or sequence) of shape `(count,)`, else `TypeError`.
+fn read_batch(
+    function: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    count: usize,
+) -> PyResult<Vec<f64>> {
+    let wrong = || {
+        let name = function
+            .getattr("__qualname__")
+            .and_then(|n| n.extract::<String>())
+            .unwrap_or_else(|_| function.to_string());
+        PyTypeError::new_err(format!(
+            "vectorized log density `{name}` must return {count} floats (an array of shape ({count},)) \
+             for an array of {count} points, got {}",
+            value.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    };
+    let array = py_float_array(value).map_err(|_| wrong())?;
+    if array.ndim() != 1 || array.len() != count {
+        return Err(wrong());
+    }
+    Ok(array.readonly().as_array().iter().copied().collect())
+}
+
+/// `value` as a 1-d float64 numpy array (`numpy.asarray(value, float)`).
+fn py_float_array<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, numpy::PyArrayDyn<f64>>> {
+    let py = value.py();
+    let numpy = py.import("numpy")?;
+    let array = numpy
+        .getattr("asarray")?
+        .call1((value, numpy.getattr("float64")?))?;
+    Ok(array.cast_into::<numpy::PyArrayDyn<f64>>()?)
 }
 
 /// Copies a returned gradient (any 1-d float sequence of length d) into `out`.

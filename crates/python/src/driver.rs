@@ -3,7 +3,7 @@
 
 use crate::density::Density;
 use crate::settings::{BuildResult, Job, Sampler};
-use kameleon_samplers::{Chain, Run, RunConfig};
+use kameleon_samplers::{Chain, MetropolisHastings, Run, RunConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -81,7 +81,9 @@ pub struct Control<'py> {
     pub py: Python<'py>,
     /// Worker threads.
     pub cores: usize,
-    /// Called with the list of steps done per chain every ~0.1 s.
+    /// Called with the list of steps done per chain every ~0.1 s; a truthy
+    /// return value stops the run as Ctrl-C does (partial chains, marked
+    /// interrupted).
     pub progress: Option<Bound<'py, PyAny>>,
     /// Where to checkpoint, if anywhere.
     pub checkpoint: Option<PathBuf>,
@@ -105,6 +107,9 @@ pub struct Start<'a, 'py> {
     pub density: &'a Density,
     /// One starting point per chain.
     pub x0: Vec<Vec<f64>>,
+    /// The index of each chain (its stream of the seed): a subset of a
+    /// larger run's chains runs exactly as in that run.
+    pub chain_ids: Vec<u64>,
     /// How to run.
     pub control: Control<'py>,
 }
@@ -118,16 +123,9 @@ impl Job for Start<'_, '_> {
     ) -> PyResult<Outcome> {
         let config = self.header.config();
         let mut runs = Vec::with_capacity(self.x0.len());
-        for (k, x0) in self.x0.iter().enumerate() {
-            let proposal = build(self.header.seed, k as u64).map_err(PyValueError::new_err)?;
-            let run = Run::new(
-                self.density,
-                proposal,
-                x0,
-                config,
-                self.header.seed,
-                k as u64,
-            );
+        for (x0, &k) in self.x0.iter().zip(&self.chain_ids) {
+            let proposal = build(self.header.seed, k).map_err(PyValueError::new_err)?;
+            let run = Run::new(self.density, proposal, x0, config, self.header.seed, k);
             if let Some(err) = self.density.take_error() {
                 return Err(err);
             }
@@ -172,6 +170,15 @@ impl Drop for SetOnDrop<'_> {
     }
 }
 
+/// Takes a chain out of the lockstep batch when dropped.
+struct LeaveLockstep<'a>(&'a Density);
+
+impl Drop for LeaveLockstep<'_> {
+    fn drop(&mut self) {
+        self.0.leave_lockstep();
+    }
+}
+
 /// How often the calling thread wakes to draw progress and check signals.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -195,7 +202,7 @@ fn drive<P: Sampler>(
     let cancel = AtomicBool::new(false);
     // With one worker there is no other chain to overlap with: it keeps the
     // GIL for a whole chunk instead of taking it at every evaluation.
-    let hold_gil = control.cores.max(1).min(runs.len()) == 1;
+    let hold_gil = control.cores.max(1).min(runs.len()) == 1 && !density.is_batched();
     // the first sampler error of any chain (e.g. a resumed run whose target
     // has another dimension)
     let failure = std::sync::Mutex::new(None::<String>);
@@ -213,24 +220,38 @@ fn drive<P: Sampler>(
             let (steps, cancel, done, pool, failure) = (&steps, &cancel, &done, &pool, &failure);
             scope.spawn(move || {
                 let _done = SetOnDrop(done);
-                pool.install(|| {
-                    runs.par_iter_mut()
-                        .zip(steps.par_iter())
-                        .for_each(|(run, counter)| {
-                            let chain = Advance {
-                                density,
-                                deadline,
-                                cancel,
-                                counter,
-                                hold_gil,
-                            };
-                            if let Err(err) = chain.run(run) {
-                                cancel.store(true, Ordering::Relaxed);
-                                let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
-                                first.get_or_insert(err.to_string());
-                            }
-                        });
-                });
+                let advance = |(run, counter): (&mut Run<P>, &AtomicU64)| {
+                    let chain = Advance {
+                        density,
+                        deadline,
+                        cancel,
+                        counter,
+                        hold_gil,
+                    };
+                    let result = {
+                        // leaves the lockstep batch when the chain stops,
+                        // also if it panics, so the others never wait for it
+                        let _leave = LeaveLockstep(density);
+                        chain.run(run)
+                    };
+                    if let Err(err) = result {
+                        cancel.store(true, Ordering::Relaxed);
+                        let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
+                        first.get_or_insert(err.to_string());
+                    }
+                };
+                if density.is_batched() {
+                    // lockstep: every chain on its own thread, so that all
+                    // of them can wait for one batch
+                    density.begin_lockstep(runs.len());
+                    std::thread::scope(|chains| {
+                        for pair in runs.iter_mut().zip(steps.iter()) {
+                            chains.spawn(move || advance(pair));
+                        }
+                    });
+                } else {
+                    pool.install(|| runs.par_iter_mut().zip(steps.par_iter()).for_each(advance));
+                }
             });
             // This thread holds the GIL only between sleeps, and leaves the
             // loop only once every worker is done, so the scope's join
@@ -247,9 +268,16 @@ fn drive<P: Sampler>(
                 {
                     let counts: Vec<u64> =
                         steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-                    if let Err(err) = callback.call1((counts,)) {
-                        callback_error = Some(err);
-                        cancel.store(true, Ordering::Relaxed);
+                    match callback.call1((counts,)).and_then(|v| v.is_truthy()) {
+                        Ok(false) => {}
+                        Ok(true) => {
+                            interrupted = true;
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                        Err(err) => {
+                            callback_error = Some(err);
+                            cancel.store(true, Ordering::Relaxed);
+                        }
                     }
                 }
                 if py.check_signals().is_err() {
@@ -342,5 +370,162 @@ impl Advance<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Gathers the chains of several checkpoints of one run (same settings,
+/// dimension, seed and lengths) into one file, in the order given, keeping
+/// only the chains at `keep` if given.
+pub struct Regroup {
+    /// The checkpoints, read in order.
+    pub sources: Vec<CheckpointFile>,
+    /// Which of the gathered chains to keep (all if `None`).
+    pub keep: Option<Vec<usize>>,
+}
+
+impl Job for Regroup {
+    type Output = PyResult<CheckpointFile>;
+
+    fn run<P: Sampler>(
+        self,
+        _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<CheckpointFile> {
+        let mut header = self.sources[0].header.clone();
+        let mut runs: Vec<Run<P>> = Vec::new();
+        for file in &self.sources {
+            let theirs = &file.header;
+            if (
+                &theirs.settings,
+                theirs.dim,
+                theirs.seed,
+                theirs.draws,
+                theirs.tune,
+                theirs.thin,
+            ) != (
+                &header.settings,
+                header.dim,
+                header.seed,
+                header.draws,
+                header.tune,
+                header.thin,
+            ) {
+                return Err(PyValueError::new_err(
+                    "the checkpoints belong to different runs (their settings, dimension, seed or lengths differ)",
+                ));
+            }
+            let part: Vec<Run<P>> = postcard::from_bytes(&file.runs).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "the checkpoint's chains do not match its sampler settings: {e}"
+                ))
+            })?;
+            runs.extend(part);
+        }
+        if let Some(keep) = self.keep {
+            let mut all: Vec<Option<Run<P>>> = runs.into_iter().map(Some).collect();
+            runs = Vec::with_capacity(keep.len());
+            for k in keep {
+                let run = all.get_mut(k).and_then(Option::take).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "chain {k} is not in the checkpoints (or is named twice)"
+                    ))
+                })?;
+                runs.push(run);
+            }
+        }
+        header.chains = runs.len();
+        let bytes = postcard::to_stdvec(&runs)
+            .map_err(|e| PyValueError::new_err(format!("cannot encode the chains: {e}")))?;
+        Ok(CheckpointFile {
+            header,
+            runs: bytes,
+        })
+    }
+}
+
+/// The current point and the steps done of each chain of a checkpoint.
+pub struct Positions<'a> {
+    /// The checkpoint.
+    pub file: &'a CheckpointFile,
+}
+
+impl Job for Positions<'_> {
+    type Output = PyResult<(Vec<Vec<f64>>, Vec<u64>)>;
+
+    fn run<P: Sampler>(
+        self,
+        _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<(Vec<Vec<f64>>, Vec<u64>)> {
+        let runs: Vec<Run<P>> = postcard::from_bytes(&self.file.runs).map_err(|e| {
+            PyValueError::new_err(format!(
+                "the checkpoint's chains do not match its sampler settings: {e}"
+            ))
+        })?;
+        Ok(runs
+            .iter()
+            .map(|r| (r.sampler().position().to_vec(), r.steps_done()))
+            .unzip())
+    }
+}
+
+/// Lengthens every chain of a checkpoint by `draws` kept draws (`draws ×
+/// thin` steps): continuing it then gives the chains of a run started with
+/// that many more draws, since a chain's steps do not depend on its length.
+///
+/// A [`Run`] has no setter for its length, so its serialised form is read
+/// as the tuple of its fields in declaration order (engine, chain,
+/// `shares_states`: postcard writes a struct as that tuple), the chain's
+/// configuration changed, and the tuple written back; the round trip through
+/// `Run<P>` checks the result.
+pub struct Extend {
+    /// The checkpoint.
+    pub file: CheckpointFile,
+    /// Kept draws to add per chain.
+    pub draws: u64,
+}
+
+impl Job for Extend {
+    type Output = PyResult<CheckpointFile>;
+
+    fn run<P: Sampler>(
+        self,
+        _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
+    ) -> PyResult<CheckpointFile> {
+        let corrupt = |e: postcard::Error| {
+            PyValueError::new_err(format!(
+                "the checkpoint's chains do not match its sampler settings: {e}"
+            ))
+        };
+        let mut header = self.file.header;
+        let added = self.draws.checked_mul(header.thin);
+        let draws = header.draws.checked_add(self.draws);
+        let (Some(added), Some(draws)) = (added, draws) else {
+            return Err(PyValueError::new_err("the extended run's length overflows"));
+        };
+        let mut runs: Vec<(MetropolisHastings<P>, Chain, bool)> =
+            postcard::from_bytes(&self.file.runs).map_err(corrupt)?;
+        for (_, chain, _) in &mut runs {
+            chain.config.iterations = chain
+                .config
+                .iterations
+                .checked_add(added)
+                .ok_or_else(|| PyValueError::new_err("the extended run's length overflows"))?;
+            chain
+                .config
+                .validate()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        let bytes = postcard::to_stdvec(&runs)
+            .map_err(|e| PyValueError::new_err(format!("cannot encode the chains: {e}")))?;
+        let check: Vec<Run<P>> = postcard::from_bytes(&bytes).map_err(corrupt)?;
+        if check.iter().any(|r| r.is_finished() && added > 0) {
+            return Err(PyValueError::new_err(
+                "the checkpoint's chains could not be lengthened (their layout is not the one expected)",
+            ));
+        }
+        header.draws = draws;
+        Ok(CheckpointFile {
+            header,
+            runs: bytes,
+        })
     }
 }

@@ -2,9 +2,13 @@
 //!
 //! Rust owns the chains, the threads and the checkpoint files; Python owns
 //! the user's log density and the output objects. `sample` and
-//! `resume` run chains on a thread pool while the calling thread polls
-//! progress counters and signals; `sample_ensemble` runs the affine-invariant
-//! ensemble sampler; [`BuiltinTarget`] exposes the Rust
+//! `resume` run chains on a thread pool (or, for a vectorised density, each
+//! chain on its own thread, in lockstep) while the calling thread polls
+//! progress counters and signals; `sample` also runs any subset of a run's
+//! chains by index, which is how worker processes run theirs, and
+//! `regroup_checkpoints` and `extend_checkpoint` gather, split and lengthen
+//! checkpoints. `sample_ensemble` and `resume_ensemble` run the
+//! affine-invariant ensemble sampler; [`BuiltinTarget`] exposes the Rust
 //! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate;
 //! `habc_sample` runs the HABC baseline on a simulator.
 
@@ -21,7 +25,7 @@ pub use density::{CompiledFn, Density, Source};
 pub use driver::{CheckpointFile, RunHeader, load_checkpoint, save_checkpoint};
 pub use settings::{Job, KernelSpec, Sampler, SamplerSettings};
 
-use driver::{Control, Outcome, Resume, Start};
+use driver::{Control, Extend, Outcome, Positions, Regroup, Resume, Start};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -30,7 +34,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Builds the density of dimension `dim` named by `kind`: `"callable"`
-/// (`function`, optional `gradient`), `"pseudo_marginal"` (`function`),
+/// (`function`, optional `gradient`), `"vectorized"` (`function` takes a
+/// `(k, d)` array, returns `k` values), `"pseudo_marginal"` (`function`),
 /// `"compiled"` (`function` is the address) or `"builtin"` (`function` is
 /// a [`BuiltinTarget`]).
 fn density(
@@ -53,6 +58,10 @@ fn density(
                 generator: random.getattr("Generator")?.unbind(),
             }
         }
+        "vectorized" => Source::Batched {
+            function: function.clone().unbind(),
+            rendezvous: density::Rendezvous::default(),
+        },
         "compiled" => Source::Compiled(density::compiled_from_address(function.extract()?)?),
         "builtin" => {
             let target = function.cast::<BuiltinTarget>()?.get();
@@ -109,11 +118,13 @@ fn settings(json: &str) -> PyResult<SamplerSettings> {
 }
 
 /// Runs `x0.shape[0]` chains of the sampler `settings` (JSON) on a log
-/// density and returns `{"chains": [...], "interrupted": bool}`.
+/// density and returns `{"chains": [...], "interrupted": bool}`. Row i of
+/// `x0` is chain `chain_ids[i]` of the seed (chain i if `chain_ids` is
+/// None), so a subset of a run's chains gives the same chains as the run.
 #[pyfunction]
 // one argument per keyword of the Python function it implements
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every))]
+#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every, chain_ids=None))]
 fn sample<'py>(
     py: Python<'py>,
     settings_json: &str,
@@ -129,6 +140,7 @@ fn sample<'py>(
     progress: Option<Bound<'py, PyAny>>,
     checkpoint: Option<PathBuf>,
     checkpoint_every: f64,
+    chain_ids: Option<Vec<u64>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let parsed = settings(settings_json)?;
     let x0 = x0.as_array();
@@ -137,6 +149,13 @@ fn sample<'py>(
         return Err(PyValueError::new_err(
             "x0 must hold at least one chain of dimension at least 1",
         ));
+    }
+    let chain_ids = chain_ids.unwrap_or_else(|| (0..chains as u64).collect());
+    if chain_ids.len() != chains {
+        return Err(PyValueError::new_err(format!(
+            "chain_ids has {} entries for {chains} rows of x0",
+            chain_ids.len()
+        )));
     }
     if thin == 0 {
         return Err(PyValueError::new_err("thin must be at least 1"));
@@ -155,6 +174,7 @@ fn sample<'py>(
         header,
         density: &density,
         x0: x0.rows().into_iter().map(|r| r.to_vec()).collect(),
+        chain_ids,
         control: Control {
             py,
             cores,
@@ -167,11 +187,19 @@ fn sample<'py>(
     outcome_to_python(py, outcome)
 }
 
-/// The header of a checkpoint as a dict (settings JSON, seed, draws, …).
+/// The header of a checkpoint as a dict (settings JSON, seed, draws, …),
+/// with each chain's current point (`positions`) and steps done
+/// (`steps_done`).
 #[pyfunction]
 fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let header = load_checkpoint(&path)?.header;
+    let file = load_checkpoint(&path)?;
+    let (positions, steps_done) = settings(&file.header.settings)?
+        .dispatch(file.header.dim, Positions { file: &file })
+        .map_err(PyValueError::new_err)??;
+    let header = file.header;
     let dict = PyDict::new(py);
+    dict.set_item("positions", positions)?;
+    dict.set_item("steps_done", steps_done)?;
     dict.set_item("settings", header.settings)?;
     dict.set_item("dim", header.dim)?;
     dict.set_item("seed", header.seed)?;
@@ -216,6 +244,45 @@ fn resume<'py>(
     outcome_to_python(py, outcome)
 }
 
+/// Writes to `out` the chains of the checkpoints `sources` (one run's
+/// chains, split over several files), in order, or only those at `keep`.
+#[pyfunction]
+#[pyo3(signature = (sources, out, keep=None))]
+fn regroup_checkpoints(
+    sources: Vec<PathBuf>,
+    out: PathBuf,
+    keep: Option<Vec<usize>>,
+) -> PyResult<()> {
+    let files = sources
+        .iter()
+        .map(|p| load_checkpoint(p))
+        .collect::<PyResult<Vec<_>>>()?;
+    let Some(first) = files.first() else {
+        return Err(PyValueError::new_err("no checkpoint to regroup"));
+    };
+    let parsed = settings(&first.header.settings)?;
+    let dim = first.header.dim;
+    let job = Regroup {
+        sources: files,
+        keep,
+    };
+    let file = parsed.dispatch(dim, job).map_err(PyValueError::new_err)??;
+    save_checkpoint(&out, &file)
+}
+
+/// Lengthens the run checkpointed at `path` by `draws` kept draws per
+/// chain, in place (see [`Extend`]).
+#[pyfunction]
+fn extend_checkpoint(path: PathBuf, draws: u64) -> PyResult<()> {
+    let file = load_checkpoint(&path)?;
+    let parsed = settings(&file.header.settings)?;
+    let dim = file.header.dim;
+    let file = parsed
+        .dispatch(dim, Extend { file, draws })
+        .map_err(PyValueError::new_err)??;
+    save_checkpoint(&path, &file)
+}
+
 /// The Python sampler classes' defaults as JSON: a list of settings
 /// objects, one per `kind` (see `SamplerSettings::defaults`).
 #[pyfunction]
@@ -233,8 +300,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("debug_assertions", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(resume, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_header, m)?)?;
+    m.add_function(wrap_pyfunction!(regroup_checkpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(extend_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble::resume_ensemble, m)?)?;
+    m.add_function(wrap_pyfunction!(ensemble::ensemble_checkpoint_header, m)?)?;
     m.add_class::<BuiltinTarget>()?;
     diagnostics::register(m)?;
     simulators::register(m)?;

@@ -1,0 +1,232 @@
+"""Throughput of chains of an expensive Python log density: threads,
+worker processes and a Dask cluster, and chains in lockstep.
+
+    python python/benchmarks/parallel_throughput.py [--out FILE.md] [--steps N]
+
+1. A Lotka–Volterra posterior whose log density solves the ODE with
+   ``scipy.integrate.solve_ivp`` (about 0.7 ms per call here): steps per
+   second of one chain, then of 2 chains on 2 cores through threads, worker
+   processes (``parallel="process"``) and a ``dask.distributed``
+   LocalCluster of 2 worker processes. The speed-up is the 2 chains'
+   steps/s over the one chain's.
+2. Lockstep: 8 chains of a logistic-regression posterior (1000 × 10 design,
+   numpy) on one core, per call vs ``vectorize=True``.
+3. Overheads: starting the process pool, and one more task on a running
+   pool (a run of a trivial density on the pool minus on a thread).
+
+Timings on a shared machine are noisy: the 1-minute load average is
+recorded at the start and at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+import kameleon as km
+from kameleon import _parallel
+
+
+# ── the Lotka–Volterra posterior ────────────────────────────────────────
+
+TIMES = np.linspace(0.0, 15.0, 16)
+TRUE = np.array([0.55, 0.028, 0.84, 0.026])  # alpha, beta, gamma, delta
+START = np.array([33.0, 6.0])
+
+
+def lotka_volterra(t, z, alpha, beta, gamma, delta):
+    prey, predator = z
+    return [alpha * prey - beta * prey * predator, -gamma * predator + delta * prey * predator]
+
+
+def populations(theta):
+    solution = solve_ivp(lotka_volterra, (TIMES[0], TIMES[-1]), START, t_eval=TIMES, args=tuple(theta), rtol=1e-6)
+    return solution.y if solution.success else None
+
+
+DATA = np.random.default_rng(1).lognormal(np.log(populations(TRUE)), 0.25)
+
+
+def lv_log_posterior(log_theta):
+    """Log-normal observation noise (σ = 0.25) on both populations and
+    N(log θ*, 1) priors on the log parameters."""
+    z = populations(np.exp(log_theta))
+    if z is None or (z <= 0).any():
+        return -np.inf
+    residual = (np.log(DATA) - np.log(z)) / 0.25
+    return -0.5 * float((residual * residual).sum()) - 0.5 * float(((log_theta - np.log(TRUE)) ** 2).sum())
+
+
+# ── logistic regression ──────────────────────────────────────────────────
+
+_rng = np.random.default_rng(2)
+DESIGN = _rng.standard_normal((1000, 10))
+DESIGN_T = np.ascontiguousarray(DESIGN.T)
+OUTCOME = (_rng.random(1000) < 1 / (1 + np.exp(-DESIGN @ np.linspace(-1, 1, 10)))).astype(float)
+
+
+def logistic_rows(betas):
+    """The log posterior of each row of ``betas`` (k, 10): Bernoulli
+    likelihood, N(0, 10²) priors; log(1 + e^η) as max(η, 0) + log1p(e^−|η|)
+    (stable, and much cheaper than ``np.logaddexp``)."""
+    eta = betas @ DESIGN_T  # (k, 1000)
+    softplus = np.maximum(eta, 0.0).sum(axis=1) + np.log1p(np.exp(-np.abs(eta))).sum(axis=1)
+    return OUTCOME @ eta.T - softplus - 0.005 * (betas * betas).sum(axis=1)
+
+
+def logistic(beta):
+    return logistic_rows(beta[None, :])[0]
+
+
+# ── measuring ────────────────────────────────────────────────────────────
+
+
+def steps_per_second(log_density, x0, chains, steps, repeats=1, **kwargs):
+    """The best of ``repeats`` runs: (steps per second over all chains,
+    wall seconds). Taking the best discounts the other builds' load."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        km.sample(log_density, x0, sampler=km.AM(), draws=steps // 2, tune=steps - steps // 2, chains=chains,
+                  seed=1, progress=False, **kwargs)
+        best = min(best, time.perf_counter() - start)
+    return chains * steps / best, best
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--steps", type=int, default=2000, help="steps per chain of the Lotka-Volterra runs")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", km.SamplingWarning)
+    lines = []
+
+    def say(line=""):
+        print(line, flush=True)
+        lines.append(line)
+
+    load_start = load()
+    x0 = np.log(TRUE)
+    # the first run imports ArviZ (seconds): not part of any figure
+    km.sample(lv_log_posterior, x0, sampler=km.AM(), draws=5, tune=5, chains=1, progress=False)
+    per_call = min(_timed(lv_log_posterior, x0) for _ in range(20))
+    say("# Chains of an expensive Python density: threads, processes, Dask, lockstep")
+    say()
+    say(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{sys.version.split()[0]}, extension built with debug assertions: {km._core.debug_assertions}. "
+        f"1-minute load average at the start: {load_start:.2f}.")
+    say()
+    say(f"## Lotka–Volterra (`solve_ivp`), AM, {args.steps} steps per chain")
+    say()
+    say(f"One log-density call: {1e3 * per_call:.2f} ms.")
+    say()
+    say("| run (best of 2 runs unless said) | steps/s | wall s | speed-up vs 1 chain |")
+    say("| --- | ---: | ---: | ---: |")
+    one, secs = steps_per_second(lv_log_posterior, x0, 1, args.steps, repeats=2, cores=1)
+    say(f"| 1 chain, 1 core | {one:.0f} | {secs:.2f} | 1.00 |")
+    rate, secs = steps_per_second(lv_log_posterior, x0, 2, args.steps, repeats=2, cores=2, parallel="thread")
+    say(f"| 2 chains, threads | {rate:.0f} | {secs:.2f} | {rate / one:.2f} |")
+    _parallel.shutdown_pool()
+    rate, secs = steps_per_second(lv_log_posterior, x0, 2, args.steps, cores=2, parallel="process")
+    say(f"| 2 chains, 2 processes (pool started in the run, once) | {rate:.0f} | {secs:.2f} | {rate / one:.2f} |")
+    rate, secs = steps_per_second(lv_log_posterior, x0, 2, args.steps, repeats=2, cores=2, parallel="process")
+    say(f"| 2 chains, 2 processes (pool running) | {rate:.0f} | {secs:.2f} | {rate / one:.2f} |")
+    rate, secs = steps_per_second(lv_log_posterior, x0, 2, args.steps, repeats=2, cores=2)
+    say(f"| 2 chains, default rule (cores=2) | {rate:.0f} | {secs:.2f} | {rate / one:.2f} |")
+    _parallel.shutdown_pool()
+    try:
+        import distributed
+    except ImportError:
+        say("| 2 chains, Dask | dask.distributed is not installed | | |")
+    else:
+        start = time.perf_counter()
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            cluster_start = time.perf_counter() - start
+            executor = client.get_executor()
+            steps_per_second(lv_log_posterior, x0, 2, 20, executor=executor)  # the workers import kameleon
+            rate, secs = steps_per_second(lv_log_posterior, x0, 2, args.steps, repeats=2, executor=executor)
+        say(f"| 2 chains, Dask LocalCluster of 2 worker processes | {rate:.0f} | {secs:.2f} | {rate / one:.2f} |")
+        say()
+        say(f"Starting the LocalCluster took {cluster_start:.2f} s (not in the run's time; its workers had run "
+            "one short run before).")
+    say()
+    say("## Lockstep: logistic regression (1000 × 10 design), AM, 8 chains, one core")
+    say()
+    b0 = np.zeros(10)
+    per_point, secs_point = steps_per_second(logistic, b0, 8, 4000, repeats=3, cores=1, parallel="thread")
+    batched, secs_batched = steps_per_second(logistic_rows, b0, 8, 4000, repeats=3, vectorize=True)
+    say("| run (best of 3) | steps/s (all chains) | wall s |")
+    say("| --- | ---: | ---: |")
+    say(f"| one call per point | {per_point:.0f} | {secs_point:.2f} |")
+    say(f"| `vectorize=True` (8 points per call) | {batched:.0f} | {secs_batched:.2f} |")
+    say()
+    say(f"Speed-up of lockstep: {batched / per_point:.2f}×.")
+    betas = np.random.default_rng(0).standard_normal((8, 10)) * 0.1
+    one_row = min(_timed(logistic_rows, betas[:1]) for _ in range(200))
+    eight_rows = min(_timed(logistic_rows, betas) for _ in range(200))
+    say()
+    say(f"The density alone: {1e6 * one_row:.0f} µs for one row, {1e6 * eight_rows:.0f} µs for eight "
+        f"({1e6 * eight_rows / 8:.0f} µs a row): the softplus over the 1000 observations of each row "
+        f"is not shared by a batch, so one call per step could at best be {one_row * 8 / eight_rows:.1f}× "
+        "faster than eight, before the chains' synchronisation.")
+    say()
+    say("## Overheads of process workers")
+    say()
+    _parallel.shutdown_pool()
+    cheap = lambda x: -0.5 * float(x @ x)  # noqa: E731
+    start = time.perf_counter()
+    km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="process",
+              progress=False)
+    cold = time.perf_counter() - start
+    warm = []
+    thread = []
+    for _ in range(5):
+        start = time.perf_counter()
+        km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="process",
+                  progress=False)
+        warm.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="thread",
+                  progress=False)
+        thread.append(time.perf_counter() - start)
+    _parallel.shutdown_pool()
+    say(f"- A run of 2 one-step chains that starts the pool of 2 workers: {cold:.2f} s.")
+    say(f"- The same on the running pool: {1e3 * min(warm):.0f} ms (on threads: {1e3 * min(thread):.0f} ms), "
+        f"so about {1e3 * (min(warm) - min(thread)):.0f} ms per run for the tasks (pickling the density, "
+        "the round trips, the polling).")
+    say()
+    load_end = load()
+    say(f"1-minute load average at the end: {load_end:.2f}. The machine was shared with other builds: the "
+        "figures are one run's, not a careful benchmark.")
+    if max(load_start, load_end) > (os.cpu_count() or 1):
+        say()
+        say("With a load above the number of cores, the scheduler shares the CPU between processes (and "
+            "threads): two worker processes then get about two shares where one chain got one, so a speed-up "
+            "against one chain can exceed the number of cores. Compare the rows with each other (processes "
+            "against threads), and see the overheads, which do not depend on the load as much.")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _timed(f, x) -> float:
+    start = time.perf_counter()
+    f(x)
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""Chains of :func:`kameleon.sample` in worker processes or on any
+``concurrent.futures`` executor.
+
+Each chain is one task. The parent pickles the log density once (with
+cloudpickle, so lambdas and closures travel); a worker unpickles it once
+and runs its chain through the same extension call as the in-process path,
+as chain ``k`` of the seed, so the chain is bit-identical to the one
+``cores=1`` gives. The parent gathers the chains in order.
+
+On the worker pool this module starts itself (``parallel="process"``), the
+workers also report their progress and watch a stop flag, through a queue
+and an event handed to them when they start: Ctrl-C or an exception in one
+chain stops every chain, and the partial chains come back. A
+:class:`concurrent.futures.Executor` passed by the user gives no such
+channel: progress then counts finished chains.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import queue
+import re
+import signal
+import threading
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _core
+
+__all__: list[str] = []
+
+# How often the parent wakes to draw progress and notice Ctrl-C.
+_POLL = 0.1
+
+
+def _start_method() -> str:
+    """A start method safe with the Rust threads of the parent: a fork would
+    copy their locks in whatever state they are. forkserver where it exists
+    (its server is started fresh, then forks cheaply), else spawn."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def pickle_density(function: Callable, gradient: Callable | None) -> tuple[str, bytes]:
+    """``(key, bytes)``: the log density (and gradient) pickled by
+    cloudpickle, and a key under which a worker keeps it unpickled. A
+    density that cannot be pickled is a ``TypeError`` saying what to do."""
+    import cloudpickle
+
+    try:
+        blob = cloudpickle.dumps((function, gradient))
+    except Exception as err:  # cloudpickle raises many kinds of error
+        raise TypeError(
+            f"the log density cannot be sent to worker processes: pickling it failed with "
+            f"{type(err).__name__}: {err}. Objects it holds (an open file, a lock, a C handle, a "
+            "live solver) must be picklable: create them inside the function, or in a module-level "
+            "function the workers can import; or run the chains in this process with "
+            "parallel='thread'"
+        ) from err
+    return hashlib.sha256(blob).hexdigest(), blob
+
+
+# ── in the worker ────────────────────────────────────────────────────────
+
+# (progress queue, stop event) in the workers of a pool started here
+_channel: tuple[Any, Any] | None = None
+# key → (function, gradient), unpickled once per worker process, oldest first
+_densities: dict[str, tuple[Callable, Callable | None]] = {}
+_KEPT_DENSITIES = 4
+
+
+def _init_worker(queue, stop) -> None:
+    """Runs in each worker of a pool started here: Ctrl-C in a terminal
+    reaches the whole process group, but only the parent decides (it sets
+    the stop event), so the workers ignore SIGINT."""
+    global _channel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _channel = (queue, stop)
+
+
+@dataclass(frozen=True)
+class ChainTask:
+    """Chain ``chain`` of a run, started at ``x0`` (or, with ``resume``,
+    continued from its checkpoint ``part``)."""
+
+    key: str
+    blob: bytes
+    kind: str
+    settings: str
+    x0: list[float] | None
+    seed: int
+    draws: int
+    tune: int
+    thin: int
+    chain: int
+    run_id: str
+    part: str | None
+    checkpoint_every: float
+    resume: bool
+
+
+def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
+    """The (function, gradient) pickled as ``blob``, unpickled once per
+    worker process."""
+    if key not in _densities:
+        import pickle
+
+        if len(_densities) >= _KEPT_DENSITIES:
+            # a long-lived pool serves many runs: keep the latest densities only
+            _densities.pop(next(iter(_densities)))
+        _densities[key] = pickle.loads(blob)
+    return _densities[key]
+
+
+def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
+    """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
+    (the steps as last reported to the parent, None without a channel)."""
+    function, gradient = _density_of(task.key, task.blob)
+    progress = None
+    steps = [None]
+    if _channel is not None:
+        queue, stop = _channel
+
+        def progress(counts: list[int]) -> bool:
+            steps[0] = int(counts[0])
+            queue.put((task.run_id, task.chain, steps[0]))
+            return stop.is_set()
+
+    if task.resume:
+        result = _core.resume(task.part, task.kind, function, gradient, 1, progress, task.checkpoint_every)
+    else:
+        result = _core.sample(
+            task.settings,
+            task.kind,
+            function,
+            gradient,
+            np.array([task.x0], dtype=np.float64),
+            task.seed,
+            task.draws,
+            task.tune,
+            task.thin,
+            1,
+            progress,
+            task.part,
+            task.checkpoint_every,
+            [task.chain],
+        )
+    return result["chains"][0], bool(result["interrupted"]), steps[0]
+
+
+def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
+    """The log density of each row of ``rows``, in a worker."""
+    function, _ = _density_of(key, blob)
+    return [function(np.array(row, dtype=np.float64)) for row in rows]
+
+
+# ── in the parent ────────────────────────────────────────────────────────
+
+
+class _Pool:
+    """The process pool started here (one at a time, reused by later runs
+    with as many workers), with its progress queue and stop event."""
+
+    current: _Pool | None = None
+
+    def __init__(self, workers: int) -> None:
+        context = multiprocessing.get_context(_start_method())
+        if context.get_start_method() == "forkserver":
+            # the server imports the package once; each worker forked from
+            # it then starts at once (no effect once the server runs)
+            context.set_forkserver_preload(["kameleon._parallel"])
+        self.workers = workers
+        self.queue = context.Queue()
+        self.stop = context.Event()
+        self.executor = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop)
+        )
+
+    @classmethod
+    def get(cls, workers: int) -> _Pool:
+        pool = cls.current
+        if pool is None or pool.workers != workers:
+            if pool is not None:
+                pool.close()
+            pool = cls.current = cls(workers)
+        pool.stop.clear()
+        return pool
+
+    def close(self) -> None:
+        """Ends the worker processes (waiting for them)."""
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.queue.close()
+        self.queue.join_thread()
+        if _Pool.current is self:
+            _Pool.current = None
+
+
+@contextlib.contextmanager
+def sigint_sets(event: threading.Event):
+    """While inside, SIGINT (Ctrl-C) sets ``event`` instead of raising
+    ``KeyboardInterrupt`` anywhere in the waiting code (which could leave a
+    future's lock held); only in the main thread, where handlers live."""
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: event.set())
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def shutdown_pool() -> None:
+    """Ends the worker processes of the pool started by :func:`run`, if any."""
+    if _Pool.current is not None:
+        _Pool.current.close()
+
+
+def part_path(checkpoint: str, chain: int, chains: int) -> str:
+    """Where a worker checkpoints chain ``chain`` of the ``chains`` of the
+    run checkpointed at ``checkpoint``."""
+    return f"{checkpoint}.chain{chain}-of-{chains}"
+
+
+def _parts(checkpoint: str) -> dict[int, tuple[int, str]]:
+    """The per-chain checkpoints of ``checkpoint`` on disk: chain →
+    (number of chains, path)."""
+    folder, name = os.path.split(os.path.abspath(checkpoint))
+    pattern = re.compile(re.escape(name) + r"\.chain(\d+)-of-(\d+)")
+    found = {}
+    for entry in os.listdir(folder):
+        match = pattern.fullmatch(entry)
+        if match:
+            found[int(match[1])] = (int(match[2]), os.path.join(folder, entry))
+    return found
+
+
+def remove_parts(checkpoint: str) -> None:
+    """Removes the per-chain checkpoints of an earlier run at ``checkpoint``
+    (a new run there replaces it, as the file itself is replaced)."""
+    for _, path in _parts(checkpoint).values():
+        os.remove(path)
+
+
+def gather_parts(checkpoint: str) -> bool:
+    """Gathers the per-chain checkpoints ``PATH.chainK-of-N`` written by
+    process workers into ``checkpoint`` and removes them; False if there
+    are none. A run stopped before every chain had saved one cannot be
+    continued: ``ValueError``."""
+    found = {k: n for k, (n, _) in _parts(checkpoint).items()}
+    if not found:
+        return False
+    chains = max(found.values())
+    if set(found.values()) != {chains}:
+        raise ValueError(
+            f"the chain checkpoints {checkpoint!r}.chainK-of-N belong to runs of different numbers of chains: "
+            "remove those of the other run"
+        )
+    missing = [k for k in range(chains) if k not in found]
+    if missing:
+        raise ValueError(
+            f"the run checkpointed at {checkpoint!r} was stopped before chains {missing} had saved a "
+            "checkpoint: it cannot be continued (a shorter `checkpoint_every` saves sooner)"
+        )
+    parts = [part_path(checkpoint, k, chains) for k in range(chains)]
+    _core.regroup_checkpoints(parts, checkpoint)
+    for part in parts:
+        os.remove(part)
+    return True
+
+
+def split_checkpoint(checkpoint: str, chains: int) -> list[str]:
+    """Writes each chain of ``checkpoint`` to its own part file (for process
+    workers to resume) and returns their paths."""
+    parts = [part_path(checkpoint, k, chains) for k in range(chains)]
+    for k, part in enumerate(parts):
+        _core.regroup_checkpoints([checkpoint], part, [k])
+    return parts
+
+
+def run(
+    tasks: Sequence[ChainTask],
+    totals: Sequence[int],
+    workers: int,
+    executor: concurrent.futures.Executor | None,
+    bars,
+    checkpoint: str | None,
+) -> dict:
+    """Runs ``tasks`` (one per chain, in chain order; ``totals`` their
+    steps) on ``executor`` or on the pool of ``workers`` processes started
+    here, and returns the extension's result dict of the chains in order.
+    ``bars`` (or None) is called with the steps done per chain about every
+    0.1 s; a truthy return value stops every chain, as Ctrl-C does (the
+    partial chains come back, marked interrupted), but keeps the pool."""
+    pool = None if executor is not None else _Pool.get(workers)
+    futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
+    index = {task.chain: i for i, task in enumerate(tasks)}
+    steps = [0] * len(tasks)
+    interrupted = False
+    error: BaseException | None = None
+
+    def stop() -> None:
+        # the pool's workers see the event within a poll and return their
+        # partial chains (queued chains then stop at once); a user's
+        # executor can only drop the chains not yet started
+        if pool is not None:
+            pool.stop.set()
+        else:
+            for future in futures:
+                future.cancel()
+
+    def report() -> None:
+        nonlocal interrupted
+        while pool is not None:
+            try:
+                run_id, chain, n = pool.queue.get_nowait()
+            except queue.Empty:
+                break
+            if run_id == tasks[0].run_id:
+                steps[index[chain]] = max(steps[index[chain]], n)
+        if pool is None:
+            # no channel: a chain counts once it has finished
+            for i, future in enumerate(futures):
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    steps[i] = totals[i]
+        if bars is not None and bars(steps) and pending and not interrupted:
+            interrupted = True
+            stop()
+
+    pending = set(futures)
+    with sigint_sets(threading.Event()) as interrupt:
+        while pending:
+            _, pending = concurrent.futures.wait(pending, timeout=_POLL)
+            if error is None:
+                failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
+                if failed:
+                    error = failed[0].exception()
+                    stop()
+            if interrupt.is_set() and not interrupted:
+                interrupted = True
+                stop()
+                if pool is None:
+                    # a user's executor cannot be told to stop its running tasks
+                    raise KeyboardInterrupt
+            report()
+    # the last reports travel with the results (the queue may bring them later)
+    for i, future in enumerate(futures):
+        if not future.cancelled() and future.exception() is None and future.result()[2] is not None:
+            steps[i] = max(steps[i], future.result()[2])
+    report()
+    if checkpoint is not None:
+        gather_parts(checkpoint)
+    if pool is not None and (
+        interrupt.is_set() or isinstance(error, BrokenProcessPool)
+    ):
+        # after Ctrl-C, leave no process behind; a pool whose worker died
+        # cannot run more tasks
+        pool.close()
+    if error is not None:
+        raise error
+    chains = []
+    for future in futures:
+        chain, stopped, _ = future.result()
+        interrupted = interrupted or stopped
+        chains.append(chain)
+    return {"chains": chains, "interrupted": interrupted}
+
+
+def rows_on_workers(function: Callable, workers: int, executor: concurrent.futures.Executor | None) -> Callable:
+    """A vectorised log density ``f(xs) -> values`` that evaluates the rows
+    of ``xs`` with ``function`` on the pool of ``workers`` processes started
+    here, one task per worker, or on ``executor``, ``workers`` tasks (one
+    per row if ``workers`` is 1). An exception
+    of ``function`` is re-raised (with the worker's traceback as its
+    cause)."""
+    key, blob = pickle_density(function, None)
+    submit = (executor or _Pool.get(workers).executor).submit
+
+    def evaluate(xs: np.ndarray) -> np.ndarray:
+        # a user's executor has as many workers as it has: a task per row
+        # unless `workers` says how many
+        tasks = len(xs) if executor is not None and workers == 1 else workers
+        chunks = np.array_split(xs, min(len(xs), tasks))
+        futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
+        values = [v for future in futures for v in future.result()]
+        return np.array([float(v) for v in values], dtype=np.float64)
+
+    return evaluate

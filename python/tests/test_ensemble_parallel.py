@@ -1,0 +1,132 @@
+"""sample_ensemble with the walkers evaluated together: one vectorised call
+per half sweep, worker processes, an executor; the same walkers as
+per-point calls."""
+
+import concurrent.futures
+import multiprocessing
+import os
+import signal
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import kameleon as km
+
+
+def log_density(x):
+    return -0.5 * (x[0] * x[0] + 4.0 * x[1] * x[1] + x[2] * x[2])
+
+
+def log_density_rows(xs):
+    return -0.5 * (xs[:, 0] * xs[:, 0] + 4.0 * xs[:, 1] * xs[:, 1] + xs[:, 2] * xs[:, 2])
+
+
+RUN = dict(walkers=10, draws=150, tune=50, seed=3, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        yield
+
+
+@pytest.fixture(scope="module")
+def reference():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        return km.sample_ensemble(log_density, np.ones(3), **RUN)
+
+
+def assert_same_walkers(a, b):
+    np.testing.assert_array_equal(a.posterior["x"].values, b.posterior["x"].values)
+    np.testing.assert_array_equal(a.sample_stats["lp"].values, b.sample_stats["lp"].values)
+    assert a.posterior.attrs["evaluations"] == b.posterior.attrs["evaluations"]
+    assert a.posterior.attrs["accepted_total"] == b.posterior.attrs["accepted_total"]
+
+
+def test_vectorize_calls_once_per_half_sweep_with_the_same_walkers(reference):
+    sizes = []
+
+    def rows(xs):
+        sizes.append(xs.shape[0])
+        return log_density_rows(xs)
+
+    assert_same_walkers(km.sample_ensemble(rows, np.ones(3), vectorize=True, **RUN), reference)
+    # the starts in one call, then two halves of 5 walkers per sweep
+    assert sizes == [10] + [5] * (2 * (RUN["draws"] + RUN["tune"]))
+
+
+def test_walkers_on_worker_processes_and_an_executor_are_the_same(reference):
+    assert_same_walkers(km.sample_ensemble(log_density, np.ones(3), cores=2, **RUN), reference)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        assert_same_walkers(km.sample_ensemble(log_density, np.ones(3), executor=pool, **RUN), reference)
+
+
+def failing(x):
+    if x[1] > 0.05:
+        raise FloatingPointError(f"bad point {x[1]:.3f}")
+    return log_density(x)
+
+
+def test_an_exception_in_a_worker_surfaces_with_its_traceback():
+    with pytest.raises(FloatingPointError, match="bad point") as caught:
+        km.sample_ensemble(failing, np.zeros(3), cores=2, **RUN)
+    assert "in failing" in str(caught.value.__cause__)
+
+
+def test_walkers_together_need_a_plain_callable():
+    with pytest.raises(ValueError, match="need a Python callable"):
+        km.sample_ensemble(km.PseudoMarginal(lambda x, rng: 0.0), np.ones(3), vectorize=True, **RUN)
+    with pytest.raises(ValueError, match="leave `cores`/`executor` unset"):
+        km.sample_ensemble(log_density_rows, np.ones(3), vectorize=True, cores=2, **RUN)
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt here even if this process was started
+    with SIGINT ignored (a background job of a non-interactive shell)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("vectorize", [False, True], ids=["per-point", "vectorized"])
+def test_checkpoint_interrupt_resume_equals_an_uninterrupted_run(tmp_path, reference, sigint_raises, vectorize):
+    path = tmp_path / "ensemble.ckpt"
+    calls = []
+
+    def interrupting(x):
+        calls.append(1)
+        if len(calls) == 700:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.0002)
+        return log_density(x)
+
+    with pytest.warns(UserWarning, match="interrupted"):
+        partial = km.sample_ensemble(interrupting, np.ones(3), checkpoint=path, **RUN)
+    assert partial.posterior["x"].shape[1] < RUN["draws"]
+    header = km._core.ensemble_checkpoint_header(path)
+    assert 700 <= header["evaluations"] < 10 * (1 + RUN["draws"] + RUN["tune"])
+    # the saved part is replayed without evaluating the density
+    counted = []
+
+    def counting_rows(xs):
+        counted.append(len(xs))
+        return log_density_rows(xs)
+
+    def counting(x):
+        counted.append(1)
+        return log_density(x)
+
+    resumed = km.resume_ensemble(path, counting_rows if vectorize else counting, vectorize=vectorize,
+                                 progress=False)
+    assert_same_walkers(resumed, reference)
+    assert sum(counted) == reference.posterior.attrs["evaluations"] - header["evaluations"]
+    # a finished run replays whole, with no evaluation
+    counted.clear()
+    assert_same_walkers(km.resume_ensemble(path, counting, progress=False), reference)
+    assert counted == []

@@ -1,0 +1,358 @@
+"""Chains in worker processes, on executors (a process pool, a Dask
+cluster) and in lockstep: the same chains as cores=1, errors, Ctrl-C,
+checkpoints."""
+
+import concurrent.futures
+import math
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import kameleon as km
+
+
+def posterior(idata):
+    return idata.posterior["x"].values
+
+
+def gaussian(x):
+    return -0.5 * (x[0] * x[0] + 2.0 * x[1] * x[1] + 0.5 * x[2] * x[2])
+
+
+def gaussian_rows(xs):
+    """``gaussian`` of each row, with the same operations in the same order."""
+    return -0.5 * (xs[:, 0] * xs[:, 0] + 2.0 * xs[:, 1] * xs[:, 1] + 0.5 * xs[:, 2] * xs[:, 2])
+
+
+RUN = dict(sampler=km.AM(), draws=200, tune=100, chains=4, seed=11, progress=False)
+ENSEMBLE = dict(walkers=8, draws=30, tune=10, seed=11, progress=False)
+X0 = np.array([1.0, -0.5, 2.0])
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        yield
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The chains of ``gaussian`` on one thread."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        return km.sample(gaussian, X0, cores=1, **RUN)
+
+
+@pytest.fixture(scope="module")
+def process_pool():
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        yield pool
+
+
+def assert_same_chains(a, b):
+    np.testing.assert_array_equal(posterior(a), posterior(b))
+    for name in ("lp", "accepted", "acceptance_probability"):
+        np.testing.assert_array_equal(a.sample_stats[name].values, b.sample_stats[name].values)
+    for name in ("rejected_non_finite", "accepted_total", "evaluations"):
+        assert list(a.posterior.attrs[name]) == list(b.posterior.attrs[name])
+
+
+def test_process_workers_give_the_chains_of_one_thread(reference):
+    scale = 2.0  # a closure over a local: pickled by value
+    closure = lambda x: -0.5 * (x[0] * x[0] + scale * x[1] * x[1] + 0.5 * x[2] * x[2])  # noqa: E731
+    idata = km.sample(closure, X0, cores=2, parallel="process", **RUN)
+    assert_same_chains(idata, reference)
+
+
+def truncated(x):
+    """NaN on one side, −inf on another: rejected proposals, counted."""
+    if x[0] > 1.2:
+        return float("nan")
+    if x[1] < -0.8:
+        return -math.inf
+    return gaussian(x)
+
+
+def test_rejections_of_nan_and_minus_inf_are_counted_as_on_one_thread(process_pool):
+    one = km.sample(truncated, X0 * 0.5, cores=1, **RUN)
+    assert min(one.posterior.attrs["rejected_non_finite"]) > 0
+    assert_same_chains(km.sample(truncated, X0 * 0.5, cores=2, parallel="process", **RUN), one)
+    assert_same_chains(km.sample(truncated, X0 * 0.5, executor=process_pool, **RUN), one)
+
+
+def test_pseudo_marginal_in_processes_gives_the_chains_of_one_thread():
+    def noisy(x, rng):
+        return gaussian(x) + 0.1 * rng.standard_normal()
+
+    kwargs = dict(RUN, sampler=km.RandomWalk(), chains=3)
+    one = km.sample(km.PseudoMarginal(noisy), X0, cores=1, **kwargs)
+    many = km.sample(km.PseudoMarginal(noisy), X0, cores=2, parallel="process", **kwargs)
+    assert_same_chains(one, many)
+
+
+def test_a_prior_travels_to_the_workers_with_the_likelihood():
+    def log_likelihood(x):
+        return -0.5 * ((x[0] - 1.0) ** 2 + (x[1] - 0.3) ** 2 / 0.01)
+
+    prior = {"a": km.priors.LogNormal(0.0, 1.0), "b": km.priors.Beta(2.0, 2.0)}
+    kwargs = dict(RUN, chains=3, prior=prior)
+    one = km.sample(log_likelihood, None, cores=1, **kwargs)
+    many = km.sample(log_likelihood, None, cores=2, parallel="process", **kwargs)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(one.posterior[name].values, many.posterior[name].values)
+
+
+def test_a_process_pool_executor_gives_the_chains_of_one_thread(reference, process_pool):
+    assert_same_chains(km.sample(gaussian, X0, executor=process_pool, **RUN), reference)
+
+
+def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        idata = km.sample(gaussian, X0, executor=client.get_executor(), **RUN)
+        walkers = km.sample_ensemble(gaussian, X0, executor=client.get_executor(), **ENSEMBLE)
+    assert_same_chains(idata, reference)
+    # the ensemble's walkers too, one task per walker of each half sweep
+    one = km.sample_ensemble(gaussian, X0, **ENSEMBLE)
+    np.testing.assert_array_equal(walkers.posterior["x"].values, one.posterior["x"].values)
+
+
+def test_lockstep_gives_the_chains_of_per_point_calls(reference):
+    calls = []
+
+    def batch(xs):
+        calls.append(xs.shape[0])
+        return gaussian_rows(xs)
+
+    idata = km.sample(batch, X0, vectorize=True, **RUN)
+    assert_same_chains(idata, reference)
+    # every step of the four chains is one call (the starts are evaluated one by one)
+    assert max(calls) == 4 and calls.count(4) >= RUN["tune"] + RUN["draws"]
+
+
+def test_lockstep_rejects_a_result_of_the_wrong_shape():
+    with pytest.raises(TypeError, match=r"must return 4 floats \(an array of shape \(4,\)\)"):
+        km.sample(lambda xs: np.zeros((xs.shape[0], 1)) if xs.shape[0] > 1 else np.zeros(1), X0,
+                  vectorize=True, **RUN)
+
+
+def test_lockstep_rejects_a_pseudo_marginal():
+    with pytest.raises(ValueError, match="vectorize=True"):
+        km.sample(km.PseudoMarginal(lambda x, rng: 0.0), X0, vectorize=True, **RUN)
+
+
+# the pid of the process running the tests (worker processes inherit the
+# variable); the starting points are checked there
+TESTS = int(os.environ.setdefault("KAMELEON_TESTS_PID", str(os.getpid())))
+
+
+def failing(x):
+    if os.getpid() != TESTS and x[0] > 1.5:
+        raise ArithmeticError(f"no density at {x[0]:.3f}")
+    return gaussian(x)
+
+
+def test_an_exception_in_a_worker_keeps_its_type_message_and_traceback(process_pool):
+    for way in (dict(cores=2, parallel="process"), dict(executor=process_pool)):
+        with pytest.raises(ArithmeticError, match="no density at") as caught:
+            km.sample(failing, X0, **RUN, **way)
+        # the worker's traceback travels as the cause
+        assert "in failing" in str(caught.value.__cause__)
+
+
+def test_an_unpicklable_density_gets_an_error_saying_what_to_do():
+    lock = threading.Lock()
+
+    def locked(x):
+        with lock:
+            return gaussian(x)
+
+    with pytest.raises(TypeError, match="cannot be sent to worker processes.*parallel='thread'"):
+        km.sample(locked, X0, cores=2, parallel="process", **RUN)
+    # on threads it runs
+    km.sample(locked, X0, cores=2, parallel="thread", **RUN)
+
+
+def test_processes_need_a_python_density():
+    with pytest.raises(ValueError, match="Python callables and PseudoMarginal"):
+        km.sample(km.targets.Banana(3), X0, cores=2, parallel="process", **RUN)
+    with pytest.raises(ValueError, match="`parallel` must be"):
+        km.sample(gaussian, X0, parallel="gpu", **RUN)
+
+
+def test_the_default_rule_picks_processes_for_expensive_densities_only(monkeypatch):
+    from kameleon import _sample
+
+    chosen = []
+    real = _sample._mode
+
+    def spy(*args):
+        chosen.append(real(*args))
+        return chosen[-1]
+
+    monkeypatch.setattr(_sample, "_mode", spy)
+    km.sample(gaussian, X0, cores=2, **RUN)  # ~1 µs per call
+    monkeypatch.setattr(_sample, "_PROCESS_WORTH_SECONDS", 1e-6)
+    km.sample(gaussian, X0, cores=2, **RUN)
+    km.sample(gaussian, X0, cores=1, **RUN)  # one core: nothing to share
+    km.sample(km.targets.Banana(3), X0, cores=2, **RUN)  # Rust threads run in parallel
+    assert chosen == ["thread", "process", "thread", "thread"]
+
+
+SLOW_RUN = textwrap.dedent(
+    """
+    import os, signal, sys, time, warnings
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    import multiprocessing
+    import arviz
+    import kameleon as km
+
+    def slow(x):
+        # tell the test that this worker is sampling
+        open(os.path.join(sys.argv[1], str(os.getpid())), "a").close()
+        time.sleep(0.002)
+        return -0.5 * float(x @ x)
+
+    if __name__ == "__main__":
+        print("ready", flush=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            idata = km.sample(slow, [0.0, 0.0], sampler=km.RandomWalk(), draws=10**6, tune=0, chains=4,
+                              cores=4, parallel="process", seed=1, progress=False)
+        n = idata.posterior["x"].shape[1]
+        warned = any("interrupted" in str(w.message) for w in caught)
+        print("draws", n, "warned", warned, "children", len(multiprocessing.active_children()), flush=True)
+    """
+)
+
+
+def descendants(pid):
+    """The pids of the processes whose parent is ``pid``, and theirs."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(tmp_path):
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    started = tmp_path / "started"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    # the workers' start-up is not what is timed: wait until all four sample
+    deadline = time.monotonic() + 60
+    sampling = lambda: set(os.listdir(started)) - {str(proc.pid)}  # noqa: E731 (the parent checks the starts)
+    while len(sampling()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    workers = descendants(proc.pid)
+    assert len(sampling()) == 4 and len(workers) >= 5  # the forkserver (or spawn's tracker) too
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the sampling process did not stop within 20 s of SIGINT")
+    took = time.monotonic() - sent
+    assert proc.returncode == 0, out
+    words = out.split()
+    assert words[0] == "draws" and 0 < int(words[1]) < 10**6
+    assert words[3] == "True" and words[5] == "0"
+    assert took < 5.0
+    time.sleep(0.5)
+    assert [pid for pid in workers if alive(pid)] == []
+
+
+KILLED_RUN = textwrap.dedent(
+    """
+    import sys, time, warnings
+    import kameleon as km
+    from test_parallel import slow_gaussian, CHECKPOINTED
+
+    if __name__ == "__main__":
+        km.sample(slow_gaussian, [1.0, -0.5, 2.0], checkpoint=sys.argv[1], checkpoint_every=0.2,
+                  cores=2, parallel="process", **CHECKPOINTED)
+    """
+)
+
+CHECKPOINTED = dict(sampler=km.AM(), draws=1500, tune=500, chains=2, seed=3, progress=False)
+
+
+def slow_gaussian(x):
+    time.sleep(0.0005)
+    return gaussian(x)
+
+
+def test_checkpoint_kill_resume_with_process_workers_equals_an_uninterrupted_run(tmp_path):
+    whole = km.sample(gaussian, X0, cores=1, **CHECKPOINTED)
+    path = tmp_path / "run.ckpt"
+    script = tmp_path / "killed_run.py"
+    script.write_text(KILLED_RUN)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], env=env, start_new_session=True)
+    parts = [f"{path}.chain{k}-of-2" for k in range(2)]
+    deadline = time.monotonic() + 30
+    while not all(os.path.exists(p) for p in parts) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert all(os.path.exists(p) for p in parts), "the workers wrote no checkpoint within 30 s"
+    header = km._core.checkpoint_header(parts[0])
+    assert header["steps_done"][0] < 2000, "the run ended before it was killed"
+    resumed = km.resume(path, gaussian, cores=2, parallel="process", progress=False)
+    assert_same_chains(resumed, whole)
+    assert not any(os.path.exists(p) for p in parts)
+    # the gathered checkpoint resumes in this process too (nothing left to do)
+    assert_same_chains(km.resume(path, gaussian, cores=1, progress=False), whole)
+
+
+def test_resume_refuses_a_run_whose_chains_did_not_all_save(tmp_path):
+    path = tmp_path / "run.ckpt"
+    (tmp_path / "run.ckpt.chain1-of-2").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"stopped before chains \[0\] had saved a checkpoint"):
+        km.resume(path, gaussian, progress=False)
+
+
+def test_a_new_run_replaces_the_chain_checkpoints_of_an_old_one(tmp_path):
+    path = tmp_path / "run.ckpt"
+    (tmp_path / "run.ckpt.chain2-of-3").write_bytes(b"left by a killed run")
+    idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint=path, **dict(RUN, chains=2))
+    assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]
+    assert_same_chains(km.resume(path, gaussian, progress=False), idata)
