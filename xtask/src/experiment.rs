@@ -6,7 +6,8 @@
 
 use crate::size::Size;
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
-use crate::summary::{ClaimCheck, Measurement, Summary};
+use crate::summary::{Measurement, Summary};
+use crate::verdict::ClaimCheck;
 
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.

@@ -54,6 +54,7 @@ mod runner;
 mod size;
 mod spec;
 mod summary;
+mod verdict;
 
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};

@@ -375,7 +375,7 @@ fn summary_table(summary: &Summary) -> String {
             .filter_map(|m| {
                 c.metrics
                     .get(*m)
-                    .map(|st| format!("{m} {}", crate::summary::fmt(st.mean)))
+                    .map(|st| format!("{m} {}", crate::verdict::fmt(st.mean)))
             })
             .collect();
         if metrics.is_empty() {
@@ -384,7 +384,7 @@ fn summary_table(summary: &Summary) -> String {
                 .metrics
                 .iter()
                 .take(4)
-                .map(|(m, st)| format!("{m} {}", crate::summary::fmt(st.mean)))
+                .map(|(m, st)| format!("{m} {}", crate::verdict::fmt(st.mean)))
                 .collect();
         }
         let state = if c.status == "done" {

@@ -124,9 +124,12 @@ fn check_schema(path: &Path, name: &str, study: bool) {
     }
     assert!(done > 0, "no cell ran");
     for claim in v["claims"].as_array().unwrap() {
-        assert!(claim["claim"].is_string() && claim["evidence"].is_string());
+        for key in ["claim", "evidence", "rule"] {
+            assert!(claim[key].is_string(), "{key} in {claim}");
+        }
+        assert!(claim["numbers"].is_array(), "{claim}");
         let verdict = claim["verdict"].as_str().unwrap();
-        assert!(["reproduced", "not_reproduced", "pending"].contains(&verdict));
+        assert!(["reproduced", "refuted", "inconclusive", "pending"].contains(&verdict));
     }
 }
 
@@ -162,6 +165,11 @@ fn every_implemented_experiment_runs_at_quick_size() {
             Summary::read_json(&dir.join("summary.json")).unwrap(),
             summary
         );
+        // no claim is decided by a side without data (a sampler with no
+        // draws at the compared time, KL = ∞)
+        for claim in &summary.claims {
+            assert!(claim.rests_on_data(), "{}: {claim:?}", e.name);
+        }
         let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
         assert!(md.contains("## The paper's claims"));
         let figures: Vec<&str> = md
