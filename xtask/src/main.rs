@@ -6,7 +6,9 @@
 //! and writes `DIR/<name>/summary.json`, `summary.md`, SVG figures and the
 //! raw chains; `cargo xtask reference glass|abc` computes a reference sample
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
-//! outputs; `cargo xtask gallery` writes `RESULTS.md` from the results;
+//! outputs; `cargo xtask regrade <name>` decides the claims again from a
+//! `summary.json` without running chains; `cargo xtask gallery` writes
+//! `RESULTS.md` from the results;
 //! `cargo xtask bench-report` times the hot paths against this machine's peak
 //! and numpy peers (`peer-fixtures` writes the peers' inputs for their
 //! tests). Each run leaves a record of its command, commit, machine and wall
@@ -155,6 +157,16 @@ enum Command {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Decide an experiment's claims (or `all`) again from the per-chain
+    /// values in its summary.json, without running a chain; rewrites
+    /// summary.json, summary.md and the figures.
+    Regrade {
+        /// The experiment's name (see `list`), or `all` (those with results).
+        name: String,
+        /// The results root (as given to `reproduce --out`).
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+    },
     /// Write RESULTS.md: every experiment's claims, verdicts, figures and
     /// run records, from the results directory.
     Gallery {
@@ -246,6 +258,7 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::Regrade { name, results } => regrade(&name, &results),
         Command::Gallery { results, out } => gallery::main(&results, &out),
         Command::BenchReport {
             quick,
@@ -286,6 +299,26 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
         bail!("unknown experiment `{name}` (see `cargo xtask list`)");
     };
     reproduce_one(&experiment, opts)
+}
+
+/// Regrades one experiment, or every runnable one with a summary under
+/// `results` (`all`).
+fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
+    let chosen: Vec<experiment::Experiment> = if name == "all" {
+        experiments::all()
+            .into_iter()
+            .filter(|e| e.is_runnable() && results.join(e.name).join("summary.json").exists())
+            .collect()
+    } else {
+        match experiments::find(name) {
+            Some(e) => vec![e],
+            None => bail!("unknown experiment `{name}` (see `cargo xtask list`)"),
+        }
+    };
+    for e in &chosen {
+        runner::regrade(e, results)?;
+    }
+    Ok(())
 }
 
 /// Runs one experiment and records the run (command, commit, machine, wall
