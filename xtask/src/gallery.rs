@@ -16,7 +16,7 @@
 use crate::experiment::Experiment;
 use crate::experiments;
 use crate::files::write_atomic;
-use crate::provenance::{RunRecord, date};
+use crate::provenance::{Load, RunRecord, date};
 use crate::size::Size;
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -284,9 +284,22 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
             .shard
             .as_deref()
             .map_or(String::new(), |s| format!(", shard {s}"));
+        let load = match (r.load_start, r.load_end) {
+            (Some(start), Some(end)) => format!(
+                "1-min load average {:.2} at the start, {:.2} at the end{}",
+                start[0],
+                end[0],
+                if r.load() == Load::Idle {
+                    ""
+                } else {
+                    " (under load)"
+                }
+            ),
+            _ => "load not recorded".to_string(),
+        };
         let _ = writeln!(
             md,
-            "- `{}` on {} at commit `{}`{shard}: {:.0} s wall time on {}.",
+            "- `{}` on {} at commit `{}`{shard}: {:.0} s wall time on {}; {load}.",
             r.command,
             date(r.started_unix),
             short(&r.commit),
@@ -341,6 +354,9 @@ mod tests {
             wall_time_secs: 264.0,
             quick: false,
             shard: None,
+            load_start: None,
+            load_end: None,
+            threads: None,
         }
         .write(&dir)
         .unwrap();
@@ -355,6 +371,7 @@ mod tests {
         );
         assert!(md.contains("| A \\| B | 1 ± 2 | **reproduced** |"), "{md}");
         assert!(md.contains("at commit `0123456789ab-dirty`"), "{md}");
+        assert!(md.contains("; load not recorded."), "{md}");
         assert!(md.contains("on 1970-01-01"), "{md}");
         // an experiment without results gets the commands that make them
         assert!(

@@ -325,6 +325,7 @@ fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
 /// time) beside its results.
 fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Result<()> {
     let (started, clock) = (SystemTime::now(), Instant::now());
+    let load_start = machine::load_average();
     // the commit the run starts from (a commit made while it runs is not its code)
     let commit = provenance::commit();
     runner::reproduce(experiment, opts)?;
@@ -332,6 +333,8 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
         commit,
         started,
         clock.elapsed(),
+        load_start,
+        rayon::current_num_threads(),
         opts.size.is_quick(),
         opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
     )
