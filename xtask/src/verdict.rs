@@ -38,6 +38,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order reports list them.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Reproduced,
+        Verdict::Refuted,
+        Verdict::Inconclusive,
+        Verdict::Pending,
+    ];
+
     /// The verdict in words.
     pub fn word(self) -> &'static str {
         match self {
