@@ -72,8 +72,10 @@ pub fn kmc() -> Experiment {
                     paper's came from R's sn with seed 0). All chains start at θ = 10·1 and are exact \
                     pseudo-marginal (the stored estimate of the current state is reused; the public code \
                     re-estimated it, MCWM). Ground truth: 100 RW chains (N(x, 0.55² I)) of 1000 + 2000 \
-                    iterations thinned by 10 (`../abc-benchmark/full/`), as the KMC code's. RW: the same \
-                    sampler, 200 + 5000 iterations. HABC: sticky random numbers, SPSA gradient (c = 5) \
+                    iterations thinned by 10, as the KMC code's (`results/abc-benchmark/full/benchmark.json` \
+                    holds its plan, seed and diagnostics; `cargo xtask reference abc` recomputes its \
+                    draws). RW: the same sampler, 200 + 5000 iterations. HABC, 200 + 5000 \
+                    iterations like every sampler here (the KMC code ran it for 200 + 1000): sticky random numbers, SPSA gradient (c = 5) \
                     of a 10-simulation Gaussian synthetic likelihood, friction 10⁻⁵ plus the running \
                     gradient-noise variance, L = 50, ε ~ U[0.01, 0.1), no MH step (biased by design). \
                     KMC lite: the code's oracle basis (n = 1000 ground-truth draws per chain, fixed), \

@@ -40,7 +40,8 @@ const MODERATE_DIM: usize = 8;
 const NOTES: &str = "Per replicate (the paper's \"trials\") and dimension d: a fresh target \
 N(0, QᵀΛQ) with λᵢ ~ Gamma(1, 1) and Haar-distributed Q; n exact draws (nested: the first \
 n of one sample, for every n); KMC finite with m = n random features of the \
-rational-quadratic kernel (α = 0.6, ℓ = 1, i.e. β = 1/ℓ² = 1 as the paper's code) and \
+rational-quadratic kernel (α = 0.6, ℓ = 1, i.e. β = 1/ℓ² = 1 as the paper's code; its frequencies \
+are drawn as √τ·ζ/ℓ, while the paper's code draws 0.5·τ·ζ, a different kernel) and \
 λ = 4.8·10⁻⁵, fitted in batch; then trajectories from q₀ drawn from the target and \
 p₀ ~ N(0, I), L ~ U{10, …, 100} leapfrog steps of size 0.1, once along the estimated \
 gradient (`KMC`) and once along the true one (`HMC`, the same q₀, p₀, L). `accept` is the \
