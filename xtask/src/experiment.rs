@@ -220,10 +220,17 @@ impl Experiment {
             .cells_at(size)
             .iter()
             .map(|c| {
+                // `iterations` counts kept states: a thinned chain steps `thin` times per state
+                let thin = c.sampler.thin();
+                let kept = if thin > 1 {
+                    format!(", every {thin}th state kept")
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{} {} it ({} burn-in)",
+                    "{} {} it ({} burn-in{kept})",
                     c.target.label(),
-                    c.iterations + c.burn_in,
+                    c.iterations * thin + c.burn_in,
                     c.burn_in
                 )
             })

@@ -296,10 +296,14 @@ pub fn within(a: Estimate, low: f64, high: f64) -> Decision {
 }
 
 /// A bundle that holds when at least `k` of its comparisons are
-/// reproduced: reproduced when ≥ k are, refuted when more than
+/// reproduced (a bundle of one is that comparison): reproduced when ≥ k are, refuted when more than
 /// (parts − k) are refuted (k can no longer be reached), pending when a
 /// pending part could still decide it, else inconclusive.
-pub fn at_least(k: usize, parts: Vec<Decision>) -> Decision {
+pub fn at_least(k: usize, mut parts: Vec<Decision>) -> Decision {
+    if k == 1 && parts.len() == 1 {
+        // a bundle of one comparison is that comparison
+        return parts.remove(0);
+    }
     let count = |v: Verdict| parts.iter().filter(|p| p.verdict == v).count();
     let (reproduced, refuted, waiting) = (
         count(Verdict::Reproduced),
@@ -577,6 +581,7 @@ mod tests {
         assert_eq!(all_of(vec![yes(), maybe()]).verdict, Verdict::Inconclusive);
         assert_eq!(all_of(vec![yes(), no()]).verdict, Verdict::Refuted);
         assert_eq!(all_of(vec![yes(), none()]).verdict, Verdict::Inconclusive);
+        assert_eq!(all_of(vec![no()]), no());
         let most = |parts| at_least(3, parts);
         assert_eq!(
             most(vec![yes(), yes(), yes(), no(), no()]).verdict,
