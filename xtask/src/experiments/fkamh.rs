@@ -7,7 +7,7 @@ use crate::experiment::{Cell, Experiment, Protocol};
 use crate::plot::{Bar, BarSeries, grouped_bars};
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::Summary;
-use crate::verdict::{ClaimCheck, Claimed, compare};
+use crate::verdict::{ClaimCheck, Claimed, Decision, TIMED, at_least, compare};
 use anyhow::Result;
 use kameleon_features::Embedding;
 use std::path::Path;
@@ -191,6 +191,47 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
             ess(0.03, "KAMH-LS", "n=1000"),
         ),
     ));
+    // Thesis §5.1, its main result, on ESS per second.
+    let per_s = |b: f64, sampler: &str, setting: &str| {
+        summary.estimate(&banana(b).key(), sampler, setting, "ess_12_per_s")
+    };
+    for b in [0.03, 0.1] {
+        let parts: Vec<Decision> = grid
+            .iter()
+            .map(|d| {
+                compare(
+                    per_s(b, "F-KAMH-sincos", &format!("D={d}")),
+                    Claimed::Above,
+                    per_s(b, "KAMH-LS", "n=600"),
+                )
+            })
+            .collect();
+        let half = parts.len().div_ceil(2);
+        out.push(
+            ClaimCheck::new(
+                format!(
+                    "F-KAMH clearly outperforms KAMH for a large range of D in ESS per second, \
+                     on B({b}, 100): F-KAMH-sincos above KAMH-LS n = 600 at {half} or more of the \
+                     {} values of D",
+                    parts.len()
+                ),
+                at_least(half, parts),
+            )
+            .caveat(TIMED)
+            .caveat("\"a large range\" as half of our D grid is ours"),
+        );
+    }
+    out.push(
+        ClaimCheck::new(
+            "KAMH with n = 1000 achieves a better ESS per second than with n = 600 on B(0.1, 100)",
+            compare(
+                per_s(0.1, "KAMH-LS", "n=1000"),
+                Claimed::Above,
+                per_s(0.1, "KAMH-LS", "n=600"),
+            ),
+        )
+        .caveat(TIMED),
+    );
     out.push(ClaimCheck::new(
         "KAMH gains from n = 1000 over n = 600 on B(0.1, 100) (tested as: a larger ESS at \
          n = 1000; the thesis' \"more than on B(0.03, 100)\" compares two ratios of means, \
