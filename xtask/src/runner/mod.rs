@@ -348,8 +348,10 @@ fn reproduce_study(
 
 /// Decides an experiment's claims again from the per-chain values its
 /// `summary.json` under `out` holds, without running a chain: the claims
-/// and the notes come from the current code, the cells stay as recorded.
-/// Rewrites `summary.json`, `summary.md` and the figures.
+/// and the notes come from the current code, the cells stay as recorded,
+/// so regrade only while the protocol that made the cells is unchanged
+/// (rerun `reproduce` otherwise). Rewrites `summary.json`, `summary.md`
+/// and the figures.
 pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
     let path = dir.join("summary.json");
