@@ -241,7 +241,12 @@ pub fn compare(a: Estimate, claimed: Claimed, b: Estimate) -> Decision {
                 } else {
                     Verdict::Inconclusive
                 },
-                rule: "no data on a side: neither a win nor a loss".into(),
+                rule: format!(
+                    "80% intervals, once both sides have data: reproduced if the claimed order \
+                     ({}) holds with disjoint intervals, refuted if the opposite does, else \
+                     inconclusive; a side without data is neither a win nor a loss",
+                    sign(claimed)
+                ),
                 numbers: Vec::new(),
                 detail: missing
                     .into_iter()
