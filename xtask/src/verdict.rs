@@ -297,11 +297,19 @@ pub fn compare(a: Estimate, claimed: Claimed, b: Estimate) -> Decision {
 /// The claim "`a` lies within [`low`, `high`]": both thresholds, bundled
 /// with [`all_of`] (refuted when the whole interval is outside).
 pub fn within(a: Estimate, low: f64, high: f64) -> Decision {
-    let label = a.as_ref().map_or(String::new(), |i| i.label.clone());
-    let mut d = all_of(vec![
-        compare(a.clone(), Claimed::Above, Ok(Interval::threshold(low))),
-        compare(a, Claimed::Below, Ok(Interval::threshold(high))),
-    ]);
+    let label = a
+        .as_ref()
+        .map_or_else(|_| "the estimate".to_string(), |i| i.label.clone());
+    let above = compare(a.clone(), Claimed::Above, Ok(Interval::threshold(low)));
+    let mut d = if a.is_ok() {
+        all_of(vec![
+            above,
+            compare(a, Claimed::Below, Ok(Interval::threshold(high))),
+        ])
+    } else {
+        // one "no data" is enough
+        above
+    };
     d.rule = format!(
         "reproduced if the whole 80% interval of {label} lies in [{}, {}], refuted if it lies \
          wholly outside, else inconclusive",
@@ -548,6 +556,14 @@ mod tests {
         assert_eq!(
             within(at("a", 0.3, 0.02), 0.204, 0.264).verdict,
             Verdict::Refuted
+        );
+        let waiting = within(pending("AM-LS accept"), 0.204, 0.264);
+        assert_eq!(waiting.verdict, Verdict::Pending);
+        assert_eq!(waiting.detail, vec!["pending: AM-LS accept".to_string()]);
+        assert!(
+            waiting.rule.contains("the estimate lies in"),
+            "{}",
+            waiting.rule
         );
     }
 
