@@ -147,6 +147,24 @@ fn definition() -> clap::Command {
                 .arg(path_arg("out", "results").help("Output root for the merged results")),
         )
         .subcommand(
+            clap::Command::new("regrade")
+                .about(
+                    "Decide an experiment's claims (or `all`) again from the per-chain values in \
+                     its summary.json, without running a chain; rewrites summary.json, \
+                     summary.md and the figures",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name (see `list`), or `all` (those with results)"),
+                )
+                .arg(
+                    path_arg("results", "results")
+                        .help("The results root (as given to `reproduce --out`)"),
+                ),
+        )
+        .subcommand(
             clap::Command::new("gallery")
                 .about(
                     "Write RESULTS.md: every experiment's claims, verdicts, figures and run \
@@ -301,6 +319,10 @@ fn command_of(matches: &ArgMatches) -> Command {
                 .cloned()
                 .collect(),
             out: path("out"),
+        },
+        "regrade" => Command::Regrade {
+            name: text("name"),
+            results: path("results"),
         },
         "gallery" => Command::Gallery {
             results: path("results"),

@@ -6,7 +6,8 @@
 
 use crate::size::Size;
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
-use crate::summary::{ClaimCheck, Measurement, Summary};
+use crate::summary::{Measurement, Summary};
+use crate::verdict::ClaimCheck;
 
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.
@@ -219,10 +220,17 @@ impl Experiment {
             .cells_at(size)
             .iter()
             .map(|c| {
+                // `iterations` counts kept states: a thinned chain steps `thin` times per state
+                let thin = c.sampler.thin();
+                let kept = if thin > 1 {
+                    format!(", every {thin}th state kept")
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{} {} it ({} burn-in)",
+                    "{} {} it ({} burn-in{kept})",
                     c.target.label(),
-                    c.iterations + c.burn_in,
+                    c.iterations * thin + c.burn_in,
                     c.burn_in
                 )
             })

@@ -6,7 +6,9 @@
 //! and writes `DIR/<name>/summary.json`, `summary.md`, SVG figures and the
 //! raw chains; `cargo xtask reference glass|abc` computes a reference sample
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
-//! outputs; `cargo xtask gallery` writes `RESULTS.md` from the results;
+//! outputs; `cargo xtask regrade <name>` decides the claims again from a
+//! `summary.json` without running chains; `cargo xtask gallery` writes
+//! `RESULTS.md` from the results;
 //! `cargo xtask bench-report` times the hot paths against this machine's peak
 //! and numpy peers (`peer-fixtures` writes the peers' inputs for their
 //! tests). Each run leaves a record of its command, commit, machine and wall
@@ -55,6 +57,7 @@ mod runner;
 mod size;
 mod spec;
 mod summary;
+mod verdict;
 
 use anyhow::{Result, bail};
 use runner::{RunOptions, Shard};
@@ -90,6 +93,10 @@ enum Command {
         name: String,
         dirs: Vec<PathBuf>,
         out: PathBuf,
+    },
+    Regrade {
+        name: String,
+        results: PathBuf,
     },
     Gallery {
         results: PathBuf,
@@ -157,6 +164,7 @@ fn main() -> Result<()> {
             runner::merge(&experiment, &dirs, &out)?;
             Ok(())
         }
+        Command::Regrade { name, results } => regrade(&name, &results),
         Command::Gallery { results, out } => gallery::main(&results, &out),
         Command::BenchReport {
             quick,
@@ -199,10 +207,31 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
     reproduce_one(&experiment, opts)
 }
 
+/// Regrades one experiment, or every runnable one with a summary under
+/// `results` (`all`).
+fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
+    let chosen: Vec<experiment::Experiment> = if name == "all" {
+        experiments::all()
+            .into_iter()
+            .filter(|e| e.is_runnable() && results.join(e.name).join("summary.json").exists())
+            .collect()
+    } else {
+        match experiments::find(name) {
+            Some(e) => vec![e],
+            None => bail!("unknown experiment `{name}` (see `cargo xtask list`)"),
+        }
+    };
+    for e in &chosen {
+        runner::regrade(e, results)?;
+    }
+    Ok(())
+}
+
 /// Runs one experiment and records the run (command, commit, machine, wall
 /// time) beside its results.
 fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Result<()> {
     let (started, clock) = (SystemTime::now(), Instant::now());
+    let load_start = machine::load_average();
     // the commit the run starts from (a commit made while it runs is not its code)
     let commit = provenance::commit();
     runner::reproduce(experiment, opts)?;
@@ -210,6 +239,8 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
         commit,
         started,
         clock.elapsed(),
+        load_start,
+        rayon::current_num_threads(),
         opts.size.is_quick(),
         opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
     )

@@ -28,15 +28,69 @@ pub struct RunRecord {
     pub quick: bool,
     /// The shard `i/N` it ran, if any.
     pub shard: Option<String>,
+    /// The 1-, 5- and 15-minute load averages when it started (absent from
+    /// records made before they were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_start: Option<[f64; 3]>,
+    /// The same when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_end: Option<[f64; 3]>,
+    /// The worker threads the run used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+/// Whether a run's timings can be trusted, from its load averages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// The record predates load averages.
+    NotRecorded,
+    /// Nothing else ran: the 1-minute load was at most [`SPARE_LOAD`] when
+    /// the run started, and at most its threads + [`SPARE_LOAD`] when it ended.
+    Idle,
+    /// Other work ran beside it (the reason in words).
+    Loaded(String),
+}
+
+/// The load beyond the run's own threads that still counts as idle.
+pub const SPARE_LOAD: f64 = 0.5;
+
+impl RunRecord {
+    /// Whether the machine was loaded by other work during the run.
+    pub fn load(&self) -> Load {
+        let (Some(start), Some(end)) = (self.load_start, self.load_end) else {
+            return Load::NotRecorded;
+        };
+        let threads = self.threads.unwrap_or(1) as f64;
+        let mut why = Vec::new();
+        if start[0] > SPARE_LOAD {
+            why.push(format!("1-min load {:.2} at the start", start[0]));
+        }
+        if end[0] > threads + SPARE_LOAD {
+            why.push(format!(
+                "1-min load {:.2} at the end with {threads} threads of its own",
+                end[0]
+            ));
+        }
+        if why.is_empty() {
+            Load::Idle
+        } else {
+            Load::Loaded(why.join(", "))
+        }
+    }
 }
 
 impl RunRecord {
-    /// The record of a run of this process that started from `commit` (see
-    /// [`commit`]) at `started` and took `wall`.
+    /// The record of a run of this process with `threads` workers that
+    /// started from `commit` (see [`commit`]) at `started` with load
+    /// averages `load_start` and took `wall`; the load averages at the end
+    /// are read now.
     pub fn of_this_process(
         commit: String,
         started: SystemTime,
         wall: Duration,
+        load_start: Option<[f64; 3]>,
+        threads: usize,
         quick: bool,
         shard: Option<String>,
     ) -> Self {
@@ -51,6 +105,9 @@ impl RunRecord {
             wall_time_secs: wall.as_secs_f64(),
             quick,
             shard,
+            load_start,
+            load_end: crate::machine::load_average(),
+            threads: Some(threads),
         }
     }
 
@@ -165,12 +222,32 @@ mod tests {
             wall_time_secs: 1.5,
             quick: false,
             shard: Some("1/2".into()),
+            load_start: Some([0.1, 0.2, 0.3]),
+            load_end: Some([2.9, 1.0, 0.5]),
+            threads: Some(2),
         };
         record.write(&dir).unwrap();
         let read = RunRecord::read_all(&dir).unwrap();
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].command, record.command);
         assert_eq!(read[0].shard.as_deref(), Some("1/2"));
+        assert_eq!(read[0].load_end, Some([2.9, 1.0, 0.5]));
+        assert!(matches!(read[0].load(), Load::Loaded(why) if why.contains("at the end")));
+        let idle = RunRecord {
+            load_end: Some([2.4, 1.0, 0.5]),
+            ..read[0].clone()
+        };
+        assert_eq!(idle.load(), Load::Idle);
+        let busy_start = RunRecord {
+            load_start: Some([1.5, 1.0, 0.5]),
+            ..idle.clone()
+        };
+        assert!(matches!(busy_start.load(), Load::Loaded(why) if why.contains("at the start")));
+        // a record from before load averages were recorded still reads
+        let old = r#"{"command": "x", "commit": "c", "machine": "m", "started_unix": 1,
+            "wall_time_secs": 2.0, "quick": false, "shard": null}"#;
+        let old: RunRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(old.load(), Load::NotRecorded);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,6 +3,7 @@
 //! `summary.md` report.
 
 use crate::size::Size;
+use crate::verdict::{ClaimCheck, Estimate, estimate, fmt, pending};
 use anyhow::{Result, bail};
 use kameleon_diagnostics::quantile_sorted;
 use serde::{Deserialize, Serialize};
@@ -251,29 +252,6 @@ pub struct CellSummary {
     pub curves: BTreeMap<String, CurveStats>,
 }
 
-/// The verdict on one claim of the paper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Our numbers show what the paper claims.
-    Reproduced,
-    /// Our numbers contradict the claim.
-    NotReproduced,
-    /// A sampler the claim needs is pending.
-    Pending,
-}
-
-/// One claim of the paper and whether we reproduce it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClaimCheck {
-    /// The claim in the paper's words (with the target it is checked on).
-    pub claim: String,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// The numbers behind the verdict.
-    pub evidence: String,
-}
-
 /// The whole `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -304,6 +282,65 @@ impl Summary {
             .iter()
             .find(|c| c.target == target && c.sampler == sampler && c.setting == setting)
             .and_then(|c| c.metrics.get(metric))
+    }
+
+    /// The 80% interval of `metric` over the chains (or replicates) of a
+    /// cell, labelled with the sampler, the setting and the metric; pending
+    /// when the cell is pending or absent.
+    pub fn estimate(&self, target: &str, sampler: &str, setting: &str, metric: &str) -> Estimate {
+        let label = self.label(target, sampler, setting, metric);
+        match self.stats(target, sampler, setting, metric) {
+            Some(m) => estimate(label, &m.values),
+            None => pending(format!("{label} (no such cell has run)")),
+        }
+    }
+
+    /// The 80% interval over chains of the curve `curve` of a cell at its
+    /// point `index` (negative: from the end, −1 the last), labelled with
+    /// the point's abscissa; pending when the cell is pending or absent.
+    pub fn curve_estimate(
+        &self,
+        target: &str,
+        sampler: &str,
+        setting: &str,
+        curve: &str,
+        index: isize,
+    ) -> Estimate {
+        let Some(c) = self
+            .cells
+            .iter()
+            .find(|c| c.target == target && c.sampler == sampler && c.setting == setting)
+            .and_then(|c| c.curves.get(curve))
+        else {
+            return pending(format!(
+                "{} (no such cell has run)",
+                self.label(target, sampler, setting, curve)
+            ));
+        };
+        let i = if index < 0 {
+            c.x.len().checked_sub(index.unsigned_abs())
+        } else {
+            Some(index.unsigned_abs()).filter(|&i| i < c.x.len())
+        };
+        let label = |x: String| self.label(target, sampler, setting, &format!("{curve} at {x}"));
+        match i {
+            Some(i) => estimate(
+                label(abscissa(c.x[i])),
+                &c.chains.iter().map(|y| y[i]).collect::<Vec<_>>(),
+            ),
+            None => estimate(label(format!("point {index}")), &[]),
+        }
+    }
+
+    /// `sampler (setting) metric` of a cell, preceded by the target's label
+    /// when the summary has several targets.
+    fn label(&self, target: &str, sampler: &str, setting: &str, metric: &str) -> String {
+        let cell = cell_label(sampler, setting, metric);
+        let targets = self.targets();
+        match targets.iter().find(|(key, _)| key == target) {
+            Some((_, label)) if targets.len() > 1 => format!("{label}: {cell}"),
+            _ => cell,
+        }
     }
 
     /// The distinct target keys with their labels, in grid order.
@@ -414,16 +451,36 @@ impl Summary {
         )
     }
 
-    /// Appends the claims with their verdicts and the figure links.
+    /// Appends the claims with their verdicts, rules and caveats, the
+    /// protocol checks apart, and the figure links.
     fn claims_and_figures(&self, md: &mut String, figures: &[String]) {
         let _ = writeln!(md, "## The paper's claims\n");
-        for claim in &self.claims {
-            let verdict = match claim.verdict {
-                Verdict::Reproduced => "**reproduced**",
-                Verdict::NotReproduced => "**not reproduced**",
-                Verdict::Pending => "**pending**",
+        let line = |md: &mut String, c: &ClaimCheck| {
+            let caveats = if c.caveats.is_empty() {
+                String::new()
+            } else {
+                format!(" Caveat: {}.", c.caveats.join("; "))
             };
-            let _ = writeln!(md, "- {}: {verdict} — {}", claim.claim, claim.evidence);
+            let _ = writeln!(
+                md,
+                "- {}: **{}** — {}. Rule: {}.{caveats}",
+                c.claim,
+                c.verdict.word(),
+                c.evidence,
+                c.rule
+            );
+        };
+        for claim in self.claims.iter().filter(|c| !c.protocol_check) {
+            line(md, claim);
+        }
+        if self.claims.iter().any(|c| c.protocol_check) {
+            let _ = writeln!(
+                md,
+                "\nProtocol checks (settings true by construction, not claims):\n"
+            );
+            for claim in self.claims.iter().filter(|c| c.protocol_check) {
+                line(md, claim);
+            }
         }
         if !figures.is_empty() {
             let _ = writeln!(md, "\n## Figures\n");
@@ -431,6 +488,15 @@ impl Summary {
                 let _ = writeln!(md, "![{f}]({f})");
             }
         }
+    }
+}
+
+/// `sampler setting metric`, the setting left out when empty.
+fn cell_label(sampler: &str, setting: &str, metric: &str) -> String {
+    if setting.is_empty() {
+        format!("{sampler} {metric}")
+    } else {
+        format!("{sampler} ({setting}) {metric}")
     }
 }
 
@@ -599,16 +665,6 @@ fn abscissa(x: f64) -> String {
         format!("{x:.0}")
     } else {
         fmt(x)
-    }
-}
-
-/// Compact number formatting for tables.
-pub fn fmt(v: f64) -> String {
-    let a = v.abs();
-    if v == 0.0 || (1e-3..1e4).contains(&a) {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.3e}")
     }
 }
 

@@ -3,12 +3,13 @@
 //! KMC paper Fig. 4 left (`kmc-glass`). The benchmark is computed once per
 //! output root and size and shared (see [`crate::benchmark`]).
 
-use super::kamh::{banded_trace, check};
+use super::kamh::banded_trace;
 use crate::benchmark::GLASS_IMPORTANCE_DRAWS;
 use crate::experiment::{Cell, Experiment, PaperGrid, Protocol};
 use crate::plot::{Axes, curves};
 use crate::spec::{EMCEE, LiteBasis, Metric, SamplerSpec, TargetSpec, ensemble_note};
-use crate::summary::{ClaimCheck, Summary, fmt};
+use crate::summary::Summary;
+use crate::verdict::{ClaimCheck, Claimed, all_of, awaiting, compare};
 use anyhow::Result;
 use kameleon_diagnostics::MmdEstimator;
 use std::path::Path;
@@ -130,25 +131,38 @@ fn kmc_cells(quick: bool) -> Vec<Cell> {
     static KAMH_QUICK: SamplerSpec = SamplerSpec::KamhLs { n: 100, gamma: 0.2 };
     static RW: SamplerSpec = SamplerSpec::RwTuned;
     let n = if quick { 100 } else { 1000 };
-    Cell::per_sampler(
+    let kmc = |basis| SamplerSpec::KmcLite {
+        n,
+        sigma: KMC_SIGMA,
+        lambda: KMC_LAMBDA,
+        step_size: (0.01, 0.1),
+        steps: (1, 10),
+        basis,
+    };
+    let mut cells = Cell::per_sampler(
         TARGET,
         [
-            SamplerSpec::KmcLite {
-                n,
-                sigma: KMC_SIGMA,
-                lambda: KMC_LAMBDA,
-                step_size: (0.01, 0.1),
-                steps: (1, 10),
-                basis: LiteBasis::History { kappa: REFIT_KAPPA },
-            },
+            kmc(LiteBasis::History { kappa: REFIT_KAPPA }),
             SamplerSpec::Adapting(if quick { &KAMH_QUICK } else { &KAMH }),
             SamplerSpec::Adapting(&RW),
             EMCEE,
         ],
         iterations,
         0,
-    )
+    );
+    // The public KMC code's protocol: a fixed basis of benchmark draws.
+    cells.push(Cell {
+        target: TARGET,
+        sampler: kmc(LiteBasis::Oracle),
+        setting: ORACLE.into(),
+        iterations,
+        burn_in: 0,
+    });
+    cells
 }
+
+/// The setting of the KMC cell on an oracle basis of benchmark draws.
+const ORACLE: &str = "basis=oracle";
 
 /// The KMC code's lite kernel exp(−‖x − y‖²/σ) with σ = 2⁴, and λ = 1.
 const KMC_SIGMA: f64 = 16.0;
@@ -188,7 +202,9 @@ pub fn kmc() -> Experiment {
                     cross-validation, not done here), fitted on a random 1000-state subsample of the \
                     history once 1000 states exist and refitted with probability t^−0.75 (random-walk \
                     steps before, scale learned toward 0.234), L ~ U{1, …, 10}, ε ~ U[0.01, 0.1), \
-                    momentum N(0, I). KAMH: n = 1000, γ = 0.2, median-heuristic bandwidth, subsample \
+                    momentum N(0, I). KMC with setting `basis=oracle`: the same sampler on a \
+                    fixed basis of n benchmark draws per chain from the first step, as the public \
+                    KMC code runs it. KAMH: n = 1000, γ = 0.2, median-heuristic bandwidth, subsample \
                     redrawn every step, ν learned toward 0.234. RW: scale learned toward 0.234 from \
                     2.38/√9. Curves: biased MMD² (KMC's code) with the papers' kernel (1 + ⟨θ, θ′⟩)³ \
                     on 12 prefixes of the chain; bands: 10%–90% of the chains (KMC draws percentile \
@@ -227,92 +243,120 @@ fn figures(summary: &Summary, dir: &Path) -> Result<Vec<String>> {
     Ok(files)
 }
 
-/// The last point of a cell's mean curve.
-fn final_mean(summary: &Summary, sampler: &str, trace: &str) -> Option<f64> {
-    summary
-        .cells
-        .iter()
-        .find(|c| c.sampler == sampler)?
-        .curves
-        .get(trace)?
-        .mean
-        .last()
-        .copied()
-}
-
+/// KAMH §5.1: KAMH-LS nearer the benchmark than each rival at the end of
+/// the run, one claim per rival and figure of merit.
 fn kamh_claims(summary: &Summary) -> Vec<ClaimCheck> {
-    let others = ["SM", "AM-FS", "AM-LS"];
+    let key = TARGET.key();
     let mut out = Vec::new();
     for (trace, what) in [
         ("mmd2", "MMD² (all mixed moments up to order 3)"),
         ("mean_norm", "‖mean − benchmark mean‖"),
     ] {
-        out.push(check(
-            format!("KAMH-LS approximates the benchmark better than SM, AM-FS and AM-LS in {what} at the full sample size"),
-            || {
-                let kamh = final_mean(summary, "KAMH-LS", trace)?;
-                let rivals: Vec<(&str, f64)> = others
-                    .iter()
-                    .map(|s| final_mean(summary, s, trace).map(|v| (*s, v)))
-                    .collect::<Option<_>>()?;
-                Some((
-                    rivals.iter().all(|(_, v)| kamh < *v),
-                    format!(
-                        "KAMH-LS {}; {}",
-                        fmt(kamh),
-                        rivals
-                            .iter()
-                            .map(|(s, v)| format!("{s} {}", fmt(*v)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ))
-            },
-        ));
+        for rival in ["SM", "AM-FS", "AM-LS"] {
+            let last = |s: &str| summary.curve_estimate(&key, s, "", trace, -1);
+            out.push(ClaimCheck::new(
+                format!(
+                    "KAMH-LS approximates the benchmark better than {rival} in {what} at the \
+                     full sample size"
+                ),
+                compare(last("KAMH-LS"), Claimed::Below, last(rival)),
+            ));
+        }
     }
+    out.push(ClaimCheck::new(
+        "KAMH-LS costs only 2–3% more effective computation time than SM (the likelihood \
+         estimates dominate)",
+        awaiting(
+            "per-iteration times of KAMH-LS and SM on an idle machine (load recorded)",
+            "reproduced if KAMH-LS's time per iteration over SM's has its whole 80% interval \
+             below 1.05, refuted if above",
+        ),
+    ));
     out
 }
 
+/// KMC §5.3 on Glass, one claim per rival.
 fn kmc_claims(summary: &Summary) -> Vec<ClaimCheck> {
-    let at = |sampler: &str, fraction: f64| -> Option<f64> {
-        let t = summary
-            .cells
-            .iter()
-            .find(|c| c.sampler == sampler)?
-            .curves
-            .get("mmd2")?;
-        let i = ((t.x.len() - 1) as f64 * fraction).round() as usize;
-        t.mean.get(i).copied()
-    };
-    // KMC against KAMH-LS and RW on one figure of merit (`lower`: smaller is
-    // better)
-    let kmc_beats = |get: &dyn Fn(&str) -> Option<f64>, lower: bool| {
-        let (kmc, kamh, rw) = (get("KMC")?, get("KAMH-LS")?, get("RW")?);
-        let better = |a: f64, b: f64| if lower { a < b } else { a > b };
-        Some((
-            better(kmc, kamh) && better(kmc, rw),
-            format!("KMC {}, KAMH {}, RW {}", fmt(kmc), fmt(kamh), fmt(rw)),
-        ))
-    };
-    let min_ess = |s: &str| {
-        summary
-            .stats(&TARGET.key(), s, "", "ess_min")
-            .map(|m| m.mean)
-    };
-    vec![
-        check(
-            "KMC clearly outperforms RW and KAMH in MMD² by the end of the run (6000 iterations)"
-                .into(),
-            || kmc_beats(&|s| at(s, 1.0), true),
-        ),
-        check(
-            "KMC outperforms RW and KAMH from about 500 iterations on (checked at half the run)"
-                .into(),
-            || kmc_beats(&|s| at(s, 0.5), true),
-        ),
-        check(
-            "KMC has the largest minimum ESS (paper: ≈ 415 for KMC, 35 for KAMH, 25 for RW)".into(),
-            || kmc_beats(&min_ess, false),
-        ),
-    ]
+    let key = TARGET.key();
+    let points = summary
+        .cells
+        .iter()
+        .find(|c| c.sampler == "KMC")
+        .and_then(|c| c.curves.get("mmd2"))
+        .map_or(0, |c| c.x.len());
+    let at = |s: &str, i: usize| summary.curve_estimate(&key, s, "", "mmd2", i as isize);
+    let mut out = Vec::new();
+    for rival in ["RW", "KAMH-LS"] {
+        out.push(ClaimCheck::new(
+            format!("KMC clearly outperforms {rival} in MMD² by the end of the run"),
+            compare(
+                summary.curve_estimate(&key, "KMC", "", "mmd2", -1),
+                Claimed::Below,
+                summary.curve_estimate(&key, rival, "", "mmd2", -1),
+            ),
+        ));
+        out.push(ClaimCheck::new(
+            format!("KMC outperforms {rival} in MMD² from about 500 iterations on"),
+            all_of(
+                (0..points)
+                    .map(|i| compare(at("KMC", i), Claimed::Below, at(rival, i)))
+                    .collect(),
+            ),
+        ));
+        out.push(ClaimCheck::new(
+            format!(
+                "KMC has a larger minimum ESS than {rival} (paper: ≈ 415 for KMC, 35 for KAMH, \
+                 25 for RW)"
+            ),
+            compare(
+                summary.estimate(&key, "KMC", "", "ess_min"),
+                Claimed::Above,
+                summary.estimate(&key, rival, "", "ess_min"),
+            ),
+        ));
+    }
+    for rival in ["RW", "KAMH-LS"] {
+        out.push(
+            ClaimCheck::new(
+                format!(
+                    "KMC has a larger minimum ESS than {rival} (variant: KMC on an oracle basis of \
+                     benchmark draws, as the public KMC code runs it)"
+                ),
+                compare(
+                    summary.estimate(&key, "KMC", ORACLE, "ess_min"),
+                    Claimed::Above,
+                    summary.estimate(&key, rival, "", "ess_min"),
+                ),
+            )
+            .caveat(
+                "the KMC code also gives KAMH an oracle basis and computes the ESS after 200 \
+                 warm-up draws; ours learns KAMH's basis from its history and counts every draw",
+            ),
+        );
+    }
+    let third = summary
+        .cells
+        .iter()
+        .find(|c| c.sampler == "KMC")
+        .and_then(|c| c.curves.get("mmd2"))
+        .and_then(|c| c.x.iter().position(|&x| x == 3000.0))
+        .map_or(isize::MAX, |i| i as isize);
+    for sampler in ["KMC", "KAMH-LS", "RW"] {
+        let mmd2 = |i: isize| summary.curve_estimate(&key, sampler, "", "mmd2", i);
+        out.push(
+            ClaimCheck::new(
+                format!(
+                    "all samplers effectively stop improving from 3000 iterations (a burn-in \
+                     bias): {sampler}'s MMD² at the end is not below its MMD² at 3000"
+                ),
+                compare(mmd2(-1), Claimed::Above, mmd2(third)),
+            )
+            .caveat(
+                "a claim of no improvement: a significant fall refutes it, no change is \
+                 inconclusive, only a significant rise reproduces it; the two points are the \
+                 same chains, compared as if independent",
+            ),
+        );
+    }
+    out
 }

@@ -9,7 +9,8 @@
 
 use crate::experiment::{Experiment, Replicate, Study};
 use crate::plot::{Axes, Curve, CurveKind, CurvePoint, curves};
-use crate::summary::{ClaimCheck, Measurement, Summary, Verdict};
+use crate::summary::{Measurement, Summary};
+use crate::verdict::{ClaimCheck, Claimed, all_of, compare};
 use anyhow::Result;
 use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
@@ -39,7 +40,8 @@ const MODERATE_DIM: usize = 8;
 const NOTES: &str = "Per replicate (the paper's \"trials\") and dimension d: a fresh target \
 N(0, QᵀΛQ) with λᵢ ~ Gamma(1, 1) and Haar-distributed Q; n exact draws (nested: the first \
 n of one sample, for every n); KMC finite with m = n random features of the \
-rational-quadratic kernel (α = 0.6, ℓ = 1, i.e. β = 1/ℓ² = 1 as the paper's code) and \
+rational-quadratic kernel (α = 0.6, ℓ = 1, i.e. β = 1/ℓ² = 1 as the paper's code; its frequencies \
+are drawn as √τ·ζ/ℓ, while the paper's code draws 0.5·τ·ζ, a different kernel) and \
 λ = 4.8·10⁻⁵, fitted in batch; then trajectories from q₀ drawn from the target and \
 p₀ ~ N(0, I), L ~ U{10, …, 100} leapfrog steps of size 0.1, once along the estimated \
 gradient (`KMC`) and once along the true one (`HMC`, the same q₀, p₀, L). `accept` is the \
@@ -240,80 +242,63 @@ fn table(s: &Summary) -> Table {
     t
 }
 
+/// KMC §6, Fig. 2, decided on the acceptance rates' intervals over trials.
 fn claims(s: &Summary) -> Vec<ClaimCheck> {
     let t = table(s);
     let n_max = t.kmc.iter().map(|r| r.1).max().unwrap_or(0);
     let n_min = t.kmc.iter().map(|r| r.1).min().unwrap_or(0);
-    let kmc_at = |d: usize, n: usize| t.kmc.iter().find(|r| r.0 == d && r.1 == n).map(|r| r.2);
     let mut dims: Vec<usize> = t.hmc.iter().map(|r| r.0).collect();
     dims.sort_unstable();
-    let mut out = Vec::new();
-
-    let moderate: Vec<String> = t
-        .hmc
+    let accept = |d: usize, sampler: &str, setting: &str| {
+        s.estimate(
+            &format!("rotated-gaussian-d{d}"),
+            sampler,
+            setting,
+            "accept",
+        )
+    };
+    let kmc = |d: usize, n: usize| accept(d, "KMC", &format!("n={n}"));
+    let mut out: Vec<ClaimCheck> = dims
         .iter()
-        .filter(|r| r.0 <= MODERATE_DIM)
-        .map(|&(d, hmc, ..)| {
-            let kmc = kmc_at(d, n_max).unwrap_or(f64::NAN);
-            format!("d = {d}: KMC {kmc:.3} vs HMC {hmc:.3}")
+        .filter(|&&d| d <= MODERATE_DIM)
+        .map(|&d| {
+            ClaimCheck::new(
+                format!(
+                    "in low to moderate dimensions the finite estimator's gradients give \
+                     acceptance rates comparable to plain HMC (KMC §6, Fig. 2): d = {d}, \
+                     n = m = {n_max}, KMC ≥ {COMPARABLE} × HMC"
+                ),
+                compare(
+                    kmc(d, n_max),
+                    Claimed::Above,
+                    accept(d, "HMC", "").map(|i| i.times(COMPARABLE)),
+                ),
+            )
+            .caveat(format!(
+                "the factor {COMPARABLE} is ours; the authors' own results for this target \
+                 give 0.79 × HMC at d = 4 and 0.53 × at d = 8 for n = 1000"
+            ))
         })
         .collect();
-    let comparable = t
-        .hmc
-        .iter()
-        .filter(|r| r.0 <= MODERATE_DIM)
-        .all(|&(d, hmc, ..)| kmc_at(d, n_max).is_some_and(|k| k >= COMPARABLE * hmc));
-    out.push(ClaimCheck {
-        claim: format!(
-            "in low to moderate dimensions the finite estimator's gradients give acceptance \
-             rates comparable to plain HMC (KMC §6, Fig. 2), at n = m = {n_max}"
+    out.push(ClaimCheck::new(
+        format!(
+            "the acceptance grows with the number of samples and basis functions n = m (KMC \
+             Fig. 2 right): larger at n = {n_max} than at n = {n_min} for every d"
         ),
-        verdict: if comparable {
-            Verdict::Reproduced
-        } else {
-            Verdict::NotReproduced
-        },
-        evidence: format!(
-            "{} (need KMC ≥ {COMPARABLE} × HMC for every d ≤ {MODERATE_DIM})",
-            moderate.join("; ")
+        all_of(
+            dims.iter()
+                .map(|&d| compare(kmc(d, n_max), Claimed::Above, kmc(d, n_min)))
+                .collect(),
         ),
-    });
-
-    let growth: Vec<(usize, f64, f64)> = dims
-        .iter()
-        .filter_map(|&d| Some((d, kmc_at(d, n_min)?, kmc_at(d, n_max)?)))
-        .collect();
-    let grows = growth.iter().filter(|g| g.2 >= g.1).count();
-    out.push(ClaimCheck {
-        claim: "the acceptance grows with the number of samples and basis functions n = m \
-                (KMC Fig. 2 right)"
-            .into(),
-        verdict: if grows == growth.len() {
-            Verdict::Reproduced
-        } else {
-            Verdict::NotReproduced
-        },
-        evidence: growth
-            .iter()
-            .map(|(d, a, b)| format!("d = {d}: {a:.3} at n = {n_min} → {b:.3} at n = {n_max}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    });
-
-    if let (Some(&low), Some(&high)) = (dims.first(), dims.last())
-        && let (Some(a), Some(b)) = (kmc_at(low, n_max), kmc_at(high, n_max))
-    {
-        out.push(ClaimCheck {
-            claim: format!(
-                "the acceptance falls as the dimension grows (KMC Fig. 2 middle), at n = m = {n_max}"
+    ));
+    if let (Some(&low), Some(&high)) = (dims.first(), dims.last()) {
+        out.push(ClaimCheck::new(
+            format!(
+                "the acceptance falls as the dimension grows (KMC Fig. 2 middle): lower at \
+                 d = {high} than at d = {low}, n = m = {n_max}"
             ),
-            verdict: if b < a {
-                Verdict::Reproduced
-            } else {
-                Verdict::NotReproduced
-            },
-            evidence: format!("d = {low}: {a:.3}, d = {high}: {b:.3}"),
-        });
+            compare(kmc(high, n_max), Claimed::Below, kmc(low, n_max)),
+        ));
     }
     out
 }

@@ -346,6 +346,50 @@ fn reproduce_study(
     }
 }
 
+/// Decides an experiment's claims again from the per-chain values its
+/// `summary.json` under `out` holds, without running a chain: the claims
+/// and the notes come from the current code, the cells stay as recorded,
+/// so regrade only while the protocol that made the cells is unchanged
+/// (rerun `reproduce` otherwise). Rewrites `summary.json`, `summary.md`
+/// and the figures.
+pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
+    let dir = experiment_dir(out, experiment);
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {} (run `reproduce` first)", path.display()))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    // the old claims are decided again; their schema may be an older one
+    if let Some(object) = value.as_object_mut() {
+        object.insert("claims".into(), serde_json::Value::Array(Vec::new()));
+    }
+    let mut summary: Summary = serde_json::from_value(value)
+        .with_context(|| format!("reading the cells of {}", path.display()))?;
+    if summary.experiment != experiment.name {
+        bail!(
+            "{} holds experiment {}, not {}",
+            path.display(),
+            summary.experiment,
+            experiment.name
+        );
+    }
+    let _lock = lock_dir(&dir, Access::Whole)?;
+    match (&experiment.protocol, &experiment.study) {
+        (Some(protocol), _) => {
+            summary.notes = protocol.notes.into();
+            summary.claims = (protocol.claims)(&summary);
+            write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+        }
+        (None, Some(study)) => {
+            summary.notes = study.notes.into();
+            summary.claims = (study.claims)(&summary);
+            write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+        }
+        (None, None) => bail!("{} is not implemented", experiment.name),
+    }
+    Ok(summary)
+}
+
 /// The figures and the report of a summary.
 type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
 
@@ -375,7 +419,7 @@ fn summary_table(summary: &Summary) -> String {
             .filter_map(|m| {
                 c.metrics
                     .get(*m)
-                    .map(|st| format!("{m} {}", crate::summary::fmt(st.mean)))
+                    .map(|st| format!("{m} {}", crate::verdict::fmt(st.mean)))
             })
             .collect();
         if metrics.is_empty() {
@@ -384,7 +428,7 @@ fn summary_table(summary: &Summary) -> String {
                 .metrics
                 .iter()
                 .take(4)
-                .map(|(m, st)| format!("{m} {}", crate::summary::fmt(st.mean)))
+                .map(|(m, st)| format!("{m} {}", crate::verdict::fmt(st.mean)))
                 .collect();
         }
         let state = if c.status == "done" {

@@ -124,9 +124,12 @@ fn check_schema(path: &Path, name: &str, study: bool) {
     }
     assert!(done > 0, "no cell ran");
     for claim in v["claims"].as_array().unwrap() {
-        assert!(claim["claim"].is_string() && claim["evidence"].is_string());
+        for key in ["claim", "evidence", "rule"] {
+            assert!(claim[key].is_string(), "{key} in {claim}");
+        }
+        assert!(claim["numbers"].is_array(), "{claim}");
         let verdict = claim["verdict"].as_str().unwrap();
-        assert!(["reproduced", "not_reproduced", "pending"].contains(&verdict));
+        assert!(["reproduced", "refuted", "inconclusive", "pending"].contains(&verdict));
     }
 }
 
@@ -162,6 +165,14 @@ fn every_implemented_experiment_runs_at_quick_size() {
             Summary::read_json(&dir.join("summary.json")).unwrap(),
             summary
         );
+        // no claim is decided by a side without data (a sampler with no
+        // draws at the compared time, KL = ∞)
+        for claim in &summary.claims {
+            assert!(claim.rests_on_data(), "{}: {claim:?}", e.name);
+        }
+        // the claims decide again from summary.json alone
+        let regraded = crate::runner::regrade(e, &out).unwrap();
+        assert_eq!(regraded.claims, summary.claims, "{}", e.name);
         let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
         assert!(md.contains("## The paper's claims"));
         let figures: Vec<&str> = md
@@ -645,4 +656,33 @@ mod record_fuzz {
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
+}
+
+/// Regrading needs a summary.json of the same experiment, and says so.
+#[test]
+fn regrade_refuses_missing_and_foreign_summaries() {
+    let out = temp_dir("regrade");
+    let e = experiments::find("kamh-banana").unwrap();
+    let err = regrade(&e, &out).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("run `reproduce` first"),
+        "{err:#}"
+    );
+    let dir = out.join("kamh-banana");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("summary.json"), "{not json").unwrap();
+    let err = regrade(&e, &out).unwrap_err();
+    assert!(format!("{err:#}").contains("parsing"), "{err:#}");
+    let foreign = Summary {
+        experiment: "kamh-flower".into(),
+        source: String::new(),
+        params: RunParams::new(Size::Quick, 1, 2),
+        notes: String::new(),
+        cells: Vec::new(),
+        claims: Vec::new(),
+    };
+    foreign.write_json(&dir.join("summary.json")).unwrap();
+    let err = regrade(&e, &out).unwrap_err();
+    assert!(format!("{err:#}").contains("not kamh-banana"), "{err:#}");
+    std::fs::remove_dir_all(&out).unwrap();
 }
