@@ -1,6 +1,6 @@
 //! Tests of the lite estimator against independent computations.
 
-mod common;
+use crate::common;
 
 use common::{
     finite_differences, gaussian_points, relative_error, row, score_error, solve_spd,

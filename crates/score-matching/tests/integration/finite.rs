@@ -1,6 +1,6 @@
 //! Tests of the finite estimator against independent computations.
 
-mod common;
+use crate::common;
 
 use common::{
     Fourier, finite_differences, gaussian_points, relative_error, row, score_error, solve_spd,

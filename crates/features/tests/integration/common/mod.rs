@@ -1,6 +1,5 @@
 //! Shared helpers of the integration tests: the list of spectral kernels,
 //! finite differences and the log-log slope fit.
-#![allow(dead_code)] // each test binary uses a subset
 
 use faer::Mat;
 use kameleon_features::FeatureMap;

@@ -1,7 +1,7 @@
 //! Dense random Fourier features: kernel approximation rate, derivatives
 //! against finite differences, validation, serde and batch embedding.
 
-mod common;
+use crate::common;
 
 use common::*;
 use faer::Mat;

@@ -1,6 +1,6 @@
 //! Tests of the hyperparameter search.
 
-mod common;
+use crate::common;
 
 use common::{Fourier, gaussian_points};
 use faer::Mat;

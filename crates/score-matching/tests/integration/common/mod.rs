@@ -1,5 +1,4 @@
 //! Shared test helpers: a small random Fourier feature map and samplers.
-#![allow(dead_code)]
 
 use faer::{Mat, MatMut};
 use kameleon_features::FeatureMap;

@@ -1,7 +1,7 @@
 //! Fastfood: kernel approximation against dense features, derivatives
 //! against finite differences, the transposed transform, batch embedding.
 
-mod common;
+use crate::common;
 
 use common::*;
 use faer::Mat;
@@ -39,7 +39,7 @@ fn pairs(seed: u64, d: usize, n: usize) -> Vec<(Vec<f64>, Vec<f64>)> {
         .collect()
 }
 
-/// Same statistics as the dense test (see `tests/rff.rs`): 10 feature draws
+/// Same statistics as the dense test (see the `rff` module): 10 feature draws
 /// per D (which dominate the noise; 50 pairs keep the test fast), slope
 /// standard error ≈ 0.05, window ±0.15 around −1/2. d = 5 pads to p = 8, so
 /// padding is exercised.
@@ -102,7 +102,7 @@ fn fastfood_error_is_of_the_same_order_as_dense_features() {
     }
 }
 
-/// Finite-difference tolerances as in `tests/rff.rs`; dimensions chosen so
+/// Finite-difference tolerances as in the `rff` module; dimensions chosen so
 /// that d is and is not a power of two and the last block is truncated.
 #[test]
 fn derivatives_match_finite_differences() {

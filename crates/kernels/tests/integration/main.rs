@@ -1,0 +1,7 @@
+//! The crate's integration tests in one binary: the modules share one
+//! compile and one link.
+
+mod derivatives;
+mod matern;
+mod spectral;
+mod validation;
