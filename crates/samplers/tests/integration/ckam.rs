@@ -598,16 +598,14 @@ fn one_frozen_exact_cycle_maps_exact_draws_to_exact_draws() {
         let frozen = sampler.proposal().clone();
         assert_eq!(frozen.last_subsample().len(), 4 * 20);
         let (mut first, mut last) = (Vec::new(), Vec::new());
-        for r in 0..1000 {
+        // run r's stream is chain_rng(seed, r + 1), one jump further each run
+        let mut stream = chain_rng(seed, 0);
+        for _ in 0..1000 {
             target.sample_iid(&mut rng, &mut x0).unwrap();
-            let mut chain = MetropolisHastings::new(
-                &target,
-                frozen.clone(),
-                &x0,
-                chain_rng(seed, r + 1),
-                Some(0),
-            )
-            .unwrap();
+            stream.jump();
+            let mut chain =
+                MetropolisHastings::new(&target, frozen.clone(), &x0, stream.clone(), Some(0))
+                    .unwrap();
             for s in 1..=cycle {
                 chain.step(&target);
                 if s == 52 {
@@ -743,11 +741,14 @@ fn one_frozen_cycle_from_exact_draws(
     }
     let frozen = sampler.proposal().clone();
     let (mut first, mut last) = (Vec::new(), Vec::new());
-    for r in 0..runs {
+    // run r's stream is chain_rng(seed, r + 1), one jump further each run
+    // (chain_rng itself would jump r + 1 times: quadratic in `runs`)
+    let mut stream = chain_rng(seed, 0);
+    for _ in 0..runs {
         target.sample_iid(&mut rng, &mut x0).unwrap();
+        stream.jump();
         let mut chain =
-            MetropolisHastings::new(target, frozen.clone(), &x0, chain_rng(seed, r + 1), Some(0))
-                .unwrap();
+            MetropolisHastings::new(target, frozen.clone(), &x0, stream.clone(), Some(0)).unwrap();
         for s in 1..=cycle {
             chain.step(target);
             if s == first_kept {
