@@ -39,9 +39,10 @@
 #   SEED        master seed of both runs (default 1)
 #   XTASK       an xtask binary to use instead of building target/debug/xtask;
 #               on a cluster it must be readable from the compute nodes
-#   WORKDIR     where the shards, the merged and unsharded results and the
-#               Slurm state go (default: a new directory under $TMPDIR or
-#               /tmp); on a cluster, a directory every node sees
+#   WORKDIR     a new or empty directory for the shards, the merged and
+#               unsharded results and the Slurm state (default: a new
+#               directory under $TMPDIR or /tmp); on a cluster, one every
+#               node sees
 #   KEEP        1: keep WORKDIR after a successful run
 #   JOB_TIMEOUT seconds to wait for the array job (default 900)
 #   SLURM_CI_EXISTING  1: use the Slurm that sbatch already reaches (a real
@@ -80,7 +81,17 @@ fail() {
     exit 1
 }
 
-work="${WORKDIR:-$(mktemp -d "${TMPDIR:-/tmp}/kameleon-slurm.XXXXXX")}"
+# A fresh directory: reproduce resumes from the records it finds, so a reused
+# one would skip the chains and test nothing.
+if [ -n "${WORKDIR:-}" ]; then
+    if [ -e "$WORKDIR" ] && [ -n "$(ls -A "$WORKDIR")" ]; then
+        echo "slurm-ci: WORKDIR=$WORKDIR is not empty; give a new or empty directory" >&2
+        exit 2
+    fi
+    work="$WORKDIR"
+else
+    work="$(mktemp -d "${TMPDIR:-/tmp}/kameleon-slurm.XXXXXX")"
+fi
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 slurm_dir="$work/slurm"
