@@ -95,13 +95,18 @@ fi
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 slurm_dir="$work/slurm"
-pids=() # daemons started here, in start order
+pids=()  # daemons started here, in start order
+names=() # their names
 job_id=""
 start_time=$SECONDS
 
+# Each daemon's log file, or what it wrote to stderr (the same lines, and
+# errors from before it opened the log file) if the log file is empty.
 print_logs() {
-    local f
-    for f in "$slurm_dir"/log/*; do
+    local d f
+    for d in munged slurmctld slurmd; do
+        f="$slurm_dir/log/$d.log"
+        [ -s "$f" ] || f="$slurm_dir/log/$d.stderr"
         [ -s "$f" ] || continue
         echo "----- last lines of $f -----" >&2
         tail -n 40 "$f" >&2
@@ -151,6 +156,7 @@ stop_daemons() {
         wait "$pid" 2>/dev/null
     done
     pids=()
+    names=()
     echo "slurm-ci: stopped the daemons it started"
 }
 
@@ -204,10 +210,24 @@ free_port_pair() {
     fail "no two free ports between $1 and $(($1 + 200))"
 }
 
-# Waits up to $2 seconds for the command $1 (a string for bash -c) to succeed.
+# Runs the command $2… in the background with stderr to $slurm_dir/log/$1,
+# and remembers its pid for stop_daemons.
+start_daemon() {
+    local log=$1
+    shift
+    "$@" 2>"$slurm_dir/log/$log" &
+    pids+=($!)
+    names+=("$1")
+}
+
+# Waits up to $2 seconds for the command $1 (a string for bash -c) to
+# succeed; fails at once if a daemon started here has exited.
 wait_for() {
-    local cond=$1 limit=$2 start=$SECONDS
+    local cond=$1 limit=$2 start=$SECONDS k
     until bash -c "$cond" >/dev/null 2>&1; do
+        for k in "${!pids[@]}"; do
+            kill -0 "${pids[k]}" 2>/dev/null || fail "${names[k]} exited (see its log below)"
+        done
         [ $((SECONDS - start)) -lt "$limit" ] || return 1
         sleep 0.5
     done
@@ -233,10 +253,9 @@ start_slurm() {
         fi
     fi
     chmod 400 "$key"
-    munged --foreground --force --key-file="$key" --socket="$socket" \
-        --pid-file="$slurm_dir/munge/munged.pid" --seed-file="$slurm_dir/munge/seed" \
-        --log-file="$slurm_dir/log/munged.log" 2>>"$slurm_dir/log/munged.log" &
-    pids+=($!)
+    # in the foreground, munged logs to stderr
+    start_daemon munged.log munged --foreground --force --key-file="$key" --socket="$socket" \
+        --pid-file="$slurm_dir/munge/munged.pid" --seed-file="$slurm_dir/munge/seed"
     wait_for "test -S '$socket'" 20 || fail "munged did not create $socket within 20 s"
     say "munged up (pid ${pids[0]}, socket $socket)"
 
@@ -262,6 +281,8 @@ StateSaveLocation=$slurm_dir/state
 SlurmdSpoolDir=$slurm_dir/spool
 SlurmctldPidFile=$slurm_dir/slurmctld.pid
 SlurmdPidFile=$slurm_dir/slurmd.pid
+SlurmctldLogFile=$slurm_dir/log/slurmctld.log
+SlurmdLogFile=$slurm_dir/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -275,12 +296,10 @@ MailProg=/bin/true
 $node State=UNKNOWN
 PartitionName=ci Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
-    # -D: in the foreground, logging to stderr (no log file is configured)
-    slurmctld -D -i 2>>"$slurm_dir/log/slurmctld.log" &
-    pids+=($!)
+    # -D: in the foreground, so that the trap can stop it by its pid
+    start_daemon slurmctld.stderr slurmctld -D -i
     wait_for "scontrol ping | grep -q UP" 30 || fail "slurmctld did not answer 'scontrol ping' within 30 s"
-    slurmd -D -N "$host" 2>>"$slurm_dir/log/slurmd.log" &
-    pids+=($!)
+    start_daemon slurmd.stderr slurmd -D -N "$host"
     wait_for "sinfo -h -N -n '$host' -o %t | grep -qx idle" 60 ||
         fail "node $host not idle within 60 s (sinfo: $(sinfo -h -N -o '%N %t' 2>&1))"
     say "one-node Slurm up: $(sinfo -h -N -o '%N %c CPUs %t'), ports $ports-$((ports + 1)), SLURM_CONF=$SLURM_CONF"
