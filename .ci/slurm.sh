@@ -14,8 +14,8 @@
 #     a temporary directory ($WORKDIR/slurm): a fresh munge key and socket, a
 #     slurm.conf naming this host (CPUs and memory from `slurmd -C`) and the
 #     first free ports from 6817 up. Every Slurm command finds it through
-#     SLURM_CONF, so the system's /etc/slurm and /etc/munge are not read or
-#     changed. Waits until `sinfo` shows the node idle.
+#     SLURM_CONF, so the system's /etc/slurm and /etc/munge are not used.
+#     Waits until `sinfo` shows the node idle.
 #  3. build: the debug xtask binary (`cargo build -p xtask`), or the one in
 #     $XTASK.
 #  4. sharded run: `sbatch --array=1-$SHARDS --wait` of a batch script running
@@ -29,9 +29,9 @@
 #     claims about time), as the runner's shard tests compare them; in
 #     particular every per-chain metric value must be identical.
 #
-# On exit, successful or not, it cancels its jobs and stops the daemons it
-# started (slurmd, slurmctld, munged), and removes $WORKDIR unless the run
-# failed or KEEP=1.
+# On exit, successful or not, it cancels its job if it is still queued or
+# running, stops the daemons it started (slurmd, slurmctld, munged), and
+# removes $WORKDIR unless the run failed or KEEP=1.
 #
 # Environment:
 #   EXPERIMENT  experiment to run (default kamh-banana; `xtask list` shows them)
@@ -47,7 +47,9 @@
 #   JOB_TIMEOUT seconds to wait for the array job (default 900)
 #   SLURM_CI_EXISTING  1: use the Slurm that sbatch already reaches (a real
 #               cluster) instead of installing and starting one; steps 1, 2
-#               and the daemon shutdown are skipped
+#               and the daemon shutdown are skipped. The array tasks start in
+#               this repository and run $XTASK, so both must be on a file
+#               system the compute nodes share; the unsharded run is local.
 #   SBATCH_ARGS extra sbatch options, split on spaces (e.g. a cluster's
 #               "--partition=short --account=myproject")
 #
@@ -98,6 +100,7 @@ slurm_dir="$work/slurm"
 pids=()  # daemons started here, in start order
 names=() # their names
 job_id=""
+sbatch_pid=""
 start_time=$SECONDS
 
 # Each daemon's log file, or what it wrote to stderr (the same lines, and
@@ -120,6 +123,10 @@ cleanup() {
         echo "slurm-ci: FAILED in step '$step' (exit $rc); outputs kept in $work" >&2
         case "$step" in start | "sharded run") [ "$existing" = 1 ] || print_logs ;; esac
     fi
+    [ -z "$sbatch_pid" ] || kill "$sbatch_pid" 2>/dev/null
+    if [ -z "$job_id" ] && [ -s "$work/job_id" ]; then
+        job_id="$(head -n 1 "$work/job_id" | cut -d ';' -f 1)"
+    fi
     if [ -n "$job_id" ] && [ "$rc" -ne 0 ]; then
         scancel "$job_id" 2>/dev/null
     fi
@@ -138,6 +145,9 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
+# a signal ends the script through its EXIT trap
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
 
 # Stops the daemons in reverse start order: TERM, then KILL after 10 s.
 stop_daemons() {
@@ -339,9 +349,14 @@ exec $(printf '%q' "$xtask") reproduce $(printf '%q' "$experiment") --quick --se
 EOF
     say "sbatch --array=1-$shards: $experiment --quick --seed $seed --shard-from-env"
     local t0=$SECONDS rc=0
+    # in the background, so that a signal reaches the trap without waiting
+    # for sbatch --wait to return
     timeout "$job_timeout" sbatch --parsable --wait --array="1-$shards" --cpus-per-task=1 \
         --job-name="kameleon-$experiment" --chdir="$repo" \
-        --output="$work/logs/%A_%a.out" "${sbatch_args[@]}" "$batch" >"$work/job_id" || rc=$?
+        --output="$work/logs/%A_%a.out" "${sbatch_args[@]}" "$batch" >"$work/job_id" &
+    sbatch_pid=$!
+    wait "$sbatch_pid" || rc=$?
+    sbatch_pid=""
     job_id="$(head -n 1 "$work/job_id" | cut -d ';' -f 1)"
     [ -n "$job_id" ] || fail "sbatch printed no job id"
     if [ "$rc" -eq 124 ]; then
