@@ -3,7 +3,7 @@
 //! `summary.md` report.
 
 use crate::size::Size;
-use crate::verdict::{ClaimCheck, Estimate, estimate, fmt, pending};
+use crate::verdict::{ClaimCheck, Estimate, estimate, fmt, mean_and_half_width, pending};
 use anyhow::{Result, bail};
 use kameleon_diagnostics::quantile_sorted;
 use serde::{Deserialize, Serialize};
@@ -204,19 +204,13 @@ pub struct MetricStats {
 impl MetricStats {
     /// Statistics of the given per-chain values (at least one).
     pub fn new(values: Vec<f64>) -> Self {
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let var = if values.len() > 1 {
-            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
+        let (mean, ci80_half_width) = mean_and_half_width(&values);
         let mut sorted = values.clone();
         sorted.sort_by(f64::total_cmp);
         Self {
             q10: quantile_sorted(&sorted, 0.1),
             q90: quantile_sorted(&sorted, 0.9),
-            ci80_half_width: 1.2816 * var.sqrt() / n.sqrt(),
+            ci80_half_width,
             mean,
             values,
         }

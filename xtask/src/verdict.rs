@@ -153,6 +153,13 @@ pub fn estimate(label: impl Into<String>, values: &[f64]) -> Estimate {
             values.len()
         )));
     }
+    let (mean, half_width) = mean_and_half_width(values);
+    Ok(Interval::new(label, mean, half_width, values.len()))
+}
+
+/// The mean of `values` (at least one) and the papers' 80% half width
+/// 1.2816·sd/√n (sd with n − 1; 0 for a single value).
+pub fn mean_and_half_width(values: &[f64]) -> (f64, f64) {
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
     let var = if values.len() > 1 {
@@ -160,12 +167,7 @@ pub fn estimate(label: impl Into<String>, values: &[f64]) -> Estimate {
     } else {
         0.0
     };
-    Ok(Interval::new(
-        label,
-        mean,
-        Z80 * var.sqrt() / n.sqrt(),
-        values.len(),
-    ))
+    (mean, Z80 * var.sqrt() / n.sqrt())
 }
 
 /// A side that is missing because its cell is pending or absent.
