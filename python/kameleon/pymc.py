@@ -61,16 +61,16 @@ def _without_shared(outputs):
     """``outputs`` with every shared variable (``pm.Data``, …) replaced by a
     constant of its current value, so that the flat vector z is the only
     input of the compiled function."""
-    import pytensor
     import pytensor.tensor as pt
     from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.replace import clone_replace
     from pytensor.graph.traversal import graph_inputs
 
     shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
     if not shared:
         return outputs
     replace = {s: s.type.filter_variable(pt.constant(s.get_value(borrow=False))) for s in shared}
-    return pytensor.clone_replace(outputs, replace=replace)
+    return clone_replace(outputs, replace=replace)
 
 
 def _compile(pytensor, flat, outputs):
