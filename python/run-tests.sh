@@ -21,11 +21,12 @@ VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
 "$python" -m pytest -q "$root/python/tests" "$@"
 
 # The ArviZ 1 run: the ArviZ output, its netCDF round trip, the diagnostics
-# against ArviZ's, and sample/resume/extend/ensemble. The whole suite takes
-# ~2 minutes there; the two tests left out are the slowest of these files
-# (9 s and 5 s) and test nothing ArviZ touches.
+# against ArviZ's, sample/resume/extend/ensemble, and km.from_pymc on PyMC 6.
+# The whole suite takes ~2 minutes there; the two tests left out are the
+# slowest of these files (9 s and 5 s) and test nothing ArviZ touches.
 subset=(
     python/tests/test_arviz_versions.py
+    python/tests/test_pymc.py
     python/tests/test_sample.py
     python/tests/test_run_checks.py
     python/tests/test_run_control.py
