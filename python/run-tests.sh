@@ -45,8 +45,9 @@ elif [[ $status -ne 0 ]]; then
 fi
 # abi3: the wheel built for 3.11 is the one 3.12 loads. A wheel from a 3.12
 # maturin would recompile pyo3 on every switch of interpreter.
-wheels="$root/target/wheels-abi3"
-rm -rf "$wheels"
+# a directory of this run's own: concurrent runs share target/
+wheels="$(mktemp -d "$root/target/wheels-abi3.XXXXXX")"
+trap 'rm -rf "$wheels"' EXIT
 "$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$wheels"
 wheel=("$wheels"/kameleon-*-abi3-*.whl)
 "$python312" -m pip install --quiet --no-deps --force-reinstall "${wheel[0]}"
