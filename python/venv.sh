@@ -1,14 +1,69 @@
 #!/usr/bin/env bash
-# Creates the project venv (.venv) with Python 3.11 (or $PYTHON), or brings
-# it up to date when python/requirements-dev.txt changed, and prints the
-# path of its python. Idempotent. Used by run-tests.sh and by
-# `cargo xtask bench-report` (which runs the numpy peers in it).
+# Makes a project venv, or brings it up to date when its requirements file
+# changed (a stamp of the file's hash), and prints the path of its python.
+# Idempotent. The one place the project's venvs are made:
+#
+#   venv.sh        .venv/     Python 3.11 ($PYTHON, default python3.11),
+#                             from python/requirements-dev.txt (ArviZ 0.x,
+#                             PyMC, numba, dask): run-tests.sh's full suite
+#                             and `cargo xtask bench-report`'s numpy peers.
+#   venv.sh 3.12   .venv312/  Python 3.12 ($PYTHON312, else python3.12 on
+#                             PATH, else pyenv's newest 3.12), from
+#                             python/requirements-dev-312.txt (ArviZ 1.x):
+#                             run-tests.sh's ArviZ 1 run. Exits with status 69
+#                             and says so on stderr when no Python 3.12 is
+#                             found.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$root/.venv"
-requirements="$root/python/requirements-dev.txt"
+
+is_python_312() {
+    [[ -n "$1" && -x "$1" ]] &&
+        "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null
+}
+
+case "${1:-3.11}" in
+    3.11)
+        venv="$root/.venv"
+        requirements="$root/python/requirements-dev.txt"
+        python="${PYTHON:-python3.11}"
+        ;;
+    3.12)
+        venv="$root/.venv312"
+        requirements="$root/python/requirements-dev-312.txt"
+        python=""
+        if [[ -n "${PYTHON312:-}" ]]; then
+            if ! is_python_312 "$(command -v "$PYTHON312" || true)"; then
+                echo "venv.sh: PYTHON312=$PYTHON312 is not a Python 3.12 interpreter" >&2
+                exit 1
+            fi
+            python="$(command -v "$PYTHON312")"
+        else
+            candidates=("$(command -v python3.12 || true)")
+            pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+            # newest 3.12.x first
+            while IFS= read -r dir; do
+                candidates+=("$dir/bin/python3.12")
+            done < <(ls -d "$pyenv_root"/versions/3.12.* 2>/dev/null | sort -V -r)
+            for candidate in "${candidates[@]}"; do
+                if is_python_312 "$candidate"; then
+                    python="$candidate"
+                    break
+                fi
+            done
+        fi
+        if [[ -z "$python" ]]; then
+            echo "venv.sh: no Python 3.12 found (looked for \$PYTHON312, python3.12 on PATH and" \
+                "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.*)" >&2
+            exit 69  # EX_UNAVAILABLE: run-tests.sh skips on it
+        fi
+        ;;
+    *)
+        echo "venv.sh: unknown venv '$1' (expected 3.11 or 3.12)" >&2
+        exit 2
+        ;;
+esac
+
 stamp="$venv/.requirements.sha256"
-python="${PYTHON:-python3.11}"
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv" >&2
 fi

@@ -45,3 +45,26 @@ def inference_data(groups: dict, attrs: dict | None = None):
     for group in groups:
         data[group].attrs.update(attrs or {})
     return data
+
+
+def dataset(variables: dict, *, coords=None, dims=None, attrs=None, sample_dims=("chain", "draw")):
+    """An ``xarray.Dataset`` of `variables` with the leading `sample_dims`
+    (``()`` for data without draws, such as observed data). ArviZ ≥ 1 calls
+    the leading dimensions ``sample_dims``, earlier versions ``default_dims``."""
+    import arviz as az
+
+    key = "sample_dims" if arviz_major_version() >= 1 else "default_dims"
+    return az.dict_to_dataset(variables, coords=coords, dims=dims, attrs=attrs, **{key: list(sample_dims)})
+
+
+def from_datasets(groups: dict):
+    """ArviZ data from ``{group: xarray.Dataset}``: an ``xarray.DataTree``
+    for ArviZ ≥ 1 (which has no ``InferenceData``), an ``InferenceData``
+    for earlier versions."""
+    if arviz_major_version() >= 1:
+        import xarray as xr
+
+        return xr.DataTree.from_dict(groups)
+    import arviz as az
+
+    return az.InferenceData(**groups)

@@ -19,14 +19,16 @@ turns), and exceptions it raises stop the run. ``backend="python"`` asks
 for the Python callable in any case.
 
 :meth:`PyMCPosterior.sample` runs :func:`kameleon.sample` on z and returns
-the draws as ``pm.sample`` does: an ``arviz.InferenceData`` whose
-``posterior`` holds every free variable on its own (constrained) scale and
-every deterministic, with the model's names, shapes, dims and coords, and an
-``observed_data`` group. ``sample_stats`` are kameleon's (``lp`` is the log
-density of z, Jacobian included).
+the draws as ``pm.sample`` does: ArviZ data (an ``arviz.InferenceData``,
+or an ``xarray.DataTree`` with ArviZ ≥ 1) whose ``posterior`` holds every
+free variable on its own (constrained) scale and every deterministic, with
+the model's names, shapes, dims and coords, and an ``observed_data`` group.
+``sample_stats`` are kameleon's (``lp`` is the log density of z, Jacobian
+included).
 
 Discrete free variables are not supported (the samplers move in ℝᵈ).
-Needs ``pymc`` (which brings PyTensor, numba and ArviZ < 1).
+Needs ``pymc`` (which brings PyTensor and ArviZ: PyMC 5 brings ArviZ < 1,
+PyMC 6 ArviZ ≥ 1).
 """
 
 from __future__ import annotations
@@ -59,16 +61,16 @@ def _without_shared(outputs):
     """``outputs`` with every shared variable (``pm.Data``, …) replaced by a
     constant of its current value, so that the flat vector z is the only
     input of the compiled function."""
-    import pytensor
     import pytensor.tensor as pt
     from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.replace import clone_replace
     from pytensor.graph.traversal import graph_inputs
 
     shared = [v for v in graph_inputs(outputs) if isinstance(v, SharedVariable)]
     if not shared:
         return outputs
     replace = {s: s.type.filter_variable(pt.constant(s.get_value(borrow=False))) for s in shared}
-    return pytensor.clone_replace(outputs, replace=replace)
+    return clone_replace(outputs, replace=replace)
 
 
 def _compile(pytensor, flat, outputs):
@@ -208,7 +210,7 @@ class PyMCPosterior:
         ``pm.sample`` shapes it: the posterior's variables on their own scale
         with the model's dims and coords, kameleon's ``sample_stats`` and
         attrs, and the observed data."""
-        import arviz as az
+        from ._arviz import dataset, from_datasets
 
         posterior = data["posterior"]
         if "x" in posterior.data_vars and len(posterior.data_vars) == 1:
@@ -236,15 +238,13 @@ class PyMCPosterior:
         dims = {k: list(v) for k, v in self.model.named_vars_to_dims.items()}
         attrs = dict(posterior.attrs)
         groups = {
-            "posterior": az.dict_to_dataset(variables, coords=coords, dims=dims, attrs=attrs),
+            "posterior": dataset(variables, coords=coords, dims=dims, attrs=attrs),
             "sample_stats": data["sample_stats"],
         }
         observed = self._observed()
         if observed:
-            groups["observed_data"] = az.dict_to_dataset(
-                observed, coords=coords, dims=dims, default_dims=[], attrs=attrs
-            )
-        return az.InferenceData(**groups)
+            groups["observed_data"] = dataset(observed, coords=coords, dims=dims, attrs=attrs, sample_dims=())
+        return from_datasets(groups)
 
     def _observed(self) -> dict[str, np.ndarray]:
         """The observed variables' data."""

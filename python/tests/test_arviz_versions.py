@@ -1,33 +1,35 @@
-"""The ArviZ output under both calling conventions of ``arviz.from_dict``:
-ArviZ < 1 (installed here; Python 3.11) takes one keyword per group, ArviZ ≥ 1
-(Python ≥ 3.12) takes the groups as one dictionary. The ≥ 1 path is checked
-against a stand-in with ArviZ 1's signature, ``from_dict(data, *, ...)``."""
+"""The ArviZ output with the installed ArviZ: an ``InferenceData`` with
+ArviZ < 1, an ``xarray.DataTree`` with ArviZ ≥ 1. run-tests.sh runs this
+file in both project venvs: .venv (Python 3.11, ArviZ 0.x) and .venv312
+(Python 3.12, ArviZ 1.x)."""
 
 
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 
 import kameleon as km
 from kameleon import _arviz
 
-
-class _Group:
-    def __init__(self, variables):
-        self.variables = variables
-        self.attrs = {}
+ARVIZ_ONE = int(az.__version__.split(".")[0]) >= 1
 
 
-def _arviz_one_from_dict(data, *, name=None, attrs=None, **kwargs):
-    """ArviZ 1's signature: the groups positionally, the rest keyword-only."""
-    return {group: _Group(variables) for group, variables in data.items()}
+def logp(x):
+    return -0.5 * float(x @ x)
 
 
-def test_arviz_one_gets_the_groups_as_one_dictionary(monkeypatch):
-    monkeypatch.setattr(az, "__version__", "1.0.0")
-    monkeypatch.setattr(az, "from_dict", _arviz_one_from_dict)
+def expected_type():
+    return xr.DataTree if ARVIZ_ONE else az.InferenceData
+
+
+def test_the_major_version_is_the_installed_one():
+    assert _arviz.arviz_major_version() == int(az.__version__.split(".")[0])
+
+
+def test_sample_gives_the_installed_arviz_type_with_groups_and_attrs():
     idata = km.sample(
-        lambda x: -0.5 * float(x @ x),
+        logp,
         np.zeros(2),
         sampler=km.RandomWalk(),
         draws=30,
@@ -37,33 +39,70 @@ def test_arviz_one_gets_the_groups_as_one_dictionary(monkeypatch):
         progress=False,
         parameter_names=["a", "b"],
     )
-    assert set(idata) == {"posterior", "sample_stats"}
-    assert set(idata["posterior"].variables) == {"a", "b"}
-    assert idata["posterior"].variables["a"].shape == (2, 30)
-    assert set(idata["sample_stats"].variables) == {"lp", "accepted", "acceptance_probability"}
-    for group in idata.values():
-        assert group.attrs["inference_library"] == "kameleon"
-        assert group.attrs["seed"] == "4"
+    assert isinstance(idata, expected_type())
+    assert set(idata["posterior"].data_vars) == {"a", "b"}
+    assert idata["posterior"]["a"].shape == (2, 30)
+    assert idata.posterior["b"].dims == ("chain", "draw")
+    assert set(idata["sample_stats"].data_vars) == {"lp", "accepted", "acceptance_probability"}
+    for group in ("posterior", "sample_stats"):
+        assert idata[group].attrs["inference_library"] == "kameleon"
+        assert idata[group].attrs["seed"] == "4"
 
 
-def test_arviz_one_path_serves_the_ensemble_and_saved_chains(monkeypatch, tmp_path):
-    monkeypatch.setattr(az, "__version__", "1.0.0")
-    monkeypatch.setattr(az, "from_dict", _arviz_one_from_dict)
-    ens = km.sample_ensemble(lambda x: -0.5 * float(x @ x), np.zeros(2), draws=20, tune=5, seed=2, progress=False)
-    assert ens["posterior"].variables["x"].shape[1:] == (20, 2)
+def test_the_output_survives_a_netcdf_round_trip(tmp_path):
+    idata = km.sample(
+        logp, np.zeros(2), sampler=km.AM(), draws=40, tune=10, chains=2, seed=1, progress=False
+    )
+    path = tmp_path / "run.nc"
+    idata.to_netcdf(str(path))
+    back = az.from_netcdf(str(path))
+    assert isinstance(back, expected_type())
+    np.testing.assert_array_equal(back["posterior"]["x"].values, idata["posterior"]["x"].values)
+    np.testing.assert_array_equal(back["sample_stats"]["lp"].values, idata["sample_stats"]["lp"].values)
+    assert back["posterior"].attrs["seed"] == idata["posterior"].attrs["seed"]
+
+
+def test_the_ensemble_and_saved_chains_give_the_installed_arviz_type(tmp_path):
+    ens = km.sample_ensemble(logp, np.zeros(2), draws=20, tune=5, seed=2, progress=False)
+    assert isinstance(ens, expected_type())
+    assert ens["posterior"]["x"].shape[1:] == (20, 2)
     setting = tmp_path / "chains" / "gauss" / "RW" / "-"
     setting.mkdir(parents=True)
     for k in range(2):
         np.save(setting / f"{k}.npy", np.full((5, 3), float(k)))
-    loaded = km.load_results(tmp_path)
-    assert loaded[("gauss", "RW", "-")]["posterior"].variables["x"].shape == (2, 5, 3)
+    loaded = km.load_results(tmp_path)[("gauss", "RW", "-")]
+    assert isinstance(loaded, expected_type())
+    assert loaded["posterior"]["x"].shape == (2, 5, 3)
+    np.testing.assert_array_equal(loaded["posterior"]["x"].values[1], 1.0)
 
 
-def test_the_installed_arviz_gets_one_keyword_per_group():
-    assert _arviz.arviz_major_version() == int(az.__version__.split(".")[0])
-    data = _arviz.inference_data({"posterior": {"x": np.zeros((2, 4, 3))}}, {"seed": "1"})
+def test_inference_data_sets_the_attrs_on_every_group():
+    data = _arviz.inference_data(
+        {"posterior": {"x": np.zeros((2, 4, 3))}, "sample_stats": {"lp": np.ones((2, 4))}}, {"seed": "1"}
+    )
+    assert isinstance(data, expected_type())
     assert data["posterior"]["x"].shape == (2, 4, 3)
-    assert data["posterior"].attrs["seed"] == "1"
+    assert data["posterior"].attrs["seed"] == data["sample_stats"].attrs["seed"] == "1"
+
+
+def test_datasets_with_and_without_draws_make_one_arviz_object():
+    # what km.from_pymc assembles: a posterior with dims and coords, and
+    # observed data without the chain and draw dimensions
+    coords = {"city": ["a", "b", "c"]}
+    posterior = _arviz.dataset(
+        {"mu": np.zeros((2, 5, 3)), "sigma": np.ones((2, 5))},
+        coords=coords,
+        dims={"mu": ["city"]},
+        attrs={"seed": "7"},
+    )
+    observed = _arviz.dataset({"y": np.arange(3.0)}, coords=coords, dims={"y": ["city"]}, sample_dims=())
+    assert posterior["mu"].dims == ("chain", "draw", "city")
+    assert list(posterior["mu"].coords["city"].values) == ["a", "b", "c"]
+    assert observed["y"].dims == ("city",)
+    data = _arviz.from_datasets({"posterior": posterior, "observed_data": observed})
+    assert isinstance(data, expected_type())
+    assert data["posterior"].attrs["seed"] == "7"
+    np.testing.assert_array_equal(data["observed_data"]["y"].values, [0.0, 1.0, 2.0])
 
 
 def test_parameter_names_must_match_the_dimension():

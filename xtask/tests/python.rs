@@ -4,8 +4,10 @@
 //! `python/run-tests.sh` creates or reuses the project-local virtual
 //! environment `.venv/` (filled from `python/requirements-dev.txt` with
 //! Python 3.11, or `$PYTHON`), builds the extension into it with maturin and
-//! runs pytest on `python/tests/`; pytest's report goes straight to the
-//! terminal. The numpy peers' tests get this package's `xtask` binary, to
+//! runs pytest on `python/tests/`; then, when a Python 3.12 is found, the
+//! ArviZ and sampling subset in `.venv312/` (ArviZ 1.x, from
+//! `python/requirements-dev-312.txt`) with the same abi3 wheel. pytest's
+//! reports go straight to the terminal. The numpy peers' tests get this package's `xtask` binary, to
 //! write the fixtures they compare with. Cargo releases its build lock before it runs test binaries, so
 //! the nested maturin build does not wait on this one.
 
