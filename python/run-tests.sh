@@ -7,18 +7,27 @@
 #    this script's arguments on to pytest.
 # 2. Python 3.12, ArviZ 1.x (.venv312): installs the same abi3 wheel (built
 #    by .venv's maturin from the same cargo build, so no second compile) and
-#    runs the subset below. Skipped, with a message, when venv.sh finds no
-#    Python 3.12 ($PYTHON312 names one).
+#    runs the subset below, beside run 1. Skipped, with a message, when
+#    venv.sh finds no Python 3.12 ($PYTHON312 names one).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+
+# The 3.11 suite is one process on one core: the 3.12 venv is made, and its
+# subset run, on the other core meanwhile; its output is printed after.
+run="$(mktemp -d "$root/target/python-tests.XXXXXX")"
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
+(
+    status=0
+    bash "$root/python/venv.sh" 3.12 > "$run/python312" 2> "$run/venv312.log" || status=$?
+    echo "$status" > "$run/venv312.status"
+) &
 
 python="$(bash "$root/python/venv.sh")"
 venv="$(dirname "$(dirname "$python")")"
 # maturin develop builds with the workspace's dev profile (optimised) into
 # the shared target/ directory and installs the package in editable mode.
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
-"$python" -m pytest -q "$root/python/tests" "$@"
 
 # The ArviZ 1 run: the ArviZ output, its netCDF round trip, the diagnostics
 # against ArviZ's, sample/resume/extend/ensemble, and km.from_pymc on PyMC 6.
@@ -35,21 +44,39 @@ subset=(
     --deselect python/tests/test_ensemble.py::test_moments_and_acceptance_agree_with_emcee
     --deselect python/tests/test_sample.py::test_sigint_returns_partial_draws_with_a_warning
 )
-status=0
-python312="$(bash "$root/python/venv.sh" 3.12)" || status=$?
-if [[ $status -eq 69 ]]; then
-    echo "run-tests.sh: skipping the Python 3.12 / ArviZ 1 run: no Python 3.12 (set PYTHON312)" >&2
-    exit 0
-elif [[ $status -ne 0 ]]; then
-    exit "$status"
-fi
 # abi3: the wheel built for 3.11 is the one 3.12 loads. A wheel from a 3.12
 # maturin would recompile pyo3 on every switch of interpreter.
-# a directory of this run's own: concurrent runs share target/
-wheels="$(mktemp -d "$root/target/wheels-abi3.XXXXXX")"
-trap 'rm -rf "$wheels"' EXIT
-"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$wheels"
-wheel=("$wheels"/kameleon-*-abi3-*.whl)
-"$python312" -m pip install --quiet --no-deps --force-reinstall "${wheel[0]}"
-echo "run-tests.sh: Python 3.12 with ArviZ $("$python312" -c 'import arviz; print(arviz.__version__)')" >&2
-"$python312" -m pytest -q "${subset[@]}"
+"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$run/wheels"
+run_312() {
+    local status
+    while [[ ! -f "$run/venv312.status" ]]; do
+        sleep 0.2
+    done
+    status="$(cat "$run/venv312.status")"
+    if [[ $status -eq 69 ]]; then
+        echo "run-tests.sh: skipping the Python 3.12 / ArviZ 1 run: no Python 3.12 (set PYTHON312)"
+        return 0
+    elif [[ $status -ne 0 ]]; then
+        cat "$run/venv312.log"
+        return "$status"
+    fi
+    local python312 wheel
+    python312="$(cat "$run/python312")"
+    wheel=("$run"/wheels/kameleon-*-abi3-*.whl)
+    "$python312" -m pip install --quiet --no-deps --force-reinstall "${wheel[0]}"
+    echo "run-tests.sh: Python 3.12 with ArviZ $("$python312" -c 'import arviz; print(arviz.__version__)')"
+    # its own temporary directory: pytest prunes old ones of other sessions
+    "$python312" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest312" "${subset[@]}"
+}
+run_312 > "$run/run312.log" 2>&1 &
+tests312=$!
+
+status=0
+"$python" -m pytest -q "$root/python/tests" "$@" || status=$?
+status312=0
+wait "$tests312" || status312=$?
+cat "$run/run312.log" >&2
+if [[ $status -ne 0 ]]; then
+    exit "$status"
+fi
+exit "$status312"
