@@ -33,7 +33,7 @@ pub enum Source {
         generator: Py<PyAny>,
     },
     /// `f(xs) -> array` on a `(k, d)` array of k points, returning their k
-    /// log densities: the chains' threads wait at a [`Rendezvous`] until
+    /// log densities: the chains' threads wait at a `Rendezvous` until
     /// every running chain has a point, and one call evaluates them all.
     Batched {
         /// The vectorised log density.
