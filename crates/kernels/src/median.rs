@@ -163,9 +163,9 @@ impl MedianHeuristic {
 /// deviations of the sample rank below and above the wanted rank, so that
 /// the wanted patterns almost always lie between them. One pass counts the
 /// patterns below the lower pivot and copies those between the pivots
-/// (inclusive); if the wanted ranks fall among the copies, they are
-/// selected there (a few hundred patterns instead of all), otherwise among
-/// all patterns. Either way the result is exact, for ties and any bit
+/// (inclusive); if the wanted ranks fall among the copies, a histogram over
+/// the pivots' range narrows them to one bucket, selected among; otherwise
+/// the ranks are selected among all patterns. Either way the result is exact, for ties and any bit
 /// patterns; no call allocates once the buffers have grown.
 #[derive(Debug, Clone, Default)]
 struct PivotSelect {
@@ -173,10 +173,12 @@ struct PivotSelect {
     sample: Vec<u64>,
     /// The patterns between the pivots (a prefix of it; it only grows).
     kept: Vec<u64>,
+    /// The histogram among them.
+    counts: Vec<u32>,
 }
 
 /// About this many patterns are sampled for the pivots.
-const PIVOT_SAMPLE: usize = 512;
+const PIVOT_SAMPLE: usize = 256;
 /// Inputs up to this length are selected among directly.
 const DIRECT_SELECTION: usize = 2048;
 
@@ -234,8 +236,62 @@ impl PivotSelect {
         if less > k.saturating_sub(1) || less + len <= k {
             return None;
         }
-        Some(select_pair(&mut self.kept[..len], k - less))
+        Some(select_in_range(
+            &mut self.kept[..len],
+            k - less,
+            low,
+            width,
+            &mut self.counts,
+        ))
     }
+}
+
+/// log₂ of the number of buckets of [`select_in_range`].
+const RANGE_BITS: u32 = 8;
+
+/// [`select_pair`] for keys in `[low, low + width]`: a histogram of their
+/// offsets from `low` in 2⁸ buckets of equal width finds the bucket holding
+/// rank `k`; its keys are moved to the front and selected among (every key
+/// of a lower bucket is smaller, of a higher one larger).
+fn select_in_range(
+    keys: &mut [u64],
+    k: usize,
+    low: u64,
+    width: u64,
+    counts: &mut Vec<u32>,
+) -> (Option<u64>, u64) {
+    let shift = (u64::BITS - width.leading_zeros()).saturating_sub(RANGE_BITS);
+    let bucket = |key: u64| ((key - low) >> shift) as usize;
+    counts.clear();
+    counts.resize(1 << RANGE_BITS, 0);
+    for &key in keys.iter() {
+        counts[bucket(key)] += 1;
+    }
+    let mut below = 0;
+    let mut target = 0;
+    for (b, &count) in counts.iter().enumerate() {
+        if below + count as usize > k {
+            target = b;
+            break;
+        }
+        below += count as usize;
+    }
+    // if rank k opens its bucket, rank k − 1 is the largest key below it
+    let largest_below = (k == below && below >= 1).then(|| {
+        keys.iter()
+            .copied()
+            .filter(|&key| bucket(key) < target)
+            .fold(low, u64::max)
+    });
+    // the target bucket's keys to the front, branch-free
+    let mut len = 0;
+    for i in 0..keys.len() {
+        let key = keys[i];
+        keys[len] = key;
+        len += usize::from(bucket(key) == target);
+    }
+    let (previous, kth) = select_pair(&mut keys[..len], k - below);
+    (previous.or(largest_below), kth)
 }
 
 /// The k-th smallest of `keys` (k < len) and, for k ≥ 1, the (k − 1)-th.
