@@ -165,8 +165,9 @@ impl MedianHeuristic {
 /// patterns below the lower pivot and copies those between the pivots
 /// (inclusive); if the wanted ranks fall among the copies, a histogram over
 /// the pivots' range narrows them to one bucket, selected among; otherwise
-/// the ranks are selected among all patterns. Either way the result is exact, for ties and any bit
-/// patterns; no call allocates once the buffers have grown.
+/// the ranks are selected among all patterns. Either way the result is
+/// exact, for ties and any bit patterns; no call allocates once the buffers
+/// have grown.
 #[derive(Debug, Clone, Default)]
 struct PivotSelect {
     /// The sampled patterns.

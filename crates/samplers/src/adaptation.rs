@@ -846,7 +846,7 @@ mod tests {
     }
 
     fn starts_a_cache_line(h: &History) -> bool {
-        h.points().as_ptr() as usize % 64 == 0
+        (h.points().as_ptr() as usize).is_multiple_of(64)
     }
 
     /// The points start a cache line through every growth, clone, take and
