@@ -44,7 +44,8 @@ pub fn median_heuristic<R: Rng + ?Sized>(
 /// It also works on squared distances and takes only the one or two middle
 /// square roots, computes the distances from each point to all later ones
 /// at once from a column-major copy (SIMD across pairs), and selects the
-/// median on the distances' bit patterns. The result is bit-identical to
+/// median on the distances' bit patterns, between two pivots from a sample
+/// (exact, see `PivotSelect`). The result is bit-identical to
 /// the per-pair form (each distance sums its squared differences in the same
 /// order; `sqrt` is correctly rounded and monotone, so the middle distances
 /// are the roots of the middle squared distances).
@@ -68,8 +69,8 @@ pub struct MedianHeuristic {
     columns: Vec<f64>,
     /// The m(m − 1)/2 squared distances.
     squared: Vec<f64>,
-    /// Their bit patterns, for the selection.
-    bits: Vec<u64>,
+    /// The selection's buffers.
+    select: PivotSelect,
 }
 
 impl MedianHeuristic {
@@ -113,15 +114,15 @@ impl MedianHeuristic {
         // the coordinates of the m points, each contiguous, so that the
         // distances from one point to all later ones run over the later
         // points in SIMD lanes; each distance still sums its d squared
-        // differences in coordinate order (the per-pair result is unchanged)
-        self.columns.clear();
+        // differences in coordinate order (the per-pair result is unchanged);
+        // every entry of `columns` and `squared` is overwritten, so only a
+        // change of size touches them here
         self.columns.resize(m * d, 0.0);
         for (i, row) in self.rows.chunks_exact(d).enumerate() {
             for (l, &v) in row.iter().enumerate() {
                 self.columns[l * m + i] = v;
             }
         }
-        self.squared.clear();
         self.squared.resize(m * (m - 1) / 2, 0.0);
         pulp::Arch::new().dispatch(PairDistances {
             rows: &self.rows,
@@ -130,17 +131,17 @@ impl MedianHeuristic {
             squared: &mut self.squared,
         });
         // squared distances are ≥ +0 (or +∞), where the order of the bit
-        // patterns is the numeric order: selecting on integers avoids the
-        // float comparisons
-        self.bits.clear();
-        self.bits.extend(self.squared.iter().map(|s| s.to_bits()));
-        let mid = self.bits.len() / 2;
-        let even = self.bits.len().is_multiple_of(2);
-        let (lower, &mut upper, _) = self.bits.select_nth_unstable(mid);
+        // patterns is the numeric order: the selection works on integers
+        let mid = self.squared.len() / 2;
+        let even = self.squared.len().is_multiple_of(2);
+        let Some((below, upper)) = self.select.select(&self.squared, mid) else {
+            // unreachable: m ≥ 2 gives at least one pair
+            return Err(KernelError::TooFewPoints { got: m });
+        };
         let upper = f64::from_bits(upper);
         let median = if even {
-            // The largest of the lower half is the other middle value.
-            let below = lower.iter().copied().max().map_or(0.0, f64::from_bits);
+            // mid ≥ 1 here, so the other middle value exists
+            let below = below.map_or(0.0, f64::from_bits);
             0.5 * (below.sqrt() + upper.sqrt())
         } else {
             upper.sqrt()
@@ -153,6 +154,153 @@ impl MedianHeuristic {
     }
 }
 
+/// Exact order statistics of `f64` values by their bit patterns (the
+/// numeric order for values in +0 … +∞, such as squared distances), by one
+/// counting pass between two pivots taken from a sample (Floyd and Rivest's
+/// idea).
+///
+/// The pivots are order statistics of every s-th pattern, a few standard
+/// deviations of the sample rank below and above the wanted rank, so that
+/// the wanted patterns almost always lie between them. One pass counts the
+/// patterns below the lower pivot and copies those between the pivots
+/// (inclusive); if the wanted ranks fall among the copies, a histogram over
+/// the pivots' range narrows them to one bucket, selected among; otherwise
+/// the ranks are selected among all patterns. Either way the result is
+/// exact, for ties and any bit patterns; no call allocates once the buffers
+/// have grown.
+#[derive(Debug, Clone, Default)]
+struct PivotSelect {
+    /// The sampled patterns.
+    sample: Vec<u64>,
+    /// The patterns between the pivots (a prefix of it; it only grows).
+    kept: Vec<u64>,
+    /// The histogram among them.
+    counts: Vec<u32>,
+}
+
+/// About this many patterns are sampled for the pivots.
+const PIVOT_SAMPLE: usize = 256;
+/// Inputs up to this length are selected among directly.
+const DIRECT_SELECTION: usize = 2048;
+
+impl PivotSelect {
+    /// The bit patterns of the k-th smallest value (0-based) and, for k ≥ 1,
+    /// of the (k − 1)-th, in the order of the bit patterns as `u64`; `None`
+    /// if `k` is out of range.
+    fn select(&mut self, values: &[f64], k: usize) -> Option<(Option<u64>, u64)> {
+        let n = values.len();
+        if k >= n {
+            return None;
+        }
+        if n > DIRECT_SELECTION
+            && let Some(found) = self.between_pivots(values, k)
+        {
+            return Some(found);
+        }
+        self.kept.clear();
+        self.kept.extend(values.iter().map(|v| v.to_bits()));
+        Some(select_pair(&mut self.kept, k))
+    }
+
+    /// The pair of [`PivotSelect::select`] if the wanted ranks lie between
+    /// the sampled pivots, `None` otherwise (`values` longer than
+    /// `DIRECT_SELECTION`).
+    fn between_pivots(&mut self, values: &[f64], k: usize) -> Option<(Option<u64>, u64)> {
+        let n = values.len();
+        self.sample.clear();
+        self.sample
+            .extend(values.iter().step_by(n / PIVOT_SAMPLE).map(|v| v.to_bits()));
+        // the wanted rank in the sample, and a margin of 4 standard
+        // deviations of it at most (√(s p(1 − p)) ≤ √s / 2)
+        let s = self.sample.len();
+        let centre = k * s / n;
+        let margin = 2 * s.isqrt();
+        let high_rank = (centre + margin).min(s - 1);
+        let low_rank = centre.saturating_sub(margin).min(high_rank - 1);
+        let (below_high, &mut high, _) = self.sample.select_nth_unstable(high_rank);
+        let (_, &mut low, _) = below_high.select_nth_unstable(low_rank);
+        // the patterns in [low, high] (those whose offset from low wraps to
+        // at most high − low), and how many lie below low: a store and two
+        // counts per pattern, no branch, as the outcomes are random
+        if self.kept.len() < n {
+            self.kept.resize(n, 0);
+        }
+        let width = high - low;
+        let (mut len, mut less) = (0, 0);
+        for v in values {
+            let key = v.to_bits();
+            self.kept[len] = key;
+            len += usize::from(key.wrapping_sub(low) <= width);
+            less += usize::from(key < low);
+        }
+        // both wanted ranks (k − 1 only for k ≥ 1) must be among the kept
+        if less > k.saturating_sub(1) || less + len <= k {
+            return None;
+        }
+        Some(select_in_range(
+            &mut self.kept[..len],
+            k - less,
+            low,
+            width,
+            &mut self.counts,
+        ))
+    }
+}
+
+/// log₂ of the number of buckets of [`select_in_range`].
+const RANGE_BITS: u32 = 8;
+
+/// [`select_pair`] for keys in `[low, low + width]`: a histogram of their
+/// offsets from `low` in 2⁸ buckets of equal width finds the bucket holding
+/// rank `k`; its keys are moved to the front and selected among (every key
+/// of a lower bucket is smaller, of a higher one larger).
+fn select_in_range(
+    keys: &mut [u64],
+    k: usize,
+    low: u64,
+    width: u64,
+    counts: &mut Vec<u32>,
+) -> (Option<u64>, u64) {
+    let shift = (u64::BITS - width.leading_zeros()).saturating_sub(RANGE_BITS);
+    let bucket = |key: u64| ((key - low) >> shift) as usize;
+    counts.clear();
+    counts.resize(1 << RANGE_BITS, 0);
+    for &key in keys.iter() {
+        counts[bucket(key)] += 1;
+    }
+    let mut below = 0;
+    let mut target = 0;
+    for (b, &count) in counts.iter().enumerate() {
+        if below + count as usize > k {
+            target = b;
+            break;
+        }
+        below += count as usize;
+    }
+    // if rank k opens its bucket, rank k − 1 is the largest key below it
+    let largest_below = (k == below && below >= 1).then(|| {
+        keys.iter()
+            .copied()
+            .filter(|&key| bucket(key) < target)
+            .fold(low, u64::max)
+    });
+    // the target bucket's keys to the front, branch-free
+    let mut len = 0;
+    for i in 0..keys.len() {
+        let key = keys[i];
+        keys[len] = key;
+        len += usize::from(bucket(key) == target);
+    }
+    let (previous, kth) = select_pair(&mut keys[..len], k - below);
+    (previous.or(largest_below), kth)
+}
+
+/// The k-th smallest of `keys` (k < len) and, for k ≥ 1, the (k − 1)-th.
+fn select_pair(keys: &mut [u64], k: usize) -> (Option<u64>, u64) {
+    let (lower, &mut kth, _) = keys.select_nth_unstable(k);
+    (lower.iter().copied().max(), kth)
+}
+
 /// The squared distances from each of m points to every later one, in the
 /// order (0, 1), (0, 2), …, (1, 2), …: per point, the later points two SIMD
 /// vectors at a time (their squared differences summed in registers over
@@ -163,7 +311,7 @@ struct PairDistances<'a> {
     /// The same points column-major.
     columns: &'a [f64],
     dim: usize,
-    /// m(m − 1)/2 zeros in, the squared distances out.
+    /// m(m − 1)/2 entries, each overwritten with its squared distance.
     squared: &'a mut [f64],
 }
 
@@ -332,6 +480,71 @@ mod tests {
             Err(KernelError::NonFinitePoint { index: 1 })
         );
         assert!(median.compute(z.as_ref(), 10, &mut rng).is_ok());
+    }
+
+    /// Every rank of `values` against a sort of the bit patterns.
+    fn check_every_rank(select: &mut PivotSelect, values: &[f64]) {
+        let mut sorted: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+        sorted.sort_unstable();
+        for k in 0..values.len() {
+            let expected = ((k >= 1).then(|| sorted[k - 1]), sorted[k]);
+            assert_eq!(select.select(values, k), Some(expected), "k = {k}");
+        }
+        assert_eq!(select.select(values, values.len()), None);
+    }
+
+    /// Short inputs (selected directly) and long ones (between pivots, or
+    /// directly when the sample misleads) against sorting, for every rank.
+    #[test]
+    fn pivot_selection_matches_sorting() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut select = PivotSelect::default();
+        let mut random = |scale: f64| rand::RngExt::random::<f64>(&mut rng) * scale;
+        let long = DIRECT_SELECTION + 700;
+        // spread values and values sharing most leading bits
+        let spread: Vec<f64> = (0..long).map(|_| random(1e3)).collect();
+        let close: Vec<f64> = (0..long).map(|_| 1.0 + random(1e-12)).collect();
+        // many ties, ±0, subnormals, +∞, the largest finite value and
+        // arbitrary bit patterns (ordered as integers)
+        let special: Vec<f64> = (0..long)
+            .map(|i| match i % 11 {
+                0 | 1 => 0.0,
+                2 => -0.0,
+                3 => f64::INFINITY,
+                4 => f64::MIN_POSITIVE / 4.0,
+                5 => f64::MAX,
+                6 | 7 => 2.0,
+                8 => f64::from_bits(1),
+                9 => f64::from_bits((random(1.0) * u64::MAX as f64) as u64),
+                _ => random(1.0),
+            })
+            .collect();
+        let two_values: Vec<f64> = (0..long)
+            .map(|i| if i % 3 == 0 { 4.0 } else { 3.0 })
+            .collect();
+        // the sampled positions all hold one large value, so the pivots miss
+        // the middle ranks
+        let step = long / PIVOT_SAMPLE;
+        let misleading: Vec<f64> = (0..long)
+            .map(|i| if i % step == 0 { 1e9 } else { random(1.0) })
+            .collect();
+        let ascending: Vec<f64> = (0..long).map(|i| i as f64).collect();
+        for values in [
+            &spread[..],
+            &close,
+            &special,
+            &two_values,
+            &misleading,
+            &ascending,
+            &spread[..301],
+            &special[..300],
+            &[7.0; 5],
+            &[0.5],
+            &[f64::INFINITY, 0.0],
+        ] {
+            check_every_rank(&mut select, values);
+        }
+        assert_eq!(select.select(&[], 0), None);
     }
 
     #[test]

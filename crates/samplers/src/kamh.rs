@@ -433,12 +433,13 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     }
 
     /// Copies the row-major z into its column-major copy (O(nd), at each
-    /// change of z).
+    /// change of z), column by column: each column is written in order and
+    /// its reads stride through z, which stays in cache.
     fn transpose_subsample(&mut self) {
         let n = self.subsample_size();
-        for (i, point) in self.subsample.chunks_exact(self.dim).enumerate() {
-            for (l, v) in point.iter().enumerate() {
-                self.columns[l * n + i] = *v;
+        for (l, column) in self.columns.chunks_exact_mut(n).enumerate() {
+            for (c, point) in column.iter_mut().zip(self.subsample.chunks_exact(self.dim)) {
+                *c = point[l];
             }
         }
     }
