@@ -68,7 +68,7 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
     writeln!(
         md,
         "- **floor** = the path's flops (an FMA counts 2, `exp`/`sin`/`cos` {TRANSCENDENTAL_FLOPS}) \
-         at the FMA peak, or, marked *mem*, its bytes at the streaming read rate measured for its \
+         at the flop peak above, or, marked *mem*, its bytes at the streaming read rate measured for its \
          working set, whichever is longer; **× floor** = our median over it (goal ≤ {FLOOR_GOAL}).",
     )?;
     for rate in &r.peak.read_rates {
