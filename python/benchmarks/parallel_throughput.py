@@ -209,8 +209,8 @@ def main() -> None:
         "the round trips, the polling).")
     say()
     load_end = load()
-    say(f"1-minute load average at the end: {load_end:.2f}. The machine was shared with other builds: the "
-        "figures are one run's, not a careful benchmark.")
+    say(f"1-minute load average at the end: {load_end:.2f}. The figures are one run's (best of a few), "
+        "not a careful benchmark.")
     if max(load_start, load_end) > (os.cpu_count() or 1):
         say()
         say("With a load above the number of cores, the scheduler shares the CPU between processes (and "
