@@ -1,7 +1,13 @@
 import math
+import signal
+import subprocess
+import time
+import warnings
 
 import numpy as np
 import pytest
+
+import kameleon as km
 
 LN_2PI = 1.8378770664093455  # ln(2π), the constant of the Rust targets
 
@@ -39,3 +45,27 @@ def gaussian_2d():
         return -(prec @ (x - mean))
 
     return mean, cov, logp, grad
+
+
+@pytest.fixture
+def quiet():
+    """Silences kameleon's SamplingWarning (tests of short runs that
+    trigger it on purpose; use with ``pytest.mark.usefixtures``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        yield
+
+
+def interrupt_and_wait(proc: subprocess.Popen) -> tuple[int, str, float]:
+    """Sends SIGINT to ``proc`` and waits up to 20 s for it to end (killing
+    it and failing the test otherwise): its return code, its standard
+    output and the seconds from the signal to its end."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the sampling process did not stop within 20 s of SIGINT")
+    return proc.returncode, out, time.monotonic() - sent

@@ -26,11 +26,7 @@ def log_density_rows(xs):
 RUN = dict(walkers=10, draws=150, tune=50, seed=3, progress=False)
 
 
-@pytest.fixture(autouse=True)
-def quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", km.SamplingWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet")
 
 
 @pytest.fixture(scope="module")

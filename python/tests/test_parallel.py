@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import kameleon as km
+from conftest import interrupt_and_wait
 
 
 def posterior(idata):
@@ -38,11 +39,7 @@ ENSEMBLE = dict(walkers=8, draws=30, tune=10, seed=11, progress=False)
 X0 = np.array([1.0, -0.5, 2.0])
 
 
-@pytest.fixture(autouse=True)
-def quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", km.SamplingWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet")
 
 
 @pytest.fixture(scope="module")
@@ -282,16 +279,8 @@ def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(t
     time.sleep(0.5)
     workers = descendants(proc.pid)
     assert len(sampling()) == 4 and len(workers) >= 5  # the forkserver (or spawn's tracker) too
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("the sampling process did not stop within 20 s of SIGINT")
-    took = time.monotonic() - sent
-    assert proc.returncode == 0, out
+    returncode, out, took = interrupt_and_wait(proc)
+    assert returncode == 0, out
     words = out.split()
     assert words[0] == "draws" and 0 < int(words[1]) < 10**6
     assert words[3] == "True" and words[5] == "0"

@@ -16,7 +16,7 @@ import pytest
 import kameleon as km
 from kameleon import targets
 
-from conftest import banana_log_density
+from conftest import banana_log_density, interrupt_and_wait
 
 
 def posterior(idata):
@@ -274,16 +274,7 @@ def interrupt_slow_run(checkpoint):
     proc = subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(checkpoint)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(1.5)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("the sampling process did not stop within 20 s of SIGINT")
-    took = time.monotonic() - sent
-    return proc.returncode, out, took
+    return interrupt_and_wait(proc)
 
 
 @pytest.fixture
