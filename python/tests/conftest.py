@@ -1,4 +1,5 @@
 import math
+import os
 import signal
 import subprocess
 import time
@@ -69,3 +70,18 @@ def interrupt_and_wait(proc: subprocess.Popen) -> tuple[int, str, float]:
         proc.communicate()
         pytest.fail("the sampling process did not stop within 20 s of SIGINT")
     return proc.returncode, out, time.monotonic() - sent
+
+
+def self_interrupting(log_density, at_call: int, sleep: float):
+    """``log_density`` slowed by ``sleep`` seconds a call, sending SIGINT to
+    this process at its ``at_call``-th call (a run stopped part-way)."""
+    calls = []
+
+    def interrupting(x):
+        calls.append(1)
+        if len(calls) == at_call:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(sleep)
+        return log_density(x)
+
+    return interrupting

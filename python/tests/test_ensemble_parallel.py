@@ -4,15 +4,14 @@ per-point calls."""
 
 import concurrent.futures
 import multiprocessing
-import os
 import signal
-import time
 import warnings
 
 import numpy as np
 import pytest
 
 import kameleon as km
+from conftest import self_interrupting
 
 
 def log_density(x):
@@ -93,15 +92,7 @@ def sigint_raises():
 @pytest.mark.parametrize("vectorize", [False, True], ids=["per-point", "vectorized"])
 def test_checkpoint_interrupt_resume_equals_an_uninterrupted_run(tmp_path, reference, sigint_raises, vectorize):
     path = tmp_path / "ensemble.ckpt"
-    calls = []
-
-    def interrupting(x):
-        calls.append(1)
-        if len(calls) == 700:
-            os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.0002)
-        return log_density(x)
-
+    interrupting = self_interrupting(log_density, at_call=700, sleep=0.0002)
     with pytest.warns(UserWarning, match="interrupted"):
         partial = km.sample_ensemble(interrupting, np.ones(3), checkpoint=path, **RUN)
     assert partial.posterior["x"].shape[1] < RUN["draws"]

@@ -16,7 +16,7 @@ import pytest
 import kameleon as km
 from kameleon import targets
 
-from conftest import banana_log_density, interrupt_and_wait
+from conftest import banana_log_density, interrupt_and_wait, self_interrupting
 
 
 def posterior(idata):
@@ -303,15 +303,7 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path, gaussian_2d, si
     whole = km.sample(logp, mean, **kwargs)
     # stop part-way: a slow density (1 ms per call, 1.2 s for the whole
     # run) that sends Ctrl-C to its own process at its 300th call
-    calls = []
-
-    def interrupting(x):
-        calls.append(1)
-        if len(calls) == 300:
-            os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.001)
-        return logp(x)
-
+    interrupting = self_interrupting(logp, at_call=300, sleep=0.001)
     # on threads: the density signals its own process (the default rule
     # could choose worker processes for a density this slow)
     with pytest.warns(UserWarning, match="interrupted"):
