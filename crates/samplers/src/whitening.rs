@@ -16,7 +16,7 @@
 //!    covariance; axis scales only above that, or where −H is not positive
 //!    definite; I for pseudo-marginal targets). At the end of window k,
 //!    Σ_{k+1} is the covariance of its states, computed in the coordinates
-//!    of Σ_k and shrunk there toward a multiple of I with weight d/(m + d)
+//!    of Σ_k and shrunk there toward a multiple of I with weight d²/(m + d²)
 //!    for m accepted moves, and ν restarts at 2.38/√d; within a window ν is
 //!    learned by Robbins–Monro toward acceptance 0.234 with steps 1/√t from
 //!    the window's start. It needs no length from the user, and each window
@@ -216,10 +216,14 @@ impl Pilot {
     ///
     /// The window's states are recorded in the coordinates of the metric
     /// that proposed them, u = L_k⁻¹x, and their covariance S is shrunk
-    /// toward (tr S/d) I with the weight d/(m + d) for m accepted moves:
-    /// a window with few moves has seen only a few directions, and its raw
-    /// covariance would be nearly singular in the others (a metric that
-    /// proposes nowhere). Then Σ_{k+1} = L_k S' L_kᵀ; a window with fewer
+    /// toward (tr S/d) I with the weight d²/(m + d²) for m accepted moves:
+    /// a random walk needs about d accepted moves per effectively
+    /// independent state, so the window holds about n = m/d of them, and S
+    /// gets the weight n/(n + d). A window with few moves has seen only a
+    /// few directions, and its raw covariance would be nearly singular in
+    /// the others (a metric that proposes nowhere); on diamonds (26-d) the
+    /// weight d/(m + d) let the windows' noise undo a good curvature start
+    /// (KAMH's minimum ESS per 1000 evaluations 1.7, against 2.6–3.1 now). Then Σ_{k+1} = L_k S' L_kᵀ; a window with fewer
     /// than 2 moves keeps Σ_k.
     fn adapt(&mut self, t: u64, current: &[f64], accepted: bool, accept_prob: f64) {
         self.nu.update(accept_prob);
@@ -235,7 +239,7 @@ impl Pilot {
         if self.window_moves >= 2 {
             self.window.covariance_into(&mut self.scratch);
             let tau = (0..d).map(|i| self.scratch[i * d + i]).sum::<f64>() / d as f64;
-            let weight = m / (m + d as f64);
+            let weight = m / (m + (d * d) as f64);
             for (k, v) in self.scratch.iter_mut().enumerate() {
                 *v *= weight;
                 if k % (d + 1) == 0 {
