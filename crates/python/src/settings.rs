@@ -15,7 +15,7 @@ use kameleon_samplers::{
     PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro,
     Scale, StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
 };
-use kameleon_score_matching::{FiniteEstimator, LiteEstimator};
+use kameleon_score_matching::{BaseMeasure, FiniteEstimator, LiteEstimator};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -338,6 +338,10 @@ pub enum SamplerSettings {
         /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
+        /// Fit the surrogate as a correction to N(0, I) in whitened
+        /// coordinates ([`BaseMeasure::StandardNormal`]; needs `whiten`).
+        #[serde(default)]
+        gaussian_base: bool,
     },
     /// KMC finite.
     KMCFinite {
@@ -359,6 +363,9 @@ pub enum SamplerSettings {
         /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
+        /// As for KMC lite.
+        #[serde(default)]
+        gaussian_base: bool,
     },
 }
 
@@ -609,16 +616,18 @@ impl SamplerSettings {
                 kappa: power(lite.refit).unwrap_or(0.5),
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
+                gaussian_base: true,
             },
             Self::KMCFinite {
                 features: 100,
                 kernel: median,
-                lam: 1e-3,
+                lam: FiniteSurrogateConfig::SCALE_FREE_RIDGE,
                 step_size: kmc.step_size,
                 steps: kmc.steps,
                 min_points: finite.min_points,
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
+                gaussian_base: true,
             },
         ]
     }
@@ -800,8 +809,10 @@ impl SamplerSettings {
                 kappa,
                 whiten,
                 adapt_step_size,
+                gaussian_base,
             } => {
                 let (n, lam, kappa, whiten, cv) = (*n, *lam, *kappa, *whiten, *cross_validate);
+                let base = base_measure(*gaussian_base, whiten)?;
                 let walk = scale(Scale::optimal_for(dim), true)?;
                 let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
                 checked(job, move |_, _| {
@@ -815,7 +826,9 @@ impl SamplerSettings {
                         };
                     }
                     // σ = 1 is the placeholder the first fit replaces
-                    let model = LiteEstimator::new(sigma.unwrap_or(1.0), lam).map_err(msg)?;
+                    let model = LiteEstimator::new(sigma.unwrap_or(1.0), lam)
+                        .map_err(msg)?
+                        .with_base_measure(base);
                     let surrogate = LiteSurrogate::new(model, dim, lite).map_err(msg)?;
                     whitened(KmcLite::new(surrogate, config.clone()), dim, whiten)
                 })
@@ -829,8 +842,10 @@ impl SamplerSettings {
                 min_points,
                 whiten,
                 adapt_step_size,
+                gaussian_base,
             } => {
                 let density = kernel.resolved(dim, *whiten).spectral()?;
+                let base = base_measure(*gaussian_base, *whiten)?;
                 let (m, lam, min_points, whiten) = (*features, *lam, *min_points, *whiten);
                 let config = kmc_config(*step_size, *steps, None, *adapt_step_size)?;
                 checked(
@@ -847,7 +862,9 @@ impl SamplerSettings {
                         let mut finite = FiniteSurrogateConfig::default();
                         finite.min_points = min_points;
                         let surrogate = FiniteSurrogate::new(
-                            FiniteEstimator::new(phi, lam).map_err(msg)?,
+                            FiniteEstimator::new(phi, lam)
+                                .and_then(|e| e.with_base_measure(base))
+                                .map_err(msg)?,
                             finite,
                         )
                         .map_err(msg)?;
@@ -856,6 +873,21 @@ impl SamplerSettings {
                 )
             }
         }
+    }
+}
+
+/// The surrogate's base measure: N(0, I) of the whitened coordinates, or
+/// flat; a Gaussian base without whitening would be N(0, I) in the
+/// target's own units, which is refused.
+fn base_measure(gaussian_base: bool, whiten: bool) -> BuildResult<BaseMeasure> {
+    match (gaussian_base, whiten) {
+        (false, _) => Ok(BaseMeasure::Flat),
+        (true, true) => Ok(BaseMeasure::StandardNormal),
+        (true, false) => Err(
+            "`gaussian_base=True` needs `whiten=True`: the base measure is \
+                              N(0, I) in the whitened coordinates"
+                .into(),
+        ),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::cholesky_update::rank_update;
 use crate::error::{check_points, positive};
-use crate::{GradientModel, ScoreMatchingError};
+use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor;
 use faer::linalg::matmul::matmul;
@@ -75,12 +75,21 @@ const BLOCK_COLUMNS: usize = 256;
 /// lower triangle) instead of an m × nd × m one. Other maps use the generic
 /// Jacobian path. Both give the same sums up to floating-point
 /// reassociation.
+///
+/// # A standard normal base measure
+///
+/// With [`BaseMeasure::StandardNormal`] ([`FiniteEstimator::with_base_measure`])
+/// the model is `θᵀφ(x) − ‖x‖²/2`; the base measure's term `E[∇f·(−x)]` of
+/// the objective adds `J(x) x` per point to `s` (`Σ_l ∂_lφ(x) x_l`; for
+/// random Fourier features `ψ'(x) ∘ (Ωx)`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FiniteEstimator<F: FeatureMap> {
     features: F,
     lambda: f64,
     #[serde(default)]
     ridge_schedule: RidgeSchedule,
+    #[serde(default)]
+    base: BaseMeasure,
     count: usize,
     factor_count: usize,
     factorised: bool,
@@ -176,6 +185,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             features,
             lambda,
             ridge_schedule: RidgeSchedule::GrowingWithCount,
+            base: BaseMeasure::Flat,
             count: 0,
             factor_count: 0,
             factorised: false,
@@ -215,6 +225,36 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     /// The ridge schedule.
     pub fn ridge_schedule(&self) -> RidgeSchedule {
         self.ridge_schedule
+    }
+
+    /// Chooses the base measure (default [`BaseMeasure::Flat`]). The sums
+    /// depend on it, so it is set before the first point: an estimator that
+    /// holds points gives an error.
+    pub fn with_base_measure(mut self, base: BaseMeasure) -> Result<Self, ScoreMatchingError> {
+        if self.count > 0 {
+            return Err(ScoreMatchingError::InvalidParameter {
+                name: "base_measure",
+                value: self.count as f64,
+                reason: "must be set before the first point (the value is the point count)",
+            });
+        }
+        self.base = base;
+        Ok(self)
+    }
+
+    /// The base measure.
+    pub fn base_measure(&self) -> BaseMeasure {
+        self.base
+    }
+
+    /// Adds the base measure's term `J x` of one point to `s`, with `J`
+    /// (m × d) the Jacobian of φ at `x` in `jacobian`.
+    fn add_base_term(base: BaseMeasure, b_sum: &mut [f64], jacobian: MatRef<'_, f64>, x: &[f64]) {
+        if base == BaseMeasure::StandardNormal {
+            for (i, b) in b_sum.iter_mut().enumerate() {
+                *b += (0..x.len()).map(|l| jacobian[(i, l)] * x[l]).sum::<f64>();
+            }
+        }
     }
 
     /// The ridge added to the sums `S` with the current count.
@@ -276,6 +316,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         for i in 0..self.b_sum.len() {
             self.b_sum[i] -= (0..d).map(|l| self.work.second[(i, l)]).sum::<f64>();
         }
+        Self::add_base_term(self.base, &mut self.b_sum, j, x);
         self.count += 1;
         let stale = self.ridge_schedule == RidgeSchedule::GrowingWithCount
             && self.count as f64 > (1.0 + REFACTOR_GROWTH) * self.factor_count as f64;
@@ -428,6 +469,8 @@ impl<F: FeatureMap> FiniteEstimator<F> {
                 for i in 0..m {
                     self.b_sum[i] -= (0..d).map(|l| self.work.second[(i, l)]).sum::<f64>();
                 }
+                let jacobian = block.as_ref().subcols(p * d, d);
+                Self::add_base_term(self.base, &mut self.b_sum, jacobian, &x);
             }
             let used = block.as_ref().subcols(0, rows * d);
             matmul(
@@ -451,6 +494,8 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         let mut block = Mat::<f64>::zeros(m, BLOCK_COLUMNS.min(n));
         let mut x = vec![0.0; d];
         let mut second_sum = vec![0.0; m];
+        // Σ_x ψ'_r(x) ω_r·x, the standard normal base measure's term
+        let mut base_sum = vec![0.0; m];
         for start in (0..n).step_by(BLOCK_COLUMNS) {
             let count = BLOCK_COLUMNS.min(n - start);
             for p in 0..count {
@@ -466,6 +511,12 @@ impl<F: FeatureMap> FiniteEstimator<F> {
                 debug_assert!(structured, "maps with frequencies give ψ', ψ''");
                 for (total, v) in second_sum.iter_mut().zip(&self.work.second_argument) {
                     *total += v;
+                }
+                if self.base == BaseMeasure::StandardNormal {
+                    for (r, total) in base_sum.iter_mut().enumerate() {
+                        let projection: f64 = (0..d).map(|l| frequencies[(r, l)] * x[l]).sum();
+                        *total += block[(r, p)] * projection;
+                    }
                 }
             }
             let used = block.as_ref().subcols(0, count);
@@ -494,7 +545,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             par,
         );
         for j in 0..m {
-            self.b_sum[j] = -gram[(j, j)] * second_sum[j];
+            self.b_sum[j] = -gram[(j, j)] * second_sum[j] + base_sum[j];
             for i in j..m {
                 let value = self.c_sum[(i, j)] * gram[(i, j)];
                 self.c_sum[(i, j)] = value;
@@ -531,17 +582,20 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         debug_assert_eq!(x.len(), self.dim());
         self.ensure_workspace();
         self.features.embed(x, &mut self.work.embedding);
-        self.work
+        let f: f64 = self
+            .work
             .embedding
             .iter()
             .enumerate()
             .map(|(i, p)| p * self.theta[i])
-            .sum()
+            .sum();
+        f + self.base.log_density(x)
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
         debug_assert!(x.len() == self.dim() && out.len() == x.len());
         self.features.jacobian_transpose_mul(x, &self.theta, out);
+        self.base.add_gradient(x, out);
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
@@ -549,9 +603,10 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         self.ensure_workspace();
         self.features
             .second_derivatives(x, self.work.second.as_mut());
-        (0..self.theta.len())
+        let laplacian: f64 = (0..self.theta.len())
             .map(|i| self.theta[i] * (0..x.len()).map(|l| self.work.second[(i, l)]).sum::<f64>())
-            .sum()
+            .sum();
+        laplacian + self.base.laplacian(x.len())
     }
 }
 

@@ -4,7 +4,7 @@
 //! The lite estimator (KMC Prop. 1): `f = Σ αᵢ k(zᵢ, ·)` with a Gaussian kernel.
 
 use crate::error::{check_points, positive};
-use crate::{GradientModel, ScoreMatchingError};
+use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::matmul::triangular::{self, BlockStructure};
@@ -40,11 +40,17 @@ pub enum LiteRegulariser {
 /// is this scaled ridge. `C` is computed in O(n³ + dn²) from
 /// `C_ij = Σ_k K_ki K_kj ⟨z_k − z_i, z_k − z_j⟩` with two n × n products, and
 /// the system is solved with a Cholesky factorisation.
+///
+/// With [`BaseMeasure::StandardNormal`] ([`LiteEstimator::with_base_measure`])
+/// the model is `f(x) − ‖x‖²/2`; the base measure's term `E[∇f·(−x)]` of the
+/// objective adds `eᵢ = Σⱼ K_ij ⟨z_j − z_i, z_j⟩` to `b`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LiteEstimator {
     sigma: f64,
     lambda: f64,
     regulariser: LiteRegulariser,
+    #[serde(default)]
+    base: BaseMeasure,
     /// The dimension d (0 before a fit).
     dim: usize,
     /// The basis points, column-major (n × d): coordinate l of all points is
@@ -173,6 +179,7 @@ impl LiteEstimator {
             sigma: positive("sigma", sigma)?,
             lambda: positive("lambda", lambda)?,
             regulariser: LiteRegulariser::Identity,
+            base: BaseMeasure::Flat,
             dim: 0,
             basis: Vec::new(),
             alpha: Vec::new(),
@@ -184,6 +191,18 @@ impl LiteEstimator {
     pub fn with_regulariser(mut self, regulariser: LiteRegulariser) -> Self {
         self.regulariser = regulariser;
         self
+    }
+
+    /// The same estimator with another base measure (applies at the next
+    /// fit; an unfitted model is the base measure itself).
+    pub fn with_base_measure(mut self, base: BaseMeasure) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// The base measure in use.
+    pub fn base_measure(&self) -> BaseMeasure {
+        self.base
     }
 
     /// Sets the lite bandwidth σ > 0 for the next fit. The fitted α
@@ -718,6 +737,9 @@ impl LiteEstimator {
             mut b,
             mut c,
         } = lite_system(points, self.sigma, par);
+        if self.base == BaseMeasure::StandardNormal {
+            add_standard_normal_term(points, kernel.as_ref(), &mut b);
+        }
         // only the lower triangle is read by the Cholesky factorisation
         match self.regulariser {
             LiteRegulariser::Identity => {
@@ -761,6 +783,24 @@ impl LiteEstimator {
     }
 }
 
+/// Adds the standard normal base measure's term to `b`:
+/// `eᵢ = Σⱼ K_ij (‖z_j‖² − ⟨z_i, z_j⟩)`, i.e. `K s − rowdot(K Z, Z)` with
+/// `s_j = ‖z_j‖²` (sequential products: α must not depend on the thread
+/// count).
+fn add_standard_normal_term(z: MatRef<'_, f64>, kernel: MatRef<'_, f64>, b: &mut Col<f64>) {
+    let (n, d) = z.shape();
+    let mut kz = Mat::<f64>::zeros(n, d);
+    faer::linalg::matmul::matmul(kz.as_mut(), Accum::Replace, kernel, z, 1.0, Par::Seq);
+    let squares: Vec<f64> = (0..n)
+        .map(|j| (0..d).map(|l| z[(j, l)] * z[(j, l)]).sum())
+        .collect();
+    for i in 0..n {
+        let weighted: f64 = (0..n).map(|j| kernel[(i, j)] * squares[j]).sum();
+        let inner: f64 = (0..d).map(|l| kz[(i, l)] * z[(i, l)]).sum();
+        b[i] += weighted - inner;
+    }
+}
+
 impl GradientModel for LiteEstimator {
     fn dim(&self) -> usize {
         self.dim
@@ -778,10 +818,11 @@ impl GradientModel for LiteEstimator {
 
     fn log_density_unnormalised(&mut self, x: &[f64]) -> f64 {
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
+        let base = self.base.log_density(x);
         if self.alpha.is_empty() {
-            return 0.0;
+            return base;
         }
-        lane_sum(&self.evaluate::<false>(x).weights)
+        lane_sum(&self.evaluate::<false>(x).weights) + base
     }
 
     fn grad_log_density(&mut self, x: &[f64], out: &mut [f64]) {
@@ -789,25 +830,29 @@ impl GradientModel for LiteEstimator {
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
         if self.alpha.is_empty() {
             out.fill(0.0);
-            return;
+        } else {
+            let totals = self.evaluate::<false>(x);
+            self.write_gradient(&totals, out);
         }
-        let totals = self.evaluate::<false>(x);
-        self.write_gradient(&totals, out);
+        self.base.add_gradient(x, out);
     }
 
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
         debug_assert!(x.len() == grad.len());
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
+        let base = self.base.laplacian(x.len());
         if self.alpha.is_empty() {
             grad.fill(0.0);
-            return 0.0;
+            self.base.add_gradient(x, grad);
+            return base;
         }
         let totals = self.evaluate::<true>(x);
         let total = self.write_gradient(&totals, grad);
+        self.base.add_gradient(x, grad);
         // Σ_l ∂²_l k = ((4/σ²)‖x − z‖² − 2d/σ) k = −(2/σ)(2e + d) k with the
         // exponent e = −‖x − z‖²/σ
         let d = x.len() as f64;
-        -2.0 / self.sigma * (2.0 * lane_sum(&totals.weighted_exponents) + d * total)
+        -2.0 / self.sigma * (2.0 * lane_sum(&totals.weighted_exponents) + d * total) + base
     }
 }
 

@@ -9,15 +9,23 @@ use common::{
 use faer::{Mat, MatMut};
 use kameleon_features::{Embedding, FeatureMap, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
-use kameleon_score_matching::{FiniteEstimator, GradientModel, RidgeSchedule, ScoreMatchingError};
+use kameleon_score_matching::{
+    BaseMeasure, FiniteEstimator, GradientModel, RidgeSchedule, ScoreMatchingError,
+};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Ĵ(θ) = aᵀθ + ½θᵀQθ on `points` for `f = θᵀφ`, with the feature
 /// derivatives taken by central finite differences of `embed` only (so the
 /// feature map's analytic derivatives and the estimator's sums are both
-/// checked): `∂_l f = θᵀ∂_lφ`, `∂²_l f = θᵀ∂²_lφ`.
-fn objective_quadratic_form(features: &Fourier, points: &Mat<f64>) -> (Vec<f64>, Mat<f64>) {
+/// checked): `∂_l f = θᵀ∂_lφ`, `∂²_l f = θᵀ∂²_lφ`. With the standard normal
+/// base measure the objective of `f − ‖x‖²/2` has the extra linear term
+/// `mean_x ∇f(x)·(−x)` (and a constant, not included).
+fn objective_quadratic_form(
+    features: &Fourier,
+    points: &Mat<f64>,
+    base: BaseMeasure,
+) -> (Vec<f64>, Mat<f64>) {
     let (n, d, m) = (points.nrows(), points.ncols(), features.dim_out());
     let (h1, h2) = (1e-5, 1e-3);
     let mut linear = vec![0.0; m];
@@ -40,6 +48,9 @@ fn objective_quadratic_form(features: &Fourier, points: &Mat<f64>) -> (Vec<f64>,
             let first: Vec<f64> = (0..m).map(|i| (p1[i] - m1[i]) / (2.0 * h1)).collect();
             for i in 0..m {
                 linear[i] += (p2[i] - 2.0 * f0[i] + m2[i]) / (h2 * h2) / n as f64;
+                if base == BaseMeasure::StandardNormal {
+                    linear[i] -= first[i] * x[l] / n as f64;
+                }
                 for j in 0..m {
                     quadratic[(i, j)] += first[i] * first[j] / n as f64;
                 }
@@ -49,13 +60,24 @@ fn objective_quadratic_form(features: &Fourier, points: &Mat<f64>) -> (Vec<f64>,
     (linear, quadratic)
 }
 
+/// Both base measures; the standard normal one away from the origin
+/// (points in [1, 3]²) so that its term is large.
 #[test]
 fn theta_minimises_the_regularised_objective() {
+    let points = uniform_points(60, 2, 8);
+    let shifted = Mat::from_fn(60, 2, |i, l| points[(i, l)] + 2.0);
+    check_theta_minimises(BaseMeasure::Flat, &points);
+    check_theta_minimises(BaseMeasure::StandardNormal, &shifted);
+}
+
+fn check_theta_minimises(base: BaseMeasure, points: &Mat<f64>) {
     let lambda = 0.02;
     let features = Fourier::new(2, 30, 1.0, 7);
-    let points = uniform_points(60, 2, 8);
-    let (a, q) = objective_quadratic_form(&features, &points);
-    let mut model = FiniteEstimator::new(features, lambda).unwrap();
+    let (a, q) = objective_quadratic_form(&features, points, base);
+    let mut model = FiniteEstimator::new(features, lambda)
+        .unwrap()
+        .with_base_measure(base)
+        .unwrap();
     model.fit(points.as_ref()).unwrap();
     // Minimise aᵀθ + ½θᵀQθ + (λ/2)‖θ‖²: (Q + λI) θ = −a.
     let system = Mat::from_fn(q.nrows(), q.ncols(), |i, j| {
@@ -67,9 +89,10 @@ fn theta_minimises_the_regularised_objective() {
     // derivatives, amplified by at most ‖(Q + λI)⁻¹‖ ≤ 1/λ = 50 relative to
     // the O(1) entries: 1e-4 is a safe bound; round-off alone would be 1e-12.
     let err = relative_error(model.theta(), &brute);
-    assert!(err < 1e-4, "relative error {err}");
+    assert!(err < 1e-4, "{base:?}: relative error {err}");
 
-    // The trait's Ĵ at θ̂ equals the quadratic form at θ̂.
+    // The trait's Ĵ at θ̂ equals the quadratic form at θ̂, plus the base
+    // measure's constant mean_x (Δ log q₀ + ½‖∇ log q₀‖²) = mean (‖x‖²/2 − d).
     let theta = model.theta();
     let quad: f64 = (0..theta.len())
         .map(|i| {
@@ -77,21 +100,43 @@ fn theta_minimises_the_regularised_objective() {
                 + 0.5 * theta[i] * (0..theta.len()).map(|j| q[(i, j)] * theta[j]).sum::<f64>()
         })
         .sum();
+    let constant = match base {
+        BaseMeasure::Flat => 0.0,
+        BaseMeasure::StandardNormal => {
+            (0..points.nrows())
+                .map(|k| 0.5 * row(points, k).iter().map(|v| v * v).sum::<f64>() - 2.0)
+                .sum::<f64>()
+                / points.nrows() as f64
+        }
+    };
+    let quad = quad + constant;
     let j = model.score_matching_objective(points.as_ref()).unwrap();
     assert!(
         (j - quad).abs() < 1e-5 * quad.abs().max(1.0),
-        "{j} vs {quad}"
+        "{base:?}: {j} vs {quad}"
     );
 }
 
 #[test]
 fn online_updates_equal_the_batch_fit() {
+    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+        check_online_updates(base);
+    }
+}
+
+fn check_online_updates(base: BaseMeasure) {
     let features = Fourier::new(3, 40, 1.2, 21);
     let points = uniform_points(400, 3, 22);
-    let mut batch = FiniteEstimator::new(features.clone(), 1e-3).unwrap();
-    let mut online = FiniteEstimator::new(features.clone(), 1e-3).unwrap();
+    let estimator = |features: Fourier| {
+        FiniteEstimator::new(features, 1e-3)
+            .unwrap()
+            .with_base_measure(base)
+            .unwrap()
+    };
+    let mut batch = estimator(features.clone());
+    let mut online = estimator(features.clone());
     // Also: a batch fit on the first 50 points continued online.
-    let mut continued = FiniteEstimator::new(features, 1e-3).unwrap();
+    let mut continued = estimator(features);
     let first = Mat::from_fn(50, 3, |i, l| points[(i, l)]);
     continued.fit(first.as_ref()).unwrap();
     for i in 0..points.nrows() {
@@ -106,11 +151,11 @@ fn online_updates_equal_the_batch_fit() {
             // Both solve the same SPD system to a relative residual of
             // 1e-13; with cond(C + λI) ≲ 1e4 here the solutions agree to 1e-9.
             let err = relative_error(online.theta(), batch.theta());
-            assert!(err < 1e-9, "after {} points: {err}", i + 1);
+            assert!(err < 1e-9, "{base:?}, after {} points: {err}", i + 1);
         }
     }
     let err = relative_error(continued.theta(), batch.theta());
-    assert!(err < 1e-9, "continued: {err}");
+    assert!(err < 1e-9, "{base:?}, continued: {err}");
 }
 
 /// Dense random Fourier features with their factored structure
@@ -152,15 +197,24 @@ fn rff(d: usize, m: usize, embedding: Embedding, seed: u64) -> RandomFourierFeat
 /// several blocks of points.
 #[test]
 fn factored_batch_fit_equals_the_generic_fit() {
-    for embedding in [Embedding::CosPhase, Embedding::SinCos] {
+    let settings = [Embedding::CosPhase, Embedding::SinCos]
+        .into_iter()
+        .flat_map(|e| [(e, BaseMeasure::Flat), (e, BaseMeasure::StandardNormal)]);
+    for (embedding, base) in settings {
         let features = rff(3, 60, embedding, 31);
         let points = uniform_points(700, 3, 32);
-        let mut factored = FiniteEstimator::new(features.clone(), 1e-3).unwrap();
-        let mut generic = FiniteEstimator::new(Unstructured(features), 1e-3).unwrap();
+        let mut factored = FiniteEstimator::new(features.clone(), 1e-3)
+            .unwrap()
+            .with_base_measure(base)
+            .unwrap();
+        let mut generic = FiniteEstimator::new(Unstructured(features), 1e-3)
+            .unwrap()
+            .with_base_measure(base)
+            .unwrap();
         factored.fit(points.as_ref()).unwrap();
         generic.fit(points.as_ref()).unwrap();
         let err = relative_error(factored.theta(), generic.theta());
-        assert!(err < 1e-9, "{embedding:?}: {err}");
+        assert!(err < 1e-9, "{embedding:?}, {base:?}: {err}");
     }
 }
 
@@ -210,9 +264,18 @@ fn fixed_ridge_on_the_sums_is_updated_exactly_online() {
 
 #[test]
 fn gradient_and_laplacian_match_finite_differences() {
-    let features = Fourier::new(3, 25, 1.0, 3);
-    let mut model = FiniteEstimator::new(features, 0.1).unwrap();
-    model.fit(uniform_points(50, 3, 4).as_ref()).unwrap();
+    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+        let features = Fourier::new(3, 25, 1.0, 3);
+        let mut model = FiniteEstimator::new(features, 0.1)
+            .unwrap()
+            .with_base_measure(base)
+            .unwrap();
+        model.fit(uniform_points(50, 3, 4).as_ref()).unwrap();
+        check_derivatives(&mut model);
+    }
+}
+
+fn check_derivatives(model: &mut FiniteEstimator<Fourier>) {
     for x in [[0.1, -0.4, 0.7], [1.5, 0.2, -1.0]] {
         let mut grad = [0.0; 3];
         let laplacian = model.grad_and_laplacian(&x, &mut grad);
@@ -269,6 +332,15 @@ fn finite_rejects_bad_input() {
         Err(ScoreMatchingError::DimensionMismatch {
             expected: 2,
             got: 3
+        })
+    ));
+    // the base measure is part of the sums: it cannot change once points are in
+    model.update(&[0.5, 0.5]).unwrap();
+    assert!(matches!(
+        model.with_base_measure(BaseMeasure::StandardNormal),
+        Err(ScoreMatchingError::InvalidParameter {
+            name: "base_measure",
+            ..
         })
     ));
 }
