@@ -69,6 +69,7 @@ SAMPLERS = {
     "RandomWalk(learned)": lambda: km.RandomWalk(learned=True),
     "AM": lambda: km.AM(),
     "AM(learned)": lambda: km.AM(scale="learned"),
+    "AM(whiten)": lambda: km.AM(whiten=True),
     "ensemble": None,
     "emcee": None,
 }
@@ -82,7 +83,7 @@ PAPER_SETTINGS = {
     "CKAM.paper": lambda: km.CKAM.paper(),
     "KMCLite.paper": lambda: km.KMCLite.paper(),
     "KMCFinite.paper": lambda: km.KMCFinite.paper(),
-    "RandomWalk(fixed)": lambda: km.RandomWalk(learned=False),
+    "RandomWalk(fixed)": lambda: km.RandomWalk(learned=False, whiten=False),
 }
 
 SHORT = {

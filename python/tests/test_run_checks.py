@@ -20,7 +20,7 @@ def standard_normal(x):
 
 def fixed_walk(scale):
     """A random walk that keeps its scale (by default it learns it in tuning)."""
-    return km.RandomWalk(scale=scale, learned=False)
+    return km.RandomWalk(scale=scale, learned=False, whiten=False)
 
 
 @contextlib.contextmanager
@@ -36,7 +36,7 @@ def no_sampling_warning():
 
 @pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")  # short runs on purpose
 def test_numpy_integers_are_accepted_and_give_the_same_draws_as_ints():
-    kwargs = dict(sampler=km.RandomWalk(), progress=False)
+    kwargs = dict(sampler=km.RandomWalk(whiten=False), progress=False)
     plain = km.sample(standard_normal, [0.0, 0.0], draws=50, tune=10, chains=2, thin=2, seed=3, **kwargs)
     numpy = km.sample(
         standard_normal,
@@ -74,7 +74,7 @@ def test_numpy_integers_are_accepted_by_sample_ensemble():
 @pytest.mark.parametrize("value", [True, np.True_, 2.0, "2"])
 def test_bools_floats_and_strings_are_refused(name, value):
     with pytest.raises(ValueError, match=f"`{name}` must be an integer"):
-        km.sample(standard_normal, [0.0], sampler=km.RandomWalk(), progress=False,
+        km.sample(standard_normal, [0.0], sampler=km.RandomWalk(whiten=False), progress=False,
                   **{"draws": 5, "tune": 0, "chains": 2, **{name: value}})
 
 
@@ -92,7 +92,7 @@ def test_seed_out_of_range_is_refused():
 
 def test_version_is_a_string_recorded_in_the_output():
     assert isinstance(km.__version__, str) and km.__version__
-    idata = km.sample(standard_normal, [0.0], sampler=km.RandomWalk(), draws=5, tune=0, chains=1, seed=1,
+    idata = km.sample(standard_normal, [0.0], sampler=km.RandomWalk(whiten=False), draws=5, tune=0, chains=1, seed=1,
                       progress=False)
     assert idata.posterior.attrs["inference_library_version"] == km.__version__
 
@@ -180,7 +180,7 @@ def test_compiled_densities_get_checked_jittered_starts():
 
 def test_a_start_outside_the_support_falls_back_to_x0_and_is_still_reported():
     with pytest.raises(ValueError, match="chain 0.*support"):
-        km.sample(lambda x: -math.inf, [0.0, 0.0], sampler=km.RandomWalk(), draws=10, tune=0, chains=3,
+        km.sample(lambda x: -math.inf, [0.0, 0.0], sampler=km.RandomWalk(whiten=False), draws=10, tune=0, chains=3,
                   progress=False)
 
 
@@ -291,7 +291,7 @@ def test_evaluations_count_every_call_of_the_log_density():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
         # threads named: the default rule would time one call at a given start
-        idata = km.sample(counted, x0, sampler=km.RandomWalk(), draws=30, tune=20, chains=2, thin=3, seed=1,
+        idata = km.sample(counted, x0, sampler=km.RandomWalk(whiten=False), draws=30, tune=20, chains=2, thin=3, seed=1,
                           progress=False, parallel="thread")
     assert sum(idata.posterior.attrs["evaluations"]) == len(calls) == 2 * (1 + 20 + 30 * 3)
 

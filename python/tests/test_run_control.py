@@ -97,14 +97,14 @@ def test_an_evaluation_budget_cuts_the_draws():
         return gaussian(x)
 
     x0 = np.tile(X0, (2, 1))  # given starts: no calls to check jittered ones
-    idata = km.sample(counted, x0, sampler=km.RandomWalk(), draws=1000, tune=50, chains=2, thin=2, seed=3,
+    idata = km.sample(counted, x0, sampler=km.RandomWalk(whiten=False), draws=1000, tune=50, chains=2, thin=2, seed=3,
                       progress=False, parallel="thread", max_evaluations=503)
     # 503 // 2 - 1 = 250 steps per chain: 50 tuning, then 100 draws of 2 steps
     assert idata.posterior.attrs["stopped_by"] == "max_evaluations"
     assert posterior(idata).shape[1] == 100
     assert len(calls) == sum(idata.posterior.attrs["evaluations"]) == 2 * 251 <= 503
     with pytest.raises(ValueError, match="does not cover one draw per chain"):
-        km.sample(gaussian, X0, sampler=km.RandomWalk(), tune=50, chains=2, max_evaluations=100, progress=False)
+        km.sample(gaussian, X0, sampler=km.RandomWalk(whiten=False), tune=50, chains=2, max_evaluations=100, progress=False)
 
 
 @pytest.mark.parametrize("parallel", ["thread", "process"])
