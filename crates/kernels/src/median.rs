@@ -65,7 +65,8 @@ pub fn median_heuristic<R: Rng + ?Sized>(
 pub struct MedianHeuristic {
     /// The used rows, m × d row-major.
     rows: Vec<f64>,
-    /// The same rows column-major (m values per coordinate).
+    /// The same rows column-major (m values per coordinate, then
+    /// `OVERHANG` entries of padding).
     columns: Vec<f64>,
     /// The m(m − 1)/2 squared distances.
     squared: Vec<f64>,
@@ -111,30 +112,42 @@ impl MedianHeuristic {
                 copy_row(&mut self.rows, i)?;
             }
         }
-        // the coordinates of the m points, each contiguous, so that the
-        // distances from one point to all later ones run over the later
+        // the coordinates of the m points, each contiguous and followed by
+        // OVERHANG entries that a row's last SIMD vector may read, so that
+        // the distances from one point to all later ones run over the later
         // points in SIMD lanes; each distance still sums its d squared
         // differences in coordinate order (the per-pair result is unchanged);
-        // every entry of `columns` and `squared` is overwritten, so only a
-        // change of size touches them here
-        self.columns.resize(m * d, 0.0);
+        // every entry of `columns` and `squared` that is used is overwritten,
+        // so only a change of size touches them here
+        let stride = m + OVERHANG;
+        self.columns.resize(stride * d, 0.0);
         for (i, row) in self.rows.chunks_exact(d).enumerate() {
             for (l, &v) in row.iter().enumerate() {
-                self.columns[l * m + i] = v;
+                self.columns[l * stride + i] = v;
             }
         }
-        self.squared.resize(m * (m - 1) / 2, 0.0);
-        pulp::Arch::new().dispatch(PairDistances {
-            rows: &self.rows,
-            columns: &self.columns,
-            dim: d,
-            squared: &mut self.squared,
-        });
+        let pairs = m * (m - 1) / 2;
+        self.squared.resize(pairs + OVERHANG, 0.0);
+        let distances = (&self.rows[..], &self.columns[..], d, &mut self.squared[..]);
+        match d {
+            1 => pair_distances::<1>(distances),
+            2 => pair_distances::<2>(distances),
+            3 => pair_distances::<3>(distances),
+            4 => pair_distances::<4>(distances),
+            5 => pair_distances::<5>(distances),
+            6 => pair_distances::<6>(distances),
+            7 => pair_distances::<7>(distances),
+            8 => pair_distances::<8>(distances),
+            9 => pair_distances::<9>(distances),
+            10 => pair_distances::<10>(distances),
+            _ => pair_distances::<0>(distances),
+        }
+        let squared = &self.squared[..pairs];
         // squared distances are ≥ +0 (or +∞), where the order of the bit
         // patterns is the numeric order: the selection works on integers
-        let mid = self.squared.len() / 2;
-        let even = self.squared.len().is_multiple_of(2);
-        let Some((below, upper)) = self.select.select(&self.squared, mid) else {
+        let mid = squared.len() / 2;
+        let even = squared.len().is_multiple_of(2);
+        let Some((below, upper)) = self.select.select(squared, mid) else {
             // unreachable: m ≥ 2 gives at least one pair
             return Err(KernelError::TooFewPoints { got: m });
         };
@@ -222,16 +235,25 @@ impl PivotSelect {
         // the patterns in [low, high] (those whose offset from low wraps to
         // at most high − low), and how many lie below low: a store and two
         // counts per pattern, no branch, as the outcomes are random
-        if self.kept.len() < n {
-            self.kept.resize(n, 0);
+        if self.kept.len() < n + KEPT_PER_STEP {
+            self.kept.resize(n + KEPT_PER_STEP, 0);
         }
         let width = high - low;
+        let between = |key: u64| key.wrapping_sub(low) <= width;
         let (mut len, mut less) = (0, 0);
-        for v in values {
+        let mut chunks = values.chunks_exact(KEPT_PER_STEP);
+        for chunk in &mut chunks {
+            let keys: [u64; KEPT_PER_STEP] = std::array::from_fn(|c| chunk[c].to_bits());
+            less += keys
+                .iter()
+                .map(|&key| usize::from(key < low))
+                .sum::<usize>();
+            len = keep_where(&mut self.kept, len, keys, between);
+        }
+        for v in chunks.remainder() {
             let key = v.to_bits();
-            self.kept[len] = key;
-            len += usize::from(key.wrapping_sub(low) <= width);
             less += usize::from(key < low);
+            len = keep_where(&mut self.kept, len, [key], between);
         }
         // both wanted ranks (k − 1 only for k ≥ 1) must be among the kept
         if less > k.saturating_sub(1) || less + len <= k {
@@ -284,15 +306,47 @@ fn select_in_range(
             .filter(|&key| bucket(key) < target)
             .fold(low, u64::max)
     });
-    // the target bucket's keys to the front, branch-free
+    // the target bucket's keys to the front, branch-free (the keys a step
+    // writes start at or before those it reads, which it has read already)
+    let in_target = |key: u64| bucket(key) == target;
     let mut len = 0;
-    for i in 0..keys.len() {
-        let key = keys[i];
-        keys[len] = key;
-        len += usize::from(bucket(key) == target);
+    let mut start = 0;
+    while let Some(chunk) = keys.get(start..start + KEPT_PER_STEP) {
+        let chunk: [u64; KEPT_PER_STEP] = std::array::from_fn(|c| chunk[c]);
+        len = keep_where(keys, len, chunk, in_target);
+        start += KEPT_PER_STEP;
+    }
+    for i in start..keys.len() {
+        len = keep_where(keys, len, [keys[i]], in_target);
     }
     let (previous, kth) = select_pair(&mut keys[..len], k - below);
     (previous.or(largest_below), kth)
+}
+
+/// Keys handled per step of the compactions ([`keep_where`]).
+const KEPT_PER_STEP: usize = 4;
+
+/// Writes `keys` in order to `out[len..]`, each over the previous one unless
+/// `keep` held for it, and returns the new `len`: a compaction step without
+/// branches (the outcomes are random), with one bounds check for the N
+/// stores. `out` must hold `len + N` entries.
+#[inline(always)]
+fn keep_where<const N: usize>(
+    out: &mut [u64],
+    len: usize,
+    keys: [u64; N],
+    keep: impl Fn(u64) -> bool,
+) -> usize {
+    let slots: &mut [u64; N] = (&mut out[len..len + N])
+        .try_into()
+        .expect("a slice of length N");
+    let mut kept = 0;
+    for (c, key) in keys.into_iter().enumerate() {
+        // kept ≤ c < N
+        slots[kept.min(c)] = key;
+        kept += usize::from(keep(key));
+    }
+    len + kept
 }
 
 /// The k-th smallest of `keys` (k < len) and, for k ≥ 1, the (k − 1)-th.
@@ -301,21 +355,47 @@ fn select_pair(keys: &mut [u64], k: usize) -> (Option<u64>, u64) {
     (lower.iter().copied().max(), kth)
 }
 
+/// Entries past the end of each coordinate of `MedianHeuristic::columns`
+/// and of its squared distances: the last SIMD vector of a point's row
+/// reaches up to L − 1 entries past its later points (L ≤ 8 lanes).
+const OVERHANG: usize = 8;
+
+/// Runs [`PairDistances`] with `d = DIM` if `DIM > 0`, else with the
+/// dimension of the rows.
+fn pair_distances<const DIM: usize>(
+    (rows, columns, dim, squared): (&[f64], &[f64], usize, &mut [f64]),
+) {
+    pulp::Arch::new().dispatch(PairDistances::<DIM> {
+        rows,
+        columns,
+        dim,
+        squared,
+    });
+}
+
 /// The squared distances from each of m points to every later one, in the
-/// order (0, 1), (0, 2), …, (1, 2), …: per point, the later points two SIMD
-/// vectors at a time (their squared differences summed in registers over
-/// the coordinates, in coordinate order), the last few one by one.
-struct PairDistances<'a> {
+/// order (0, 1), (0, 2), …, (1, 2), …: per point, the later points in whole
+/// SIMD vectors, the last one running into the overhang (its extra lanes
+/// land where the next point's distances, or the buffer's overhang, go, and
+/// are overwritten or ignored). Each lane sums its squared differences over
+/// the coordinates in coordinate order, a multiplication and an addition
+/// each (the scalar sum's operations). With `DIM > 0` (d = DIM) the point's
+/// coordinates and the sums stay in registers; otherwise the sums are
+/// accumulated in the output, coordinate by coordinate.
+struct PairDistances<'a, const DIM: usize> {
     /// m × d row-major.
     rows: &'a [f64],
-    /// The same points column-major.
+    /// The same points column-major, each coordinate followed by
+    /// [`OVERHANG`] entries.
     columns: &'a [f64],
+    /// d.
     dim: usize,
-    /// m(m − 1)/2 entries, each overwritten with its squared distance.
+    /// m(m − 1)/2 + [`OVERHANG`] entries; the first m(m − 1)/2 are
+    /// overwritten with the squared distances.
     squared: &'a mut [f64],
 }
 
-impl pulp::WithSimd for PairDistances<'_> {
+impl<const DIM: usize> pulp::WithSimd for PairDistances<'_, DIM> {
     type Output = ();
 
     #[inline(always)]
@@ -326,34 +406,43 @@ impl pulp::WithSimd for PairDistances<'_> {
             dim,
             squared,
         } = self;
-        let m = rows.len() / dim;
-        let block = 2 * (std::mem::size_of::<S::f64s>() / 8);
+        let lanes = S::F64_LANES;
+        let d = if DIM > 0 { DIM } else { dim };
+        let (m, stride) = (rows.len() / d, columns.len() / d);
+        let add_square = |sum: S::f64s, u: S::f64s, v: S::f64s| {
+            let t = simd.sub_f64s(u, v);
+            simd.add_f64s(sum, simd.mul_f64s(t, t))
+        };
         let mut start = 0;
         for a in 0..m.saturating_sub(1) {
-            let point = &rows[a * dim..(a + 1) * dim];
+            let point = &rows[a * d..(a + 1) * d];
             let count = m - 1 - a;
-            let later = &mut squared[start..start + count];
-            let mut b = 0;
-            while b + block <= count {
-                let first = a + 1 + b;
-                let mut sums = [simd.splat_f64s(0.0); 2];
+            let vectors = count.div_ceil(lanes);
+            // the later points' coordinate l, as `vectors` SIMD vectors
+            let later = |l: usize| {
+                let from = l * stride + a + 1;
+                &S::as_simd_f64s(&columns[from..from + vectors * lanes]).0[..vectors]
+            };
+            let out =
+                &mut S::as_mut_simd_f64s(&mut squared[start..start + vectors * lanes]).0[..vectors];
+            if DIM > 0 {
+                let u: [S::f64s; DIM] = std::array::from_fn(|l| simd.splat_f64s(point[l]));
+                let v: [&[S::f64s]; DIM] = std::array::from_fn(later);
+                for (j, o) in out.iter_mut().enumerate() {
+                    let mut sum = simd.splat_f64s(0.0);
+                    for l in 0..DIM {
+                        sum = add_square(sum, u[l], v[l][j]);
+                    }
+                    *o = sum;
+                }
+            } else {
+                out.fill(simd.splat_f64s(0.0));
                 for (l, &u) in point.iter().enumerate() {
-                    let (v, _) = S::as_simd_f64s(&columns[l * m + first..l * m + first + block]);
                     let u = simd.splat_f64s(u);
-                    for (s, v) in sums.iter_mut().zip(v) {
-                        let t = simd.sub_f64s(u, *v);
-                        *s = simd.add_f64s(*s, simd.mul_f64s(t, t));
+                    for (o, &v) in out.iter_mut().zip(later(l)) {
+                        *o = add_square(*o, u, v);
                     }
                 }
-                let (out, _) = S::as_mut_simd_f64s(&mut later[b..b + block]);
-                out.copy_from_slice(&sums);
-                b += block;
-            }
-            for (s, other) in later[b..].iter_mut().zip(a + 1 + b..) {
-                *s = point.iter().enumerate().fold(0.0, |sum, (l, &u)| {
-                    let t = u - columns[l * m + other];
-                    sum + t * t
-                });
             }
             start += count;
         }
@@ -480,6 +569,30 @@ mod tests {
             Err(KernelError::NonFinitePoint { index: 1 })
         );
         assert!(median.compute(z.as_ref(), 10, &mut rng).is_ok());
+    }
+
+    /// The registers' path (d ≤ 10: 1, 5, 8) and the accumulating one
+    /// (d = 12, 17), at numbers of points whose rows end anywhere in a SIMD
+    /// vector, give exactly the brute-force median (each distance summed in
+    /// coordinate order).
+    #[test]
+    fn every_dimension_path_gives_the_brute_force_median() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut median = MedianHeuristic::new();
+        for d in [1, 5, 8, 12, 17] {
+            for m in [2, 3, 9, 16, 37, 100] {
+                let points: Vec<Vec<f64>> = (0..m)
+                    .map(|_| {
+                        (0..d)
+                            .map(|_| rand::RngExt::random::<f64>(&mut rng) * 5.0 - 2.0)
+                            .collect()
+                    })
+                    .collect();
+                let z = matrix(&points);
+                let got = median.compute(z.as_ref(), m, &mut rng).unwrap();
+                assert_eq!(got, brute_force_median(&points), "d = {d}, m = {m}");
+            }
+        }
     }
 
     /// Every rank of `values` against a sort of the bit patterns.

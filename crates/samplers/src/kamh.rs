@@ -433,14 +433,21 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     }
 
     /// Copies the row-major z into its column-major copy (O(nd), at each
-    /// change of z), column by column: each column is written in order and
-    /// its reads stride through z, which stays in cache.
+    /// change of z).
     fn transpose_subsample(&mut self) {
-        let n = self.subsample_size();
-        for (l, column) in self.columns.chunks_exact_mut(n).enumerate() {
-            for (c, point) in column.iter_mut().zip(self.subsample.chunks_exact(self.dim)) {
-                *c = point[l];
-            }
+        let args = (&self.subsample[..], &mut self.columns[..], self.dim);
+        match self.dim {
+            1 => transpose::<1>(args),
+            2 => transpose::<2>(args),
+            3 => transpose::<3>(args),
+            4 => transpose::<4>(args),
+            5 => transpose::<5>(args),
+            6 => transpose::<6>(args),
+            7 => transpose::<7>(args),
+            8 => transpose::<8>(args),
+            9 => transpose::<9>(args),
+            10 => transpose::<10>(args),
+            _ => transpose::<0>(args),
         }
     }
 
@@ -547,6 +554,34 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
             self.median_failures as f64,
         ));
         out.push(("history_len".into(), self.history.len() as f64));
+    }
+}
+
+/// Writes the n × d row-major `rows` column-major into `columns` (both of
+/// length n·d). With d = DIM > 0 row by row, each row's d values stored
+/// into the d columns (split once, so the stores need no bounds checks);
+/// otherwise column by column, the reads striding through `rows` (which
+/// stays in cache).
+fn transpose<const DIM: usize>((rows, columns, dim): (&[f64], &mut [f64], usize)) {
+    let n = columns.len() / dim;
+    if DIM > 0 {
+        let mut rest = columns;
+        let columns: [&mut [f64]; DIM] = std::array::from_fn(|_| {
+            let (column, tail) = std::mem::take(&mut rest).split_at_mut(n);
+            rest = tail;
+            column
+        });
+        for (i, row) in rows.chunks_exact(DIM).enumerate().take(n) {
+            for l in 0..DIM {
+                columns[l][i] = row[l];
+            }
+        }
+    } else {
+        for (l, column) in columns.chunks_exact_mut(n).enumerate() {
+            for (c, point) in column.iter_mut().zip(rows.chunks_exact(dim)) {
+                *c = point[l];
+            }
+        }
     }
 }
 
@@ -777,5 +812,34 @@ impl<K: LengthScale> Proposal for Kamh<K> {
 
     fn covariance_jitters(&self) -> u64 {
         self.current.factor.jitters() + self.proposed.factor.jitters()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transpose;
+
+    /// Both paths (d ≤ 10 row by row, larger d column by column) put entry
+    /// (i, l) of the row-major input at `l·n + i`.
+    #[test]
+    fn transpose_puts_each_entry_in_its_column() {
+        let n = 13;
+        for d in [1, 3, 8, 10, 11, 14] {
+            let rows: Vec<f64> = (0..n * d).map(|k| k as f64).collect();
+            let mut columns = vec![f64::NAN; n * d];
+            let args = (&rows[..], &mut columns[..], d);
+            match d {
+                1 => transpose::<1>(args),
+                3 => transpose::<3>(args),
+                8 => transpose::<8>(args),
+                10 => transpose::<10>(args),
+                _ => transpose::<0>(args),
+            }
+            for i in 0..n {
+                for l in 0..d {
+                    assert_eq!(columns[l * n + i], rows[i * d + l], "d = {d}");
+                }
+            }
+        }
     }
 }
