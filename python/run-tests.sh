@@ -9,6 +9,9 @@
 #    by .venv's maturin from the same cargo build, so no second compile) and
 #    runs the subset below, beside run 1. Skipped, with a message, when
 #    venv.sh finds no Python 3.12 ($PYTHON312 names one).
+# 3. The ELFI venv (.venv-elfi, Python 3.11 with ELFI) is made or brought up
+#    to date beside the build; run 1's test_ricker_vs_elfi.py runs the
+#    Ricker comparison in it with this tree's package and extension.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -21,6 +24,11 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
     status=0
     bash "$root/python/venv.sh" 3.12 > "$run/python312" 2> "$run/venv312.log" || status=$?
     echo "$status" > "$run/venv312.status"
+) &
+(
+    status=0
+    bash "$root/python/venv.sh" elfi > /dev/null 2> "$run/venv-elfi.log" || status=$?
+    echo "$status" > "$run/venv-elfi.status"
 ) &
 
 python="$(bash "$root/python/venv.sh")"
@@ -71,6 +79,16 @@ run_312() {
 run_312 > "$run/run312.log" 2>&1 &
 tests312=$!
 
+# run 1's ELFI test needs the ELFI venv complete (it skips without it)
+while [[ ! -f "$run/venv-elfi.status" ]]; do
+    sleep 0.2
+done
+status_elfi="$(cat "$run/venv-elfi.status")"
+if [[ $status_elfi -ne 0 ]]; then
+    cat "$run/venv-elfi.log" >&2
+    echo "run-tests.sh: making the ELFI venv failed (status $status_elfi): its test will skip" >&2
+fi
+
 status=0
 "$python" -m pytest -q "$root/python/tests" "$@" || status=$?
 status312=0
@@ -79,4 +97,7 @@ cat "$run/run312.log" >&2
 if [[ $status -ne 0 ]]; then
     exit "$status"
 fi
-exit "$status312"
+if [[ $status312 -ne 0 ]]; then
+    exit "$status312"
+fi
+exit "$status_elfi"

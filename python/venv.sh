@@ -13,6 +13,10 @@
 #                             run-tests.sh's ArviZ 1 run. Exits with status 69
 #                             and says so on stderr when no Python 3.12 is
 #                             found.
+#   venv.sh elfi   .venv-elfi/ Python 3.11 ($PYTHON, default python3.11),
+#                             from python/requirements-elfi.txt (ELFI, which
+#                             pins matplotlib < 3.9 and brings GPy): the
+#                             Ricker comparison with ELFI and its test.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -57,8 +61,13 @@ case "${1:-3.11}" in
             exit 69  # EX_UNAVAILABLE: run-tests.sh skips on it
         fi
         ;;
+    elfi)
+        venv="$root/.venv-elfi"
+        requirements="$root/python/requirements-elfi.txt"
+        python="${PYTHON:-python3.11}"
+        ;;
     *)
-        echo "venv.sh: unknown venv '$1' (expected 3.11 or 3.12)" >&2
+        echo "venv.sh: unknown venv '$1' (expected 3.11, 3.12 or elfi)" >&2
         exit 2
         ;;
 esac

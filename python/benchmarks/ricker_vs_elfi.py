@@ -6,7 +6,7 @@ Both fit data set 1 of ``python/examples/ricker_synthetic_likelihood.py``
 Wood's Gaussian synthetic likelihood from 200 simulations per estimate,
 which ELFI's ``elfi.BSL`` (default likelihood ``gaussian_syn_likelihood``)
 and ``km.SyntheticLikelihood`` compute alike, so both target the same
-posterior. Each run gets ``BUDGET`` likelihood estimates (× 200
+posterior. Each run gets ``FULL.budget`` likelihood estimates (× 200
 simulations), the 100-draw pilot that picks the start included:
 
 - kameleon: the example's pilot, then 4 chains of the default sampler
@@ -31,7 +31,7 @@ simulations), the 100-draw pilot that picks the start included:
   fixed linear map of the summaries changes the Gaussian synthetic
   likelihood by a constant factor only, so the posterior is the same.
 
-Reference: the pooled draws of 4 km.AM() chains of ``REFERENCE_DRAWS``
+Reference: the pooled draws of 4 km.AM() chains of ``FULL.reference_draws``
 after 3000 tuning steps (another sampler than the one compared). Accuracy
 is each posterior mean's error in reference posterior sds, and each sd's
 ratio to the reference's; wall time is measured per run, runs alternating
@@ -44,9 +44,14 @@ errors of 0.055 (kameleon) and 0.043 (ELFI) reference sds on average, sd
 within 6 % and 2 % — with ELFI slightly ahead thanks to its oracle
 proposal; kameleon, tuning itself, took 25 s per run against ELFI's 43 s.
 
-Needs ``elfi`` (not in requirements-dev: it brings dask, ipyparallel and
-GPy). Run ``python python/benchmarks/ricker_vs_elfi.py [repeats]``; writes
-``python/benchmarks/results/ricker_vs_elfi.md``.
+Needs ``elfi``, which pins matplotlib < 3.9 and brings GPy, dask and
+ipyparallel, so it lives in its own venv, ``.venv-elfi`` (made by
+``bash python/venv.sh elfi`` from ``python/requirements-elfi.txt``; ``python/run-tests.sh``
+makes it). Run ``PYTHONPATH=python .venv-elfi/bin/python
+python/benchmarks/ricker_vs_elfi.py [repeats]`` after building the extension
+into ``.venv`` (``PYTHONPATH`` picks the package and its extension from the
+source tree); writes ``python/benchmarks/results/ricker_vs_elfi.md``.
+:func:`compare` at :data:`SMALL` sizes is what the test runs.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ import platform
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,13 +71,32 @@ import kameleon as km
 
 HERE = pathlib.Path(__file__).resolve().parent
 DATA_SEED = 1
-BUDGET = 10_000
-PILOT = 100
-CHAINS, TUNE = 4, 1000
-# each chain evaluates its start once, then once per step
-KEPT = (BUDGET - PILOT) // CHAINS - TUNE - 1
-ELFI_BURN_IN = 2000
-REFERENCE_DRAWS = 25_000
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of a comparison: ``budget`` likelihood estimates per run,
+    the ``pilot`` included; kameleon's ``chains`` × (``tune`` + ``kept``);
+    ELFI's ``elfi_burn_in``; the reference's 4 chains × (``reference_tune``
+    + ``reference_draws``)."""
+
+    budget: int
+    pilot: int
+    chains: int
+    tune: int
+    elfi_burn_in: int
+    reference_draws: int
+    reference_tune: int
+
+    @property
+    def kept(self) -> int:
+        # each chain evaluates its start once, then once per step
+        return (self.budget - self.pilot) // self.chains - self.tune - 1
+
+
+FULL = Sizes(10_000, 100, 4, 1000, 2000, 25_000, 3000)
+# the test's: the same code at a few seconds' cost (no accuracy to speak of)
+SMALL = Sizes(300, 20, 2, 40, 60, 200, 100)
 
 
 NOTES = [
@@ -83,7 +108,7 @@ NOTES = [
     "singular); this leaves the synthetic-likelihood posterior unchanged. Its log lines \"Estimated likelihood "
     "not finite\" are proposals with a NaN summary (a series of zeros), rejected, as kameleon rejects them.",
     "- ELFI 0.8.8 installs on Python 3.11 but requires matplotlib < 3.9 and brings dask, ipyparallel and GPy, so "
-    "it runs from its own venv (`python/requirements-dev.txt` plus `elfi==0.8.8`), not the test venv.",
+    "it runs from its own venv, `.venv-elfi` (`bash python/venv.sh elfi`, from `python/requirements-elfi.txt`).",
 ]
 
 
@@ -99,30 +124,30 @@ def loadavg() -> str:
     return " ".join(pathlib.Path("/proc/loadavg").read_text().split()[:3])
 
 
-def reference(ex, likelihood, x0) -> np.ndarray:
+def reference(ex, likelihood, x0, sizes: Sizes) -> np.ndarray:
     """The reference draws, shape (n, 3)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
         idata = km.sample(
-            likelihood, x0, prior=ex.PRIOR, sampler=km.AM(), draws=REFERENCE_DRAWS, tune=3000, chains=4,
-            seed=1000, progress=False,
+            likelihood, x0, prior=ex.PRIOR, sampler=km.AM(), draws=sizes.reference_draws, tune=sizes.reference_tune,
+            chains=4, seed=1000, progress=False,
         )
     return np.column_stack([idata.posterior[n].values.ravel() for n in ex.TRUTH])
 
 
-def run_kameleon(ex, likelihood, seed: int) -> tuple[np.ndarray, float, int]:
+def run_kameleon(ex, likelihood, seed: int, sizes: Sizes) -> tuple[np.ndarray, float, int]:
     """(draws (n, 3), seconds, likelihood estimates)."""
     start = time.perf_counter()
-    x0 = ex.pilot(likelihood, PILOT, seed)
+    x0 = ex.pilot(likelihood, sizes.pilot, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
         idata = km.sample(
-            likelihood, x0, prior=ex.PRIOR, draws=KEPT, tune=TUNE, chains=CHAINS, seed=seed, cores=1,
-            progress=False,
+            likelihood, x0, prior=ex.PRIOR, draws=sizes.kept, tune=sizes.tune, chains=sizes.chains, seed=seed,
+            cores=1, progress=False,
         )
     seconds = time.perf_counter() - start
     draws = np.column_stack([idata.posterior[n].values.ravel() for n in ex.TRUTH])
-    estimates = PILOT + sum(idata.posterior.attrs["evaluations"])
+    estimates = sizes.pilot + sum(idata.posterior.attrs["evaluations"])
     return draws, seconds, estimates
 
 
@@ -148,24 +173,25 @@ def elfi_model(ex, observed, simulator, scale):
     return model
 
 
-def run_elfi(ex, model, likelihood, proposal, seed: int) -> tuple[np.ndarray, float, int]:
+def run_elfi(ex, model, likelihood, proposal, seed: int, sizes: Sizes) -> tuple[np.ndarray, float, int]:
+    """(draws (n, 3), seconds, likelihood estimates)."""
     import elfi
 
     start = time.perf_counter()
-    x0 = ex.pilot(likelihood, PILOT, seed)
+    x0 = ex.pilot(likelihood, sizes.pilot, seed)
     bsl = elfi.BSL(model, n_sim_round=ex.N_SIMULATIONS, batch_size=ex.N_SIMULATIONS, seed=seed)
     # ELFI orders the parameters by name unless told the order
     result = bsl.sample(
-        BUDGET - PILOT,
+        sizes.budget - sizes.pilot,
         proposal,
         params0=x0[None, :],
         param_names=list(ex.TRUTH),
-        burn_in=ELFI_BURN_IN,
+        burn_in=sizes.elfi_burn_in,
         bar=False,
     )
     seconds = time.perf_counter() - start
     draws = np.column_stack([result.samples[n] for n in ex.TRUTH])
-    return draws, seconds, PILOT + BUDGET - PILOT
+    return draws, seconds, sizes.budget
 
 
 def accuracy(draws: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -174,19 +200,19 @@ def accuracy(draws: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return (draws.mean(axis=0) - ref.mean(axis=0)) / sd, draws.std(axis=0) / sd
 
 
-def main(repeats: int = 3) -> None:
+def compare(sizes: Sizes, repeats: int):
+    """(example module, reference draws, rows, reference seconds): each
+    row is (method, seed, seconds, estimates, mean errors, sd ratios), the
+    methods alternating in order from repeat to repeat."""
     import logging
-
-    import elfi
 
     logging.getLogger("elfi").setLevel(logging.WARNING)
     ex = load_example()
     observed, simulator = ex.model(DATA_SEED)
     likelihood = km.SyntheticLikelihood(simulator, observed, ex.N_SIMULATIONS, batched=True)
-    load_start = loadavg()
     started = time.perf_counter()
-    x0 = ex.pilot(likelihood, PILOT, DATA_SEED)
-    ref = reference(ex, likelihood, x0)
+    x0 = ex.pilot(likelihood, sizes.pilot, DATA_SEED)
+    ref = reference(ex, likelihood, x0, sizes)
     reference_seconds = time.perf_counter() - started
     proposal = 2.38**2 / 3 * np.cov(ref.T)
     scale = simulator(x0, 1000, np.random.default_rng(0)).std(axis=0)
@@ -196,35 +222,44 @@ def main(repeats: int = 3) -> None:
         seed = 10 + r
         for method in ["kameleon", "ELFI"] if r % 2 == 0 else ["ELFI", "kameleon"]:
             if method == "kameleon":
-                draws, seconds, estimates = run_kameleon(ex, likelihood, seed)
+                draws, seconds, estimates = run_kameleon(ex, likelihood, seed, sizes)
             else:
-                draws, seconds, estimates = run_elfi(ex, model, likelihood, proposal, seed)
+                draws, seconds, estimates = run_elfi(ex, model, likelihood, proposal, seed, sizes)
             errors, ratios = accuracy(draws, ref)
             rows.append((method, seed, seconds, estimates, errors, ratios))
             print(method, seed, f"{seconds:.1f} s", np.round(errors, 3), np.round(ratios, 3), flush=True)
+    return ex, ref, rows, reference_seconds
+
+
+def main(repeats: int = 3) -> None:
+    import elfi
+
+    load_start = loadavg()
+    ex, ref, rows, reference_seconds = compare(FULL, repeats)
     load_end = loadavg()
-    write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi.__version__)
+    write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi.__version__, FULL)
 
 
-def write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi_version) -> None:
+def write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi_version, sizes: Sizes) -> None:
     names = list(ex.TRUTH)
     lines = [
         "# Ricker synthetic likelihood: kameleon vs ELFI BSL at equal simulations",
         "",
         "Made by `python/benchmarks/ricker_vs_elfi.py` (its docstring gives the set-up). Data set "
         f"{DATA_SEED} of the Ricker example; Wood's synthetic likelihood from {ex.N_SIMULATIONS} simulations; "
-        f"each run {BUDGET} likelihood estimates ({BUDGET * ex.N_SIMULATIONS:,} simulations), its pilot included.",
+        f"each run {sizes.budget} likelihood estimates ({sizes.budget * ex.N_SIMULATIONS:,} simulations), its "
+        "pilot included.",
         "",
-        f"kameleon {km.__version__} (KAMH, {CHAINS} chains × ({TUNE} tuning + {KEPT} kept), cores=1), "
-        f"ELFI {elfi_version} (BSL, one chain, {ELFI_BURN_IN} burn-in, oracle proposal covariance); "
+        f"kameleon {km.__version__} (KAMH, {sizes.chains} chains × ({sizes.tune} tuning + {sizes.kept} kept), "
+        f"cores=1), ELFI {elfi_version} (BSL, one chain, {sizes.elfi_burn_in} burn-in, oracle proposal covariance); "
         f"Python {platform.python_version()}, extension built with debug assertions: "
         f"{km._core.debug_assertions}.",
         "",
         f"Load averages (1, 5, 15 min) at start: {load_start}; at end: {load_end}. The machine's 2 cores were "
         "shared with other builds: wall times are noisy.",
         "",
-        "Reference: 4 km.AM() chains × (3000 + "
-        f"{REFERENCE_DRAWS}) ({reference_seconds:.0f} s): "
+        f"Reference: 4 km.AM() chains × ({sizes.reference_tune} + "
+        f"{sizes.reference_draws}) ({reference_seconds:.0f} s): "
         + ", ".join(f"{n} {m:.4f} ± {s:.4f}" for n, m, s in zip(names, ref.mean(axis=0), ref.std(axis=0)))
         + " (mean ± sd).",
         "",

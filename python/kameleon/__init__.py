@@ -27,7 +27,7 @@ from .samplers import (
     RandomWalk,
     RationalQuadratic,
 )
-from .simulators import ABC, SyntheticLikelihood, log_likelihood_sd
+from .simulators import ABC, CompiledSimulator, SyntheticLikelihood, log_likelihood_sd
 
 __all__ = [
     "ABC",
@@ -39,6 +39,7 @@ __all__ = [
     "HMC",
     "KAMH",
     "Compiled",
+    "CompiledSimulator",
     "Gaussian",
     "InverseMultiquadric",
     "KMCFinite",

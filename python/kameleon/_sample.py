@@ -102,8 +102,12 @@ class SimulationEstimator:
     An instance is a callable ``f(x, rng) -> float`` returning the log of a
     non-negative random estimate of the likelihood at ``x``, and
     :func:`sample` and :func:`sample_ensemble` run it exactly as a
-    :class:`PseudoMarginal` of that callable.
+    :class:`PseudoMarginal` of that callable, unless ``_compiled`` is set:
+    then the extension's estimator (``kameleon._core.CompiledLikelihood``)
+    runs in Rust as the whole log density.
     """
+
+    _compiled = None
 
     def __call__(self, theta, rng) -> float:
         raise NotImplementedError
@@ -143,6 +147,8 @@ def _density(log_density, gradient: Callable | None, needs_gradient: bool):
         return "builtin", log_density._inner, None
     if isinstance(log_density, Compiled):
         return "compiled", int(log_density.address), None
+    if isinstance(log_density, SimulationEstimator) and log_density._compiled is not None:
+        return "simulation", log_density._compiled, None
     noisy = _noisy_function(log_density)
     if noisy is not None:
         return "pseudo_marginal", noisy, None
@@ -644,6 +650,19 @@ class _Timed:
         return self.first
 
 
+def _mode_kind(kind: str, constrained: _Unconstrained | None) -> str:
+    """The kind :func:`_mode` decides by: ``kind``, except that a
+    likelihood of a :class:`~kameleon.CompiledSimulator` under
+    ``prior=``/``bounds=`` (a Python density whose estimates call a C
+    function pointer, which no other process can call) counts as the
+    compiled estimator it wraps."""
+    if constrained is not None:
+        likelihood = constrained.likelihood
+        if isinstance(likelihood, SimulationEstimator) and likelihood._compiled is not None:
+            return "simulation"
+    return kind
+
+
 def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callable[[], float]) -> str:
     """"thread", "process" or "executor": where the chains run (see the
     rule in :func:`sample`). ``work()`` estimates the log density's
@@ -663,9 +682,10 @@ def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callab
     else:
         mode = "thread"
     if mode != "thread" and kind not in _PYTHON_KINDS:
-        what = {"vectorized": "a vectorized density (chains in lockstep run in this process)"}.get(
-            kind, "a compiled function or a built-in target (these run in parallel on threads already)"
-        )
+        what = {
+            "vectorized": "a vectorized density (chains in lockstep run in this process)",
+            "simulation": "an estimator of a CompiledSimulator (its simulations run in parallel on threads already)",
+        }.get(kind, "a compiled function or a built-in target (these run in parallel on threads already)")
         raise ValueError(
             f"process workers and `executor=` run Python callables and PseudoMarginal densities, not {what}"
         )
@@ -873,7 +893,8 @@ def sample(
     settings = json.dumps(sampler.to_dict())
     workers = _cores(cores, chains)
     mode = _mode(
-        parallel, executor, kind, workers, chains, lambda: probe.seconds_per_call(x0[0]) * chains * (tune + draws * thin)
+        parallel, executor, _mode_kind(kind, constrained), workers, chains,
+        lambda: probe.seconds_per_call(x0[0]) * chains * (tune + draws * thin),
     )
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
@@ -1119,7 +1140,7 @@ def resume(
     mode = _mode(
         parallel,
         executor,
-        kind,
+        _mode_kind(kind, constrained),
         workers,
         chains,
         lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,

@@ -29,19 +29,29 @@ by ``sample`` (with a note giving ``theta``); a simulator that returns
 something other than an array of the expected shape raises ``ValueError``
 naming the shape expected. Summaries that are NaN or infinite are
 rejections, not errors: see each class.
+
+A simulator may also be a C function, a :class:`CompiledSimulator` (e.g. a
+numba ``cfunc``): the estimators then run entirely in Rust, without the
+GIL, so the chains of :func:`kameleon.sample` (``cores`` > 1) simulate in
+parallel on threads. Rust draws each simulation's random input from the
+chain's own stream (see :class:`CompiledSimulator`), so a run is
+reproducible and identical whatever ``cores``. With ``prior=`` or
+``bounds=``, the prior and the transforms are evaluated in Python between
+the estimates, which still run without the GIL.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from . import _core
 from ._sample import SimulationEstimator, _integer, _noisy_function
 
-__all__ = ["ABC", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
+__all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -99,6 +109,78 @@ def _with_theta(err: BaseException, theta: np.ndarray) -> BaseException:
     return err
 
 
+@dataclass(frozen=True)
+class CompiledSimulator:
+    """A simulator compiled to a C function of the signature
+
+    .. code-block:: c
+
+        int64_t simulate(const double *theta, int64_t dim,
+                         const double *noise, int64_t n_noise,
+                         double *summaries, int64_t n_summaries);
+
+    at ``address`` (numba: ``numba.cfunc(km.CompiledSimulator.SIGNATURE)(f).address``),
+    for :class:`ABC` and :class:`SyntheticLikelihood`. One call is one
+    simulation: it reads the ``dim`` parameters ``theta`` and the
+    ``n_noise`` random numbers ``noise``, writes the ``n_summaries``
+    summaries, and returns 0. The sizes passed are always the declared
+    ``dim``, ``n_noise`` and ``n_summaries``.
+
+    **Randomness.** The function must draw nothing itself: the summaries
+    are a deterministic function of ``theta`` and ``noise``. Rust draws
+    ``noise`` for every simulation from the chain's own seeded stream:
+    ``n_noise`` independent standard normals (``noise="normal"``) or
+    uniforms on the open interval (0, 1) (``noise="uniform"``; e.g. for
+    inverse-CDF draws, −log u for an exponential). So runs are
+    reproducible for a seed and identical whatever the number of threads,
+    and the function is thread-safe without any random state. (A seed per
+    simulation for a generator inside the function would not do: numba's
+    ``np.random.seed`` takes 32 bits, so seeds of different simulations
+    would collide after some 10⁵ simulations, and re-seeding a Mersenne
+    Twister costs more than many simulations.) A simulator whose number of
+    draws varies (e.g. rejection sampling) declares an upper bound.
+
+    **Errors.** Summaries that are NaN or infinite are rejections, as for
+    a Python simulator (see each estimator). A nonzero return value stops
+    the run: ``sample`` raises ``RuntimeError`` giving the status and
+    ``theta``. The function must not touch Python objects (it is called
+    from Rust threads without the GIL) and must be safe to call from
+    several threads at once. Keep the object that owns the code (the numba
+    cfunc) alive while sampling; pass it as ``owner`` to have this object
+    hold it.
+    """
+
+    address: int
+    dim: int
+    n_summaries: int
+    n_noise: int
+    noise: str = "normal"
+    owner: Any = None
+
+    SIGNATURE: ClassVar[str] = "int64(CPointer(float64), int64, CPointer(float64), int64, CPointer(float64), int64)"
+
+    def __post_init__(self) -> None:
+        _integer("address", self.address, 1)
+        _integer("dim", self.dim, 1)
+        _integer("n_summaries", self.n_summaries, 1)
+        _integer("n_noise", self.n_noise, 0)
+        if self.noise not in ("normal", "uniform"):
+            raise ValueError(f"`noise` must be 'normal' or 'uniform', got {self.noise!r}")
+
+
+def _theta(theta) -> list[float]:
+    """One point ``theta`` of shape (d,) as a list, for the extension."""
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.ndim != 1:
+        raise ValueError(f"`theta` must be one point of shape (d,), got shape {theta.shape}")
+    return theta.tolist()
+
+
+def _seed_of(rng: np.random.Generator) -> int:
+    """A 64-bit seed drawn from ``rng`` for the extension's stream."""
+    return int(rng.integers(2**64, dtype=np.uint64))
+
+
 class _Simulations(SimulationEstimator):
     """What the estimators share: the checks of the simulator, the observed
     summaries, ``n_simulations`` and ``batched`` (fields of the subclasses),
@@ -110,15 +192,38 @@ class _Simulations(SimulationEstimator):
     batched: bool
 
     def _check_simulations(self) -> None:
-        if not callable(self.simulator):
-            raise ValueError(f"`simulator` must be callable, got {type(self.simulator).__name__}")
+        compiled = isinstance(self.simulator, CompiledSimulator)
+        if not compiled and not callable(self.simulator):
+            raise ValueError(
+                f"`simulator` must be callable or a CompiledSimulator, got {type(self.simulator).__name__}"
+            )
         object.__setattr__(self, "observed", _observed(self.observed))
         object.__setattr__(self, "n_simulations", _integer("n_simulations", self.n_simulations, 1))
         object.__setattr__(self, "batched", _flag("batched", self.batched))
+        if compiled:
+            if self.batched:
+                raise ValueError("`batched` does not apply to a CompiledSimulator (one call is one simulation)")
+            s = self.observed.shape[0]
+            if self.simulator.n_summaries != s:
+                raise ValueError(
+                    f"the CompiledSimulator writes {self.simulator.n_summaries} summaries but `observed` has {s}"
+                )
+
+    def _compile(self, **estimate) -> None:
+        """For a :class:`CompiledSimulator`, the extension's estimator
+        (ABC with ``epsilon=``, else the synthetic likelihood)."""
+        sim = self.simulator
+        if isinstance(sim, CompiledSimulator):
+            compiled = _core.CompiledLikelihood(
+                sim.address, sim.dim, self.observed.tolist(), sim.n_noise, sim.noise, self.n_simulations, **estimate
+            )
+            object.__setattr__(self, "_compiled", compiled)
 
     def simulate(self, theta, rng: np.random.Generator) -> np.ndarray:
         """``n_simulations`` simulated summaries at ``theta``, shape (n, s),
         drawn with ``rng``."""
+        if self._compiled is not None:
+            return self._compiled.simulate(_theta(theta), _seed_of(rng))
         theta = np.asarray(theta, dtype=np.float64)
         n, s = self.n_simulations, self.observed.shape[0]
         if self.batched:
@@ -138,7 +243,11 @@ class _Simulations(SimulationEstimator):
 
     def __call__(self, theta, rng: np.random.Generator) -> float:
         """The log of the likelihood estimate at ``theta`` from
-        ``n_simulations`` new simulations drawn with ``rng``."""
+        ``n_simulations`` new simulations drawn with ``rng`` (for a
+        :class:`CompiledSimulator`, computed in Rust from the simulations
+        :meth:`simulate` gives for the same state of ``rng``)."""
+        if self._compiled is not None:
+            return self._compiled.log_likelihood(_theta(theta), _seed_of(rng))
         return self.log_likelihood(self.simulate(theta, rng))
 
     def _checked(self, summaries) -> np.ndarray:
@@ -201,6 +310,7 @@ class ABC(_Simulations):
         object.__setattr__(self, "epsilon", float(epsilon[0]) if np.ndim(self.epsilon) == 0 else epsilon)
         object.__setattr__(self, "_scale", epsilon)
         object.__setattr__(self, "_log_norm", 0.5 * s * _LOG_2PI + float(np.log(epsilon).sum()))
+        self._compile(epsilon=epsilon.tolist())
 
     def log_likelihood(self, summaries) -> float:
         """log L̂ from simulated summaries of shape (n, s), any n ≥ 1."""
@@ -263,6 +373,7 @@ class SyntheticLikelihood(_Simulations):
         s, n = self.observed.shape[0], self.n_simulations
         if n < self._minimum(s):
             raise ValueError(self._too_few(s, n))
+        self._compile(unbiased=self.unbiased)
 
     def _minimum(self, s: int) -> int:
         return s + 3 if self.unbiased else s + 1

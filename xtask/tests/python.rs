@@ -6,7 +6,9 @@
 //! Python 3.11, or `$PYTHON`), builds the extension into it with maturin and
 //! runs pytest on `python/tests/`; then, when a Python 3.12 is found, the
 //! ArviZ and sampling subset in `.venv312/` (ArviZ 1.x, from
-//! `python/requirements-dev-312.txt`) with the same abi3 wheel. pytest's
+//! `python/requirements-dev-312.txt`) with the same abi3 wheel; it also
+//! makes `.venv-elfi/` (ELFI, from `python/requirements-elfi.txt`) for the
+//! Ricker comparison's test. pytest's
 //! reports go straight to the terminal. The numpy peers' tests get this package's `xtask` binary, to
 //! write the fixtures they compare with. Cargo releases its build lock before it runs test binaries, so
 //! the nested maturin build does not wait on this one.

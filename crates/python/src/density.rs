@@ -1,6 +1,8 @@
 //! Log densities from Python: a callable, a pseudo-marginal callable, a
-//! compiled C function, or a built-in Rust target, all behind [`Target`].
+//! compiled C function, a likelihood estimated from a compiled simulator,
+//! or a built-in Rust target, all behind [`Target`].
 
+use crate::simulators::SimulationLikelihood;
 use kameleon_samplers::{Target, TargetError};
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
@@ -43,6 +45,9 @@ pub enum Source {
     },
     /// A compiled function pointer, called without the GIL.
     Compiled(CompiledFn),
+    /// A likelihood estimated in Rust from a compiled simulator, without
+    /// the GIL (the whole log density: a flat prior).
+    Simulation(SimulationLikelihood),
     /// A built-in Rust target.
     Builtin(Arc<dyn Target>),
 }
@@ -232,14 +237,20 @@ impl Density {
         })
     }
 
-    /// Whether a Python call has failed (the run must stop).
+    /// Whether a Python call (or a compiled simulator) has failed: the run
+    /// must stop.
     pub fn has_failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
+            || matches!(&self.source, Source::Simulation(s) if s.has_failed())
     }
 
-    /// The first Python error raised by the density, if any.
+    /// The first error raised by the density, if any.
     pub fn take_error(&self) -> Option<PyErr> {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).take()
+        let error = self.error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match &self.source {
+            Source::Simulation(s) => error.or_else(|| s.take_error()),
+            _ => error,
+        }
     }
 
     fn fail(&self, err: PyErr) {
@@ -299,6 +310,7 @@ impl Target for Density {
         match &self.source {
             Source::Builtin(target) => target.log_density(x, rng),
             Source::Compiled(f) => call_compiled(*f, x),
+            Source::Simulation(likelihood) => likelihood.log_likelihood_estimate(x, rng),
             Source::Batched {
                 function,
                 rendezvous,
@@ -349,7 +361,7 @@ impl Target for Density {
     fn is_exact(&self) -> bool {
         match &self.source {
             Source::Builtin(target) => target.is_exact(),
-            Source::PseudoMarginal { .. } => false,
+            Source::PseudoMarginal { .. } | Source::Simulation(_) => false,
             Source::Callable { .. } | Source::Batched { .. } | Source::Compiled(_) => true,
         }
     }
@@ -445,24 +457,42 @@ fn call_compiled(f: CompiledFn, x: &[f64]) -> f64 {
     f(x.as_ptr(), x.len() as i64)
 }
 
-/// The compiled function at `address`.
+/// The compiled log density at `address`.
 ///
 /// The caller promises that `address` is a function with the C signature
 /// `double logp(const double *x, int64_t dim)` that reads `dim` doubles from
 /// `x`, is safe to call concurrently from several threads and touches no
 /// Python object; the Python wrapper documents this contract.
 pub fn compiled_from_address(address: usize) -> PyResult<CompiledFn> {
+    function_at(address, "Compiled")
+}
+
+/// The C function at `address` as the function pointer type `F`; `what`
+/// names the Python class in the error for a null address.
+///
+/// The caller promises that `address` is a function of exactly the C
+/// signature of `F`, safe to call from several threads at once, that stays
+/// alive for the whole run and touches no Python object: the Python class
+/// that takes the address documents this contract.
+pub(crate) fn function_at<F: Copy>(address: usize, what: &str) -> PyResult<F> {
     if address == 0 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "Compiled: `address` is a null pointer",
-        ));
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{what}: `address` is a null pointer"
+        )));
     }
+    assert_eq!(
+        std::mem::size_of::<F>(),
+        std::mem::size_of::<usize>(),
+        "F must be a function pointer type"
+    );
     #[allow(unsafe_code)]
-    // SAFETY: the address is non-null and, by the documented contract the
-    // user accepts when passing it, points to a thread-safe function with
-    // exactly this C signature that stays alive for the whole run (numba
-    // keeps its cfunc's code alive as long as the cfunc object, which the
-    // Python caller holds).
-    let f = unsafe { std::mem::transmute::<usize, CompiledFn>(address) };
+    // SAFETY: `F` is a function pointer type (asserted to be pointer-sized;
+    // both callers instantiate it with `extern "C" fn` types), the address
+    // is non-null and, by the documented contract the user accepts when
+    // passing it, points to a thread-safe function with exactly this C
+    // signature that stays alive for the whole run (numba keeps its
+    // cfunc's code alive as long as the cfunc object, which the Python
+    // caller holds).
+    let f = unsafe { std::mem::transmute_copy::<usize, F>(&address) };
     Ok(f)
 }

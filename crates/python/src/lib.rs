@@ -9,7 +9,9 @@
 //! `regroup_checkpoints` and `extend_checkpoint` gather, split and lengthen
 //! checkpoints. `sample_ensemble` and `resume_ensemble` run the
 //! affine-invariant ensemble sampler; [`BuiltinTarget`] exposes the Rust
-//! targets; the `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate;
+//! targets; [`CompiledLikelihood`] estimates ABC and synthetic
+//! likelihoods from a compiled simulator without the GIL; the
+//! `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate;
 //! `habc_sample` runs the HABC baseline on a simulator.
 
 mod builtin;
@@ -24,6 +26,9 @@ pub use builtin::BuiltinTarget;
 pub use density::{CompiledFn, Density, Source};
 pub use driver::{CheckpointFile, RunHeader, load_checkpoint, save_checkpoint};
 pub use settings::{Job, KernelSpec, Sampler, SamplerSettings};
+pub use simulators::{
+    CompiledLikelihood, CompiledSimulator, CompiledSimulatorFn, SimulationLikelihood,
+};
 
 use driver::{Control, Extend, Outcome, Positions, Regroup, Resume, Start};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
@@ -36,8 +41,9 @@ use std::sync::Arc;
 /// Builds the density of dimension `dim` named by `kind`: `"callable"`
 /// (`function`, optional `gradient`), `"vectorized"` (`function` takes a
 /// `(k, d)` array, returns `k` values), `"pseudo_marginal"` (`function`),
-/// `"compiled"` (`function` is the address) or `"builtin"` (`function` is
-/// a [`BuiltinTarget`]).
+/// `"compiled"` (`function` is the address), `"simulation"` (`function`
+/// is a [`CompiledLikelihood`]) or `"builtin"` (`function` is a
+/// [`BuiltinTarget`]).
 fn density(
     py: Python<'_>,
     kind: &str,
@@ -63,6 +69,10 @@ fn density(
             rendezvous: density::Rendezvous::default(),
         },
         "compiled" => Source::Compiled(density::compiled_from_address(function.extract()?)?),
+        "simulation" => {
+            let likelihood = function.cast::<CompiledLikelihood>()?.get().build(dim)?;
+            Source::Simulation(likelihood)
+        }
         "builtin" => {
             let target = function.cast::<BuiltinTarget>()?.get();
             if target.inner.dim() != dim {

@@ -1,4 +1,5 @@
-//! Simulator models from the Rust crates: the set-up of the KMC paper's ABC
+//! Simulator models: likelihoods estimated in Rust from a compiled
+//! simulator ([`CompiledLikelihood`]), the set-up of the KMC paper's ABC
 //! skew-normal target, and the Hamiltonian ABC baseline ([`Habc`]) run on
 //! that target's simulator or on a Python simulator.
 //!
@@ -7,15 +8,323 @@
 //! calling thread: a Python simulator needs the GIL for every simulation.
 
 use kameleon_samplers::{
-    Chain, Habc, HabcConfig, RunConfig, SummarySimulator, SyntheticLikelihood,
+    Chain, Habc, HabcConfig, RunConfig, SummarySimulator, SyntheticLikelihood, chain_rng,
 };
-use kameleon_targets::{AbcSkewNormal, IsotropicGaussianPrior, abc_skew_normal_posterior};
+use kameleon_targets::{
+    AbcLikelihood, AbcSkewNormal, GaussianSyntheticLikelihood, IsotropicGaussianPrior,
+    LikelihoodEstimator, abc_skew_normal_posterior,
+};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rand::Rng;
+use rand::{Rng, RngExt};
+use rand_distr::{Open01, StandardNormal};
+use std::cell::RefCell;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The C signature of a compiled simulator:
+/// `int64_t simulate(const double *theta, int64_t dim, const double *noise,
+/// int64_t n_noise, double *summaries, int64_t n_summaries)`. It writes the
+/// summaries of one simulation at `theta`, a deterministic function of
+/// `theta` and the `noise` Rust drew for it, and returns 0, or a nonzero
+/// status that stops the run.
+pub type CompiledSimulatorFn =
+    extern "C" fn(*const f64, i64, *const f64, i64, *mut f64, i64) -> i64;
+
+/// The distribution of the noise a compiled simulator is given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Noise {
+    /// Independent standard normals.
+    Normal,
+    /// Independent uniforms on the open interval (0, 1).
+    Uniform,
+}
+
+thread_local! {
+    /// This thread's noise buffer.
+    static NOISE: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A compiled simulator with the observed summaries, as a
+/// [`SummarySimulator`]. Each simulation draws `n_noise` values from the
+/// chain's stream and passes them to the function, so the simulations are
+/// reproducible whatever thread runs them. The first nonzero status is
+/// kept (with its θ); every simulation from then on is NaN without a call,
+/// and the run stops.
+pub struct CompiledSimulator {
+    function: CompiledSimulatorFn,
+    dim: usize,
+    observed: Vec<f64>,
+    n_noise: usize,
+    noise: Noise,
+    failed: AtomicBool,
+    failure: Mutex<Option<(i64, Vec<f64>)>>,
+}
+
+impl CompiledSimulator {
+    /// Fills `noise` with draws from `rng`.
+    fn draw(&self, rng: &mut dyn Rng, noise: &mut [f64]) {
+        match self.noise {
+            Noise::Normal => noise
+                .iter_mut()
+                .for_each(|v| *v = rng.sample(StandardNormal)),
+            Noise::Uniform => noise.iter_mut().for_each(|v| *v = rng.sample(Open01)),
+        }
+    }
+
+    /// Runs the function on `noise`; a nonzero status is recorded.
+    fn call(&self, theta: &[f64], noise: &[f64], out: &mut [f64]) {
+        if self.failed.load(Ordering::Relaxed) {
+            out.fill(f64::NAN);
+            return;
+        }
+        let status = (self.function)(
+            theta.as_ptr(),
+            theta.len() as i64,
+            noise.as_ptr(),
+            noise.len() as i64,
+            out.as_mut_ptr(),
+            out.len() as i64,
+        );
+        if status != 0 {
+            out.fill(f64::NAN);
+            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert_with(|| (status, theta.to_vec()));
+            self.failed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The first failure as a Python error, if any.
+    fn take_error(&self) -> Option<PyErr> {
+        let (status, theta) = self
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        Some(PyRuntimeError::new_err(format!(
+            "the compiled simulator returned status {status} at theta = {theta:?} (a nonzero status \
+             stops the run; to reject a parameter, write NaN summaries and return 0)"
+        )))
+    }
+}
+
+impl SummarySimulator for CompiledSimulator {
+    fn parameter_dim(&self) -> usize {
+        self.dim
+    }
+
+    fn observed_summary(&self) -> &[f64] {
+        &self.observed
+    }
+
+    fn simulate_summary(&self, theta: &[f64], rng: &mut dyn Rng, out: &mut [f64]) {
+        // the noise is drawn even after a failure: the stream's layout is fixed
+        NOISE.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut noise) => {
+                noise.resize(self.n_noise, 0.0);
+                self.draw(rng, &mut noise);
+                self.call(theta, &noise, out);
+            }
+            Err(_) => {
+                let mut noise = vec![0.0; self.n_noise];
+                self.draw(rng, &mut noise);
+                self.call(theta, &noise, out);
+            }
+        });
+    }
+}
+
+/// An estimator of [`CompiledLikelihood`] with its own failure record:
+/// the log density of one run (or of one call from Python).
+pub enum SimulationLikelihood {
+    /// Gaussian-kernel ABC.
+    Abc(AbcLikelihood<CompiledSimulator>),
+    /// Gaussian synthetic likelihood (Wood's or unbiased).
+    Synthetic(GaussianSyntheticLikelihood<CompiledSimulator>),
+}
+
+impl SimulationLikelihood {
+    fn simulator(&self) -> &CompiledSimulator {
+        match self {
+            Self::Abc(abc) => abc.simulator(),
+            Self::Synthetic(sl) => sl.simulator(),
+        }
+    }
+
+    fn n_simulations(&self) -> usize {
+        match self {
+            Self::Abc(abc) => abc.n_simulations(),
+            Self::Synthetic(sl) => sl.n_simulations(),
+        }
+    }
+
+    /// The log likelihood estimate at `theta` from fresh simulations drawn
+    /// with `rng` (NaN if `theta` has the wrong length).
+    pub fn log_likelihood_estimate(&self, theta: &[f64], rng: &mut dyn Rng) -> f64 {
+        match self {
+            Self::Abc(abc) => abc.log_likelihood_estimate(theta, rng),
+            Self::Synthetic(sl) => sl.log_likelihood_estimate(theta, rng),
+        }
+    }
+
+    /// Whether the simulator returned a nonzero status.
+    pub fn has_failed(&self) -> bool {
+        self.simulator().failed.load(Ordering::Relaxed)
+    }
+
+    /// The simulator's first nonzero status as a `RuntimeError`.
+    pub fn take_error(&self) -> Option<PyErr> {
+        self.simulator().take_error()
+    }
+}
+
+/// What an estimator of a compiled simulator computes.
+#[derive(Debug, Clone)]
+enum Estimate {
+    Abc { epsilon: Vec<f64> },
+    Synthetic { unbiased: bool },
+}
+
+/// A likelihood estimated in Rust from a compiled simulator: ABC with a
+/// Gaussian kernel or a Gaussian synthetic likelihood. `kameleon.ABC` and
+/// `kameleon.SyntheticLikelihood` build it for a
+/// `kameleon.CompiledSimulator`; a run builds its estimator from it (see
+/// [`CompiledLikelihood::build`]) and evaluates it on its own threads.
+#[pyclass(frozen, module = "kameleon._core")]
+pub struct CompiledLikelihood {
+    function: CompiledSimulatorFn,
+    dim: usize,
+    observed: Vec<f64>,
+    n_noise: usize,
+    noise: Noise,
+    n_simulations: usize,
+    estimate: Estimate,
+}
+
+#[pymethods]
+impl CompiledLikelihood {
+    /// The estimator of the simulator at `address` (see
+    /// [`CompiledSimulatorFn`]) with `dim` parameters, the `observed`
+    /// summaries, `n_noise` values of `noise` (`"normal"` or `"uniform"`)
+    /// per simulation and `n_simulations` simulations per estimate: ABC
+    /// with kernel widths `epsilon` (one, or one per summary), or, without
+    /// `epsilon`, the Gaussian synthetic likelihood (`unbiased` or Wood's).
+    #[new]
+    #[pyo3(signature = (address, dim, observed, n_noise, noise, n_simulations, epsilon=None, unbiased=false))]
+    // one argument per field of the Python classes it implements
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        address: usize,
+        dim: usize,
+        observed: Vec<f64>,
+        n_noise: usize,
+        noise: &str,
+        n_simulations: usize,
+        epsilon: Option<Vec<f64>>,
+        unbiased: bool,
+    ) -> PyResult<Self> {
+        let noise = match noise {
+            "normal" => Noise::Normal,
+            "uniform" => Noise::Uniform,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "`noise` must be 'normal' or 'uniform', got {other:?}"
+                )));
+            }
+        };
+        let likelihood = Self {
+            function: crate::density::function_at(address, "CompiledSimulator")?,
+            dim,
+            observed,
+            n_noise,
+            noise,
+            n_simulations,
+            estimate: match epsilon {
+                Some(epsilon) => Estimate::Abc { epsilon },
+                None => Estimate::Synthetic { unbiased },
+            },
+        };
+        // the estimator's own checks, once
+        likelihood.build(dim)?;
+        Ok(likelihood)
+    }
+
+    /// The number of parameters.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The log likelihood estimate at `theta` from simulations drawn with a
+    /// stream seeded with `seed`, computed without the GIL. A nonzero
+    /// status of the simulator raises `RuntimeError`.
+    fn log_likelihood(&self, py: Python<'_>, theta: Vec<f64>, seed: u64) -> PyResult<f64> {
+        let likelihood = self.build(theta.len())?;
+        let value =
+            py.detach(|| likelihood.log_likelihood_estimate(&theta, &mut chain_rng(seed, 0)));
+        likelihood.take_error().map_or(Ok(value), Err)
+    }
+
+    /// The `n_simulations` summaries (n, s) that
+    /// [`CompiledLikelihood::log_likelihood`] with the same `theta` and
+    /// `seed` computes its estimate from.
+    fn simulate<'py>(
+        &self,
+        py: Python<'py>,
+        theta: Vec<f64>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
+        let likelihood = self.build(theta.len())?;
+        let (n, s) = (likelihood.n_simulations(), self.observed.len());
+        let summaries = py.detach(|| {
+            let mut rng = chain_rng(seed, 0);
+            let mut out = vec![0.0; n * s];
+            for row in out.chunks_exact_mut(s) {
+                likelihood
+                    .simulator()
+                    .simulate_summary(&theta, &mut rng, row);
+            }
+            out
+        });
+        if let Some(error) = likelihood.take_error() {
+            return Err(error);
+        }
+        PyArray1::from_vec(py, summaries).reshape([n, s])
+    }
+}
+
+impl CompiledLikelihood {
+    /// A new estimator (with a fresh failure record) for points of
+    /// dimension `dim`, which must be the simulator's.
+    pub fn build(&self, dim: usize) -> PyResult<SimulationLikelihood> {
+        if dim != self.dim {
+            return Err(PyValueError::new_err(format!(
+                "the compiled simulator has {} parameters, but theta (or x0) has dimension {dim}",
+                self.dim
+            )));
+        }
+        let simulator = CompiledSimulator {
+            function: self.function,
+            dim: self.dim,
+            observed: self.observed.clone(),
+            n_noise: self.n_noise,
+            noise: self.noise,
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        };
+        let likelihood = match &self.estimate {
+            Estimate::Abc { epsilon } => AbcLikelihood::new(simulator, epsilon, self.n_simulations)
+                .map(SimulationLikelihood::Abc),
+            Estimate::Synthetic { unbiased } => {
+                GaussianSyntheticLikelihood::new(simulator, self.n_simulations, *unbiased)
+                    .map(SimulationLikelihood::Synthetic)
+            }
+        };
+        likelihood.map_err(value_error)
+    }
+}
 
 fn value_error(error: impl ToString) -> PyErr {
     PyValueError::new_err(error.to_string())
@@ -214,5 +523,6 @@ fn habc_sample<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(abc_skew_normal_setup, m)?)?;
     m.add_function(wrap_pyfunction!(habc_sample, m)?)?;
+    m.add_class::<CompiledLikelihood>()?;
     Ok(())
 }

@@ -46,6 +46,10 @@
 //!   importance-sampled marginal likelihood ([`GpClassification`]).
 //! - [`abc_skew_normal_posterior`]: ABC for a skew-normal location
 //!   ([`AbcSkewNormal`], [`SkewNormal`]).
+//!
+//! Any [`SummarySimulator`](kameleon_core::SummarySimulator) gives a
+//! likelihood estimator: [`AbcLikelihood`] (Gaussian-kernel ABC) or
+//! [`GaussianSyntheticLikelihood`] (Wood's, or its unbiased form).
 
 pub mod abc;
 mod banana;
@@ -56,6 +60,7 @@ pub mod gp_classification;
 mod grid_mixture;
 pub mod pseudo_marginal;
 mod quantile;
+pub mod simulation;
 pub mod skew_normal;
 #[cfg(test)]
 mod testing;
@@ -73,6 +78,7 @@ pub use gp_classification::{
 pub use grid_mixture::GridMixture;
 pub use pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
 pub use quantile::QuantileRegions;
+pub use simulation::{AbcLikelihood, GaussianSyntheticLikelihood};
 pub use skew_normal::SkewNormal;
 
 // The interface every target implements and the closure and prior building
