@@ -819,11 +819,12 @@ def sample(
     names the file, and :func:`extend` continues the run from it.
 
     ``vectorize=True``: ``log_density`` takes a ``(k, d)`` array of k points
-    and returns their k log densities; the chains run in lockstep, each on
-    a thread of its own, and the proposals of one step of every running
-    chain go into one call. The chains are the ones the per-point callable
-    ``lambda x: log_density(x[None])[0]`` gives, bit for bit, when each row's
-    value does not depend on the other rows. Not with ``prior=``/``bounds=``,
+    and returns their k log densities; the chains run in lockstep on one
+    thread of this process (whatever ``cores`` says): at each step every
+    running chain draws its proposal, one call evaluates them all, and
+    every chain accepts or rejects its own. The chains are the ones the
+    per-point callable ``lambda x: log_density(x[None])[0]`` gives, bit for
+    bit, when each row's value does not depend on the other rows. Not with ``prior=``/``bounds=``,
     :class:`PseudoMarginal`, ``parallel="process"`` or ``executor``.
 
     Priors and bounds. With ``prior=`` or ``bounds=``, ``log_density`` is the

@@ -1,11 +1,12 @@
-"""Chains in worker processes, on executors (a process pool, a Dask
-cluster) and in lockstep: the same chains as cores=1, errors, Ctrl-C,
+"""Chains in worker processes, on executors (a process pool, loky, a Dask
+cluster, MPI) and in lockstep: the same chains as cores=1, errors, Ctrl-C,
 checkpoints."""
 
 import concurrent.futures
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,12 +58,24 @@ def process_pool():
         yield pool
 
 
-def assert_same_chains(a, b):
-    np.testing.assert_array_equal(posterior(a), posterior(b))
+def chains_of(idata):
+    """The draws, stats and counters of a run's chains, as arrays by name."""
+    arrays = {"x": posterior(idata)}
     for name in ("lp", "accepted", "acceptance_probability"):
-        np.testing.assert_array_equal(a.sample_stats[name].values, b.sample_stats[name].values)
+        arrays[name] = idata.sample_stats[name].values
     for name in ("rejected_non_finite", "accepted_total", "evaluations"):
-        assert list(a.posterior.attrs[name]) == list(b.posterior.attrs[name])
+        arrays[name] = np.asarray(idata.posterior.attrs[name])
+    return arrays
+
+
+def assert_same_arrays(got, expected):
+    assert sorted(got) == sorted(expected)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+def assert_same_chains(a, b):
+    assert_same_arrays(chains_of(a), chains_of(b))
 
 
 def test_process_workers_give_the_chains_of_one_thread(reference):
@@ -125,6 +138,56 @@ def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
     # the ensemble's walkers too, one task per walker of each half sweep
     one = km.sample_ensemble(gaussian, X0, **ENSEMBLE)
     np.testing.assert_array_equal(walkers.posterior["x"].values, one.posterior["x"].values)
+
+
+def test_a_loky_executor_gives_the_chains_of_one_thread(reference):
+    loky = pytest.importorskip("loky")
+    executor = loky.get_reusable_executor(max_workers=2)
+    try:
+        assert_same_chains(km.sample(gaussian, X0, executor=executor, **RUN), reference)
+    finally:
+        executor.shutdown(wait=True)
+
+
+MPI_RUN = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from mpi4py.futures import MPIPoolExecutor
+    import kameleon as km
+    from test_parallel import gaussian, X0, RUN, chains_of
+
+    if __name__ == "__main__":
+        with MPIPoolExecutor() as pool:
+            idata = km.sample(gaussian, X0, executor=pool, **RUN)
+        np.savez(sys.argv[1], **chains_of(idata))
+    """
+)
+
+
+def mpiexec():
+    """The ``mpiexec`` beside this Python (PyPI's ``mpich`` wheel puts it
+    there) or on PATH, if mpi4py ≥ 4 is installed; else None."""
+    try:
+        import mpi4py
+    except ImportError:
+        return None
+    if int(mpi4py.__version__.split(".")[0]) < 4:
+        return None
+    return shutil.which("mpiexec", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+
+
+@pytest.mark.skipif(mpiexec() is None, reason="needs mpi4py >= 4 and an mpiexec (pip install mpi4py mpich)")
+def test_mpi4py_futures_under_mpiexec_gives_the_chains_of_one_thread(reference, tmp_path):
+    script = tmp_path / "mpi_run.py"
+    script.write_text(MPI_RUN)
+    out = tmp_path / "chains.npz"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    # rank 0 runs the script, the two other ranks are the pool's workers
+    subprocess.run([mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", str(script), str(out)],
+                   env=env, check=True, timeout=120)
+    with np.load(out) as got:
+        assert_same_arrays(dict(got), chains_of(reference))
 
 
 def test_lockstep_gives_the_chains_of_per_point_calls(reference):

@@ -9,8 +9,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyFloat;
 use rand::Rng;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The signature of a compiled log density: `double logp(const double *x, int64_t dim)`.
 pub type CompiledFn = extern "C" fn(*const f64, i64) -> f64;
@@ -35,13 +35,12 @@ pub enum Source {
         generator: Py<PyAny>,
     },
     /// `f(xs) -> array` on a `(k, d)` array of k points, returning their k
-    /// log densities: the chains' threads wait at a `Rendezvous` until
-    /// every running chain has a point, and one call evaluates them all.
+    /// log densities: chains in lockstep evaluate all their proposed points
+    /// of a step in one call ([`Density::evaluate_batch`]); a single point
+    /// (a start) is a batch of one.
     Batched {
         /// The vectorised log density.
         function: Py<PyAny>,
-        /// Where the chains' points gather.
-        rendezvous: Rendezvous,
     },
     /// A compiled function pointer, called without the GIL.
     Compiled(CompiledFn),
@@ -50,103 +49,6 @@ pub enum Source {
     Simulation(SimulationLikelihood),
     /// A built-in Rust target.
     Builtin(Arc<dyn Target>),
-}
-
-/// Gathers the points of the chains running on their own threads into one
-/// batch: a batch is evaluated once every running chain has submitted a
-/// point (or left), by the thread that completes it.
-#[derive(Default)]
-pub struct Rendezvous {
-    state: Mutex<Gather>,
-    evaluated: Condvar,
-    /// [`Gather::generation`], readable without the lock: a waiting chain
-    /// first yields its core a few times watching it (a batch often takes
-    /// less than a sleep and a wake-up cost), then sleeps on the condvar.
-    generation: AtomicU64,
-}
-
-/// How many times a waiting chain yields before it sleeps.
-const YIELDS_BEFORE_SLEEP: usize = 200;
-
-#[derive(Default)]
-struct Gather {
-    /// Chains that will submit again or leave; 0 outside a lockstep run
-    /// (then each point is evaluated alone, at once).
-    running: usize,
-    /// The points of the batch being gathered, one after the other.
-    points: Vec<f64>,
-    /// How many points the batch holds.
-    count: usize,
-    /// Incremented whenever a batch has been evaluated.
-    generation: u64,
-    /// The log densities of the last evaluated batch.
-    values: Vec<f64>,
-}
-
-impl Rendezvous {
-    /// Evaluates the gathered batch (`batch` holds the lock): releases the
-    /// lock for the call, which no other thread can disturb, since every
-    /// running chain is waiting for it.
-    fn evaluate(
-        &self,
-        mut batch: std::sync::MutexGuard<'_, Gather>,
-        call: &dyn Fn(&[f64], usize) -> Vec<f64>,
-    ) -> std::sync::MutexGuard<'_, Gather> {
-        let points = std::mem::take(&mut batch.points);
-        let count = std::mem::replace(&mut batch.count, 0);
-        drop(batch);
-        let values = call(&points, count);
-        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        batch.values = values;
-        batch.points = points;
-        batch.points.clear();
-        batch.generation += 1;
-        self.generation.store(batch.generation, Ordering::Release);
-        self.evaluated.notify_all();
-        batch
-    }
-
-    /// The log density of `x`, evaluated with the other running chains'
-    /// points by `call(points, count)`.
-    fn submit(&self, x: &[f64], call: &dyn Fn(&[f64], usize) -> Vec<f64>) -> f64 {
-        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if batch.running == 0 {
-            drop(batch);
-            return call(x, 1)[0];
-        }
-        let (generation, index) = (batch.generation, batch.count);
-        batch.points.extend_from_slice(x);
-        batch.count += 1;
-        if batch.count >= batch.running {
-            batch = self.evaluate(batch, call);
-        } else {
-            drop(batch);
-            for _ in 0..YIELDS_BEFORE_SLEEP {
-                if self.generation.load(Ordering::Acquire) != generation {
-                    break;
-                }
-                std::thread::yield_now();
-            }
-            batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            while batch.generation == generation {
-                batch = self
-                    .evaluated
-                    .wait(batch)
-                    .unwrap_or_else(|e| e.into_inner());
-            }
-        }
-        batch.values[index]
-    }
-
-    /// One running chain stops submitting; if every other running chain is
-    /// waiting, their batch is evaluated now.
-    fn leave(&self, call: &dyn Fn(&[f64], usize) -> Vec<f64>) {
-        let mut batch = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        batch.running = batch.running.saturating_sub(1);
-        if batch.count > 0 && batch.count >= batch.running {
-            drop(self.evaluate(batch, call));
-        }
-    }
 }
 
 /// A [`Source`] of known dimension that records the first Python error and
@@ -169,8 +71,7 @@ impl Density {
         }
     }
 
-    /// Whether evaluating the density needs the GIL (Python callables; a
-    /// batch is called by whichever chain's thread completes it).
+    /// Whether evaluating the density needs the GIL (Python callables).
     pub fn needs_gil(&self) -> bool {
         matches!(
             self.source,
@@ -178,33 +79,9 @@ impl Density {
         )
     }
 
-    /// Whether evaluations are batched over chains running in lockstep
-    /// (each chain then needs a thread of its own).
+    /// Whether evaluations are batched over chains running in lockstep.
     pub fn is_batched(&self) -> bool {
         matches!(self.source, Source::Batched { .. })
-    }
-
-    /// Starts a lockstep segment of `chains` chains, each on its own thread
-    /// and each calling [`Density::leave_lockstep`] when it stops.
-    pub fn begin_lockstep(&self, chains: usize) {
-        if let Source::Batched { rendezvous, .. } = &self.source {
-            rendezvous
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .running = chains;
-        }
-    }
-
-    /// A chain of the lockstep segment stops taking steps.
-    pub fn leave_lockstep(&self) {
-        if let Source::Batched {
-            function,
-            rendezvous,
-        } = &self.source
-        {
-            rendezvous.leave(&|points, count| self.call_batch(function, points, count));
-        }
     }
 
     /// The log densities of `count` points (one after the other in
@@ -212,7 +89,7 @@ impl Density {
     /// density is not vectorised.
     pub fn evaluate_batch(&self, points: &[f64], count: usize) -> Option<Vec<f64>> {
         match &self.source {
-            Source::Batched { function, .. } => Some(self.call_batch(function, points, count)),
+            Source::Batched { function } => Some(self.call_batch(function, points, count)),
             _ => None,
         }
     }
@@ -311,15 +188,7 @@ impl Target for Density {
             Source::Builtin(target) => target.log_density(x, rng),
             Source::Compiled(f) => call_compiled(*f, x),
             Source::Simulation(likelihood) => likelihood.log_likelihood_estimate(x, rng),
-            Source::Batched {
-                function,
-                rendezvous,
-            } => {
-                if self.has_failed() {
-                    return f64::NAN;
-                }
-                rendezvous.submit(x, &|points, count| self.call_batch(function, points, count))
-            }
+            Source::Batched { function } => self.call_batch(function, x, 1)[0],
             Source::Callable { function, .. } => {
                 if self.has_failed() {
                     return f64::NAN;
@@ -412,7 +281,11 @@ fn read_batch(
             value.repr().map(|r| r.to_string()).unwrap_or_default()
         ))
     };
-    let array = py_float_array(value).map_err(|_| wrong())?;
+    // a float64 array, what a numpy density returns, is read as it is
+    let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
+        Ok(array) => array.clone(),
+        Err(_) => py_float_array(value).map_err(|_| wrong())?,
+    };
     if array.ndim() != 1 || array.len() != count {
         return Err(wrong());
     }

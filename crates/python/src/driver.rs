@@ -3,7 +3,7 @@
 
 use crate::density::Density;
 use crate::settings::{BuildResult, Job, Sampler};
-use kameleon_samplers::{Chain, MetropolisHastings, Run, RunConfig};
+use kameleon_samplers::{Chain, MetropolisHastings, Run, RunConfig, advance_lockstep};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -170,15 +170,6 @@ impl Drop for SetOnDrop<'_> {
     }
 }
 
-/// Takes a chain out of the lockstep batch when dropped.
-struct LeaveLockstep<'a>(&'a Density);
-
-impl Drop for LeaveLockstep<'_> {
-    fn drop(&mut self) {
-        self.0.leave_lockstep();
-    }
-}
-
 /// How often the calling thread wakes to draw progress and check signals.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -202,7 +193,7 @@ fn drive<P: Sampler>(
     let cancel = AtomicBool::new(false);
     // With one worker there is no other chain to overlap with: it keeps the
     // GIL for a whole chunk instead of taking it at every evaluation.
-    let hold_gil = control.cores.max(1).min(runs.len()) == 1 && !density.is_batched();
+    let hold_gil = control.cores.max(1).min(runs.len()) == 1;
     // the first sampler error of any chain (e.g. a resumed run whose target
     // has another dimension)
     let failure = std::sync::Mutex::new(None::<String>);
@@ -220,37 +211,30 @@ fn drive<P: Sampler>(
             let (steps, cancel, done, pool, failure) = (&steps, &cancel, &done, &pool, &failure);
             scope.spawn(move || {
                 let _done = SetOnDrop(done);
-                let advance = |(run, counter): (&mut Run<P>, &AtomicU64)| {
-                    let chain = Advance {
-                        density,
-                        deadline,
-                        cancel,
-                        counter,
-                        hold_gil,
-                    };
-                    let result = {
-                        // leaves the lockstep batch when the chain stops,
-                        // also if it panics, so the others never wait for it
-                        let _leave = LeaveLockstep(density);
-                        chain.run(run)
-                    };
-                    if let Err(err) = result {
-                        cancel.store(true, Ordering::Relaxed);
-                        let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
-                        first.get_or_insert(err.to_string());
-                    }
+                let chunks = Chunks {
+                    density,
+                    deadline,
+                    cancel,
+                };
+                let fail = |err: kameleon_samplers::SamplerError| {
+                    cancel.store(true, Ordering::Relaxed);
+                    let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
+                    first.get_or_insert(err.to_string());
                 };
                 if density.is_batched() {
-                    // lockstep: every chain on its own thread, so that all
-                    // of them can wait for one batch
-                    density.begin_lockstep(runs.len());
-                    std::thread::scope(|chains| {
-                        for pair in runs.iter_mut().zip(steps.iter()) {
-                            chains.spawn(move || advance(pair));
-                        }
-                    });
+                    if let Err(err) = chunks.lockstep(runs, steps) {
+                        fail(err);
+                    }
                 } else {
-                    pool.install(|| runs.par_iter_mut().zip(steps.par_iter()).for_each(advance));
+                    pool.install(|| {
+                        runs.par_iter_mut()
+                            .zip(steps.par_iter())
+                            .for_each(|(run, counter)| {
+                                if let Err(err) = chunks.run(run, counter, hold_gil) {
+                                    fail(err);
+                                }
+                            })
+                    });
                 }
             });
             // This thread holds the GIL only between sleeps, and leaves the
@@ -325,43 +309,31 @@ fn drive<P: Sampler>(
 /// lasts roughly 10–40 ms whatever one step costs.
 const CHUNK: Duration = Duration::from_millis(10);
 
-/// How one chain advances: until it ends, the deadline passes or the run is
-/// cancelled, in chunks whose steps are counted in `counter`.
-struct Advance<'a> {
+/// How chains advance: until they end, the deadline passes or the run is
+/// cancelled, in chunks whose steps are counted in the chains' counters.
+struct Chunks<'a> {
     density: &'a Density,
     deadline: Option<Instant>,
     cancel: &'a AtomicBool,
-    counter: &'a AtomicU64,
-    /// Keep the GIL for a whole chunk (a single worker) rather than taking
-    /// it at each evaluation.
-    hold_gil: bool,
 }
 
-impl Advance<'_> {
-    /// Advances `run` in chunks; chunking does not change the chain.
-    fn run<P: Sampler>(&self, run: &mut Run<P>) -> kameleon_samplers::Result<()> {
+impl Chunks<'_> {
+    /// Calls `advance(chunk)`, which takes up to `chunk` steps and says
+    /// whether the chains are finished, until they are or the run stops;
+    /// chunking does not change the chains.
+    fn in_chunks(
+        &self,
+        mut advance: impl FnMut(u64) -> kameleon_samplers::Result<bool>,
+    ) -> kameleon_samplers::Result<()> {
         let mut chunk = 1u64;
-        while !run.is_finished()
-            && !self.cancel.load(Ordering::Relaxed)
+        while !self.cancel.load(Ordering::Relaxed)
             && !self.density.has_failed()
             && self.deadline.is_none_or(|d| Instant::now() < d)
         {
             let start = Instant::now();
-            if !self.density.needs_gil() {
-                run.advance(self.density, chunk, None)?;
-            } else if self.hold_gil {
-                // each evaluation's own attach is then a counter increment;
-                // Python code run by the density still lets the polling
-                // thread in at CPython's switch interval
-                Python::attach(|_| run.advance(self.density, chunk, None))?;
-            } else {
-                // Attach once per chunk so this thread keeps its Python
-                // state, then release the GIL: each evaluation re-acquires it
-                // (cheap with the state kept), so other chains run their Rust
-                // work and their own calls in between.
-                Python::attach(|py| py.detach(|| run.advance(self.density, chunk, None)))?;
+            if advance(chunk)? {
+                break;
             }
-            self.counter.store(run.steps_done(), Ordering::Relaxed);
             let took = start.elapsed();
             if took < CHUNK {
                 chunk = chunk.saturating_mul(2);
@@ -370,6 +342,64 @@ impl Advance<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Advances one chain; `hold_gil`: keep the GIL for a whole chunk (a
+    /// single worker) rather than taking it at each evaluation.
+    fn run<P: Sampler>(
+        &self,
+        run: &mut Run<P>,
+        counter: &AtomicU64,
+        hold_gil: bool,
+    ) -> kameleon_samplers::Result<()> {
+        let density = self.density;
+        self.in_chunks(|chunk| {
+            if run.is_finished() {
+                return Ok(true);
+            }
+            if !density.needs_gil() {
+                run.advance(density, chunk, None)?;
+            } else if hold_gil {
+                // each evaluation's own attach is then a counter increment;
+                // Python code run by the density still lets the polling
+                // thread in at CPython's switch interval
+                Python::attach(|_| run.advance(density, chunk, None))?;
+            } else {
+                // Attach once per chunk so this thread keeps its Python
+                // state, then release the GIL: each evaluation re-acquires it
+                // (cheap with the state kept), so other chains run their Rust
+                // work and their own calls in between.
+                Python::attach(|py| py.detach(|| run.advance(density, chunk, None)))?;
+            }
+            counter.store(run.steps_done(), Ordering::Relaxed);
+            Ok(run.is_finished())
+        })
+    }
+
+    /// Advances every chain in lockstep on this one thread: each step's
+    /// proposed points of all running chains go into one call of the
+    /// vectorised density. The thread calls Python at every step, so it
+    /// keeps the GIL for a whole chunk (the polling thread gets in at
+    /// CPython's switch interval while the density runs).
+    fn lockstep<P: Sampler>(
+        &self,
+        runs: &mut [Run<P>],
+        counters: &[AtomicU64],
+    ) -> kameleon_samplers::Result<()> {
+        let density = self.density;
+        let mut evaluate = |points: &[f64], values: &mut [f64]| match density
+            .evaluate_batch(points, values.len())
+        {
+            Some(batch) => values.copy_from_slice(&batch),
+            None => values.fill(f64::NAN),
+        };
+        self.in_chunks(|chunk| {
+            Python::attach(|_| advance_lockstep(runs, density, chunk, &mut evaluate))?;
+            for (run, counter) in runs.iter().zip(counters) {
+                counter.store(run.steps_done(), Ordering::Relaxed);
+            }
+            Ok(runs.iter().all(Run::is_finished))
+        })
     }
 }
 

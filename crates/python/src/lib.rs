@@ -2,8 +2,8 @@
 //!
 //! Rust owns the chains, the threads and the checkpoint files; Python owns
 //! the user's log density and the output objects. `sample` and
-//! `resume` run chains on a thread pool (or, for a vectorised density, each
-//! chain on its own thread, in lockstep) while the calling thread polls
+//! `resume` run chains on a thread pool (or, for a vectorised density, all
+//! chains in lockstep on one thread) while the calling thread polls
 //! progress counters and signals; `sample` also runs any subset of a run's
 //! chains by index, which is how worker processes run theirs, and
 //! `regroup_checkpoints` and `extend_checkpoint` gather, split and lengthen
@@ -66,7 +66,6 @@ fn density(
         }
         "vectorized" => Source::Batched {
             function: function.clone().unbind(),
-            rendezvous: density::Rendezvous::default(),
         },
         "compiled" => Source::Compiled(density::compiled_from_address(function.extract()?)?),
         "simulation" => {

@@ -2,7 +2,7 @@
 //! and checkpoint/resume.
 
 use crate::Target;
-use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal};
+use crate::engine::{AdaptationSummary, MetropolisHastings, Proposal, StepInfo};
 use crate::error::{Result, SamplerError, ensure};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -417,37 +417,16 @@ impl<P: Proposal> Run<P> {
         recorded: usize,
         progress: Option<ProgressFn<'_>>,
     ) -> Result<()> {
-        if target.dim() != self.chain.dim {
-            return Err(SamplerError::RunDimension {
-                seed: self.chain.seed,
-                chain_index: self.chain.chain_index,
-                run: self.chain.dim,
-                target: target.dim(),
-            });
-        }
-        let config = self.chain.config;
-        let total = config.total_steps();
+        self.check_dimension(target)?;
+        let total = self.chain.config.total_steps();
         let end = total.min(self.steps_done().saturating_add(max_steps));
         let every = (total / 100).max(1);
         let kept_until = self.kept_until();
         let start = Instant::now();
         while self.steps_done() < end && self.chain.len() < recorded {
             let info = self.sampler.step(target);
+            self.record(info, kept_until);
             let t = self.sampler.iteration();
-            debug_assert!(
-                t > kept_until || self.keeps_states_up_to(t),
-                "the proposal keeps every adapting state, as it declared"
-            );
-            if config.records(t) && self.sampler.proposal().records_last_step() {
-                if t > kept_until {
-                    self.chain
-                        .samples
-                        .extend_from_slice(self.sampler.position());
-                }
-                self.chain.accepted.push(info.accepted);
-                self.chain.log_densities.push(self.sampler.log_density());
-                self.chain.accept_probabilities.push(info.accept_prob);
-            }
             if let Some(report) = progress
                 && (t.is_multiple_of(every) || t == total)
             {
@@ -460,6 +439,40 @@ impl<P: Proposal> Run<P> {
         }
         self.chain.wall_time_secs += start.elapsed().as_secs_f64();
         Ok(())
+    }
+
+    /// Errors unless `target` has the run's dimension.
+    fn check_dimension(&self, target: &dyn Target) -> Result<()> {
+        if target.dim() == self.chain.dim {
+            return Ok(());
+        }
+        Err(SamplerError::RunDimension {
+            seed: self.chain.seed,
+            chain_index: self.chain.chain_index,
+            run: self.chain.dim,
+            target: target.dim(),
+        })
+    }
+
+    /// Records the state after the step just taken (described by `info`) if
+    /// the configuration and the proposal make it a draw; the states of the
+    /// steps up to `kept_until` ([`Run::kept_until`]) are the proposal's.
+    fn record(&mut self, info: StepInfo, kept_until: u64) {
+        let t = self.sampler.iteration();
+        debug_assert!(
+            t > kept_until || self.keeps_states_up_to(t),
+            "the proposal keeps every adapting state, as it declared"
+        );
+        if self.chain.config.records(t) && self.sampler.proposal().records_last_step() {
+            if t > kept_until {
+                self.chain
+                    .samples
+                    .extend_from_slice(self.sampler.position());
+            }
+            self.chain.accepted.push(info.accepted);
+            self.chain.log_densities.push(self.sampler.log_density());
+            self.chain.accept_probabilities.push(info.accept_prob);
+        }
     }
 
     /// Runs to the end and returns the chain. Errors (taking no step) if
@@ -542,6 +555,75 @@ impl<P: Proposal> Run<P> {
         kept.truncate(len);
         kept
     }
+}
+
+/// Advances `runs` in lockstep by up to `max_steps` steps each (each stops
+/// at its end): at every step, every unfinished run draws its proposal, one
+/// call `evaluate(points, values)` gives the log densities of all the
+/// proposed points that need one (`points` holds them one after the other,
+/// row-major, and `values` has one slot per point, to be filled), and every
+/// run finishes its step. No run draws from its rng for the evaluation, so
+/// for an exact target whose log densities `evaluate` returns each run
+/// takes the steps of [`Run::advance`], bit for bit (a pseudo-marginal
+/// target's estimates draw from the chain's stream: run those with
+/// [`Run::advance`]). `target` serves the proposals (gradients, the
+/// starting points' curvature, MCWM re-estimates); a step whose draw is not
+/// finite is rejected without a point in the batch, and a step with no
+/// point at all makes no call. Each run's wall time grows by the whole
+/// call's. Errors (taking no step) if `target` has another dimension than a
+/// run.
+pub fn advance_lockstep<P: Proposal>(
+    runs: &mut [Run<P>],
+    target: &dyn Target,
+    max_steps: u64,
+    evaluate: &mut dyn FnMut(&[f64], &mut [f64]),
+) -> Result<()> {
+    for run in runs.iter() {
+        run.check_dimension(target)?;
+    }
+    let start = Instant::now();
+    let kept_until: Vec<u64> = runs.iter().map(Run::kept_until).collect();
+    let mut pending = Vec::with_capacity(runs.len());
+    let mut points = Vec::with_capacity(runs.len() * target.dim());
+    let mut values = Vec::with_capacity(runs.len());
+    for _ in 0..max_steps {
+        pending.clear();
+        points.clear();
+        values.clear();
+        for (k, run) in runs.iter_mut().enumerate() {
+            if run.is_finished() {
+                continue;
+            }
+            let step = run.sampler.begin_step(target);
+            if step.needs_density() {
+                points.extend_from_slice(run.sampler.proposed());
+                values.push(f64::NAN);
+            }
+            pending.push((k, step));
+        }
+        if pending.is_empty() {
+            break;
+        }
+        if !values.is_empty() {
+            evaluate(&points, &mut values);
+        }
+        let mut next = values.iter();
+        for (k, step) in pending.drain(..) {
+            let log_density = if step.needs_density() {
+                *next.next().expect("one value per point")
+            } else {
+                f64::NEG_INFINITY
+            };
+            let run = &mut runs[k];
+            let info = run.sampler.finish_step(step, log_density);
+            run.record(info, kept_until[k]);
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    for run in runs.iter_mut() {
+        run.chain.wall_time_secs += seconds;
+    }
+    Ok(())
 }
 
 /// The checkpoint kind of a run of proposal `P` (its type name).

@@ -189,6 +189,27 @@ pub struct StepInfo {
     pub non_finite: bool,
 }
 
+/// A step begun by [`MetropolisHastings::begin_step`], waiting for the log
+/// density of its proposed point to be finished by
+/// [`MetropolisHastings::finish_step`].
+#[derive(Debug)]
+#[must_use = "a begun step must be finished with `finish_step`"]
+pub struct PendingStep {
+    /// The proposal's log correction.
+    correction: f64,
+    /// Whether x* and the correction are finite (else the step is rejected
+    /// without evaluating x*).
+    finite_draw: bool,
+}
+
+impl PendingStep {
+    /// Whether the proposed point needs its log density: `false` when the
+    /// draw or its correction is not finite, a rejection whatever the value.
+    pub fn needs_density(&self) -> bool {
+        self.finite_draw
+    }
+}
+
 /// The Metropolis–Hastings engine: the chain's state, its rng and a proposal.
 ///
 /// Serialising it (with its proposal) is a complete checkpoint: the rng state,
@@ -249,8 +270,30 @@ impl<P: Proposal> MetropolisHastings<P> {
         })
     }
 
-    /// One Metropolis–Hastings step (allocation-free).
+    /// One Metropolis–Hastings step (allocation-free):
+    /// [`MetropolisHastings::begin_step`], log π of the proposed point from
+    /// `target` with the chain's rng, [`MetropolisHastings::finish_step`].
     pub fn step(&mut self, target: &dyn Target) -> StepInfo {
+        let pending = self.begin_step(target);
+        let log_density = if pending.needs_density() {
+            target.log_density(&self.proposed, &mut self.rng)
+        } else {
+            f64::NEG_INFINITY
+        };
+        self.finish_step(pending, log_density)
+    }
+
+    /// The first half of a step: draws the proposed point x*
+    /// ([`MetropolisHastings::proposed`]) and returns what
+    /// [`MetropolisHastings::finish_step`] needs besides log π(x*). Splitting
+    /// the step lets a caller gather the proposed points of many chains and
+    /// evaluate them together; the step is then the one
+    /// [`MetropolisHastings::step`] takes, bit for bit, as long as the
+    /// evaluation does not draw from the chain's rng (an exact target's
+    /// does not; a pseudo-marginal estimate does, so a noisy target must
+    /// use `step`). `target` still serves the proposal (gradients, the MCWM
+    /// re-estimate of the current state).
+    pub fn begin_step(&mut self, target: &dyn Target) -> PendingStep {
         self.iteration += 1;
         if self.proposal.reestimates_current_density() {
             // MCWM (inexact, opt-in): a fresh estimate replaces the stored one.
@@ -266,9 +309,32 @@ impl<P: Proposal> MetropolisHastings<P> {
             .proposal
             .propose(target, &self.x, &mut self.proposed, &mut self.rng);
         let finite_draw = correction.is_finite() && self.proposed.iter().all(|v| v.is_finite());
-        let proposal_log_density = if finite_draw {
+        if finite_draw {
             self.evaluations += 1;
-            target.log_density(&self.proposed, &mut self.rng)
+        }
+        PendingStep {
+            correction,
+            finite_draw,
+        }
+    }
+
+    /// The point x* drawn by the last [`MetropolisHastings::begin_step`].
+    pub fn proposed(&self) -> &[f64] {
+        &self.proposed
+    }
+
+    /// The second half of a step begun by
+    /// [`MetropolisHastings::begin_step`]: accepts or rejects x* given its
+    /// log density `proposal_log_density` (ignored, and the step rejected,
+    /// if the draw was not finite: see [`PendingStep::needs_density`]),
+    /// then tells the proposal the outcome.
+    pub fn finish_step(&mut self, pending: PendingStep, proposal_log_density: f64) -> StepInfo {
+        let PendingStep {
+            correction,
+            finite_draw,
+        } = pending;
+        let proposal_log_density = if finite_draw {
+            proposal_log_density
         } else {
             f64::NEG_INFINITY
         };

@@ -111,12 +111,13 @@ pub use adaptation::{
 };
 pub use am::{AdaptiveMetropolis, AdaptiveMetropolisConfig, MomentEstimator, MomentUpdate};
 pub use chain::{
-    AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, chain_rng, run_chain, run_chains,
+    AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, advance_lockstep, chain_rng,
+    run_chain, run_chains,
 };
 pub use ckam::{Ckam, CkamConfig, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
 pub use covariance::ProposalCovariance;
 pub use engine::{
-    AdaptationSummary, KeptStates, MetropolisHastings, Proposal, StepInfo, StepOutcome,
+    AdaptationSummary, KeptStates, MetropolisHastings, PendingStep, Proposal, StepInfo, StepOutcome,
 };
 pub use ensemble::{
     Ensemble, EnsembleConfig, EnsembleRun, StretchFactor, initial_ball, run_ensemble,

@@ -14,6 +14,7 @@ mod kamh_adaptive;
 mod kamh_invariance;
 mod kamh_proposal;
 mod kmc;
+mod lockstep;
 mod pca_kameleon;
 mod reliability;
 mod resume;
