@@ -742,8 +742,10 @@ mod tests {
         for (config, why) in bad {
             assert!(AdaptiveMetropolis::new(d, config).is_err(), "{why}");
         }
-        let mut config = AdaptiveMetropolisConfig::default();
-        config.moment_lag = 0;
+        let config = AdaptiveMetropolisConfig {
+            moment_lag: 0,
+            ..Default::default()
+        };
         assert!(
             AdaptiveMetropolis::new(d, config).is_err(),
             "lag 0 set directly"
