@@ -5,9 +5,45 @@
 //! claims checked against our summary, and the figures.
 
 use crate::size::Size;
-use crate::spec::{Metric, SamplerSpec, TargetSpec};
+use crate::spec::{BuiltTarget, Metric, SamplerSpec, TargetSpec};
 use crate::summary::{Measurement, Summary};
 use crate::verdict::ClaimCheck;
+
+/// Where a cell's chains start.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Start {
+    /// The target's own start ([`TargetSpec::start`]): the paper's fixed
+    /// point where it has one, else an exact draw per chain.
+    #[default]
+    Target,
+    /// A fixed point (its length must be the target's dimension).
+    At(&'static [f64]),
+    /// The origin.
+    Origin,
+}
+
+impl Start {
+    /// Chain starting point on `built` (of `target`); `rng` is the chain's
+    /// setup stream, used by the target's own start only.
+    pub fn point(
+        self,
+        target: &TargetSpec,
+        built: &BuiltTarget,
+        rng: &mut dyn rand::Rng,
+    ) -> anyhow::Result<Vec<f64>> {
+        let d = built.target().dim();
+        match self {
+            Self::Target => target.start(built, rng),
+            Self::Origin => Ok(vec![0.0; d]),
+            Self::At(x) if x.len() == d => Ok(x.to_vec()),
+            Self::At(x) => anyhow::bail!(
+                "a start of {} coordinates for the {d}-d target {}",
+                x.len(),
+                target.label()
+            ),
+        }
+    }
+}
 
 /// One cell of an experiment's grid: every chain of it runs the same
 /// protocol with its own random stream.
@@ -23,6 +59,9 @@ pub struct Cell {
     pub iterations: u64,
     /// Burn-in iterations (adaptation stops after them).
     pub burn_in: u64,
+    /// Where the chains start (a start other than the target's is named in
+    /// `setting`, which is part of the cell's key).
+    pub start: Start,
 }
 
 impl Cell {
@@ -42,6 +81,7 @@ impl Cell {
                 setting: String::new(),
                 iterations,
                 burn_in,
+                start: Start::Target,
             })
             .collect()
     }

@@ -128,8 +128,22 @@ impl MomentEstimator {
         }
     }
 
-    /// Feeds one step's outcome (after the accept decision).
+    /// Feeds one step's outcome (after the accept decision): the next
+    /// update in the estimator's own count.
     pub fn update(&mut self, outcome: &StepOutcome<'_>) {
+        let next = match self {
+            Self::Empirical(_) => 0,
+            Self::StochasticApproximation { updates, .. }
+            | Self::RaoBlackwellised { updates, .. } => *updates + 1,
+        };
+        self.update_at(outcome, next);
+    }
+
+    /// Feeds one step's outcome as the `index`-th update (≥ 1): the
+    /// stochastic-approximation estimators take the step γ_{index+1}, so an
+    /// estimator fed only every k-th step can keep the step sizes of the
+    /// steps it skipped (the empirical estimator ignores `index`).
+    pub fn update_at(&mut self, outcome: &StepOutcome<'_>, index: u64) {
         match self {
             Self::Empirical(m) => m.push(outcome.current),
             Self::StochasticApproximation {
@@ -137,7 +151,7 @@ impl MomentEstimator {
                 schedule,
                 updates,
             } => {
-                *updates += 1;
+                *updates = index;
                 moments.update(schedule.step(*updates + 1), &[(outcome.current, 1.0)]);
             }
             Self::RaoBlackwellised {
@@ -145,7 +159,7 @@ impl MomentEstimator {
                 schedule,
                 updates,
             } => {
-                *updates += 1;
+                *updates = index;
                 let a = outcome.accept_prob;
                 moments.update(
                     schedule.step(*updates + 1),
@@ -153,6 +167,32 @@ impl MomentEstimator {
                 );
             }
         }
+    }
+
+    /// Replaces the starting covariance of a stochastic-approximation
+    /// estimator (d × d row-major, symmetric, finite); an error for the
+    /// empirical estimator, which has no starting value.
+    pub fn with_initial_covariance(mut self, covariance: &[f64]) -> Result<Self> {
+        let d = self.dim();
+        check_dim(d * d, covariance.len())?;
+        ensure(
+            covariance.iter().all(|v| v.is_finite())
+                && (0..d).all(|i| (0..i).all(|j| covariance[i * d + j] == covariance[j * d + i])),
+            "initial_covariance",
+            "must be finite and symmetric",
+        )?;
+        match &mut self {
+            Self::Empirical(_) => ensure(
+                false,
+                "initial_covariance",
+                "needs stochastic-approximation moments (the empirical estimator has no start)",
+            )?,
+            Self::StochasticApproximation { moments, .. }
+            | Self::RaoBlackwellised { moments, .. } => {
+                *moments = StochasticMoments::new(moments.mean().to_vec(), covariance.to_vec())?;
+            }
+        }
+        Ok(self)
     }
 
     /// The current mean estimate.
@@ -197,9 +237,20 @@ pub struct AdaptiveMetropolisConfig {
     pub moments: MomentUpdate,
     /// ε ≥ 0 added to the diagonal of Σ_t.
     pub epsilon: f64,
-    /// The number of adaptive updates before Σ_t replaces the identity;
-    /// `None` is 2d.
+    /// The number of moment updates before Σ_t replaces the starting
+    /// covariance; `None` is 2d.
     pub warmup: Option<u64>,
+    /// Σ_t is updated at every `moment_lag`-th adaptive step only (≥ 1;
+    /// default 1), with the step size of that step, while ν adapts at every
+    /// step. The KAMH code's AM uses 20.
+    pub moment_lag: u64,
+    /// The first `delay` adaptive steps change nothing; step sizes count
+    /// from the step after them (default 0; the KAMH code's AM: 500).
+    pub delay: u64,
+    /// The starting covariance Σ₀ (d × d row-major; needs
+    /// stochastic-approximation moments), used by the proposal from the
+    /// first step; `None`: the identity, used until the warm-up ends.
+    pub initial_covariance: Option<Vec<f64>>,
 }
 
 impl Default for AdaptiveMetropolisConfig {
@@ -210,6 +261,9 @@ impl Default for AdaptiveMetropolisConfig {
             moments: MomentUpdate::Empirical,
             epsilon: 1e-6,
             warmup: None,
+            moment_lag: 1,
+            delay: 0,
+            initial_covariance: None,
         }
     }
 }
@@ -281,6 +335,52 @@ impl AdaptiveMetropolisConfig {
         self.warmup = Some(warmup);
         self
     }
+
+    /// Updates Σ_t at every `lag`-th adaptive step only (`lag` ≥ 1).
+    pub fn with_moment_lag(mut self, lag: u64) -> Result<Self> {
+        ensure(lag >= 1, "moment_lag", "must be at least 1")?;
+        self.moment_lag = lag;
+        Ok(self)
+    }
+
+    /// Lets the first `delay` adaptive steps change nothing.
+    pub fn with_delay(mut self, delay: u64) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Starts Σ_t at `covariance` (d × d row-major, symmetric positive
+    /// definite, checked by [`AdaptiveMetropolis::new`]).
+    pub fn with_initial_covariance(mut self, covariance: Vec<f64>) -> Self {
+        self.initial_covariance = Some(covariance);
+        self
+    }
+
+    /// The KAMH paper's code's AM (kameleon-mcmc `AdaptiveMetropolis`):
+    /// stochastic-approximation moments from Σ₀ = `initial_covariance`,
+    /// updated every 20th step, nothing adapting during the first 500
+    /// steps, step sizes 1/√(t − 500 + 1), Σ₀ used from the first step; ν
+    /// fixed at 2.38/√d (AM-FS) or, with `learned_scale`, adapted at every
+    /// step toward 0.234 from there (AM-LS). Run it without an adaptation
+    /// stop, as the code does. The code adapts log ν² with the unclipped
+    /// ratio; here log ν adapts with min(1, ratio).
+    pub fn kamh_code(
+        dim: usize,
+        learned_scale: bool,
+        initial_covariance: Vec<f64>,
+    ) -> Result<Self> {
+        let schedule = StepSchedule::InverseSqrt;
+        let config = if learned_scale {
+            Self::learned_scale(dim, schedule)?
+        } else {
+            Self::default().with_moments(MomentUpdate::StochasticApproximation { schedule })?
+        };
+        Ok(config
+            .with_warmup(0)
+            .with_moment_lag(20)?
+            .with_delay(500)
+            .with_initial_covariance(initial_covariance))
+    }
 }
 
 fn check_epsilon(epsilon: f64) -> Result<()> {
@@ -295,8 +395,11 @@ fn check_epsilon(epsilon: f64) -> Result<()> {
 /// [`MomentEstimator`] and ν fixed or Robbins–Monro adapted ([`Scale`]),
 /// configured by [`AdaptiveMetropolisConfig`].
 ///
-/// Until `warmup` adaptive updates have been made the proposal covariance is
-/// the identity. After each adaptive update the covariance is refactored
+/// Until `warmup` moment updates have been made the proposal covariance is
+/// the starting one (the identity unless
+/// [`AdaptiveMetropolisConfig::initial_covariance`] is set). ν adapts at
+/// every adaptive step after the first `delay`, Σ_t at every
+/// `moment_lag`-th; after each moment update the covariance is refactored
 /// (O(d³), allocation-free) with jitter if needed (counted).
 ///
 /// ```
@@ -320,6 +423,11 @@ pub struct AdaptiveMetropolis {
     moments: MomentEstimator,
     epsilon: f64,
     warmup: u64,
+    moment_lag: u64,
+    delay: u64,
+    /// Adaptive steps seen (delayed ones included).
+    steps: u64,
+    /// Moment updates made.
     updates: u64,
     covariance: ProposalCovariance,
     buffer: Vec<f64>,
@@ -336,17 +444,35 @@ impl AdaptiveMetropolis {
             None => Scale::fixed(Scale::optimal_for(dim))?,
         };
         scale.validate("scale")?;
-        let moments = MomentEstimator::new(dim, config.moments)?;
+        let mut moments = MomentEstimator::new(dim, config.moments)?;
         check_epsilon(config.epsilon)?;
+        ensure(config.moment_lag >= 1, "moment_lag", "must be at least 1")?;
+        let mut covariance = ProposalCovariance::identity(dim);
+        let mut buffer = vec![0.0; dim * dim];
+        if let Some(start) = &config.initial_covariance {
+            moments = moments.with_initial_covariance(start)?;
+            moments.covariance_into(&mut buffer);
+            for i in 0..dim {
+                buffer[i * dim + i] += config.epsilon;
+            }
+            ensure(
+                covariance.factor(&buffer).is_ok() && covariance.jitters() == 0,
+                "initial_covariance",
+                "must be positive definite",
+            )?;
+        }
         Ok(Self {
             dim,
             scale,
             moments,
             epsilon: config.epsilon,
             warmup: config.warmup.unwrap_or(2 * dim as u64),
+            moment_lag: config.moment_lag,
+            delay: config.delay,
+            steps: 0,
             updates: 0,
-            covariance: ProposalCovariance::identity(dim),
-            buffer: vec![0.0; dim * dim],
+            covariance,
+            buffer,
             failed_factorisations: 0,
         })
     }
@@ -398,11 +524,18 @@ impl Proposal for AdaptiveMetropolis {
         if !adapt {
             return;
         }
+        self.steps += 1;
+        if self.steps <= self.delay {
+            return;
+        }
         self.scale.update(outcome.accept_prob);
-        self.moments.update(outcome);
-        self.updates += 1;
-        if self.updates >= self.warmup {
-            self.refactor();
+        let index = self.steps - self.delay;
+        if index.is_multiple_of(self.moment_lag) {
+            self.moments.update_at(outcome, index);
+            self.updates += 1;
+            if self.updates >= self.warmup {
+                self.refactor();
+            }
         }
     }
 
@@ -453,6 +586,170 @@ mod tests {
             }
         }
         (adapting / (burn_in / 2) as f64, frozen / burn_in as f64)
+    }
+
+    /// A step outcome at `x` (accepted from `x` to itself, acceptance `prob`).
+    fn outcome(iteration: u64, x: &[f64], prob: f64) -> StepOutcome<'_> {
+        StepOutcome {
+            iteration,
+            previous: x,
+            proposed: x,
+            current: x,
+            log_density: 0.0,
+            accepted: true,
+            accept_prob: prob,
+        }
+    }
+
+    #[test]
+    fn lagged_delayed_moments_follow_the_recursion_of_the_kamh_code() {
+        // The KAMH code's AM: after a delay of D steps, at adaptive step
+        // k = t − D the learning rate is (k + 1)^−½; ν adapts at every k (its
+        // own count, step k^−½), the moments at every k divisible by the lag
+        // L, from (x₀, Σ₀): Σ ← Σ + r((x − μ)(x − μ)ᵀ − Σ), then
+        // μ ← μ + r(x − μ). The recursion is recomputed here from scratch.
+        let (d, delay, lag) = (3, 7_u64, 4_u64);
+        let sigma0 = vec![5.0, 0.5, 0.0, 0.5, 2.0, 0.0, 0.0, 0.0, 1.0];
+        let config = AdaptiveMetropolisConfig::learned_scale(d, StepSchedule::InverseSqrt)
+            .unwrap()
+            .with_warmup(0)
+            .with_moment_lag(lag)
+            .unwrap()
+            .with_delay(delay)
+            .with_initial_covariance(sigma0.clone());
+        let mut am = AdaptiveMetropolis::new(d, config).unwrap();
+        let x0 = [0.5, -1.0, 2.0];
+        am.moments.start(&x0);
+        let (mut mean, mut cov) = (x0.to_vec(), sigma0.clone());
+        let mut log_nu = Scale::optimal_for(d).ln();
+        let mut rng = chain_rng(3, 0);
+        let probs = [0.9, 0.1, 0.5, 0.0, 1.0, 0.3];
+        for t in 1..=60_u64 {
+            let x: Vec<f64> = (0..d)
+                .map(|i| (t as f64 * 0.37 + i as f64).sin() * 3.0)
+                .collect();
+            let prob = probs[t as usize % probs.len()];
+            am.observe(&outcome(t, &x, prob), true, &mut rng);
+            if t > delay {
+                let k = t - delay;
+                log_nu += (k as f64).sqrt().recip() * (prob - 0.234);
+                if k % lag == 0 {
+                    let r = ((k + 1) as f64).sqrt().recip();
+                    for i in 0..d {
+                        for j in 0..d {
+                            cov[i * d + j] +=
+                                r * ((x[i] - mean[i]) * (x[j] - mean[j]) - cov[i * d + j]);
+                        }
+                    }
+                    for i in 0..d {
+                        mean[i] += r * (x[i] - mean[i]);
+                    }
+                }
+            }
+            let mut got = vec![0.0; d * d];
+            am.moments().covariance_into(&mut got);
+            let pairs = got
+                .iter()
+                .zip(&cov)
+                .chain(am.moments().mean().iter().zip(&mean));
+            for (a, b) in pairs {
+                assert!((a - b).abs() < 1e-12, "t = {t}: {a} vs {b}");
+            }
+            assert!((am.scale().ln() - log_nu).abs() < 1e-12, "t = {t}");
+        }
+        assert_eq!(am.updates, (60 - delay) / lag);
+    }
+
+    #[test]
+    fn the_starting_covariance_shapes_the_proposals_before_any_update() {
+        // Before any moment update the proposal is N(x, ν²(Σ₀ + εI)). From
+        // 40 000 draws the sample variance of a coordinate has relative sd
+        // √(2/40 000) = 0.7%; 5% is seven sds.
+        let d = 4;
+        let mut sigma0 = vec![0.0; d * d];
+        for (i, v) in [100.0, 1.0, 1.0, 4.0].iter().enumerate() {
+            sigma0[i * d + i] = *v;
+        }
+        let config = AdaptiveMetropolisConfig::kamh_code(d, false, sigma0.clone()).unwrap();
+        let mut am = AdaptiveMetropolis::new(d, config).unwrap();
+        let nu2 = Scale::optimal_for(d).powi(2);
+        let target = Banana::new(d, 0.0, 1.0).unwrap();
+        let mut rng = chain_rng(11, 0);
+        let (n, x) = (40_000, vec![1.0; d]);
+        let mut y = vec![0.0; d];
+        let mut sum_sq = vec![0.0; d];
+        for _ in 0..n {
+            am.propose(&target, &x, &mut y, &mut rng);
+            for i in 0..d {
+                sum_sq[i] += (y[i] - x[i]).powi(2);
+            }
+        }
+        for i in 0..d {
+            let expected = nu2 * (sigma0[i * d + i] + 1e-6);
+            let got = sum_sq[i] / n as f64;
+            assert!(
+                (got / expected - 1.0).abs() < 0.05,
+                "coordinate {i}: {got} vs {expected}"
+            );
+        }
+        // the code's delay: its first 500 steps change nothing, not even ν
+        let config = AdaptiveMetropolisConfig::kamh_code(d, true, sigma0).unwrap();
+        let mut am = AdaptiveMetropolis::new(d, config).unwrap();
+        let nu = am.scale();
+        for t in 1..=500 {
+            am.observe(&outcome(t, &x, 1.0), true, &mut rng);
+        }
+        assert_eq!((am.scale(), am.updates), (nu, 0));
+        am.observe(&outcome(501, &x, 1.0), true, &mut rng);
+        assert!(am.scale() > nu);
+    }
+
+    #[test]
+    fn bad_moment_settings_are_clear_errors() {
+        let d = 2;
+        let sa = || {
+            AdaptiveMetropolisConfig::default()
+                .with_moments(MomentUpdate::StochasticApproximation {
+                    schedule: StepSchedule::InverseSqrt,
+                })
+                .unwrap()
+        };
+        assert!(
+            AdaptiveMetropolisConfig::default()
+                .with_moment_lag(0)
+                .is_err()
+        );
+        let bad = [
+            (sa().with_initial_covariance(vec![1.0; 3]), "length"),
+            (
+                sa().with_initial_covariance(vec![1.0, 0.5, 0.0, 1.0]),
+                "asymmetric",
+            ),
+            (
+                sa().with_initial_covariance(vec![1.0, 2.0, 2.0, 1.0]),
+                "indefinite",
+            ),
+            (
+                sa().with_initial_covariance(vec![f64::NAN, 0.0, 0.0, 1.0]),
+                "NaN",
+            ),
+            (
+                AdaptiveMetropolisConfig::default()
+                    .with_initial_covariance(vec![1.0, 0.0, 0.0, 1.0]),
+                "empirical moments",
+            ),
+        ];
+        for (config, why) in bad {
+            assert!(AdaptiveMetropolis::new(d, config).is_err(), "{why}");
+        }
+        let config = AdaptiveMetropolisConfig {
+            moment_lag: 0,
+            ..Default::default()
+        };
+        assert!(
+            AdaptiveMetropolis::new(d, config).is_err(),
+            "lag 0 set directly"
+        );
     }
 
     #[test]

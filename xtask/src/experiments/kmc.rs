@@ -3,7 +3,7 @@
 //! number of samples and basis functions n = m grows.
 
 use super::kamh::legend;
-use crate::experiment::{Cell, Experiment, Protocol};
+use crate::experiment::{Cell, Experiment, Protocol, Start};
 use crate::plot::{Bar, BarSeries, grouped_bars};
 use crate::spec::{Metric, SamplerSpec, TargetSpec};
 use crate::summary::Summary;
@@ -45,6 +45,7 @@ fn cells(quick: bool) -> Vec<Cell> {
         setting,
         iterations,
         burn_in,
+        start: Start::Target,
     };
     let mut out = vec![
         cell(SamplerSpec::RwTuned, String::new()),

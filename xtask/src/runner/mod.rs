@@ -549,7 +549,7 @@ fn run_job(run: &GridRun, job: &Job, built: &BuiltTarget, bar: &ProgressBar) -> 
     // draw from the target) comes from a stream of its own, so it does not
     // shift the sampler's stream.
     let mut setup = chain_rng(splitmix64(seed), job.chain as u64);
-    let x0 = cell.target.start(built, &mut setup)?;
+    let x0 = cell.start.point(&cell.target, built, &mut setup)?;
     let config = kameleon_samplers::RunConfig::new(cell.burn_in, cell.iterations);
     let run = cell
         .sampler

@@ -190,9 +190,12 @@ fn every_implemented_experiment_runs_at_quick_size() {
             .filter(|c| c.status == "done" && e.study.is_none())
         {
             for k in 0..c.chains {
-                let mut npy = dir.join("chains").join(&c.target).join(&c.sampler);
+                let mut npy = dir
+                    .join("chains")
+                    .join(sanitize(&c.target))
+                    .join(sanitize(&c.sampler));
                 if !c.setting.is_empty() {
-                    npy = npy.join(&c.setting);
+                    npy = npy.join(sanitize(&c.setting));
                 }
                 let npy = npy.join(format!("{k}.npy"));
                 let header = crate::npy::read_chain_header(&npy).unwrap();

@@ -5,7 +5,7 @@ use super::*;
 use anyhow::{Result, bail};
 use faer::MatRef;
 use kameleon_features::{Embedding, RandomFourierFeatures};
-use kameleon_kernels::Gaussian;
+use kameleon_kernels::{Gaussian, Linear, Matern};
 use kameleon_samplers::{
     AdaptProbability, AdaptationStop, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth,
     Ckam, CkamConfig, CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig,
@@ -71,6 +71,33 @@ pub enum SamplerSpec {
         n: usize,
         /// Isotropic exploration term γ.
         gamma: f64,
+        /// The Gaussian kernel's length-scale ℓ of exp(−‖x − y‖²/(2ℓ²)),
+        /// fixed (the KAMH code's `sigma`); `None`: the median heuristic.
+        length_scale: Option<f64>,
+    },
+    /// KAMH on a fixed subsample of n rows of the target's reference
+    /// sample, as the public KMC code runs it on Glass: fixed ν² and γ², the
+    /// kernel exp(−‖x − y‖²/σ) with σ = √(½ · median distance of the
+    /// subsample) (the KAMH code's median rule, passed to the KMC code's
+    /// kernel), no adaptation.
+    KamhReference {
+        /// Subsample size n.
+        n: usize,
+        /// The fixed ν².
+        nu2: f64,
+        /// The fixed γ².
+        gamma2: f64,
+    },
+    /// Adaptive Metropolis as the KAMH paper's code runs it
+    /// ([`AdaptiveMetropolisConfig::kamh_code`]): moments every 20th step
+    /// from Σ₀ = diag(`first_variance`, 1, …, 1), nothing adapting during
+    /// the first 500 steps, adapting for the whole chain; ν learned (AM-LS)
+    /// or fixed at 2.38/√d (AM-FS).
+    AmKamhCode {
+        /// Whether ν is learned (AM-LS) or fixed (AM-FS).
+        learned_scale: bool,
+        /// Σ₀'s first diagonal entry (the banana's V; 1 on the flower).
+        first_variance: f64,
     },
     /// KMC lite (KMC §4.1): f̂ = Σ αᵢ exp(−‖zᵢ − x‖²/σ) on n basis points,
     /// momentum N(0, I), ε ~ U[ε₀, ε₁), L ~ U{L₀, …, L₁}.
@@ -171,7 +198,45 @@ pub enum SamplerSpec {
         /// When z and ν adapt (the paper's Alg. 2:
         /// [`CycleAdaptation::WithinCycle`]).
         adaptation: CycleAdaptation,
+        /// The kernel (the paper's tables: [`CkamKernel::MATERN`]).
+        kernel: CkamKernel,
     },
+}
+
+/// The kernels of the cKAM paper's §2.2 for cKAM.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CkamKernel {
+    /// Matérn with smoothness ν and length-scale ℓ.
+    Matern {
+        /// The smoothness ν.
+        nu: f64,
+        /// The length-scale ℓ.
+        length_scale: f64,
+    },
+    /// Gaussian exp(−‖x − y‖²/(2ℓ²)).
+    Gaussian {
+        /// The length-scale ℓ.
+        length_scale: f64,
+    },
+    /// The linear kernel ⟨x, y⟩.
+    Linear,
+}
+
+impl CkamKernel {
+    /// The paper's kernel for its comparisons: [`CKAM_MATERN`].
+    pub const MATERN: CkamKernel = CkamKernel::Matern {
+        nu: CKAM_MATERN.0,
+        length_scale: CKAM_MATERN.1,
+    };
+
+    /// The kernel in words, e.g. `Gaussian ℓ=2`.
+    pub fn describe(&self) -> String {
+        match *self {
+            Self::Matern { nu, length_scale } => format!("Matérn ν={nu} ℓ={length_scale}"),
+            Self::Gaussian { length_scale } => format!("Gaussian ℓ={length_scale}"),
+            Self::Linear => "linear".into(),
+        }
+    }
 }
 
 /// Where KMC lite's basis points come from.
@@ -222,7 +287,7 @@ impl SamplerSpec {
             Self::RwTuned => "RW",
             Self::Hmc { .. } => "HMC",
             Self::KmcFinite { .. } => "KMC",
-            Self::KamhOracle { .. } => "KAMH",
+            Self::KamhOracle { .. } | Self::KamhReference { .. } => "KAMH",
             Self::FKamh {
                 embedding: Embedding::CosPhase,
                 ..
@@ -233,6 +298,14 @@ impl SamplerSpec {
             } => "F-KAMH-sincos",
             Self::AmFs => "AM-FS",
             Self::AmLs => "AM-LS",
+            Self::AmKamhCode {
+                learned_scale: true,
+                ..
+            } => "AM-LS",
+            Self::AmKamhCode {
+                learned_scale: false,
+                ..
+            } => "AM-FS",
             Self::KamhLs { .. } => "KAMH-LS",
             Self::KmcLite { .. } => "KMC",
             Self::Habc => "HABC",
@@ -258,8 +331,10 @@ impl SamplerSpec {
             | Self::KamhLs { .. }
             | Self::AmFs
             | Self::AmLs
+            | Self::AmKamhCode { .. }
             | Self::KmcFinite { .. }
             | Self::KamhOracle { .. }
+            | Self::KamhReference { .. }
             | Self::KmcLite { .. }
             | Self::Habc
             | Self::RwFixed { .. }
@@ -315,6 +390,23 @@ impl SamplerSpec {
                 // The oracle basis stays fixed: no adaptation at all.
                 let config = config.adaptation(AdaptationStop::After(0));
                 run(target, kmc, x0, config, seed, chain, progress)
+            }
+            Self::KamhReference { n, nu2, gamma2 } => {
+                let reference = built.require_reference()?;
+                let mut rng = chain_rng(seed ^ 0x0A4C_5EF5_u64, chain);
+                let z = reference.random_rows(n, &mut rng)?;
+                let d = target.dim();
+                let sigma = (0.5 * median_squared_distance(&z, d).sqrt()).sqrt();
+                let mut kamh = KamhConfig::paper(n)?;
+                kamh.subsample.gamma = Gamma::Fixed(gamma2.sqrt());
+                kamh.subsample.refresh = Refresh::Never;
+                kamh.subsample.bandwidth = Bandwidth::Fixed;
+                kamh.scale = Scale::fixed(nu2.sqrt())?;
+                let mut proposal = Kamh::new(d, Gaussian::from_lite_sigma(sigma)?, kamh)?;
+                proposal.set_subsample(MatRef::from_row_major_slice(&z, n, d))?;
+                // The subsample stays fixed and ν and γ are fixed: no adaptation.
+                let config = config.adaptation(AdaptationStop::After(0));
+                run(target, proposal, x0, config, seed, chain, progress)
             }
             Self::Adapting(inner) => inner.run_on(
                 built,
@@ -452,16 +544,50 @@ impl SamplerSpec {
                 )?;
                 run(target, proposal, x0, config, seed, chain, progress)
             }
-            Self::KamhLs { n, gamma } => {
+            Self::KamhLs {
+                n,
+                gamma,
+                length_scale,
+            } => {
                 let mut kamh = KamhConfig::paper(*n)?;
                 kamh.subsample.gamma = Gamma::Fixed(*gamma);
-                kamh.subsample.bandwidth = Bandwidth::MedianHeuristic {
-                    max_points: (*n).min(KAMH_MEDIAN_POINTS),
+                let kernel = match length_scale {
+                    Some(l) => {
+                        kamh.subsample.bandwidth = Bandwidth::Fixed;
+                        Gaussian::new(*l)?
+                    }
+                    None => {
+                        kamh.subsample.bandwidth = Bandwidth::MedianHeuristic {
+                            max_points: (*n).min(KAMH_MEDIAN_POINTS),
+                        };
+                        // The median heuristic replaces this length-scale at
+                        // the first subsample.
+                        Gaussian::new(1.0)?
+                    }
                 };
-                // The median heuristic replaces this length-scale at the
-                // first subsample.
-                let proposal = Kamh::new(d, Gaussian::new(1.0)?, kamh)?;
+                let proposal = Kamh::new(d, kernel, kamh)?;
                 run(target, proposal, x0, config, seed, chain, progress)
+            }
+            Self::AmKamhCode {
+                learned_scale,
+                first_variance,
+            } => {
+                let mut start = vec![0.0; d * d];
+                for i in 0..d {
+                    start[i * d + i] = if i == 0 { *first_variance } else { 1.0 };
+                }
+                let am = AdaptiveMetropolisConfig::kamh_code(d, *learned_scale, start)?;
+                // the code adapts for the whole chain
+                let config = config.adaptation(AdaptationStop::Never);
+                run(
+                    target,
+                    AdaptiveMetropolis::new(d, am)?,
+                    x0,
+                    config,
+                    seed,
+                    chain,
+                    progress,
+                )
             }
             Self::KamhOracle { n } => {
                 let n = *n;
@@ -546,20 +672,30 @@ impl SamplerSpec {
                 beta,
                 switch,
                 adaptation,
+                kernel,
             } => {
-                let ckam = Ckam::new(
-                    d,
-                    ckam_kernel()?,
-                    CkamConfig::default()
-                        .with_gamma(*gamma)?
-                        .with_subsample_size(*n)?
-                        .with_nu(ckam_nu(*nu0)?)
-                        .with_cycle_length(*cycle)?
-                        .with_exploration_fraction(*beta)?
-                        .with_switch_rule(*switch)
-                        .with_cycle_adaptation(*adaptation),
-                )?;
-                run_cyclical(target, ckam, x0, config, seed, chain, progress)
+                let settings = CkamConfig::default()
+                    .with_gamma(*gamma)?
+                    .with_subsample_size(*n)?
+                    .with_nu(ckam_nu(*nu0)?)
+                    .with_cycle_length(*cycle)?
+                    .with_exploration_fraction(*beta)?
+                    .with_switch_rule(*switch)
+                    .with_cycle_adaptation(*adaptation);
+                match *kernel {
+                    CkamKernel::Matern { nu, length_scale } => {
+                        let ckam = Ckam::new(d, Matern::new(nu, length_scale)?, settings)?;
+                        run_cyclical(target, ckam, x0, config, seed, chain, progress)
+                    }
+                    CkamKernel::Gaussian { length_scale } => {
+                        let ckam = Ckam::new(d, Gaussian::new(length_scale)?, settings)?;
+                        run_cyclical(target, ckam, x0, config, seed, chain, progress)
+                    }
+                    CkamKernel::Linear => {
+                        let ckam = Ckam::new(d, Linear, settings)?;
+                        run_cyclical(target, ckam, x0, config, seed, chain, progress)
+                    }
+                }
             }
             Self::KmcFinite {
                 m,
@@ -621,6 +757,9 @@ impl SamplerSpec {
                 basis: LiteBasis::Oracle,
                 ..
             } => bail!("oracle KMC lite needs the target's reference sample (use run_on)"),
+            Self::KamhReference { .. } => {
+                bail!("KAMH on reference rows needs the target's reference sample (use run_on)")
+            }
             Self::Habc => {
                 let abc = AbcSkewNormal::kmc_paper()?;
                 if abc.simulator().dim() != d {

@@ -458,6 +458,7 @@ fn cyclical_runs_match_run_ckam_and_record_the_checkpoints() {
         beta: 0.4,
         switch: SwitchRule::AsWritten,
         adaptation: CycleAdaptation::WithinCycle,
+        kernel: CkamKernel::MATERN,
     };
     // 41 exploration and 59 sampling steps per cycle
     let config = RunConfig::new(3 * 41, 3 * 59);
@@ -607,4 +608,60 @@ fn split_walkers_undoes_the_sweep_major_pooling() {
     let split = split_walkers(&pooled, 2, 2);
     assert_eq!(split[0], [0.0, -0.0, 10.0, -10.0, 20.0, -20.0]);
     assert_eq!(split[1], [1.0, -1.0, 11.0, -11.0, 21.0, -21.0]);
+}
+
+/// The KAMH code's AM adapts for the whole chain, even in a cell without
+/// burn-in (where the runner's default adapts never): its ν moves away from
+/// 2.38/√d after the code's 500-step delay; its AM-FS keeps ν fixed.
+#[test]
+fn the_kamh_codes_am_adapts_for_the_whole_chain() {
+    let built = TargetSpec::Banana {
+        dim: 8,
+        b: 0.03,
+        v: 100.0,
+    }
+    .build()
+    .unwrap();
+    let start = vec![0.0; 8];
+    let nu0 = 2.38 / 8f64.sqrt();
+    for learned_scale in [true, false] {
+        let spec = SamplerSpec::AmKamhCode {
+            learned_scale,
+            first_variance: 100.0,
+        };
+        let run = spec
+            .run(
+                built.target(),
+                &start,
+                RunConfig::new(0, 2000),
+                4,
+                0,
+                &|_| {},
+            )
+            .unwrap();
+        let nu = run.chain.adaptation.scale.unwrap();
+        assert_eq!((nu - nu0).abs() > 1e-3, learned_scale, "{spec:?}: ν = {nu}");
+        let cov = run.chain.adaptation.covariance.unwrap();
+        // 75 moment updates from Σ₀ = diag(100, 1, …) have moved it
+        assert!((cov[0] - 100.0).abs() > 1e-6 && (cov[9] - 1.0).abs() > 1e-6);
+    }
+}
+
+/// A cell's start: the target's, the origin, or a fixed point of the
+/// target's dimension (another length is an error, not a panic).
+#[test]
+fn cells_start_where_they_say() {
+    use crate::experiment::Start;
+    let spec = TargetSpec::CkamBimodal;
+    let built = spec.build().unwrap();
+    let mut rng = chain_rng(1, 0);
+    let start = |s: Start, rng: &mut dyn Rng| s.point(&spec, &built, rng);
+    assert_eq!(start(Start::Target, &mut rng).unwrap(), vec![-8.0, 0.0]);
+    assert_eq!(start(Start::Origin, &mut rng).unwrap(), vec![0.0, 0.0]);
+    assert_eq!(
+        start(Start::At(&[8.0, 1.0]), &mut rng).unwrap(),
+        vec![8.0, 1.0]
+    );
+    let err = start(Start::At(&[1.0, 2.0, 3.0]), &mut rng).unwrap_err();
+    assert!(err.to_string().contains("3 coordinates"), "{err}");
 }
