@@ -228,7 +228,7 @@ pub fn kmc() -> Experiment {
             ],
             notes: concat!(
                 "All chains start at θ = 0 and record every iteration (no burn-in); every sampler \
-                    adapts throughout (the committed KMC cell did not: see below). KMC lite (the \
+                    adapts throughout. KMC lite (the \
                     paper's description, not the code's oracle): kernel exp(−‖x − y‖²/σ), σ = 2⁴, \
                     λ = 1 (the code's values; the paper tuned them by \
                     cross-validation, not done here), fitted on a random 1000-state subsample of the \
@@ -244,26 +244,16 @@ pub fn kmc() -> Experiment {
                     2.38/√9. Curves: biased MMD² (KMC's code) with the papers' kernel (1 + ⟨θ, θ′⟩)³ \
                     on 12 prefixes of the chain; bands: 10%–90% of the chains (KMC draws percentile \
                     bands). The benchmark is shared with kamh-glass (see its summary). \
-                    **Why KMC accepts only 0.096: a bug in the grid that produced the committed \
-                    KMC cell (fixed in the code since; the cell awaits its rerun), not the step \
-                    size, the surrogate or the noise.** The history KMC cell was not wrapped in \
-                    `SamplerSpec::Adapting` (RW and KAMH were), so it ran with the runner's default \
-                    adaptation `AfterBurnIn` and burn-in 0: its surrogate never sees a state, no \
-                    trajectory is ever proposed, and every step is the fallback random walk at its \
-                    unadapted scale 2.38/√9 = 0.793 — the benchmark's SM, whose acceptance is \
-                    0.097. A 1500-step re-run of the cell as the runner runs it: 0 trajectories, \
-                    1500 walk steps, acceptance 0.087. So this section's KMC numbers are SM's, \
-                    and its KMC claims are untested. Measured beside it (short single chains, \
-                    1000–2500 steps each): with adaptation at every step as intended, the \
-                    trajectories after the 1000-state fit accept 0.49–0.59 at the paper's ε (4 \
-                    seeds), 0.70–0.73 at ε/2 (4), 0.79 at ε/4 (1); on a fixed basis of 1000 draws \
-                    of two tuned RW chains (oracle-like), from a posterior point, 0.63–0.71, \
-                    0.71–0.77 and 0.85–0.90 (3 seeds each), and 0.29, 0.71, 0.78 on a basis from a \
-                    single RW chain — the surrogate matters at the paper's ε, but every variant \
-                    accepts 3–9 times more than the committed 0.096. The likelihood \
-                    estimate's sd at posterior points is 0.05–0.06 (0.08 at θ = 0; 50 repeats), \
-                    capping the acceptance of a perfect move at 2Φ(−σ/√2) ≈ 0.96: with ε scaled by \
-                    10⁻³ KMC accepts 0.96–0.97, so the Hastings and energy terms are right and the \
+                    **KMC's cell was rerun after a grid bug.** An earlier grid did not wrap the \
+                    history KMC cell in `SamplerSpec::Adapting`, so it never adapted, never fitted \
+                    its surrogate and ran the fallback random walk at 2.38/√9 (acceptance 0.096, \
+                    the benchmark's SM). The cell in this summary adapts as intended and accepts \
+                    0.46; its surrogate, fitted to its own early history, still mixes worse than \
+                    RW and KAMH-LS by minimum ESS and by the final MMD², while on an oracle basis \
+                    of benchmark draws it accepts 0.74 and beats RW in minimum ESS. Measured \
+                    beside it: the likelihood estimate's sd at posterior points is 0.05–0.06 \
+                    (0.08 at θ = 0; 50 repeats), capping the acceptance of a perfect move at \
+                    2Φ(−σ/√2) ≈ 0.96 (with ε scaled by 10⁻³ KMC accepts 0.96–0.97), so the \
                     noise is not what limits any sampler here.",
                 ensemble_note!()
             ),
