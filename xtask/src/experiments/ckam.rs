@@ -286,30 +286,13 @@ fn bimodal_cells(quick: bool) -> Vec<Cell> {
         });
     }
     for kernel in OTHER_KERNELS {
-        let SamplerSpec::Ckam {
-            n,
-            nu0,
-            gamma,
-            cycle,
-            beta,
-            switch,
-            adaptation,
-            ..
-        } = ckam.sampler
-        else {
+        let mut sampler = ckam.sampler.clone();
+        let SamplerSpec::Ckam { kernel: slot, .. } = &mut sampler else {
             continue;
         };
+        *slot = kernel;
         cells.push(Cell {
-            sampler: SamplerSpec::Ckam {
-                n,
-                nu0,
-                gamma,
-                cycle,
-                beta,
-                switch,
-                adaptation,
-                kernel,
-            },
+            sampler,
             setting: kernel_setting(&kernel),
             ..ckam.clone()
         });
