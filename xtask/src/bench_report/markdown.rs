@@ -190,6 +190,16 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
                 main_job.machine
             )?;
         }
+        if let Some(glass) = r.paths.iter().find(|p| p.name == "glass_estimate") {
+            let estimates = super::walltime::glass_paper_estimates();
+            writeln!(
+                md,
+                "\nThe Glass experiments at the papers' size (`--size paper`: the benchmark and \
+                 both grids) make {estimates} likelihood estimates: {:.1} CPU-hours at this run's \
+                 median `glass_estimate`, the chains' other work not counted.",
+                estimates as f64 * glass.timing.median_secs / 3600.0
+            )?;
+        }
     }
     Ok(())
 }

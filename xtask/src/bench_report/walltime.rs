@@ -3,6 +3,9 @@
 //! own records (`summary.json` and `runs/*.json` under the results
 //! directory), so the report needs no rerun to show them.
 
+use crate::benchmark::{GLASS_IMPORTANCE_DRAWS, ReferenceKey};
+use crate::experiments;
+use crate::size::Size;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,6 +31,28 @@ pub struct ExperimentCost {
     pub slowest_cell: String,
     /// Its CPU-seconds per 1000 iterations.
     pub slowest_cpu_secs_per_1000: f64,
+}
+
+/// Glass log-likelihood estimates at the papers' size (`--size paper`):
+/// the benchmark's chains plus every cell of `kamh-glass` and `kmc-glass`
+/// at the papers' chains, burn-in included (one estimate per iteration,
+/// and per walker move in the ensemble cells, which run the same number of
+/// evaluations).
+pub fn glass_paper_estimates() -> u64 {
+    let benchmark = ReferenceKey::Glass {
+        n_importance: GLASS_IMPORTANCE_DRAWS,
+    }
+    .plan(Size::Paper, 1);
+    let mut total = benchmark.chains as u64 * (benchmark.burn_in + benchmark.iterations);
+    for name in ["kamh-glass", "kmc-glass"] {
+        let protocol = experiments::find(name)
+            .and_then(|e| e.protocol)
+            .expect("the Glass experiments have a protocol");
+        let chains = protocol.chains_at(Size::Paper) as u64;
+        let cells = protocol.cells_at(Size::Paper);
+        total += chains * cells.iter().map(|c| c.burn_in + c.iterations).sum::<u64>();
+    }
+    total
 }
 
 /// The costs of every full-size experiment under `results`, by name; an
@@ -119,6 +144,17 @@ fn cost(summary: &Value, runs: &Path) -> Result<Option<ExperimentCost>> {
 
 #[cfg(test)]
 mod tests {
+    /// The KAMH paper's benchmark (30 × 500 000) and Glass grid (5 samplers
+    /// × 30 chains × 100 000), and the KMC paper's (10 chains × 6 000 per
+    /// cell, six cells with the oracle-basis ones).
+    #[test]
+    fn the_papers_glass_budget_counts_every_estimate() {
+        assert_eq!(
+            super::glass_paper_estimates(),
+            30 * 500_000 + 5 * 30 * 100_000 + 6 * 10 * 6000
+        );
+    }
+
     use super::*;
 
     /// Costs add up over cells and runs; quick runs and empty cells are
