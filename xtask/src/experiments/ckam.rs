@@ -286,7 +286,7 @@ fn bimodal_cells(quick: bool) -> Vec<Cell> {
         });
     }
     for kernel in OTHER_KERNELS {
-        let mut sampler = ckam.sampler.clone();
+        let mut sampler = ckam.sampler;
         let SamplerSpec::Ckam { kernel: slot, .. } = &mut sampler else {
             continue;
         };
