@@ -6,12 +6,9 @@
 
 use crate::common;
 
-use common::subsample_config;
-use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptiveMetropolis, AdaptiveMetropolisConfig, Chain, FnTarget, Kamh,
-    KamhConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, Run, RunConfig, StepOutcome,
-    Target, advance_lockstep,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, Chain, FnTarget, Proposal, RandomWalk,
+    RandomWalkConfig, Run, RunConfig, StepOutcome, Target, advance_lockstep,
 };
 use rand::{Rng, RngExt};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -54,17 +51,6 @@ impl Proposal for Flaky {
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
         self.0.observe(outcome, adapt, rng);
     }
-}
-
-/// KAMH adapting throughout the burn-in, which keeps the chain's states.
-fn kamh() -> Kamh<Gaussian> {
-    let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = KamhConfig::default()
-        .with_subsample(subsample_config(20, 0.2, refresh))
-        .unwrap()
-        .with_scale(common::adaptive_scale())
-        .unwrap();
-    Kamh::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
 /// Adaptive Metropolis with its defaults.
@@ -159,10 +145,10 @@ fn lockstep_runs_take_the_steps_of_runs_advanced_alone() {
         );
     }
     let expected: Vec<Chain> = (0..3)
-        .map(|k| alone(&target, kamh(), config(k), k))
+        .map(|k| alone(&target, common::history_kamh(), config(k), k))
         .collect();
     let runs = (0..3)
-        .map(|k| Run::new(&target, kamh(), &start(k), config(k), 5, k).unwrap())
+        .map(|k| Run::new(&target, common::history_kamh(), &start(k), config(k), 5, k).unwrap())
         .collect();
     assert_eq!(
         timeless(in_lockstep(&target, runs, 16).0),

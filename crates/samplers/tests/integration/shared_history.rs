@@ -12,9 +12,9 @@ use crate::common;
 use common::{correlated_gaussian, subsample_config};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, AdaptationSummary, Chain, Kamh, KamhConfig, KmcConfig,
-    KmcLite, LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, PcaKameleon,
-    PcaKameleonConfig, Proposal, Refresh, Run, RunConfig, StepOutcome, Target, chain_rng,
+    AdaptProbability, AdaptationStop, AdaptationSummary, Chain, Kamh, KmcConfig, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, PcaKameleon, PcaKameleonConfig,
+    Proposal, Refresh, Run, RunConfig, StepOutcome, Target, chain_rng,
 };
 use kameleon_score_matching::LiteEstimator;
 use rand::Rng;
@@ -61,17 +61,6 @@ impl<P: Proposal> Proposal for Copying<P> {
     fn covariance_jitters(&self) -> u64 {
         self.0.covariance_jitters()
     }
-}
-
-/// KAMH with z redrawn with probability t^(−1/2) from the history (n = 20).
-fn kamh() -> Kamh<Gaussian> {
-    let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
-    let config = KamhConfig::default()
-        .with_subsample(subsample_config(20, 0.2, refresh))
-        .unwrap()
-        .with_scale(common::adaptive_scale())
-        .unwrap();
-    Kamh::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
 fn pca_kameleon() -> PcaKameleon<Gaussian> {
@@ -169,7 +158,7 @@ where
 
 #[test]
 fn kamh_chains_from_the_history_equal_copied_chains() {
-    check_sharing_matches_copying(kamh);
+    check_sharing_matches_copying(common::history_kamh);
 }
 
 #[test]
@@ -190,11 +179,14 @@ fn partial_chains_from_the_history_equal_copied_partial_chains() {
             let partial = |shared: bool| {
                 let x0 = [0.5, -0.5, 0.25];
                 let mut chain = if shared {
-                    let mut run = Run::new(&target, kamh(), &x0, config, 3, 0).unwrap();
+                    let mut run =
+                        Run::new(&target, common::history_kamh(), &x0, config, 3, 0).unwrap();
                     run.advance(&target, steps, None).unwrap();
                     run.into_chain()
                 } else {
-                    let mut run = Run::new(&target, Copying(kamh()), &x0, config, 3, 0).unwrap();
+                    let mut run =
+                        Run::new(&target, Copying(common::history_kamh()), &x0, config, 3, 0)
+                            .unwrap();
                     run.advance(&target, steps, None).unwrap();
                     run.into_chain()
                 };
@@ -215,8 +207,14 @@ fn partial_chains_from_the_history_equal_copied_partial_chains() {
 #[test]
 fn a_proposal_with_another_chains_history_is_copied_not_shared() {
     let (target, _, _) = correlated_gaussian(3);
-    let mut first =
-        MetropolisHastings::new(&target, kamh(), &[0.0; 3], chain_rng(5, 0), None).unwrap();
+    let mut first = MetropolisHastings::new(
+        &target,
+        common::history_kamh(),
+        &[0.0; 3],
+        chain_rng(5, 0),
+        None,
+    )
+    .unwrap();
     for _ in 0..50 {
         first.step(&target);
     }
@@ -249,12 +247,13 @@ fn a_sharing_run_holds_each_state_once() {
     };
     let x0 = [0.0; 3];
     let shared = size("shared", &|path| {
-        let mut run = Run::new(&target, kamh(), &x0, config, 1, 0).unwrap();
+        let mut run = Run::new(&target, common::history_kamh(), &x0, config, 1, 0).unwrap();
         run.advance(&target, u64::MAX, None).unwrap();
         run.checkpoint(path).unwrap();
     });
     let copied = size("copied", &|path| {
-        let mut run = Run::new(&target, Copying(kamh()), &x0, config, 1, 0).unwrap();
+        let mut run =
+            Run::new(&target, Copying(common::history_kamh()), &x0, config, 1, 0).unwrap();
         run.advance(&target, u64::MAX, None).unwrap();
         run.checkpoint(path).unwrap();
     });
@@ -275,7 +274,7 @@ fn a_sharing_run_holds_each_state_once() {
 fn the_compared_proposals_adapt() {
     let (target, _, _) = correlated_gaussian(3);
     let config = RunConfig::new(0, 300).adaptation(AdaptationStop::Never);
-    let chain = run_in_pieces(&target, kamh(), config, &[]);
+    let chain = run_in_pieces(&target, common::history_kamh(), config, &[]);
     let refreshes = chain
         .adaptation
         .extra

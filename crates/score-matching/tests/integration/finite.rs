@@ -100,15 +100,7 @@ fn check_theta_minimises(base: BaseMeasure, points: &Mat<f64>) {
                 + 0.5 * theta[i] * (0..theta.len()).map(|j| q[(i, j)] * theta[j]).sum::<f64>()
         })
         .sum();
-    let constant = match base {
-        BaseMeasure::Flat => 0.0,
-        BaseMeasure::StandardNormal => {
-            (0..points.nrows())
-                .map(|k| 0.5 * row(points, k).iter().map(|v| v * v).sum::<f64>() - 2.0)
-                .sum::<f64>()
-                / points.nrows() as f64
-        }
-    };
+    let constant = common::base_measure_constant(base, points);
     let quad = quad + constant;
     let j = model.score_matching_objective(points.as_ref()).unwrap();
     assert!(

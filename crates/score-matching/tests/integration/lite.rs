@@ -113,15 +113,7 @@ fn alpha_minimises_the_regularised_objective() {
                     + 0.5 * alpha[i] * (0..alpha.len()).map(|j| q[(i, j)] * alpha[j]).sum::<f64>()
             })
             .sum();
-        let constant = match base {
-            BaseMeasure::Flat => 0.0,
-            BaseMeasure::StandardNormal => {
-                (0..points.nrows())
-                    .map(|k| 0.5 * row(points, k).iter().map(|v| v * v).sum::<f64>() - 2.0)
-                    .sum::<f64>()
-                    / n
-            }
-        };
+        let constant = common::base_measure_constant(base, points);
         let quad = quad + constant;
         let j = model.score_matching_objective(points.as_ref()).unwrap();
         assert!(

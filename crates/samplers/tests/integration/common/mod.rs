@@ -18,10 +18,11 @@
 
 use faer::{Mat, Side};
 use kameleon_features::FeatureMap;
+use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptationStop, Bandwidth, Chain, FiniteSurrogate, FiniteSurrogateConfig, Gamma, KmcConfig,
-    KmcFinite, Proposal, Refresh, RobbinsMonro, RunConfig, Scale, StepOutcome, StepSchedule,
-    SubsampleConfig, Target, chain_rng, run_chain,
+    AdaptProbability, AdaptationStop, Bandwidth, Chain, FiniteSurrogate, FiniteSurrogateConfig,
+    Gamma, Kamh, KamhConfig, KmcConfig, KmcFinite, Proposal, Refresh, RobbinsMonro, RunConfig,
+    Scale, StepOutcome, StepSchedule, SubsampleConfig, Target, chain_rng, run_chain,
 };
 use kameleon_score_matching::FiniteEstimator;
 use kameleon_targets::{Banana, GaussianMixture, QuantileRegions};
@@ -391,6 +392,19 @@ pub fn subsample_config(subsample_size: usize, gamma: f64, refresh: Refresh) -> 
 /// ν learned by Robbins–Monro from √0.1 toward 0.234 with steps t^(−1/2).
 pub fn adaptive_scale() -> Scale {
     Scale::Adaptive(RobbinsMonro::new(0.1f64.sqrt(), 0.234, StepSchedule::InverseSqrt).unwrap())
+}
+
+/// KAMH in 3 dimensions with z (n = 20) redrawn from the history with
+/// probability t^(−1/2) while adapting, γ = 0.2, ℓ = 2, ν learned: it keeps
+/// the chain's states.
+pub fn history_kamh() -> Kamh<Gaussian> {
+    let refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
+    let config = KamhConfig::default()
+        .with_subsample(subsample_config(20, 0.2, refresh))
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
+    Kamh::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
 /// A proposal whose Hastings correction is computed as if the reverse

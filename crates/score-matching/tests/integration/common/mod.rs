@@ -2,7 +2,7 @@
 
 use faer::{Mat, MatMut};
 use kameleon_features::FeatureMap;
-use kameleon_score_matching::GradientModel;
+use kameleon_score_matching::{BaseMeasure, GradientModel};
 use rand::{RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -170,4 +170,20 @@ pub fn score_error(model: &mut impl GradientModel, n_test: usize) -> f64 {
         count += 1;
     }
     total / count as f64
+}
+
+/// The base measure's constant in the score-matching objective of
+/// `f + log q₀` on `points`: `mean_x (Δ log q₀ + ½‖∇ log q₀‖²)`, which is
+/// 0 for the flat one and `mean_x (‖x‖²/2 − d)` for the standard normal.
+pub fn base_measure_constant(base: BaseMeasure, points: &Mat<f64>) -> f64 {
+    match base {
+        BaseMeasure::Flat => 0.0,
+        BaseMeasure::StandardNormal => {
+            let d = points.ncols() as f64;
+            (0..points.nrows())
+                .map(|k| 0.5 * row(points, k).iter().map(|v| v * v).sum::<f64>() - d)
+                .sum::<f64>()
+                / points.nrows() as f64
+        }
+    }
 }
