@@ -32,7 +32,7 @@ import numpy as np
 from . import _core
 from ._arviz import inference_data, posterior_variables
 from ._sample import __version__, _integer, _seed
-from .simulators import _flag, _observed, _summaries, _with_theta
+from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
 
 __all__ = ["HABC"]
 
@@ -53,7 +53,10 @@ class HABC:
     ``simulator``: ``sim(theta, rng) -> summaries`` of shape (s,), or with
     ``batched=True`` ``sim(theta, n, rng) -> (n, s)`` (called with n = 1:
     HABC draws its simulations one at a time, each from its own generator
-    seeded from the chain's stream); as in :mod:`kameleon.simulators`.
+    seeded from the chain's stream); as in :mod:`kameleon.simulators`. Or a
+    :class:`~kameleon.simulators.CompiledSimulator`: the whole run then
+    goes without the GIL, each simulation's noise drawn from HABC's sticky
+    streams.
     None: the built-in skew-normal simulator of the KMC paper's ABC target
     (:func:`kameleon.simulators.kmc_skew_normal_setup`), run without Python,
     with its observed summary (then ``observed`` must be None).
@@ -90,9 +93,20 @@ class HABC:
             if self.observed is not None:
                 raise ValueError("`observed` is given by the built-in simulator: pass it only with a `simulator`")
         else:
-            if not callable(self.simulator):
-                raise ValueError(f"`simulator` must be callable, got {type(self.simulator).__name__}")
+            compiled = isinstance(self.simulator, CompiledSimulator)
+            if not compiled and not callable(self.simulator):
+                raise ValueError(
+                    f"`simulator` must be callable or a CompiledSimulator, got {type(self.simulator).__name__}"
+                )
             object.__setattr__(self, "observed", _observed(self.observed))
+            if compiled:
+                if self.batched:
+                    raise ValueError("`batched` does not apply to a CompiledSimulator (one call is one simulation)")
+                if self.simulator.n_summaries != self.observed.shape[0]:
+                    raise ValueError(
+                        f"the CompiledSimulator writes {self.simulator.n_summaries} summaries "
+                        f"but `observed` has {self.observed.shape[0]}"
+                    )
         object.__setattr__(self, "n_simulations", _integer("n_simulations", self.n_simulations, 2))
         object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
         object.__setattr__(self, "batched", _flag("batched", self.batched))
@@ -158,9 +172,21 @@ class HABC:
         if self.simulator is None and x0.shape[1] != 10:
             raise ValueError(f"the built-in skew-normal simulator has 10 parameters, but `x0` has {x0.shape[1]}")
         settings = (*self.step_size, self.steps, float(self.friction), self.perturbation)
+        if isinstance(self.simulator, CompiledSimulator):
+            sim = self.simulator
+            if x0.shape[1] != sim.dim:
+                raise ValueError(f"the CompiledSimulator has {sim.dim} parameters, but `x0` has {x0.shape[1]}")
+            simulator = _core.CompiledLikelihood(
+                sim.address, sim.dim, self.observed.tolist(), sim.n_noise, sim.noise, self.n_simulations
+            )
+            observed = None
+        elif self.simulator is None:
+            simulator, observed = None, None
+        else:
+            simulator, observed = self._simulate_one, self.observed.tolist()
         result = _core.habc_sample(
-            None if self.simulator is None else self._simulate_one,
-            None if self.simulator is None else self.observed.tolist(),
+            simulator,
+            observed,
             self.n_simulations,
             self.epsilon,
             self.prior_sd**2,

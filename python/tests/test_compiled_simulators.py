@@ -206,3 +206,42 @@ def test_a_point_of_the_wrong_dimension_or_process_workers_are_refused():
     with pytest.raises(ValueError, match="estimator of a CompiledSimulator"):
         km.sample(abc, None, prior=[priors.Normal(0.0, 1.0)], draws=10, tune=0, chains=2, parallel="process",
                   progress=False)
+
+
+@numba.cfunc(SIGNATURE)
+def _plus_noise(theta, dim, noise, n_noise, out, n_summaries):
+    # s = θ + z, z ~ N(0, I): the model of the HABC test on a Python simulator
+    for i in range(n_summaries):
+        out[i] = theta[i] + noise[i]
+    return 0
+
+
+def test_habc_runs_a_compiled_simulator_without_python():
+    """HABC on s ~ N(θ, I) (as test_kmc_skew_normal's Python-simulator
+    test): the synthetic likelihood is about N(s_obs; θ, (1 + ε²)I), so with
+    the prior N(0, 100² I) the posterior is about N(s_obs, τ²I),
+    τ² = 1 + ε². HABC is biased: 0.25τ of bias on top of 5 Monte Carlo
+    standard errors, and the sd within [τ/2, 2τ]. Same seed, same draws; a
+    failing simulator and the wrong dimension give clear errors."""
+    observed = np.array([1.0, -0.5])
+    simulator = compiled(_plus_noise, dim=2, n_summaries=2, n_noise=2)
+    habc = km.HABC(
+        simulator, observed, n_simulations=10, epsilon=0.5, prior_sd=100.0,
+        step_size=(0.2, 0.4), steps=5, friction=0.5, perturbation=0.5,
+    )
+    idata = habc.sample([-3.0, 3.0], draws=600, tune=100, chains=1, seed=11)
+    x = idata.posterior["x"].values[0]
+    tau = math.sqrt(1 + 0.5**2)
+    for j in range(2):
+        se = x[:, j].std() / math.sqrt(km.diagnostics.ess(x[None, :, j]))
+        assert abs(x[:, j].mean() - observed[j]) < 5 * se + 0.25 * tau, (j, x[:, j].mean(), se)
+        assert 0.5 * tau < x[:, j].std() < 2 * tau, (j, x[:, j].std())
+    again = habc.sample([-3.0, 3.0], draws=600, tune=100, chains=1, seed=11)
+    np.testing.assert_array_equal(again.posterior["x"].values[0], x)
+    with pytest.raises(ValueError, match="2 parameters"):
+        habc.sample([0.0, 0.0, 0.0], draws=5, tune=0, chains=1, seed=1)
+    with pytest.raises(ValueError, match="summaries"):
+        km.HABC(simulator, [1.0, 2.0, 3.0])
+    failing = km.HABC(compiled(_fails_above_one), [0.5], steps=3, step_size=(0.5, 1.0))
+    with pytest.raises(RuntimeError, match="status 7"):
+        failing.sample([2.0], draws=20, tune=0, chains=1, seed=1)

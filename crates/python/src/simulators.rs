@@ -296,6 +296,19 @@ impl CompiledLikelihood {
 }
 
 impl CompiledLikelihood {
+    /// The simulator alone, with a fresh failure record.
+    fn simulator(&self) -> CompiledSimulator {
+        CompiledSimulator {
+            function: self.function,
+            dim: self.dim,
+            observed: self.observed.clone(),
+            n_noise: self.n_noise,
+            noise: self.noise,
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
     /// A new estimator (with a fresh failure record) for points of
     /// dimension `dim`, which must be the simulator's.
     pub fn build(&self, dim: usize) -> PyResult<SimulationLikelihood> {
@@ -305,15 +318,7 @@ impl CompiledLikelihood {
                 self.dim
             )));
         }
-        let simulator = CompiledSimulator {
-            function: self.function,
-            dim: self.dim,
-            observed: self.observed.clone(),
-            n_noise: self.n_noise,
-            noise: self.noise,
-            failed: AtomicBool::new(false),
-            failure: Mutex::new(None),
-        };
+        let simulator = self.simulator();
         let likelihood = match &self.estimate {
             Estimate::Abc { epsilon } => AbcLikelihood::new(simulator, epsilon, self.n_simulations)
                 .map(SimulationLikelihood::Abc),
@@ -450,7 +455,9 @@ fn run_chains<S: SummarySimulator>(
 
 /// Runs HABC and returns `{"chains": [...]}` (see [`chains_to_python`]).
 /// `simulator`: None for the KMC skew-normal simulator with its observed
-/// summary (then `observed` must be None), or a Python function as in
+/// summary (then `observed` must be None), a [`CompiledLikelihood`] (its
+/// simulator, run without the GIL, with its own observed summary; then
+/// `observed` must be None), or a Python function as in
 /// [`PythonSimulator`] with the `observed` summary. `settings`: (step-size
 /// low, high, steps, friction, perturbation). `x0`: one start per chain,
 /// shape (chains, d).
@@ -483,7 +490,24 @@ fn habc_sample<'py>(
     let x0 = x0.as_array();
     let starts: Vec<Vec<f64>> = x0.rows().into_iter().map(|r| r.to_vec()).collect();
     let run = RunConfig::new(tune, draws * thin).thin(thin);
+    let compiled = simulator.as_ref().and_then(|f| {
+        f.bind(py)
+            .cast::<CompiledLikelihood>()
+            .ok()
+            .map(|c| c.get().simulator())
+    });
     let chains = match (simulator, observed) {
+        (Some(_), None) if compiled.is_some() => {
+            let simulator = compiled.expect("checked");
+            let likelihood =
+                SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
+            let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
+            let chains = py.detach(|| run_chains(&mut habc, &starts, run, seed));
+            if let Some(error) = habc.likelihood().simulator().take_error() {
+                return Err(error);
+            }
+            chains?
+        }
         (None, None) => {
             let abc = AbcSkewNormal::kmc_paper().map_err(value_error)?;
             let likelihood =
