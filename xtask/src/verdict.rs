@@ -198,17 +198,6 @@ pub fn order(smaller: &Interval, larger: &Interval) -> Verdict {
     }
 }
 
-/// A claim whose data do not exist yet: pending until `what` has run,
-/// then decided by `rule`.
-pub fn awaiting(what: &str, rule: &str) -> Decision {
-    Decision {
-        verdict: Verdict::Pending,
-        rule: rule.into(),
-        numbers: Vec::new(),
-        detail: vec![format!("pending: needs {what}")],
-    }
-}
-
 /// A decided comparison (or bundle of comparisons).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -589,9 +578,6 @@ mod tests {
         assert!(matches!(estimate("a", &[]), Err(Missing::NoData(_))));
         let d = compare(pending("KMC"), Claimed::Below, estimate("a", &[f64::NAN]));
         assert_eq!(d.verdict, Verdict::Pending);
-        let later = ClaimCheck::new("c", awaiting("chains from other starts", "r"));
-        assert_eq!(later.verdict, Verdict::Pending);
-        assert_eq!(later.evidence, "pending: needs chains from other starts");
         // a claim decided on data rests on finite numbers; one without data is never decided
         let claim = ClaimCheck::new(
             "c",
