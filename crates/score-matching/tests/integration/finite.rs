@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::{
-    Fourier, finite_differences, gaussian_points, relative_error, row, score_error, solve_spd,
+    Fourier, check_derivatives, gaussian_points, relative_error, row, score_error, solve_spd,
     uniform_points,
 };
 use faer::{Mat, MatMut};
@@ -263,21 +263,7 @@ fn gradient_and_laplacian_match_finite_differences() {
             .with_base_measure(base)
             .unwrap();
         model.fit(uniform_points(50, 3, 4).as_ref()).unwrap();
-        check_derivatives(&mut model);
-    }
-}
-
-fn check_derivatives(model: &mut FiniteEstimator<Fourier>) {
-    for x in [[0.1, -0.4, 0.7], [1.5, 0.2, -1.0]] {
-        let mut grad = [0.0; 3];
-        let laplacian = model.grad_and_laplacian(&x, &mut grad);
-        let (fd_grad, fd_laplacian) = finite_differences(&x, |y| model.log_density_unnormalised(y));
-        // Truncation O(h²): ≈ 1e-10 (gradient), ≈ 1e-6 (Laplacian).
-        assert!(
-            relative_error(&grad, &fd_grad) < 1e-6,
-            "{grad:?} vs {fd_grad:?}"
-        );
-        assert!((laplacian - fd_laplacian).abs() < 1e-4 * laplacian.abs().max(1.0));
+        check_derivatives(&mut model, &[[0.1, -0.4, 0.7], [1.5, 0.2, -1.0]]);
     }
 }
 

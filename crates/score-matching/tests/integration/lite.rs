@@ -3,8 +3,7 @@
 use crate::common;
 
 use common::{
-    finite_differences, gaussian_points, relative_error, row, score_error, solve_spd,
-    uniform_points,
+    check_derivatives, gaussian_points, relative_error, row, score_error, solve_spd, uniform_points,
 };
 use faer::Mat;
 use kameleon_kernels::{Gaussian, Kernel};
@@ -131,32 +130,19 @@ fn gradient_and_laplacian_match_finite_differences() {
             .unwrap()
             .with_base_measure(base);
         model.fit(points.as_ref()).unwrap();
-        check_derivatives(&mut model);
+        check_derivatives(
+            &mut model,
+            &[[0.1, -0.4, 0.7], [1.5, 0.2, -1.0], [-0.3, 0.0, 0.05]],
+        );
     }
     // unfitted: the base measure alone
     let mut unfitted = LiteEstimator::new(2.0, 0.1)
         .unwrap()
         .with_base_measure(BaseMeasure::StandardNormal);
-    check_derivatives(&mut unfitted);
-}
-
-fn check_derivatives(model: &mut LiteEstimator) {
-    for x in [[0.1, -0.4, 0.7], [1.5, 0.2, -1.0], [-0.3, 0.0, 0.05]] {
-        let mut grad = [0.0; 3];
-        let laplacian = model.grad_and_laplacian(&x, &mut grad);
-        let mut other = [0.0; 3];
-        model.grad_log_density(&x, &mut other);
-        assert_eq!(grad, other);
-        let (fd_grad, fd_laplacian) = finite_differences(&x, |y| model.log_density_unnormalised(y));
-        // Central differences: truncation O(h²) ≈ 1e-10 (h = 1e-5) for the
-        // gradient and ≈ 1e-6 (h = 1e-3) for the Laplacian, relative to the
-        // O(1) scale of f.
-        assert!(
-            relative_error(&grad, &fd_grad) < 1e-6,
-            "{grad:?} vs {fd_grad:?}"
-        );
-        assert!((laplacian - fd_laplacian).abs() < 1e-4 * laplacian.abs().max(1.0));
-    }
+    check_derivatives(
+        &mut unfitted,
+        &[[0.1, -0.4, 0.7], [1.5, 0.2, -1.0], [-0.3, 0.0, 0.05]],
+    );
 }
 
 /// On N(μ, Σ) samples the fitted score approaches −Σ⁻¹(x − μ) in the bulk

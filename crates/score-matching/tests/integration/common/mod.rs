@@ -100,6 +100,27 @@ pub fn row(points: &Mat<f64>, i: usize) -> Vec<f64> {
     (0..points.ncols()).map(|l| points[(i, l)]).collect()
 }
 
+/// Checks a model's gradient and Laplacian at each of `points` against
+/// central finite differences of its log density, and that
+/// `grad_and_laplacian` and `grad_log_density` give the same gradient.
+/// Truncation O(h²): ≈ 1e-10 (h = 1e-5) for the gradient and ≈ 1e-6
+/// (h = 1e-3) for the Laplacian, relative to the O(1) scale of f.
+pub fn check_derivatives(model: &mut impl GradientModel, points: &[[f64; 3]]) {
+    for x in points {
+        let mut grad = [0.0; 3];
+        let laplacian = model.grad_and_laplacian(x, &mut grad);
+        let mut other = [0.0; 3];
+        model.grad_log_density(x, &mut other);
+        assert_eq!(grad, other);
+        let (fd_grad, fd_laplacian) = finite_differences(x, |y| model.log_density_unnormalised(y));
+        assert!(
+            relative_error(&grad, &fd_grad) < 1e-6,
+            "{grad:?} vs {fd_grad:?}"
+        );
+        assert!((laplacian - fd_laplacian).abs() < 1e-4 * laplacian.abs().max(1.0));
+    }
+}
+
 /// Central finite differences of `f` at `x`: (gradient, Laplacian).
 pub fn finite_differences(x: &[f64], mut f: impl FnMut(&[f64]) -> f64) -> (Vec<f64>, f64) {
     let (h1, h2) = (1e-5, 1e-3);
