@@ -496,9 +496,8 @@ fn habc_sample<'py>(
             .ok()
             .map(|c| c.get().simulator())
     });
-    let chains = match (simulator, observed) {
-        (Some(_), None) if compiled.is_some() => {
-            let simulator = compiled.expect("checked");
+    let chains = match (compiled, simulator, observed) {
+        (Some(simulator), _, None) => {
             let likelihood =
                 SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
@@ -508,7 +507,7 @@ fn habc_sample<'py>(
             }
             chains?
         }
-        (None, None) => {
+        (None, None, None) => {
             let abc = AbcSkewNormal::kmc_paper().map_err(value_error)?;
             let likelihood =
                 SyntheticLikelihood::new(abc, n_simulations, epsilon).map_err(value_error)?;
@@ -516,7 +515,7 @@ fn habc_sample<'py>(
             // the Rust simulator needs no GIL
             py.detach(|| run_chains(&mut habc, &starts, run, seed))?
         }
-        (Some(function), Some(observed)) => {
+        (None, Some(function), Some(observed)) => {
             let simulator = PythonSimulator {
                 function,
                 observed,
