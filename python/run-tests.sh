@@ -3,8 +3,9 @@
 # failure. Idempotent.
 #
 # 1. Python 3.11, ArviZ 0.x (.venv): builds the extension into the venv with
-#    `maturin develop` (editable) and runs the whole pytest suite, passing
-#    this script's arguments on to pytest.
+#    `maturin develop` (editable) and runs the whole pytest suite, as two
+#    processes side by side (below); with arguments, as one process that
+#    passes them on to pytest.
 # 2. Python 3.12, ArviZ 1.x (.venv312): installs the same abi3 wheel (built
 #    by .venv's maturin from the same cargo build, so no second compile) and
 #    runs the subset below, beside run 1. Skipped, with a message, when
@@ -16,8 +17,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-# The 3.11 suite is one process on one core: the 3.12 venv is made, and its
-# subset run, on the other core meanwhile; its output is printed after.
+# The 3.12 venv is made, and its subset run, beside the build and run 1;
+# its output is printed after.
 run="$(mktemp -d "$root/target/python-tests.XXXXXX")"
 trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
 (
@@ -79,18 +80,49 @@ run_312() {
 run_312 > "$run/run312.log" 2>&1 &
 tests312=$!
 
-# run 1's ELFI test needs the ELFI venv complete (it skips without it)
-while [[ ! -f "$run/venv-elfi.status" ]]; do
-    sleep 0.2
-done
-status_elfi="$(cat "$run/venv-elfi.status")"
-if [[ $status_elfi -ne 0 ]]; then
-    cat "$run/venv-elfi.log" >&2
-    echo "run-tests.sh: making the ELFI venv failed (status $status_elfi): its test will skip" >&2
-fi
+# Run 1 is two pytest processes, one per core: much of the suite waits
+# (worker processes starting, SIGINT tests, subprocess examples), so the
+# files below, about a third of its time, run beside the rest. Arguments
+# given to this script go to one process over the whole suite instead.
+beside=(
+    python/tests/test_parallel.py
+    python/tests/test_examples.py
+    python/tests/test_pymc.py
+    python/tests/test_ricker_vs_elfi.py
+)
+wait_for_elfi() {
+    # the ELFI test needs the ELFI venv complete (it skips without it)
+    while [[ ! -f "$run/venv-elfi.status" ]]; do
+        sleep 0.2
+    done
+    status_elfi="$(cat "$run/venv-elfi.status")"
+    if [[ $status_elfi -ne 0 ]]; then
+        cat "$run/venv-elfi.log" >&2
+        echo "run-tests.sh: making the ELFI venv failed (status $status_elfi): its test will skip" >&2
+    fi
+}
 
 status=0
-"$python" -m pytest -q "$root/python/tests" "$@" || status=$?
+if [[ $# -gt 0 ]]; then
+    wait_for_elfi
+    "$python" -m pytest -q "$root/python/tests" "$@" || status=$?
+else
+    ignored=()
+    for file in "${beside[@]}"; do
+        ignored+=(--ignore "$root/$file")
+    done
+    "$python" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest-rest" "$root/python/tests" "${ignored[@]}" \
+        > "$run/rest.log" 2>&1 &
+    rest=$!
+    wait_for_elfi
+    "$python" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest-beside" "${beside[@]}" || status=$?
+    status_rest=0
+    wait "$rest" || status_rest=$?
+    cat "$run/rest.log"
+    if [[ $status -eq 0 ]]; then
+        status=$status_rest
+    fi
+fi
 status312=0
 wait "$tests312" || status312=$?
 cat "$run/run312.log" >&2
