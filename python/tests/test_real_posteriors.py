@@ -184,7 +184,7 @@ def test_one_comp_tail_in_log_k_m_is_exp_minus_two_u():
     priors with their log-Jacobians, u − log(1 + e^{2u}) + (u − r) −
     log(1 + e^{2(u−r)}) + const: a slope of exactly −2 in u, so K_m (and
     V_m) have densities ~ x⁻³ and infinite variance. A dropped log-Jacobian
-    of K_m or V_m would give −3, a flat prior on either −1. The slope is
+    of K_m or V_m would give −3, a flat prior on K_m or V_m 0. The slope is
     checked from u = 10 to 14 (K_m from 2·10⁴ to 1.2·10⁶), where the
     remaining dependence on K_m, of relative size C/K_m < 10⁻³, moves it
     by less than 10⁻³."""
