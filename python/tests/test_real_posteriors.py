@@ -177,6 +177,25 @@ def test_ode_solution_matches_a_tight_implicit_solve():
         np.testing.assert_allclose(c, exact, rtol=1e-8)
 
 
+def test_one_comp_tail_in_log_k_m_is_exp_minus_two_u():
+    """For K_m far above the concentrations (≤ 15 mg/L) the elimination is
+    linear, (V_m/K_m)·C/V, so the likelihood depends on V_m/K_m alone. Along
+    the ridge log V_m = u − r, u = log K_m, log π is then the two half-Cauchy
+    priors with their log-Jacobians, u − log(1 + e^{2u}) + (u − r) −
+    log(1 + e^{2(u−r)}) + const: a slope of exactly −2 in u, so K_m (and
+    V_m) have densities ~ x⁻³ and infinite variance. A dropped log-Jacobian
+    of K_m or V_m would give −3, a flat prior on K_m or V_m 0. The slope is
+    checked from u = 10 to 14 (K_m from 2·10⁴ to 1.2·10⁶), where the
+    remaining dependence on K_m, of relative size C/K_m < 10⁻³, moves it
+    by less than 10⁻³."""
+    post = rp.load("one_comp")
+    r = 2.634  # the ridge's log(K_m / V_m) at the posterior's k_a and σ
+    u = np.array([10.0, 12.0, 14.0])
+    lp = np.array([post.log_density(np.array([-0.317, v, v - r, -2.134])) for v in u])
+    assert np.all(np.isfinite(lp))
+    np.testing.assert_allclose(np.diff(lp) / np.diff(u), -2.0, atol=1e-3)
+
+
 @pytest.mark.skipif(not _jit.HAVE_NUMBA, reason="numba not installed")
 def test_compiled_loops_agree_with_plain_python():
     rng = np.random.default_rng(3)
