@@ -238,6 +238,35 @@ def test_widened_draws_fail_the_score(post):
     assert out["worst_sd_error"] > 0.1
 
 
+def test_one_comp_scores_k_m_and_v_m_on_their_logs():
+    """K_m and V_m have no finite variance, so they are judged on log K_m and
+    log V_m: the reference's log-scale moments, computed here from the
+    thinned reference draws independently of ``score``. The thinned draws
+    are 1 000 of the 10 000 the moments come from, so their log-scale mean
+    is within ~3 standard errors (3/√1000 ≈ 0.1 sd, checked at 0.15 given
+    the draws' autocorrelation) and their sd within 10 %. Widening log K_m
+    alone by 30 % (K_m's constrained sd barely tells, as its reference sd is
+    itself a draw) fails on log K_m."""
+    post = rp.load("one_comp")
+    draws = post.reference.draws
+    out = rp.score(post, draws)
+    by_name = {p["name"]: p for p in out["parameters"]}
+    flat = draws.reshape(-1, post.dim)
+    for name, coordinate, u in (("K_m", "log(K_m)", 1), ("V_m", "log(V_m)", 2)):
+        p = by_name[name]
+        assert p["scored_as"] == coordinate
+        assert p["mean"] == pytest.approx(flat[:, u].mean(), rel=1e-12)
+        assert p["reference_sd"] == post.reference.unconstrained_sd[u]
+        assert abs(p["mean"] - p["reference_mean"]) < 0.15 * p["reference_sd"]
+        assert abs(p["sd"] / p["reference_sd"] - 1.0) < 0.1
+    assert by_name["k_a"]["scored_as"] == "k_a"
+    widened = draws.copy()
+    log_k_m = widened[..., 1]
+    widened[..., 1] = log_k_m.mean() + 1.3 * (log_k_m - log_k_m.mean())
+    wide = {p["name"]: p for p in rp.score(post, widened)["parameters"]}
+    assert not wide["K_m"]["passed"] and wide["K_m"]["sd_ratio"] > 1.2
+
+
 def test_score_rejects_non_finite_draws_and_wrong_shapes():
     post = rp.load("nes")
     draws = post.reference.draws.copy()
