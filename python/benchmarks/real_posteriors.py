@@ -268,6 +268,9 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+NOTES_HEADING = "## Reading the table"
+
+
 def markdown(summary: dict, config: dict, posteriors: list[str]) -> str:
     samplers = [s for s in SAMPLERS if s in summary] + sorted(set(summary) - set(SAMPLERS))
     cols = [SHORT.get(p, p) for p in posteriors]
@@ -280,7 +283,8 @@ def markdown(summary: dict, config: dict, posteriors: list[str]) -> str:
         f"{BURN_IN:.0%} of the sweeps discarded. Seeds: {', '.join(map(str, config['seeds']))}. "
         "A cell passes (✓) when more than half of its seeds pass: every constrained parameter's mean "
         "within 0.1 reference sd of the reference and its sd within 10 % of the reference sd "
-        "(`realposteriors.score`). Numbers are medians over the seeds.",
+        "(`realposteriors.score`; one_comp's K_m and V_m, which have no finite variance, on their logs). "
+        "Numbers are medians over the seeds.",
         "",
         "## Pass and minimum bulk ESS per 1000 log-density evaluations",
         "",
@@ -356,6 +360,12 @@ def main(argv=None) -> None:
     runs: list[dict] = []
     if json_path.exists() and not args.fresh:
         runs = json.loads(json_path.read_text())["runs"]
+    # the hand-written section at the end of the table's file is kept
+    notes = ""
+    if md_path.exists():
+        text = md_path.read_text()
+        if NOTES_HEADING in text:
+            notes = "\n" + text[text.index(NOTES_HEADING) :]
     todo = [(s, p, seed) for s in args.samplers for p in posteriors for seed in args.seeds]
     redo = {(s, p, seed) for s, p, seed in todo}
     runs = [r for r in runs if (r["sampler"], r["posterior"], r["seed"]) not in redo]
@@ -390,7 +400,7 @@ def main(argv=None) -> None:
         summary = summarise(runs)
         done = [q for q in rp.NAMES if any(r["posterior"] == q for r in runs)]
         json_path.write_text(json.dumps({"config": config, "summary": summary, "runs": runs}, indent=1) + "\n")
-        md_path.write_text(markdown(summary, config, done))
+        md_path.write_text(markdown(summary, config, done) + notes)
     log(f"done in {time.perf_counter() - total_start:.0f} s: {md_path}, {json_path}")
 
 
