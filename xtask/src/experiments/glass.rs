@@ -12,6 +12,7 @@ use crate::summary::Summary;
 use crate::verdict::{ClaimCheck, Claimed, all_of, compare, estimate, pending};
 use anyhow::Result;
 use kameleon_diagnostics::MmdEstimator;
+use kameleon_samplers::AdaptationStop;
 use std::path::Path;
 
 const TARGET: TargetSpec = TargetSpec::GlassPosterior {
@@ -147,9 +148,12 @@ fn kmc_cells(quick: bool) -> Vec<Cell> {
     let mut cells = Cell::per_sampler(
         TARGET,
         [
-            SamplerSpec::Adapting(if quick { &KMC_QUICK } else { &KMC }),
-            SamplerSpec::Adapting(if quick { &KAMH_QUICK } else { &KAMH }),
-            SamplerSpec::Adapting(&RW),
+            SamplerSpec::Adapting(if quick { &KMC_QUICK } else { &KMC }, AdaptationStop::Never),
+            SamplerSpec::Adapting(
+                if quick { &KAMH_QUICK } else { &KAMH },
+                AdaptationStop::Never,
+            ),
+            SamplerSpec::Adapting(&RW, AdaptationStop::Never),
             EMCEE,
         ],
         iterations,
