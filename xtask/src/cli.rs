@@ -93,6 +93,17 @@ fn definition() -> clap::Command {
                      so 0- and 1-based arrays both work. Otherwise, in an srun step: shard \
                      SLURM_PROCID + 1 of SLURM_NTASKS. The array variables take precedence",
                 ))
+                .arg(
+                    Arg::new("setting")
+                        .long("setting")
+                        .value_name("SETTING")
+                        .action(ArgAction::Append)
+                        .help(
+                            "Run only the cells with this setting (repeatable; exactly as in \
+                             summary.md, e.g. \"D=50, adapt=always\"); like a shard, the run writes \
+                             records and chains only, and `fold` adds them to a summary",
+                        ),
+                )
                 .arg(flag("no-chains").help("Do not write the raw chains (.npy)"))
                 .arg(
                     flag("force")
@@ -299,6 +310,10 @@ fn command_of(matches: &ArgMatches) -> Command {
             threads: threads(),
             shard: m.get_one::<Shard>("shard").copied(),
             shard_from_env: on("shard-from-env"),
+            settings: m
+                .get_many::<String>("setting")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default(),
             no_chains: on("no-chains"),
             force: on("force"),
         },

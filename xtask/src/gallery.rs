@@ -468,6 +468,12 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
             .shard
             .as_deref()
             .map_or(String::new(), |s| format!(", shard {s}"));
+        let only = if r.settings.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = r.settings.iter().map(|s| format!("`{s}`")).collect();
+            format!(", only the cells with setting {}", quoted.join(" or "))
+        };
         let load = match (r.load_start, r.load_end) {
             (Some(start), Some(end)) => format!(
                 "1-min load average {:.2} at the start, {:.2} at the end{}",
@@ -483,7 +489,7 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         };
         let _ = writeln!(
             md,
-            "- `{}` on {} at commit `{}`{shard}: {:.0} s wall time on {}; {load}.",
+            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; {load}.",
             r.command,
             date(r.started_unix),
             short(&r.commit),
@@ -560,6 +566,7 @@ mod tests {
             load_start: None,
             load_end: None,
             threads: None,
+            settings: Vec::new(),
         }
         .write(&dir)
         .unwrap();

@@ -79,6 +79,7 @@ enum Command {
         threads: Option<usize>,
         shard: Option<Shard>,
         shard_from_env: bool,
+        settings: Vec<String>,
         no_chains: bool,
         force: bool,
     },
@@ -129,6 +130,7 @@ fn main() -> Result<()> {
             threads,
             shard,
             shard_from_env,
+            settings,
             no_chains,
             force,
         } => {
@@ -144,6 +146,7 @@ fn main() -> Result<()> {
                 out,
                 references,
                 shard,
+                settings,
                 write_chains: !no_chains,
                 force,
                 progress: true,
@@ -243,6 +246,7 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
         rayon::current_num_threads(),
         opts.size.is_quick(),
         opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
+        opts.settings.clone(),
     )
     .write(&runner::experiment_dir(&opts.out, experiment))
 }

@@ -38,6 +38,10 @@ pub struct RunRecord {
     /// The worker threads the run used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// The settings it was restricted to (`--setting`): it ran only the
+    /// cells with these settings; empty: every cell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
 }
 
 /// Whether a run's timings can be trusted, from its load averages.
@@ -93,6 +97,7 @@ impl RunRecord {
         threads: usize,
         quick: bool,
         shard: Option<String>,
+        settings: Vec<String>,
     ) -> Self {
         let args: Vec<String> = std::env::args().skip(1).collect();
         Self {
@@ -108,6 +113,7 @@ impl RunRecord {
             load_start,
             load_end: crate::machine::load_average(),
             threads: Some(threads),
+            settings,
         }
     }
 
@@ -225,6 +231,7 @@ mod tests {
             load_start: Some([0.1, 0.2, 0.3]),
             load_end: Some([2.9, 1.0, 0.5]),
             threads: Some(2),
+            settings: vec!["D=50, adapt=always".into()],
         };
         record.write(&dir).unwrap();
         let read = RunRecord::read_all(&dir).unwrap();
@@ -232,6 +239,7 @@ mod tests {
         assert_eq!(read[0].command, record.command);
         assert_eq!(read[0].shard.as_deref(), Some("1/2"));
         assert_eq!(read[0].load_end, Some([2.9, 1.0, 0.5]));
+        assert_eq!(read[0].settings, ["D=50, adapt=always"]);
         assert!(matches!(read[0].load(), Load::Loaded(why) if why.contains("at the end")));
         let idle = RunRecord {
             load_end: Some([2.4, 1.0, 0.5]),
@@ -248,6 +256,7 @@ mod tests {
             "wall_time_secs": 2.0, "quick": false, "shard": null}"#;
         let old: RunRecord = serde_json::from_str(old).unwrap();
         assert_eq!(old.load(), Load::NotRecorded);
+        assert!(old.settings.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -52,6 +52,9 @@ pub struct RunOptions {
     pub references: Option<PathBuf>,
     /// Run only this shard of the jobs.
     pub shard: Option<Shard>,
+    /// Run only the cells with one of these settings (empty: every cell);
+    /// the run then writes records and chains only, like a shard.
+    pub settings: Vec<String>,
     /// Write the raw post-burn-in chains as `.npy`.
     pub write_chains: bool,
     /// Rerun jobs whose record already exists.
@@ -95,6 +98,12 @@ pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
 /// `--shard`).
 pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
     if let Some(study) = &experiment.study {
+        if !opts.settings.is_empty() {
+            bail!(
+                "{} is a study of replicates, not a grid of cells: --setting does not apply",
+                experiment.name
+            );
+        }
         return reproduce_study(experiment, study, opts);
     }
     let Some(protocol) = &experiment.protocol else {
@@ -113,6 +122,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         bail!("--chains must be at least 1");
     }
     let cells = protocol.cells_at(opts.size);
+    if let Some(unknown) = opts
+        .settings
+        .iter()
+        .find(|s| !cells.iter().any(|c| &c.setting == *s))
+    {
+        let mut known: Vec<&str> = cells.iter().map(|c| c.setting.as_str()).collect();
+        known.dedup();
+        bail!(
+            "no cell of {} at this size has the setting `{unknown}`; its settings: {}",
+            experiment.name,
+            known.join("; ")
+        );
+    }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
     let _lock = open_output(&dir, opts.shard)?;
@@ -120,6 +142,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     let all: Vec<Job> = cells
         .iter()
         .filter(|c| c.sampler.pending().is_none())
+        .filter(|c| opts.settings.is_empty() || opts.settings.contains(&c.setting))
         .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
         .collect();
     let mut chainless = 0;
@@ -213,6 +236,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     report_wall_times(&new_records, started.elapsed().as_secs_f64());
 
     let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
+    if !opts.settings.is_empty() {
+        println!(
+            "{} chain(s) of the cells with setting {} run, {} record(s) in {}; add them to a \
+             summary with `cargo xtask fold {} {}`",
+            new_records.len(),
+            opts.settings.join(" or "),
+            records.len(),
+            jobs_dir.display(),
+            experiment.name,
+            opts.out.display()
+        );
+        return Ok(None);
+    }
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(

@@ -23,6 +23,7 @@ fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
         out: out.to_path_buf(),
         references: None,
         shard,
+        settings: Vec::new(),
         write_chains: true,
         force: false,
         progress: false,
