@@ -158,6 +158,32 @@ fn definition() -> clap::Command {
                 .arg(path_arg("out", "results").help("Output root for the merged results")),
         )
         .subcommand(
+            clap::Command::new("fold")
+                .about(
+                    "Add the cells of runs restricted with `reproduce --setting` to an \
+                     experiment's summary: new cells are added, cells it holds must be \
+                     reproduced bit for bit, every other cell stays as it was, the runs' records \
+                     are copied beside it and the claims are decided again",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name"),
+                )
+                .arg(
+                    Arg::new("dirs")
+                        .required(true)
+                        .num_args(1..)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("The restricted runs' output directories (DIR or DIR/NAME)"),
+                )
+                .arg(
+                    path_arg("out", "results")
+                        .help("The results root holding the summary to fold into"),
+                ),
+        )
+        .subcommand(
             clap::Command::new("regrade")
                 .about(
                     "Decide an experiment's claims (or `all`) again from the per-chain values in \
@@ -335,6 +361,15 @@ fn command_of(matches: &ArgMatches) -> Command {
                 .collect(),
             out: path("out"),
         },
+        "fold" => Command::Fold {
+            name: text("name"),
+            dirs: m
+                .get_many::<PathBuf>("dirs")
+                .expect("a required argument")
+                .cloned()
+                .collect(),
+            out: path("out"),
+        },
         "regrade" => Command::Regrade {
             name: text("name"),
             results: path("results"),
@@ -443,6 +478,7 @@ mod tests {
             &["reproduce", "x", "--shard", "1/2", "--shard-from-env"],
             &["reference", "nothing"],
             &["merge", "x"],
+            &["fold", "x"],
             &["frobnicate"],
         ] {
             assert!(parse_args(args).is_err(), "{args:?} was accepted");

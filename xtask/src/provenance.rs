@@ -97,7 +97,6 @@ impl RunRecord {
         threads: usize,
         quick: bool,
         shard: Option<String>,
-        settings: Vec<String>,
     ) -> Self {
         let args: Vec<String> = std::env::args().skip(1).collect();
         Self {
@@ -113,7 +112,7 @@ impl RunRecord {
             load_start,
             load_end: crate::machine::load_average(),
             threads: Some(threads),
-            settings,
+            settings: Vec::new(),
         }
     }
 

@@ -264,7 +264,8 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
              whole chain",
         ),
     );
-    let thesis_kamh_600 = thesis_kamh_setting(600, thesis_kamh_stop(summary.params.quick));
+    let stop = thesis_kamh_stop(summary.params.quick);
+    let thesis_kamh_600 = thesis_kamh_setting(600, stop);
     for sampler in whole_chain(summary.params.quick) {
         let SamplerSpec::Adapting(SamplerSpec::FKamh { features, .. }, _) = sampler else {
             continue;
@@ -293,7 +294,7 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
                 format!(
                     "on B(0.1, 100) F-KAMH beats KAMH n = 600 in ESS even at small D (D={features}) \
                      (variant: the thesis' protocol for both, F-KAMH adapting over the whole chain \
-                     and KAMH until step 15 000)"
+                     and KAMH until step {stop})"
                 ),
                 compare(
                     ess(0.1, "F-KAMH-sincos", &whole),
@@ -366,7 +367,6 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
             ess(0.1, "KAMH-LS", "n=600"),
         ),
     ));
-    let stop = thesis_kamh_stop(summary.params.quick);
     out.push(
         ClaimCheck::new(
             format!(

@@ -6,12 +6,14 @@
 //! replicate records and checks a job's chain, `merge` combines shard
 //! outputs; running the jobs and writing the summary are here.
 
+mod fold;
 mod merge;
 mod records;
 mod shard;
 #[cfg(test)]
 mod tests;
 
+pub use fold::fold;
 pub use merge::merge;
 use records::{JobState, job_state, read_records, write_record};
 pub use shard::Shard;
@@ -390,25 +392,7 @@ fn reproduce_study(
 /// and the figures.
 pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
-    let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading {} (run `reproduce` first)", path.display()))?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    // the old claims are decided again; their schema may be an older one
-    if let Some(object) = value.as_object_mut() {
-        object.insert("claims".into(), serde_json::Value::Array(Vec::new()));
-    }
-    let mut summary: Summary = serde_json::from_value(value)
-        .with_context(|| format!("reading the cells of {}", path.display()))?;
-    if summary.experiment != experiment.name {
-        bail!(
-            "{} holds experiment {}, not {}",
-            path.display(),
-            summary.experiment,
-            experiment.name
-        );
-    }
+    let mut summary = read_summary(experiment, &dir)?;
     let _lock = lock_dir(&dir, Access::Whole)?;
     match (&experiment.protocol, &experiment.study) {
         (Some(protocol), _) => {
@@ -422,6 +406,31 @@ pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
             write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
         }
         (None, None) => bail!("{} is not implemented", experiment.name),
+    }
+    Ok(summary)
+}
+
+/// The `summary.json` of `experiment` in its directory `dir`, with its
+/// claims dropped (they are decided again, and their schema may be an
+/// older one).
+pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summary> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {} (run `reproduce` first)", path.display()))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("claims".into(), serde_json::Value::Array(Vec::new()));
+    }
+    let summary: Summary = serde_json::from_value(value)
+        .with_context(|| format!("reading the cells of {}", path.display()))?;
+    if summary.experiment != experiment.name {
+        bail!(
+            "{} holds experiment {}, not {}",
+            path.display(),
+            summary.experiment,
+            experiment.name
+        );
     }
     Ok(summary)
 }
