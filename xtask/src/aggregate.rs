@@ -102,14 +102,23 @@ fn cell_summary(
     Ok(summary)
 }
 
-/// What [`Summary::fold`] did, as cell labels (`target sampler setting`).
+/// What [`Summary::fold`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Folded {
     /// Cells added to the summary, or that replaced a pending one.
-    pub added: Vec<String>,
+    pub added: Vec<FoldedCell>,
     /// Cells the summary already held, whose records reproduced every
     /// clock-independent value bit for bit; the summary keeps its own.
-    pub reproduced: Vec<String>,
+    pub reproduced: Vec<FoldedCell>,
+}
+
+/// A cell [`Summary::fold`] added or checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoldedCell {
+    /// (target key, sampler label, setting), as in the job records.
+    pub key: (String, String, String),
+    /// `target sampler setting` in the papers' notation.
+    pub label: String,
 }
 
 impl CellSummary {
@@ -121,6 +130,18 @@ impl CellSummary {
         c.metrics.retain(|name, _| !depends_on_clock(name));
         c.curves.retain(|name, _| !depends_on_clock(name));
         c
+    }
+
+    /// The cell as [`Summary::fold`] reports it.
+    fn folded(&self) -> FoldedCell {
+        FoldedCell {
+            key: (
+                self.target.clone(),
+                self.sampler.clone(),
+                self.setting.clone(),
+            ),
+            label: self.name(),
+        }
     }
 
     /// `target sampler setting`, for messages.
@@ -238,11 +259,11 @@ impl Summary {
                             first_difference(&old.timeless(), &new.timeless())
                         );
                     }
-                    folded.reproduced.push(old.name());
+                    folded.reproduced.push(old.folded());
                     out.push(old.clone());
                 }
                 None => {
-                    folded.added.push(new.name());
+                    folded.added.push(new.folded());
                     out.push(new);
                 }
             }

@@ -5,17 +5,19 @@ use super::merge::gather;
 use super::{experiment_dir, read_summary, write_outputs};
 use crate::aggregate::Folded;
 use crate::experiment::Experiment;
-use crate::files::{Access, copy_file, create_dir, lock_dir};
+use crate::files::{Access, create_dir, lock_dir};
+use crate::provenance::RunRecord;
 use crate::summary::{JobRecord, Summary};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 
 /// Folds the cells whose job records are in `inputs` (each `DIR/<name>/` or
 /// `DIR`) into `out/<name>/summary.json` (see [`Summary::fold`]: new cells
 /// are added, cells the summary holds must be reproduced bit for bit, every
 /// other cell stays as it was), copies the inputs' run records into
-/// `out/<name>/runs/` so the summary still says how each cell was made, and
-/// rewrites the summary, the report and the figures.
+/// `out/<name>/runs/` so the summary still says how each cell was made
+/// (each with the held cells its records reproduced), and rewrites the
+/// summary, the report and the figures.
 ///
 /// Every input must hold a run record. Everything is checked before
 /// anything is written: a failed fold leaves the output untouched.
@@ -29,25 +31,24 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let dir = experiment_dir(out, experiment);
     let mut summary: Summary = read_summary(experiment, &dir)?;
     let gathered = gather::<JobRecord>(experiment, inputs)?;
-    let mut runs: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
+    sources.sort();
     sources.dedup();
-    for source in sources {
-        let found = run_records(source)?;
+    let mut runs: Vec<(PathBuf, RunRecord, &Path)> = Vec::new();
+    for source in &sources {
+        let found = RunRecord::read_files(source)?;
         if found.is_empty() {
             bail!(
                 "{} holds no run record in runs/: the fold could not say how its cells were made",
                 source.display()
             );
         }
-        runs.extend(found.into_iter().map(|from| {
-            (
-                dir.join("runs").join(from.file_name().expect("a file")),
-                from,
-            )
-        }));
+        for (file, record) in found {
+            let name = file.file_name().expect("a record file has a name");
+            runs.push((dir.join("runs").join(name), record, source));
+        }
     }
-    let records: Vec<JobRecord> = gathered.into_iter().map(|g| g.record).collect();
+    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
     if records.is_empty() {
         bail!("no job record of {} in the inputs", experiment.name);
     }
@@ -55,34 +56,26 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let folded = summary.fold(experiment, protocol, &cells, &records)?;
     let _lock = lock_dir(&dir, Access::Whole)?;
     create_dir(&dir.join("runs"))?;
-    for (to, from) in &runs {
-        copy_file(from, to)?;
+    for (to, mut record, source) in runs {
+        // the held cells this input's records reproduced
+        for cell in &folded.reproduced {
+            let from_here = gathered.iter().any(|g| {
+                g.source == source
+                    && (&g.record.target, &g.record.sampler, &g.record.setting)
+                        == (&cell.key.0, &cell.key.1, &cell.key.2)
+            });
+            if from_here && !record.reproduced.contains(&cell.label) {
+                record.reproduced.push(cell.label.clone());
+            }
+        }
+        record.write_as(&to)?;
     }
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     for cell in &folded.added {
-        println!("  added {cell}");
+        println!("  added {}", cell.label);
     }
     for cell in &folded.reproduced {
-        println!("  reproduced bit for bit (kept as it was): {cell}");
+        println!("  reproduced bit for bit (kept as it was): {}", cell.label);
     }
     Ok(folded)
-}
-
-/// The run records (`runs/*.json`) of an experiment directory, sorted.
-fn run_records(source: &Path) -> Result<Vec<PathBuf>> {
-    let runs = source.join("runs");
-    let Ok(entries) = std::fs::read_dir(&runs) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading {}", runs.display()))?
-            .path();
-        if path.extension().is_some_and(|e| e == "json") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    Ok(out)
 }

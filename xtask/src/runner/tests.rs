@@ -793,7 +793,7 @@ fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
         folded
             .added
             .iter()
-            .all(|c| new.iter().any(|s| c.ends_with(s)))
+            .all(|c| new.contains(&c.key.2.as_str()) && c.label.ends_with(&c.key.2))
     );
     assert_eq!(folded.reproduced.len(), 2, "{folded:?}");
     let after = Summary::read_json(&base_dir.join("summary.json")).unwrap();
@@ -824,6 +824,14 @@ fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].commit, "c0ffee");
     assert_eq!(runs[0].settings.len(), 3);
+    // with the held cells its records reproduced
+    assert_eq!(
+        runs[0].reproduced,
+        [
+            "8-d B(0.03, 100) KAMH-LS n=600",
+            "8-d B(0.1, 100) KAMH-LS n=600"
+        ]
+    );
     // folding again changes nothing: every cell is now held and reproduced
     let again = fold(&e, &[part], &base).unwrap();
     assert!(again.added.is_empty());
