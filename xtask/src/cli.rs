@@ -93,6 +93,17 @@ fn definition() -> clap::Command {
                      so 0- and 1-based arrays both work. Otherwise, in an srun step: shard \
                      SLURM_PROCID + 1 of SLURM_NTASKS. The array variables take precedence",
                 ))
+                .arg(
+                    Arg::new("setting")
+                        .long("setting")
+                        .value_name("SETTING")
+                        .action(ArgAction::Append)
+                        .help(
+                            "Run only the cells with this setting (repeatable; exactly as in \
+                             summary.md, e.g. \"D=50, adapt=always\"); like a shard, the run writes \
+                             records and chains only, and `fold` adds them to a summary",
+                        ),
+                )
                 .arg(flag("no-chains").help("Do not write the raw chains (.npy)"))
                 .arg(
                     flag("force")
@@ -145,6 +156,32 @@ fn definition() -> clap::Command {
                         .help("The shards' output directories (DIR or DIR/NAME)"),
                 )
                 .arg(path_arg("out", "results").help("Output root for the merged results")),
+        )
+        .subcommand(
+            clap::Command::new("fold")
+                .about(
+                    "Add the cells of runs restricted with `reproduce --setting` to an \
+                     experiment's summary: new cells are added, cells it holds must be \
+                     reproduced bit for bit, every other cell stays as it was, the runs' records \
+                     are copied beside it and the claims are decided again",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name"),
+                )
+                .arg(
+                    Arg::new("dirs")
+                        .required(true)
+                        .num_args(1..)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("The restricted runs' output directories (DIR or DIR/NAME)"),
+                )
+                .arg(
+                    path_arg("out", "results")
+                        .help("The results root holding the summary to fold into"),
+                ),
         )
         .subcommand(
             clap::Command::new("regrade")
@@ -299,6 +336,10 @@ fn command_of(matches: &ArgMatches) -> Command {
             threads: threads(),
             shard: m.get_one::<Shard>("shard").copied(),
             shard_from_env: on("shard-from-env"),
+            settings: m
+                .get_many::<String>("setting")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default(),
             no_chains: on("no-chains"),
             force: on("force"),
         },
@@ -312,6 +353,15 @@ fn command_of(matches: &ArgMatches) -> Command {
             threads: threads(),
         },
         "merge" => Command::Merge {
+            name: text("name"),
+            dirs: m
+                .get_many::<PathBuf>("dirs")
+                .expect("a required argument")
+                .cloned()
+                .collect(),
+            out: path("out"),
+        },
+        "fold" => Command::Fold {
             name: text("name"),
             dirs: m
                 .get_many::<PathBuf>("dirs")
@@ -428,6 +478,7 @@ mod tests {
             &["reproduce", "x", "--shard", "1/2", "--shard-from-env"],
             &["reference", "nothing"],
             &["merge", "x"],
+            &["fold", "x"],
             &["frobnicate"],
         ] {
             assert!(parse_args(args).is_err(), "{args:?} was accepted");

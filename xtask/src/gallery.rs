@@ -468,6 +468,20 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
             .shard
             .as_deref()
             .map_or(String::new(), |s| format!(", shard {s}"));
+        let only = if r.settings.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = r.settings.iter().map(|s| format!("`{s}`")).collect();
+            format!(", only the cells with setting {}", quoted.join(" or "))
+        };
+        let checked = if r.reproduced.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it reproduced the earlier cells {} bit for bit (all but per-second values)",
+                r.reproduced.join(", ")
+            )
+        };
         let load = match (r.load_start, r.load_end) {
             (Some(start), Some(end)) => format!(
                 "1-min load average {:.2} at the start, {:.2} at the end{}",
@@ -483,7 +497,7 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         };
         let _ = writeln!(
             md,
-            "- `{}` on {} at commit `{}`{shard}: {:.0} s wall time on {}; {load}.",
+            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; {load}{checked}.",
             r.command,
             date(r.started_unix),
             short(&r.commit),
@@ -549,7 +563,7 @@ mod tests {
         });
         std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
         std::fs::write(dir.join("fig.svg"), "<svg/>").unwrap();
-        RunRecord {
+        let first = RunRecord {
             command: "xtask reproduce kamh-banana".into(),
             commit: "0123456789abcdef0123-dirty".into(),
             machine: "CPU".into(),
@@ -560,6 +574,16 @@ mod tests {
             load_start: None,
             load_end: None,
             threads: None,
+            settings: Vec::new(),
+            reproduced: Vec::new(),
+        };
+        first.write(&dir).unwrap();
+        // a later run of some cells, folded in
+        RunRecord {
+            started_unix: 86_400,
+            settings: vec!["n=600".into(), "D=50".into()],
+            reproduced: vec!["B KAMH-LS n=600".into()],
+            ..first
         }
         .write(&dir)
         .unwrap();
@@ -597,6 +621,14 @@ mod tests {
         );
         assert!(md.contains("at commit `0123456789ab-dirty`"), "{md}");
         assert!(md.contains("on 1970-01-01"), "{md}");
+        assert!(
+            md.contains(
+                "on 1970-01-02 at commit `0123456789ab-dirty`, only the cells with setting \
+                 `n=600` or `D=50`: 264 s wall time on CPU; load not recorded; it reproduced \
+                 the earlier cells B KAMH-LS n=600 bit for bit (all but per-second values)."
+            ),
+            "{md}"
+        );
         // an experiment without results gets the commands that make them
         assert!(
             md.contains("`cargo xtask reproduce kmc-abc --no-chains`"),

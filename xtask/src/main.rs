@@ -6,7 +6,9 @@
 //! and writes `DIR/<name>/summary.json`, `summary.md`, SVG figures and the
 //! raw chains; `cargo xtask reference glass|abc` computes a reference sample
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
-//! outputs; `cargo xtask regrade <name>` decides the claims again from a
+//! outputs; `cargo xtask fold <name> DIR…` adds the cells of runs
+//! restricted to some settings (`reproduce --setting S`) to a summary;
+//! `cargo xtask regrade <name>` decides the claims again from a
 //! `summary.json` without running chains; `cargo xtask gallery` writes
 //! `RESULTS.md` from the results;
 //! `cargo xtask bench-report` times the hot paths against this machine's peak
@@ -36,7 +38,7 @@
 //! 4. `benchmark` (computing reference samples), `experiment` (what an
 //!    experiment is), `aggregate` (records into a summary);
 //! 5. `experiments/`: the papers' experiments;
-//! 6. `runner` (running and merging grids), `gallery`, `bench_report`, and
+//! 6. `runner` (running, merging and folding grids), `gallery`, `bench_report`, and
 //!    the subcommands in this file.
 
 mod aggregate;
@@ -79,6 +81,7 @@ enum Command {
         threads: Option<usize>,
         shard: Option<Shard>,
         shard_from_env: bool,
+        settings: Vec<String>,
         no_chains: bool,
         force: bool,
     },
@@ -90,6 +93,11 @@ enum Command {
         threads: Option<usize>,
     },
     Merge {
+        name: String,
+        dirs: Vec<PathBuf>,
+        out: PathBuf,
+    },
+    Fold {
         name: String,
         dirs: Vec<PathBuf>,
         out: PathBuf,
@@ -129,6 +137,7 @@ fn main() -> Result<()> {
             threads,
             shard,
             shard_from_env,
+            settings,
             no_chains,
             force,
         } => {
@@ -144,6 +153,7 @@ fn main() -> Result<()> {
                 out,
                 references,
                 shard,
+                settings,
                 write_chains: !no_chains,
                 force,
                 progress: true,
@@ -162,6 +172,13 @@ fn main() -> Result<()> {
                 bail!("unknown experiment `{name}` (see `cargo xtask list`)");
             };
             runner::merge(&experiment, &dirs, &out)?;
+            Ok(())
+        }
+        Command::Fold { name, dirs, out } => {
+            let Some(experiment) = experiments::find(&name) else {
+                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
+            };
+            runner::fold(&experiment, &dirs, &out)?;
             Ok(())
         }
         Command::Regrade { name, results } => regrade(&name, &results),
@@ -235,7 +252,7 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
     // the commit the run starts from (a commit made while it runs is not its code)
     let commit = provenance::commit();
     runner::reproduce(experiment, opts)?;
-    provenance::RunRecord::of_this_process(
+    let record = provenance::RunRecord::of_this_process(
         commit,
         started,
         clock.elapsed(),
@@ -243,7 +260,11 @@ fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Resu
         rayon::current_num_threads(),
         opts.size.is_quick(),
         opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
-    )
+    );
+    provenance::RunRecord {
+        settings: opts.settings.clone(),
+        ..record
+    }
     .write(&runner::experiment_dir(&opts.out, experiment))
 }
 

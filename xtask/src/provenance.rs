@@ -6,7 +6,7 @@
 use crate::files::write_atomic;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,6 +38,16 @@ pub struct RunRecord {
     /// The worker threads the run used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// The settings it was restricted to (`--setting`): it ran only the
+    /// cells with these settings; empty: every cell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
+    /// Cells made by earlier runs that this run's records reproduced bit
+    /// for bit in every value that does not depend on the clock, checked
+    /// when its cells were folded into their summary (`target sampler
+    /// setting`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reproduced: Vec<String>,
 }
 
 /// Whether a run's timings can be trusted, from its load averages.
@@ -108,6 +118,8 @@ impl RunRecord {
             load_start,
             load_end: crate::machine::load_average(),
             threads: Some(threads),
+            settings: Vec::new(),
+            reproduced: Vec::new(),
         }
     }
 
@@ -115,8 +127,12 @@ impl RunRecord {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let runs = dir.join("runs");
         std::fs::create_dir_all(&runs).with_context(|| format!("creating {}", runs.display()))?;
-        let path = runs.join(format!("{}-{}.json", self.started_unix, std::process::id()));
-        write_atomic(&path, |w| {
+        self.write_as(&runs.join(format!("{}-{}.json", self.started_unix, std::process::id())))
+    }
+
+    /// Writes the record to `path`, atomically.
+    pub fn write_as(&self, path: &Path) -> Result<()> {
+        write_atomic(path, |w| {
             serde_json::to_writer_pretty(&mut *w, self)?;
             Ok(writeln!(w)?)
         })
@@ -125,6 +141,12 @@ impl RunRecord {
     /// Every record in `dir/runs/`, oldest first; an unreadable one is an
     /// error naming the file.
     pub fn read_all(dir: &Path) -> Result<Vec<Self>> {
+        Ok(Self::read_files(dir)?.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// Every record in `dir/runs/` with its file, oldest first; an
+    /// unreadable one is an error naming the file.
+    pub fn read_files(dir: &Path) -> Result<Vec<(PathBuf, Self)>> {
         let runs = dir.join("runs");
         let Ok(entries) = std::fs::read_dir(&runs) else {
             return Ok(Vec::new());
@@ -135,13 +157,12 @@ impl RunRecord {
             if path.extension().is_some_and(|e| e == "json") {
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("reading {}", path.display()))?;
-                out.push(
-                    serde_json::from_str(&text)
-                        .with_context(|| format!("parsing {}", path.display()))?,
-                );
+                let record: Self = serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?;
+                out.push((path, record));
             }
         }
-        out.sort_by_key(|r: &Self| r.started_unix);
+        out.sort_by_key(|(_, r)| r.started_unix);
         Ok(out)
     }
 }
@@ -225,6 +246,8 @@ mod tests {
             load_start: Some([0.1, 0.2, 0.3]),
             load_end: Some([2.9, 1.0, 0.5]),
             threads: Some(2),
+            settings: vec!["D=50, adapt=always".into()],
+            reproduced: Vec::new(),
         };
         record.write(&dir).unwrap();
         let read = RunRecord::read_all(&dir).unwrap();
@@ -232,6 +255,7 @@ mod tests {
         assert_eq!(read[0].command, record.command);
         assert_eq!(read[0].shard.as_deref(), Some("1/2"));
         assert_eq!(read[0].load_end, Some([2.9, 1.0, 0.5]));
+        assert_eq!(read[0].settings, ["D=50, adapt=always"]);
         assert!(matches!(read[0].load(), Load::Loaded(why) if why.contains("at the end")));
         let idle = RunRecord {
             load_end: Some([2.4, 1.0, 0.5]),
@@ -248,6 +272,7 @@ mod tests {
             "wall_time_secs": 2.0, "quick": false, "shard": null}"#;
         let old: RunRecord = serde_json::from_str(old).unwrap();
         assert_eq!(old.load(), Load::NotRecorded);
+        assert!(old.settings.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -280,11 +280,17 @@ impl Summary {
 
     /// The 80% interval of `metric` over the chains (or replicates) of a
     /// cell, labelled with the sampler, the setting and the metric; pending
-    /// when the cell is pending or absent.
+    /// when the cell is pending or absent, or ran without the metric.
     pub fn estimate(&self, target: &str, sampler: &str, setting: &str, metric: &str) -> Estimate {
         let label = self.label(target, sampler, setting, metric);
+        let ran = self.cells.iter().any(|c| {
+            c.target == target && c.sampler == sampler && c.setting == setting && c.status == "done"
+        });
         match self.stats(target, sampler, setting, metric) {
             Some(m) => estimate(label, &m.values),
+            None if ran => pending(format!(
+                "{label} (the cell ran without this metric: it needs a rerun)"
+            )),
             None => pending(format!("{label} (no such cell has run)")),
         }
     }
@@ -774,5 +780,15 @@ mod tests {
         );
         assert!(!md.contains("setting"), "{md}");
         assert!(!md.contains("Curves along the chains"), "{md}");
+        // a metric the cell lacks and a cell that never ran are pending, each
+        // with its reason
+        let pending_reason =
+            |sampler: &str, metric: &str| match summary.estimate("t", sampler, "", metric) {
+                Err(crate::verdict::Missing::Pending(why)) => why,
+                other => panic!("{other:?}"),
+            };
+        assert!(pending_reason("A", "ess_min").contains("ran without this metric"));
+        assert!(pending_reason("C", "accept").contains("no such cell has run"));
+        assert!(summary.estimate("t", "A", "", "accept").is_ok());
     }
 }

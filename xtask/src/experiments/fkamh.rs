@@ -10,6 +10,7 @@ use crate::summary::Summary;
 use crate::verdict::{ClaimCheck, Claimed, Decision, TIMED, at_least, compare};
 use anyhow::Result;
 use kameleon_features::Embedding;
+use kameleon_samplers::AdaptationStop;
 use std::path::Path;
 
 const FULL_D: [usize; 8] = [10, 50, 100, 200, 300, 400, 500, 600];
@@ -44,14 +45,7 @@ fn cells(quick: bool) -> Vec<Cell> {
             start: Start::Target,
         };
         for n in [600, 1000] {
-            out.push(cell(
-                SamplerSpec::KamhLs {
-                    n,
-                    gamma: GAMMA,
-                    length_scale: None,
-                },
-                format!("n={n}"),
-            ));
+            out.push(cell(kamh(n), format!("n={n}")));
         }
         for &features in d_grid(quick) {
             for embedding in [Embedding::SinCos, Embedding::CosPhase] {
@@ -67,13 +61,54 @@ fn cells(quick: bool) -> Vec<Cell> {
             }
         }
         for sampler in whole_chain(quick) {
-            let SamplerSpec::Adapting(SamplerSpec::FKamh { features, .. }) = sampler else {
+            let SamplerSpec::Adapting(SamplerSpec::FKamh { features, .. }, _) = sampler else {
                 continue;
             };
             out.push(cell(*sampler, whole_chain_setting(*features)));
         }
+        if b == THESIS_KAMH_BANANA {
+            let stop = thesis_kamh_stop(quick);
+            for inner in &THESIS_KAMH {
+                let SamplerSpec::KamhLs { n, .. } = inner else {
+                    continue;
+                };
+                out.push(cell(
+                    SamplerSpec::Adapting(inner, AdaptationStop::After(stop)),
+                    thesis_kamh_setting(*n, stop),
+                ));
+            }
+        }
     }
     out
+}
+
+/// KAMH-LS with subsample size `n` and the thesis' γ.
+const fn kamh(n: usize) -> SamplerSpec {
+    SamplerSpec::KamhLs {
+        n,
+        gamma: GAMMA,
+        length_scale: None,
+    }
+}
+
+/// KAMH-LS n = 600 and 1000 as the thesis runs them: adapting until
+/// [`thesis_kamh_stop`], on [`THESIS_KAMH_BANANA`] only (the claims that
+/// compare KAMH's subsample sizes, and F-KAMH with KAMH at small D, are
+/// on it).
+static THESIS_KAMH: [SamplerSpec; 2] = [kamh(600), kamh(1000)];
+
+/// The banana of the KAMH cells adapting until [`thesis_kamh_stop`].
+const THESIS_KAMH_BANANA: f64 = 0.1;
+
+/// The step until which the thesis' KAMH adapts: 15 000 of its 20 000
+/// (quick: 450 of 600, the same three quarters).
+fn thesis_kamh_stop(quick: bool) -> u64 {
+    if quick { 450 } else { 15_000 }
+}
+
+/// The setting of a KAMH cell adapting until step `stop`.
+fn thesis_kamh_setting(n: usize, stop: u64) -> String {
+    format!("n={n}, adapt until {stop}")
 }
 
 /// F-KAMH-sincos at the small D of the thesis' claim, adapting over the
@@ -89,11 +124,12 @@ fn whole_chain(quick: bool) -> &'static [SamplerSpec] {
     }
     static FULL: [SamplerSpec; 2] = [sincos(50), sincos(100)];
     static FULL_ADAPTING: [SamplerSpec; 2] = [
-        SamplerSpec::Adapting(&FULL[0]),
-        SamplerSpec::Adapting(&FULL[1]),
+        SamplerSpec::Adapting(&FULL[0], AdaptationStop::Never),
+        SamplerSpec::Adapting(&FULL[1], AdaptationStop::Never),
     ];
     static QUICK: [SamplerSpec; 1] = [sincos(10)];
-    static QUICK_ADAPTING: [SamplerSpec; 1] = [SamplerSpec::Adapting(&QUICK[0])];
+    static QUICK_ADAPTING: [SamplerSpec; 1] =
+        [SamplerSpec::Adapting(&QUICK[0], AdaptationStop::Never)];
     if quick {
         &QUICK_ADAPTING
     } else {
@@ -125,7 +161,10 @@ pub fn ess() -> Experiment {
                     Ours: η starts at 1 and adapts with steps 1/√t during the 5000 discarded steps \
                     only (the thesis: steps 1/(t − 1000) after t = 1000, initial values from pilot \
                     runs, KAMH adapting until 15000). The cells with setting `adapt=always` \
-                    run F-KAMH-sincos adapting over the whole chain (η still with steps 1/√t). Fastfood is not in the grid. Figure \
+                    run F-KAMH-sincos adapting over the whole chain (η still with steps 1/√t); those \
+                    with `adapt until 15000` run KAMH-LS on B(0.1, 100) adapting until step 15000 of \
+                    20000, as the thesis' KAMH (ν still with steps 1/√t). Fastfood is not in the \
+                    grid. Figure \
                     whiskers: 95% intervals (mean ± 1.96·sd/√runs), as the thesis.",
             claims,
             figures,
@@ -225,10 +264,13 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
              whole chain",
         ),
     );
+    let stop = thesis_kamh_stop(summary.params.quick);
+    let thesis_kamh_600 = thesis_kamh_setting(600, stop);
     for sampler in whole_chain(summary.params.quick) {
-        let SamplerSpec::Adapting(SamplerSpec::FKamh { features, .. }) = sampler else {
+        let SamplerSpec::Adapting(SamplerSpec::FKamh { features, .. }, _) = sampler else {
             continue;
         };
+        let whole = whole_chain_setting(*features);
         out.push(
             ClaimCheck::new(
                 format!(
@@ -237,14 +279,32 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
                      which uses \"the entire available chain history\")"
                 ),
                 compare(
-                    ess(0.1, "F-KAMH-sincos", &whole_chain_setting(*features)),
+                    ess(0.1, "F-KAMH-sincos", &whole),
                     Claimed::Above,
                     ess(0.1, "KAMH-LS", "n=600"),
                 ),
             )
             .caveat(
                 "our F-KAMH keeps η's steps 1/√t (the thesis: 1/(t − 1000)), and our KAMH stops \
-                 adapting at 5000 (the thesis' at 15 000)",
+                 adapting at 5000 (the thesis' at 15 000: the next variant)",
+            ),
+        );
+        out.push(
+            ClaimCheck::new(
+                format!(
+                    "on B(0.1, 100) F-KAMH beats KAMH n = 600 in ESS even at small D (D={features}) \
+                     (variant: the thesis' protocol for both, F-KAMH adapting over the whole chain \
+                     and KAMH until step {stop})"
+                ),
+                compare(
+                    ess(0.1, "F-KAMH-sincos", &whole),
+                    Claimed::Above,
+                    ess(0.1, "KAMH-LS", &thesis_kamh_600),
+                ),
+            )
+            .caveat(
+                "η and ν keep steps 1/√t from 1 and √0.1 (the thesis: 1/(t − 1000) from pilot \
+                 runs' values)",
             ),
         );
     }
@@ -307,5 +367,19 @@ fn claims(summary: &Summary) -> Vec<ClaimCheck> {
             ess(0.1, "KAMH-LS", "n=600"),
         ),
     ));
+    out.push(
+        ClaimCheck::new(
+            format!(
+                "KAMH gains from n = 1000 over n = 600 on B(0.1, 100) (tested as: a larger ESS at \
+                 n = 1000) (variant: KAMH adapting until step {stop}, as the thesis' KAMH)"
+            ),
+            compare(
+                ess(0.1, "KAMH-LS", &thesis_kamh_setting(1000, stop)),
+                Claimed::Above,
+                ess(0.1, "KAMH-LS", &thesis_kamh_600),
+            ),
+        )
+        .caveat("ν keeps steps 1/√t from √0.1 (the thesis: 1/(t − 1000) from pilot runs' values)"),
+    );
     out
 }

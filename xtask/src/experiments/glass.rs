@@ -12,6 +12,7 @@ use crate::summary::Summary;
 use crate::verdict::{ClaimCheck, Claimed, all_of, compare, estimate, pending};
 use anyhow::Result;
 use kameleon_diagnostics::MmdEstimator;
+use kameleon_samplers::AdaptationStop;
 use std::path::Path;
 
 const TARGET: TargetSpec = TargetSpec::GlassPosterior {
@@ -147,9 +148,12 @@ fn kmc_cells(quick: bool) -> Vec<Cell> {
     let mut cells = Cell::per_sampler(
         TARGET,
         [
-            SamplerSpec::Adapting(if quick { &KMC_QUICK } else { &KMC }),
-            SamplerSpec::Adapting(if quick { &KAMH_QUICK } else { &KAMH }),
-            SamplerSpec::Adapting(&RW),
+            SamplerSpec::Adapting(if quick { &KMC_QUICK } else { &KMC }, AdaptationStop::Never),
+            SamplerSpec::Adapting(
+                if quick { &KAMH_QUICK } else { &KAMH },
+                AdaptationStop::Never,
+            ),
+            SamplerSpec::Adapting(&RW, AdaptationStop::Never),
             EMCEE,
         ],
         iterations,
@@ -225,6 +229,11 @@ pub fn kmc() -> Experiment {
                     estimator: MmdEstimator::Biased,
                 },
                 Metric::MinEss,
+                // the KMC code's ESS: after 200 warm-up draws (of our 6000)
+                Metric::MinEssAfter {
+                    warmup: 200,
+                    of: 6_000,
+                },
             ],
             notes: concat!(
                 "All chains start at θ = 0 and record every iteration (no burn-in); every sampler \
@@ -254,7 +263,9 @@ pub fn kmc() -> Experiment {
                     beside it: the likelihood estimate's sd at posterior points is 0.05–0.06 \
                     (0.08 at θ = 0; 50 repeats), capping the acceptance of a perfect move at \
                     2Φ(−σ/√2) ≈ 0.96 (with ε scaled by 10⁻³ KMC accepts 0.96–0.97), so the \
-                    noise is not what limits any sampler here.",
+                    noise is not what limits any sampler here. `ess_min_after_warmup` is the \
+                    minimum ESS without the first 200 of the 6000 draws (a thirtieth at every \
+                    size), as the KMC code computes it after its 200 warm-up draws.",
                 ensemble_note!()
             ),
             claims: kmc_claims,
@@ -424,6 +435,34 @@ fn kmc_claims(summary: &Summary) -> Vec<ClaimCheck> {
              θ = 0, and the code's KAMH leaves out the proposal's density ratio",
         ),
     );
+    // The code's protocol in full: both on the oracle basis, the ESS after
+    // the 200 warm-up draws.
+    out.push(
+        ClaimCheck::new(
+            "KMC has a larger minimum ESS than KAMH (paper: ≈ 415 for KMC, 35 for KAMH) \
+             (variant: both on an oracle basis of benchmark draws, the ESS after 200 warm-up \
+             draws, as the public KMC code computes it)",
+            compare(
+                summary.estimate(&key, "KMC", ORACLE, "ess_min_after_warmup"),
+                Claimed::Above,
+                summary.estimate(&key, "KAMH", ORACLE, "ess_min_after_warmup"),
+            ),
+        )
+        .caveat("the code's KAMH leaves out the proposal's density ratio; ours keeps it"),
+    );
+    for rival in ["RW", "KAMH-LS"] {
+        out.push(ClaimCheck::new(
+            format!(
+                "KMC has a larger minimum ESS than {rival} (variant: the ESS after 200 warm-up \
+                 draws, as the public KMC code computes it)"
+            ),
+            compare(
+                summary.estimate(&key, "KMC", "", "ess_min_after_warmup"),
+                Claimed::Above,
+                summary.estimate(&key, rival, "", "ess_min_after_warmup"),
+            ),
+        ));
+    }
     out.push(ClaimCheck::new(
         "KMC clearly outperforms KAMH in MMD² by the end of the run (variant: both on an oracle \
          basis of benchmark draws, as the public KMC code runs them)",

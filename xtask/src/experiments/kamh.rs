@@ -10,6 +10,7 @@ use crate::spec::{
 use crate::summary::{CellSummary, Summary};
 use crate::verdict::{ClaimCheck, Claimed, Interval, compare, within};
 use anyhow::Result;
+use kameleon_samplers::AdaptationStop;
 use std::path::Path;
 
 /// The four samplers of Fig. 5 with the paper's settings (KAMH: n = 1000,
@@ -108,7 +109,7 @@ fn with_variants(mut cells: Vec<Cell>, quick: bool, b: Option<f64>) -> Vec<Cell>
         return cells;
     };
     cells.push(Cell {
-        sampler: SamplerSpec::Adapting(&AM_LS),
+        sampler: SamplerSpec::Adapting(&AM_LS, AdaptationStop::Never),
         setting: ADAPTING.into(),
         ..first.clone()
     });

@@ -53,19 +53,22 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
 }
 
 /// A record found by [`gather`], with where it came from.
-struct Gathered<R> {
-    record: R,
+pub(super) struct Gathered<R> {
+    pub(super) record: R,
     /// Its file.
     file: PathBuf,
     /// The experiment directory it was found in.
-    source: PathBuf,
+    pub(super) source: PathBuf,
 }
 
 /// Every record of `experiment` in `inputs`, once per job: an error names
 /// the file if a record does not parse, and both files if two inputs hold
 /// different results for one job (the same results with other wall times
 /// are one job run twice).
-fn gather<R: RecordFile>(experiment: &Experiment, inputs: &[PathBuf]) -> Result<Vec<Gathered<R>>> {
+pub(super) fn gather<R: RecordFile>(
+    experiment: &Experiment,
+    inputs: &[PathBuf],
+) -> Result<Vec<Gathered<R>>> {
     let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
     for input in inputs {
         let source = shard_source(input, experiment)?;

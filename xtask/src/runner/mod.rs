@@ -6,12 +6,14 @@
 //! replicate records and checks a job's chain, `merge` combines shard
 //! outputs; running the jobs and writing the summary are here.
 
+mod fold;
 mod merge;
 mod records;
 mod shard;
 #[cfg(test)]
 mod tests;
 
+pub use fold::fold;
 pub use merge::merge;
 use records::{JobState, job_state, read_records, write_record};
 pub use shard::Shard;
@@ -52,6 +54,9 @@ pub struct RunOptions {
     pub references: Option<PathBuf>,
     /// Run only this shard of the jobs.
     pub shard: Option<Shard>,
+    /// Run only the cells with one of these settings (empty: every cell);
+    /// the run then writes records and chains only, like a shard.
+    pub settings: Vec<String>,
     /// Write the raw post-burn-in chains as `.npy`.
     pub write_chains: bool,
     /// Rerun jobs whose record already exists.
@@ -95,6 +100,12 @@ pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
 /// `--shard`).
 pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
     if let Some(study) = &experiment.study {
+        if !opts.settings.is_empty() {
+            bail!(
+                "{} is a study of replicates, not a grid of cells: --setting does not apply",
+                experiment.name
+            );
+        }
         return reproduce_study(experiment, study, opts);
     }
     let Some(protocol) = &experiment.protocol else {
@@ -113,6 +124,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         bail!("--chains must be at least 1");
     }
     let cells = protocol.cells_at(opts.size);
+    if let Some(unknown) = opts
+        .settings
+        .iter()
+        .find(|s| !cells.iter().any(|c| &c.setting == *s))
+    {
+        let mut known: Vec<&str> = cells.iter().map(|c| c.setting.as_str()).collect();
+        known.dedup();
+        bail!(
+            "no cell of {} at this size has the setting `{unknown}`; its settings: {}",
+            experiment.name,
+            known.join("; ")
+        );
+    }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
     let _lock = open_output(&dir, opts.shard)?;
@@ -120,6 +144,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     let all: Vec<Job> = cells
         .iter()
         .filter(|c| c.sampler.pending().is_none())
+        .filter(|c| opts.settings.is_empty() || opts.settings.contains(&c.setting))
         .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
         .collect();
     let mut chainless = 0;
@@ -213,6 +238,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     report_wall_times(&new_records, started.elapsed().as_secs_f64());
 
     let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
+    if !opts.settings.is_empty() {
+        println!(
+            "{} chain(s) of the cells with setting {} run, {} record(s) in {}; add them to a \
+             summary with `cargo xtask fold {} {}`",
+            new_records.len(),
+            opts.settings.join(" or "),
+            records.len(),
+            jobs_dir.display(),
+            experiment.name,
+            opts.out.display()
+        );
+        return Ok(None);
+    }
     match opts.shard {
         Some(s) if s.count > 1 => {
             println!(
@@ -354,25 +392,7 @@ fn reproduce_study(
 /// and the figures.
 pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
-    let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading {} (run `reproduce` first)", path.display()))?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    // the old claims are decided again; their schema may be an older one
-    if let Some(object) = value.as_object_mut() {
-        object.insert("claims".into(), serde_json::Value::Array(Vec::new()));
-    }
-    let mut summary: Summary = serde_json::from_value(value)
-        .with_context(|| format!("reading the cells of {}", path.display()))?;
-    if summary.experiment != experiment.name {
-        bail!(
-            "{} holds experiment {}, not {}",
-            path.display(),
-            summary.experiment,
-            experiment.name
-        );
-    }
+    let mut summary = read_summary(experiment, &dir)?;
     let _lock = lock_dir(&dir, Access::Whole)?;
     match (&experiment.protocol, &experiment.study) {
         (Some(protocol), _) => {
@@ -386,6 +406,31 @@ pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
             write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
         }
         (None, None) => bail!("{} is not implemented", experiment.name),
+    }
+    Ok(summary)
+}
+
+/// The `summary.json` of `experiment` in its directory `dir`, with its
+/// claims dropped (they are decided again, and their schema may be an
+/// older one).
+pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summary> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {} (run `reproduce` first)", path.display()))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("claims".into(), serde_json::Value::Array(Vec::new()));
+    }
+    let summary: Summary = serde_json::from_value(value)
+        .with_context(|| format!("reading the cells of {}", path.display()))?;
+    if summary.experiment != experiment.name {
+        bail!(
+            "{} holds experiment {}, not {}",
+            path.display(),
+            summary.experiment,
+            experiment.name
+        );
     }
     Ok(summary)
 }

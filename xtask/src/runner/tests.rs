@@ -3,7 +3,8 @@
 use super::records::{RecordFile, read_record};
 use super::*;
 use crate::experiments;
-use crate::summary::depends_on_clock;
+use crate::summary::CellSummary;
+use crate::verdict::Verdict;
 use serde_json::Value;
 
 /// The fastest grid experiment at --quick size.
@@ -23,6 +24,7 @@ fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
         out: out.to_path_buf(),
         references: None,
         shard,
+        settings: Vec::new(),
         write_chains: true,
         force: false,
         progress: false,
@@ -208,11 +210,7 @@ fn every_implemented_experiment_runs_at_quick_size() {
 
 /// The summary without what depends on the clock.
 fn timeless(mut s: Summary) -> Summary {
-    for c in &mut s.cells {
-        c.wall_time_secs = 0.0;
-        c.metrics.retain(|name, _| !depends_on_clock(name));
-        c.curves.retain(|name, _| !depends_on_clock(name));
-    }
+    s.cells = s.cells.iter().map(CellSummary::timeless).collect();
     s.claims
         .retain(|c| !c.claim.contains("per second") && !c.claim.contains("wall time"));
     s
@@ -688,4 +686,159 @@ fn regrade_refuses_missing_and_foreign_summaries() {
     let err = regrade(&e, &out).unwrap_err();
     assert!(format!("{err:#}").contains("not kamh-banana"), "{err:#}");
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A run restricted to some settings, folded into a summary that lacks its
+/// new cells, gives the one-run summary (up to the clock); every cell it
+/// did not add stays byte for byte as it was, cells the summary held are
+/// checked bit for bit, and the run's record is copied beside the summary.
+/// Records that disagree with a held cell, an incomplete cell, other run
+/// parameters or an input without a run record are errors that write
+/// nothing.
+#[test]
+fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
+    let e = experiments::find("fkamh-ess").unwrap();
+    let root = temp_dir("fold");
+    let single = reproduce(&e, &options(&root.join("single"), None))
+        .unwrap()
+        .unwrap();
+    // The quick grid's variants: F-KAMH adapting over the whole chain, KAMH
+    // adapting until step 450; and n=600, which the summary holds.
+    let new = ["D=10, adapt=always", "n=600, adapt until 450"];
+    let held = "n=600";
+    let base = root.join("base");
+    let base_dir = base.join(e.name);
+    std::fs::create_dir_all(&base_dir).unwrap();
+    let mut lacking = single.clone();
+    lacking.cells.retain(|c| !new.contains(&c.setting.as_str()));
+    assert_eq!(lacking.cells.len(), single.cells.len() - 3);
+    lacking.write_json(&base_dir.join("summary.json")).unwrap();
+    let before = std::fs::read(base_dir.join("summary.json")).unwrap();
+
+    let part = root.join("part");
+    let settings: Vec<String> = new.iter().chain([&held]).map(|s| s.to_string()).collect();
+    let opts = RunOptions {
+        settings: settings.clone(),
+        ..options(&part, None)
+    };
+    assert!(reproduce(&e, &opts).unwrap().is_none());
+    let jobs = part.join(e.name).join("jobs");
+    assert_eq!(std::fs::read_dir(&jobs).unwrap().count(), 5 * 2);
+    // without a run record the fold cannot say how the cells were made
+    let message = format!(
+        "{:#}",
+        fold(&e, std::slice::from_ref(&part), &base).unwrap_err()
+    );
+    assert!(message.contains("no run record"), "{message}");
+    let record = crate::provenance::RunRecord {
+        settings,
+        ..crate::provenance::RunRecord::of_this_process(
+            "c0ffee".into(),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(3),
+            Some([4.0, 3.0, 2.0]),
+            2,
+            true,
+            None,
+        )
+    };
+    record.write(&part.join(e.name)).unwrap();
+
+    // a record that disagrees with the held cell is refused
+    let tampered = jobs.join("banana-b0.1-v100-d8__KAMH-LS__n=600__1.json");
+    let original = std::fs::read(&tampered).unwrap();
+    let mut r: JobRecord = read_record(&tampered).unwrap().unwrap();
+    *r.metrics.get_mut("ess_12").unwrap() += 1e-9;
+    write_record(&jobs, &r).unwrap();
+    let message = format!(
+        "{:#}",
+        fold(&e, std::slice::from_ref(&part), &base).unwrap_err()
+    );
+    assert!(
+        message.contains("KAMH-LS n=600") && message.contains("ess_12 of chain 1"),
+        "{message}"
+    );
+    std::fs::write(&tampered, &original).unwrap();
+    // an incomplete new cell is refused
+    let chain = jobs.join("banana-b0.1-v100-d8__F-KAMH-sincos__D=10__adapt=always__0.json");
+    let kept = std::fs::read(&chain).unwrap();
+    std::fs::remove_file(&chain).unwrap();
+    let message = format!(
+        "{:#}",
+        fold(&e, std::slice::from_ref(&part), &base).unwrap_err()
+    );
+    assert!(message.contains("missing"), "{message}");
+    std::fs::write(&chain, kept).unwrap();
+    // records of another seed are refused
+    let other = root.join("other");
+    let opts = RunOptions {
+        seed: 8,
+        settings: vec![new[0].to_string()],
+        ..options(&other, None)
+    };
+    reproduce(&e, &opts).unwrap();
+    record.write(&other.join(e.name)).unwrap();
+    let message = format!("{:#}", fold(&e, &[other], &base).unwrap_err());
+    assert!(message.contains("was run with"), "{message}");
+    // every failure left the summary and its folder as they were
+    assert_eq!(
+        std::fs::read(base_dir.join("summary.json")).unwrap(),
+        before
+    );
+    assert!(!base_dir.join("runs").exists());
+
+    let folded = fold(&e, std::slice::from_ref(&part), &base).unwrap();
+    assert_eq!(folded.added.len(), 3, "{folded:?}");
+    assert!(
+        folded
+            .added
+            .iter()
+            .all(|c| new.contains(&c.key.2.as_str()) && c.label.ends_with(&c.key.2))
+    );
+    assert_eq!(folded.reproduced.len(), 2, "{folded:?}");
+    let after = Summary::read_json(&base_dir.join("summary.json")).unwrap();
+    assert_eq!(timeless(after.clone()), timeless(single));
+    // the cells not added are the base's, byte for byte in the JSON
+    let cells = |bytes: &[u8]| -> Vec<Value> {
+        let v: Value = serde_json::from_slice(bytes).unwrap();
+        v["cells"].as_array().unwrap().clone()
+    };
+    let after_cells = cells(&std::fs::read(base_dir.join("summary.json")).unwrap());
+    let kept: Vec<&Value> = after_cells
+        .iter()
+        .filter(|c| !new.contains(&c["setting"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kept, cells(&before).iter().collect::<Vec<_>>());
+    // the new claim variants are decided
+    let variants: Vec<_> = after
+        .claims
+        .iter()
+        .filter(|c| c.claim.contains("until step 450"))
+        .collect();
+    assert_eq!(variants.len(), 2);
+    for claim in variants {
+        assert_ne!(claim.verdict, Verdict::Pending, "{}", claim.claim);
+    }
+    // the run record came along, so the summary says how the cells were made
+    let runs = crate::provenance::RunRecord::read_all(&base_dir).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].commit, "c0ffee");
+    assert_eq!(runs[0].settings.len(), 3);
+    // with the held cells its records reproduced
+    assert_eq!(
+        runs[0].reproduced,
+        [
+            "8-d B(0.03, 100) KAMH-LS n=600",
+            "8-d B(0.1, 100) KAMH-LS n=600"
+        ]
+    );
+    // folding again changes nothing: every cell is now held and reproduced
+    let again = fold(&e, &[part], &base).unwrap();
+    assert!(again.added.is_empty());
+    assert_eq!(again.reproduced.len(), 5);
+    assert_eq!(
+        cells(&std::fs::read(base_dir.join("summary.json")).unwrap()),
+        after_cells
+    );
+    std::fs::remove_dir_all(&root).unwrap();
 }

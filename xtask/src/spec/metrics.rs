@@ -22,6 +22,16 @@ pub enum Metric {
     /// `ess_min`: the smallest per-dimension Geyer ESS, and `ess_min_per_s`
     /// per second of sampling (burn-in included).
     MinEss,
+    /// `ess_min_after_warmup`: the smallest per-dimension ESS, as
+    /// [`Metric::MinEss`], of the draws after a warm-up of ⌊n · `warmup` /
+    /// `of`⌋ of the n recorded draws (an ensemble's: rounded up to whole
+    /// sweeps), so that the same fraction is left out at every size.
+    MinEssAfter {
+        /// Draws left out …
+        warmup: usize,
+        /// … in every `of` recorded draws (at least 1).
+        of: usize,
+    },
     /// `ess_12`: the mean Geyer ESS of the first two dimensions (the F-KAMH
     /// thesis' measure), and `ess_12_per_s` per second of sampling.
     EssFirstTwo,
@@ -106,7 +116,7 @@ impl Metric {
         match self {
             Self::SymmetricKl => symmetric_kl(run, target, seed),
             Self::MarginalFirst => marginal_first(chain, target),
-            Self::MinEss | Self::EssFirstTwo => Ok(Evaluation {
+            Self::MinEss | Self::MinEssAfter { .. } | Self::EssFirstTwo => Ok(Evaluation {
                 scalars: self.ess(chain, run.walkers)?,
                 curves: Vec::new(),
             }),
@@ -159,7 +169,7 @@ impl Metric {
                 out.push(("q_avg".into(), avg));
                 out
             }
-            Self::MinEss | Self::EssFirstTwo => self.ess(chain, 1)?,
+            Self::MinEss | Self::MinEssAfter { .. } | Self::EssFirstTwo => self.ess(chain, 1)?,
             Self::BenchmarkTrace {
                 thin, estimator, ..
             } => {
@@ -201,20 +211,35 @@ impl Metric {
         })
     }
 
-    /// The ESS metrics ([`Metric::MinEss`], [`Metric::EssFirstTwo`]) of a
-    /// Markov chain (`walkers` = 1: Geyer's ESS per dimension) or of an
+    /// The ESS metrics ([`Metric::MinEss`], [`Metric::MinEssAfter`],
+    /// [`Metric::EssFirstTwo`]) of a Markov chain (`walkers` = 1: Geyer's ESS per dimension) or of an
     /// ensemble's pooled chain (`walkers` = W: the multi-chain ESS with the
     /// walkers as chains, which counts their correlation over sweeps; Geyer's
     /// on the interleaved sequence would take neighbouring walkers for
     /// independent draws).
     fn ess(&self, chain: &Chain, walkers: usize) -> Result<Vec<(String, f64)>> {
         let d = chain.dim;
-        let ess = if walkers <= 1 {
-            ess_geyer_per_dim(&chain.samples, d)?
+        let walkers = walkers.max(1);
+        // the warm-up in whole sweeps (of one draw for a Markov chain)
+        let skip = match self {
+            Self::MinEssAfter { warmup, of } => {
+                (chain.len() * warmup / of.max(&1)).div_ceil(walkers) * walkers
+            }
+            _ => 0,
+        };
+        if chain.len() <= skip {
+            bail!(
+                "the chain has {} draws: none left after a warm-up of {skip}",
+                chain.len()
+            );
+        }
+        let samples = &chain.samples[skip * d..];
+        let ess = if walkers == 1 {
+            ess_geyer_per_dim(samples, d)?
         } else {
             // whole sweeps only: the walkers' chains must have equal lengths
-            let whole = chain.len() / walkers * walkers;
-            let split = split_walkers(&chain.samples[..whole * d], d, walkers);
+            let whole = (chain.len() - skip) / walkers * walkers;
+            let split = split_walkers(&samples[..whole * d], d, walkers);
             let views: Vec<&[f64]> = split.iter().map(Vec::as_slice).collect();
             per_dimension(&views, d, ess_multi_chain)?
         };
@@ -226,6 +251,10 @@ impl Metric {
                     ("ess_min".into(), min),
                     ("ess_min_per_s".into(), per_second(min)),
                 ]
+            }
+            Self::MinEssAfter { .. } => {
+                let min = ess.iter().copied().fold(f64::INFINITY, f64::min);
+                vec![("ess_min_after_warmup".into(), min)]
             }
             Self::EssFirstTwo => {
                 if d < 2 {
@@ -257,6 +286,7 @@ impl Metric {
             | Self::MeanNorm
             | Self::QuantileErrors
             | Self::MinEss
+            | Self::MinEssAfter { .. }
             | Self::EssFirstTwo
             | Self::PositiveMass => Vec::new(),
             Self::SymmetricKl | Self::MarginalFirst => {

@@ -119,9 +119,12 @@ pub enum SamplerSpec {
     /// `HabcConfig::kmc_paper` and a synthetic likelihood of 10 simulations,
     /// ε = 0.55 — no MH correction, biased by design.
     Habc,
-    /// The inner sampler adapting at every step instead of during burn-in
-    /// only (protocols without burn-in, KMC Fig. 4 left); same label.
-    Adapting(&'static SamplerSpec),
+    /// The inner sampler adapting until the given stop instead of during
+    /// burn-in only: [`AdaptationStop::Never`] adapts at every step
+    /// (protocols without burn-in, KMC Fig. 4 left),
+    /// [`AdaptationStop::After`] during the first n steps, recorded ones
+    /// included; same label.
+    Adapting(&'static SamplerSpec, AdaptationStop),
     /// The affine-invariant ensemble (Goodman & Weare 2010) with emcee's
     /// default stretch move, [`ENSEMBLE_WALKERS_PER_DIM`]·d walkers started
     /// in a ball of radius [`ENSEMBLE_BALL`] around the chain's start: the
@@ -309,7 +312,7 @@ impl SamplerSpec {
             Self::KamhLs { .. } => "KAMH-LS",
             Self::KmcLite { .. } => "KMC",
             Self::Habc => "HABC",
-            Self::Adapting(inner) => inner.label(),
+            Self::Adapting(inner, _) => inner.label(),
             Self::Ensemble { .. } => "Ensemble",
             Self::RwFixed { .. } => "RW",
             Self::AmConstant { .. } => "AM",
@@ -344,7 +347,7 @@ impl SamplerSpec {
             | Self::KamMatern { .. }
             | Self::Ckam { .. }
             | Self::Ensemble { .. } => None,
-            Self::Adapting(inner) => inner.pending(),
+            Self::Adapting(inner, _) => inner.pending(),
         }
     }
 
@@ -408,14 +411,9 @@ impl SamplerSpec {
                 let config = config.adaptation(AdaptationStop::After(0));
                 run(target, proposal, x0, config, seed, chain, progress)
             }
-            Self::Adapting(inner) => inner.run_on(
-                built,
-                x0,
-                config.adaptation(AdaptationStop::Never),
-                seed,
-                chain,
-                progress,
-            ),
+            Self::Adapting(inner, until) => {
+                inner.run_on(built, x0, config.adaptation(until), seed, chain, progress)
+            }
             _ => self.run(target, x0, config, seed, chain, progress),
         }
     }
@@ -786,14 +784,9 @@ impl SamplerSpec {
                     walkers: 1,
                 })
             }
-            Self::Adapting(inner) => inner.run(
-                target,
-                x0,
-                config.adaptation(AdaptationStop::Never),
-                seed,
-                chain,
-                progress,
-            ),
+            Self::Adapting(inner, until) => {
+                inner.run(target, x0, config.adaptation(*until), seed, chain, progress)
+            }
             Self::Ensemble { a } => run_stretch(target, *a, x0, config, seed, chain, progress),
         }
     }

@@ -91,6 +91,23 @@ fn min_ess_is_the_smallest_dimension_and_scaled_by_time() {
     let two = Metric::EssFirstTwo.compute(&chain, &target).unwrap();
     assert_eq!(two[0].1, 0.5 * (per_dim[0] + per_dim[1]));
     assert_eq!(two[1].1, two[0].1 / 2.0);
+    // After a warm-up of a quarter (50 of the 200 draws): the same ESS on
+    // the last 150 draws only.
+    let after = Metric::MinEssAfter { warmup: 1, of: 4 }
+        .compute(&chain, &target)
+        .unwrap();
+    let tail = ess_geyer_per_dim(&samples[50 * 2..], 2).unwrap();
+    assert_eq!(
+        after,
+        [("ess_min_after_warmup".to_string(), tail[0].min(tail[1]))]
+    );
+    assert_ne!(after[0].1, out[0].1);
+    // A warm-up that leaves no draw is an error.
+    assert!(
+        Metric::MinEssAfter { warmup: 1, of: 1 }
+            .compute(&chain, &target)
+            .is_err()
+    );
 }
 
 /// The median distance against a brute-force sort, on a target whose
@@ -597,6 +614,20 @@ fn ensemble_cell_recovers_a_gaussian_with_an_honest_ess() {
     let metric = Metric::MinEss.evaluate(&run, &target, 5).unwrap();
     let min = ess[0].min(ess[1]);
     assert_eq!(metric.scalars[0], ("ess_min".to_string(), min));
+    // A warm-up of a tenth of the draws, rounded up to whole sweeps.
+    let w = run.walkers;
+    let skip = (chain.len() / 10).div_ceil(w) * w;
+    let end = skip + (chain.len() - skip) / w * w;
+    let tail = split_walkers(&chain.samples[skip * 2..end * 2], 2, w);
+    let views: Vec<&[f64]> = tail.iter().map(Vec::as_slice).collect();
+    let ess = per_dimension(&views, 2, ess_multi_chain).unwrap();
+    let metric = Metric::MinEssAfter { warmup: 1, of: 10 }
+        .evaluate(&run, &target, 5)
+        .unwrap();
+    assert_eq!(
+        metric.scalars,
+        [("ess_min_after_warmup".to_string(), ess[0].min(ess[1]))]
+    );
 }
 
 #[test]

@@ -1,0 +1,81 @@
+//! Folding the cells of a restricted run (`reproduce --setting`) into an
+//! experiment's existing summary.
+
+use super::merge::gather;
+use super::{experiment_dir, read_summary, write_outputs};
+use crate::aggregate::Folded;
+use crate::experiment::Experiment;
+use crate::files::{Access, create_dir, lock_dir};
+use crate::provenance::RunRecord;
+use crate::summary::{JobRecord, Summary};
+use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+
+/// Folds the cells whose job records are in `inputs` (each `DIR/<name>/` or
+/// `DIR`) into `out/<name>/summary.json` (see [`Summary::fold`]: new cells
+/// are added, cells the summary holds must be reproduced bit for bit, every
+/// other cell stays as it was), copies the inputs' run records into
+/// `out/<name>/runs/` so the summary still says how each cell was made
+/// (each with the held cells its records reproduced), and rewrites the
+/// summary, the report and the figures.
+///
+/// Every input must hold a run record. Everything is checked before
+/// anything is written: a failed fold leaves the output untouched.
+pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Folded> {
+    let Some(protocol) = &experiment.protocol else {
+        bail!(
+            "{} is not a grid of cells: fold applies to grids only",
+            experiment.name
+        );
+    };
+    let dir = experiment_dir(out, experiment);
+    let mut summary: Summary = read_summary(experiment, &dir)?;
+    let gathered = gather::<JobRecord>(experiment, inputs)?;
+    let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
+    sources.sort();
+    sources.dedup();
+    let mut runs: Vec<(PathBuf, RunRecord, &Path)> = Vec::new();
+    for source in &sources {
+        let found = RunRecord::read_files(source)?;
+        if found.is_empty() {
+            bail!(
+                "{} holds no run record in runs/: the fold could not say how its cells were made",
+                source.display()
+            );
+        }
+        for (file, record) in found {
+            let name = file.file_name().expect("a record file has a name");
+            runs.push((dir.join("runs").join(name), record, source));
+        }
+    }
+    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+    if records.is_empty() {
+        bail!("no job record of {} in the inputs", experiment.name);
+    }
+    let cells = protocol.cells_at(summary.params.size());
+    let folded = summary.fold(experiment, protocol, &cells, &records)?;
+    let _lock = lock_dir(&dir, Access::Whole)?;
+    create_dir(&dir.join("runs"))?;
+    for (to, mut record, source) in runs {
+        // the held cells this input's records reproduced
+        for cell in &folded.reproduced {
+            let from_here = gathered.iter().any(|g| {
+                g.source == source
+                    && (&g.record.target, &g.record.sampler, &g.record.setting)
+                        == (&cell.key.0, &cell.key.1, &cell.key.2)
+            });
+            if from_here && !record.reproduced.contains(&cell.label) {
+                record.reproduced.push(cell.label.clone());
+            }
+        }
+        record.write_as(&to)?;
+    }
+    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+    for cell in &folded.added {
+        println!("  added {}", cell.label);
+    }
+    for cell in &folded.reproduced {
+        println!("  reproduced bit for bit (kept as it was): {}", cell.label);
+    }
+    Ok(folded)
+}
