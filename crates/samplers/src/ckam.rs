@@ -258,9 +258,9 @@ impl CkamConfig {
     /// L = 1000, 200, 100 and 50 (γ = 2, β = 0.4), and about 30 at L = 20
     /// with γ = 2.38/√d; on diamonds (d = 26) it rose with β at L = 20
     /// (1.7, 2.4, 3.5 and 4.6 at β = 0.2, 0.4, 0.6 and 0.8). A fixed γ = 2
-    /// (the paper's bimodal experiment used 4 in its own units) is several
-    /// times a random walk's optimal scale at d = 26, where its exploration
-    /// accepted almost nothing.
+    /// (the paper's bimodal experiment used 4 in its own units) is 4.2
+    /// times a random walk's optimal scale 2.38/√d at d = 26, where its
+    /// isotropic exploration steps could hardly be accepted.
     pub fn scale_free(dim: usize) -> Self {
         Self {
             gamma: Scale::optimal_for(dim),
