@@ -315,7 +315,12 @@ class PCAKameleon(Sampler):
     """PCA-Kameleon: a mixture over the kernel principal directions
     (``median_points`` as in :class:`KAMH`). The subsample (and its kernel
     eigendecomposition, O(n³)) is redrawn at tuning step t with probability
-    t^−``refresh_kappa`` (``None``: at every tuning step).
+    t^−``refresh_kappa`` (``None``: at every tuning step). Each move is rank
+    one along a single principal direction plus N(0, γ²I), so γ carries the
+    chain in every other direction: ``gamma=None`` (the default) is
+    0.75 · 2.38/√d in the whitened coordinates, near a random walk's optimal
+    scale; the paper's fixed γ = 0.2 mixed 4–14 times slower per evaluation
+    on the posteriordb benchmark (d = 3–26).
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
@@ -325,7 +330,7 @@ class PCAKameleon(Sampler):
     kernel: Kernel = field(default_factory=lambda: _default_kernel("PCAKameleon"))
     median_points: int = _default("PCAKameleon", "median_points")
     components: int = _default("PCAKameleon", "components")
-    gamma: float = _default("PCAKameleon", "gamma")
+    gamma: float | None = _default("PCAKameleon", "gamma")
     scale: float = _default("PCAKameleon", "scale")
     learned: bool = _default("PCAKameleon", "learned")
     refresh_kappa: float | None = _default("PCAKameleon", "refresh_kappa")
@@ -335,14 +340,15 @@ class PCAKameleon(Sampler):
     @classmethod
     def paper(cls, subsample_size: int = 1000) -> "PCAKameleon":
         """The arXiv appendix's settings at n = 1000 (subsample redrawn at
-        every tuning step), no whitening."""
-        return cls(subsample_size=subsample_size, refresh_kappa=None, whiten=False)
+        every tuning step, γ = 0.2), no whitening."""
+        return cls(subsample_size=subsample_size, gamma=0.2, refresh_kappa=None, whiten=False)
 
     def __post_init__(self) -> None:
         _positive_int("subsample_size", self.subsample_size, 2)
         _positive_int("median_points", self.median_points, 2)
         _positive_int("components", self.components)
-        _positive("gamma", self.gamma)
+        if self.gamma is not None:
+            _positive("gamma", self.gamma)
         _positive("scale", self.scale)
         if self.refresh_kappa is not None and not (
             isinstance(self.refresh_kappa, (int, float)) and 0 < self.refresh_kappa <= 1
@@ -409,6 +415,13 @@ class CKAM(Sampler):
     variant (``switch="delayed_rejection"``, ``adaptation="between_cycles"``);
     ``"as_written"`` with ``"within_cycle"`` is the paper's Alg. 2, which is
     biased. Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`).
+    ``gamma=None`` (the default) is 2.38/√d in the whitened coordinates. The
+    exact sampling phase keeps the chain near the switch's KAMH draw and its
+    cosine schedule shrinks the steps to zero, while the exploration steps
+    move the chain across the posterior: so the defaults use short cycles
+    (20 steps) that mostly explore (β = 0.8: 3 kept steps per cycle), which
+    on the posteriordb benchmark mixed 10–15 times faster per evaluation
+    than 1000-step cycles with β = 0.4.
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
@@ -417,7 +430,7 @@ class CKAM(Sampler):
 
     subsample_size: int = _default("CKAM", "subsample_size")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("CKAM"))
-    gamma: float = _default("CKAM", "gamma")
+    gamma: float | None = _default("CKAM", "gamma")
     scale: float | None = _default("CKAM", "scale")
     cycle_length: int = _default("CKAM", "cycle_length")
     exploration_fraction: float = _default("CKAM", "exploration_fraction")
@@ -430,12 +443,15 @@ class CKAM(Sampler):
     def paper(cls) -> "CKAM":
         """The paper's bimodal-experiment kernel (Matérn ν = 4, ℓ = 2) and
         γ = 4, exact variant, no whitening."""
-        return cls(kernel=Matern(nu=4.0, bandwidth=2.0), gamma=4.0, whiten=False)
+        return cls(
+            kernel=Matern(nu=4.0, bandwidth=2.0), gamma=4.0, cycle_length=1000, exploration_fraction=0.4, whiten=False
+        )
 
     def __post_init__(self) -> None:
         _positive_int("subsample_size", self.subsample_size, 2)
         _numeric_unless_whitened("CKAM", self.kernel, self.whiten)
-        _positive("gamma", self.gamma)
+        if self.gamma is not None:
+            _positive("gamma", self.gamma)
         if self.scale is not None:
             _positive("scale", self.scale)
         _positive_int("cycle_length", self.cycle_length, 2)

@@ -273,8 +273,9 @@ pub enum SamplerSettings {
         median_points: usize,
         /// Principal directions m.
         components: usize,
-        /// The isotropic term γ.
-        gamma: f64,
+        /// The isotropic term γ (None: the scale-free preset's
+        /// [`PcaKameleonConfig::scale_free`] γ for the dimension).
+        gamma: Option<f64>,
         /// The initial ν_j.
         scale: f64,
         /// Learn the ν_j toward 0.234 during tuning.
@@ -313,8 +314,9 @@ pub enum SamplerSettings {
         subsample_size: usize,
         /// The kernel (a numeric bandwidth).
         kernel: KernelSpec,
-        /// The exploration noise γ.
-        gamma: f64,
+        /// The exploration noise γ (None: the scale-free preset's
+        /// [`CkamConfig::scale_free`] γ for the dimension).
+        gamma: Option<f64>,
         /// The initial exploration scale ν₀ (None: 2 · 2.38/√d).
         scale: Option<f64>,
         /// Steps per cycle L.
@@ -534,9 +536,12 @@ impl SamplerSettings {
     /// so the defaults have this one home.
     pub fn defaults() -> Vec<Self> {
         let kamh = KamhConfig::scale_free();
-        let pca = PcaKameleonConfig::scale_free();
+        // γ of these two depends on d: None here, the preset's value for
+        // the target's dimension when built (`from_json`); their other
+        // settings do not depend on d
+        let pca = PcaKameleonConfig::scale_free(1);
         let fkamh = FKamhConfig::scale_free();
-        let ckam = CkamConfig::scale_free();
+        let ckam = CkamConfig::scale_free(1);
         let kmc = KmcConfig::scale_free();
         let lite = LiteSurrogateConfig::scale_free();
         let finite = FiniteSurrogateConfig::default();
@@ -592,7 +597,7 @@ impl SamplerSettings {
                 kernel: median.clone(),
                 median_points: median_points(&pca.subsample),
                 components: pca.components,
-                gamma: pca.subsample.gamma.value(0),
+                gamma: None,
                 scale: pca.scale.value(),
                 learned: learned(&pca.scale),
                 refresh_kappa,
@@ -614,7 +619,7 @@ impl SamplerSettings {
                     nu: 4.0,
                     bandwidth: None,
                 },
-                gamma: ckam.gamma,
+                gamma: None,
                 scale: None,
                 cycle_length: ckam.cycle_length,
                 exploration_fraction: ckam.exploration_fraction,
@@ -732,7 +737,9 @@ impl SamplerSettings {
                 refresh_kappa,
                 whiten,
             } => {
-                let mut config = subsample(*subsample_size, *gamma, *median_points);
+                let gamma = gamma
+                    .unwrap_or_else(|| PcaKameleonConfig::scale_free(dim).subsample.gamma.value(0));
+                let mut config = subsample(*subsample_size, gamma, *median_points);
                 if let Some(kappa) = *refresh_kappa {
                     config.refresh = Refresh::Probability(AdaptProbability::Power { kappa });
                 }
@@ -803,7 +810,7 @@ impl SamplerSettings {
                 let nu0 = nu0.unwrap_or_else(|| 2.0 * Scale::optimal_for(dim));
                 let family = CkamFamily {
                     dim,
-                    gamma: *gamma,
+                    gamma: gamma.unwrap_or_else(|| CkamConfig::scale_free(dim).gamma),
                     subsample_size: *subsample_size,
                     nu: RobbinsMonro::new(nu0, 0.234, StepSchedule::Power { kappa: 0.75 })
                         .map_err(msg)?,

@@ -163,7 +163,7 @@ fn whitened_pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
         PcaKameleon::new(
             8,
             Gaussian::new(1.0).unwrap(),
-            PcaKameleonConfig::scale_free(),
+            PcaKameleonConfig::scale_free(8),
         )
         .unwrap()
     });
