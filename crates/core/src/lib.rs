@@ -23,7 +23,9 @@
 //!   statistics (Hamiltonian ABC's synthetic likelihood);
 //! - [`fastmath`]: `exp`, `sin` and `cos` that vectorise in loops over
 //!   slices (kernel sums, random Fourier features, the GP likelihood);
-//! - [`normal_cdf`]: the standard normal CDF, accurate in both tails.
+//! - [`normal_cdf`]: the standard normal CDF, accurate in both tails;
+//! - [`PrefetchedWords`]: a generator's words drawn ahead, so
+//!   that loops of draws through a `&mut dyn Rng` inline.
 //!
 //! The crate is small on purpose: `kameleon-samplers` depends on it, not on
 //! `kameleon-targets` (whose data sets, CSV parser and special functions a
@@ -34,12 +36,14 @@ mod error;
 pub mod fastmath;
 mod function;
 mod normal;
+mod prefetch;
 mod prior;
 mod simulator;
 
 pub use error::TargetError;
 pub use function::FnTarget;
 pub use normal::normal_cdf;
+pub use prefetch::PrefetchedWords;
 pub use prior::{IsotropicGaussianPrior, LogPrior};
 pub use simulator::SummarySimulator;
 

@@ -2,6 +2,7 @@
 
 use crate::KernelError;
 use faer::MatRef;
+use kameleon_core::PrefetchedWords;
 use rand::Rng;
 
 /// The median of the pairwise Euclidean distances `‖z_i − z_j‖₂` (i < j)
@@ -72,6 +73,8 @@ pub struct MedianHeuristic {
     squared: Vec<f64>,
     /// The selection's buffers.
     select: PivotSelect,
+    /// The words of the row sample, drawn ahead ([`PrefetchedWords`]).
+    words: Vec<u64>,
 }
 
 impl MedianHeuristic {
@@ -82,7 +85,10 @@ impl MedianHeuristic {
 
     /// The median pairwise distance of the rows of `points`, exactly as
     /// [`median_heuristic`] (same rows drawn from `rng`, same result, same
-    /// errors).
+    /// errors). The row sample's words are drawn from `rng` ahead, in one loop:
+    /// for the generators of [`PrefetchedWords`] (such as the samplers'
+    /// `Xoshiro256PlusPlus`) the rows are those `rand::seq::index::sample`
+    /// draws from `rng` directly, and `rng` is left in the same state.
     pub fn compute<R: Rng + ?Sized>(
         &mut self,
         points: MatRef<'_, f64>,
@@ -104,7 +110,11 @@ impl MedianHeuristic {
             Ok(())
         };
         if n > max_points {
-            for i in rand::seq::index::sample(rng, n, max_points) {
+            // the words drawn ahead: rand's index sampling takes at least
+            // one per index
+            self.words.resize(max_points, 0);
+            let mut words = PrefetchedWords::new(rng, &mut self.words);
+            for i in rand::seq::index::sample(&mut words, n, max_points) {
                 copy_row(&mut self.rows, i)?;
             }
         } else {
@@ -239,22 +249,7 @@ impl PivotSelect {
             self.kept.resize(n + KEPT_PER_STEP, 0);
         }
         let width = high - low;
-        let between = |key: u64| key.wrapping_sub(low) <= width;
-        let (mut len, mut less) = (0, 0);
-        let mut chunks = values.chunks_exact(KEPT_PER_STEP);
-        for chunk in &mut chunks {
-            let keys: [u64; KEPT_PER_STEP] = std::array::from_fn(|c| chunk[c].to_bits());
-            less += keys
-                .iter()
-                .map(|&key| usize::from(key < low))
-                .sum::<usize>();
-            len = keep_where(&mut self.kept, len, keys, between);
-        }
-        for v in chunks.remainder() {
-            let key = v.to_bits();
-            less += usize::from(key < low);
-            len = keep_where(&mut self.kept, len, [key], between);
-        }
+        let (len, less) = keep_between(values, low, width, &mut self.kept);
         // both wanted ranks (k − 1 only for k ≥ 1) must be among the kept
         if less > k.saturating_sub(1) || less + len <= k {
             return None;
@@ -266,6 +261,146 @@ impl PivotSelect {
             width,
             &mut self.counts,
         ))
+    }
+}
+
+/// The patterns of `values` in `[low, low + width]` copied in order to the
+/// front of `kept` (n + `KEPT_PER_STEP` entries), their number, and how many
+/// patterns lie below `low`: with AVX2 four patterns a step, else
+/// [`keep_between_scalar`].
+fn keep_between(values: &[f64], low: u64, width: u64, kept: &mut [u64]) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        return simd.vectorize(avx2::KeepBetween {
+            simd,
+            values,
+            low,
+            width,
+            kept,
+        });
+    }
+    keep_between_scalar(values, low, width, kept)
+}
+
+/// [`keep_between`] without SIMD: a store and two counts per pattern, no
+/// branch, as the outcomes are random.
+fn keep_between_scalar(values: &[f64], low: u64, width: u64, kept: &mut [u64]) -> (usize, usize) {
+    let between = |key: u64| key.wrapping_sub(low) <= width;
+    let (mut len, mut less) = (0, 0);
+    let mut chunks = values.chunks_exact(KEPT_PER_STEP);
+    for chunk in &mut chunks {
+        let keys: [u64; KEPT_PER_STEP] = std::array::from_fn(|c| chunk[c].to_bits());
+        less += keys
+            .iter()
+            .map(|&key| usize::from(key < low))
+            .sum::<usize>();
+        len = keep_where(kept, len, keys, between);
+    }
+    for v in chunks.remainder() {
+        let key = v.to_bits();
+        less += usize::from(key < low);
+        len = keep_where(kept, len, [key], between);
+    }
+    (len, less)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! [`super::keep_between`] in AVX2: four patterns a step, compared as
+    //! signed integers with the sign bits flipped (the unsigned order),
+    //! the kept ones moved to the front of the vector by a permutation
+    //! looked up from the comparison's bit mask, stored whole.
+
+    use super::{KEPT_PER_STEP, keep_between_scalar};
+    use std::arch::x86_64::__m256i;
+
+    const SIGN: u64 = 1 << 63;
+
+    /// For each 4-bit mask, the 32-bit lane indices that move the 64-bit
+    /// lanes whose bit is set to the front, in order.
+    const COMPRESS: [[i32; 8]; 16] = {
+        let mut table = [[0; 8]; 16];
+        let mut mask = 0;
+        while mask < 16 {
+            let (mut lane, mut to) = (0usize, 0);
+            while lane < 4 {
+                if mask & (1 << lane) != 0 {
+                    table[mask][2 * to] = 2 * lane as i32;
+                    table[mask][2 * to + 1] = 2 * lane as i32 + 1;
+                    to += 1;
+                }
+                lane += 1;
+            }
+            mask += 1;
+        }
+        table
+    };
+
+    /// The arguments of [`super::keep_between`], run with AVX2 enabled.
+    pub(super) struct KeepBetween<'a> {
+        pub(super) simd: pulp::x86::V3,
+        pub(super) values: &'a [f64],
+        pub(super) low: u64,
+        pub(super) width: u64,
+        pub(super) kept: &'a mut [u64],
+    }
+
+    impl pulp::NullaryFnOnce for KeepBetween<'_> {
+        type Output = (usize, usize);
+
+        #[inline(always)]
+        fn call(self) -> (usize, usize) {
+            let Self {
+                simd,
+                values,
+                low,
+                width,
+                kept,
+            } = self;
+            keep_between(simd, values, low, width, kept)
+        }
+    }
+
+    #[inline(always)]
+    fn keep_between(
+        simd: pulp::x86::V3,
+        values: &[f64],
+        low: u64,
+        width: u64,
+        kept: &mut [u64],
+    ) -> (usize, usize) {
+        let splat = |v: u64| simd.avx._mm256_set1_epi64x(v as i64);
+        let (sign, low_v) = (splat(SIGN), splat(low));
+        let (low_flipped, width_flipped) = (splat(low ^ SIGN), splat(width ^ SIGN));
+        let (mut len, mut less) = (0, 0);
+        let mut chunks = values.chunks_exact(KEPT_PER_STEP);
+        for chunk in &mut chunks {
+            let keys: [u64; 4] = std::array::from_fn(|c| chunk[c].to_bits());
+            let keys: __m256i = pulp::cast(keys);
+            // key < low, and key − low (wrapping) > width: outside
+            let below = simd
+                .avx2
+                ._mm256_cmpgt_epi64(low_flipped, simd.avx2._mm256_xor_si256(keys, sign));
+            let offset = simd.avx2._mm256_sub_epi64(keys, low_v);
+            let outside = simd
+                .avx2
+                ._mm256_cmpgt_epi64(simd.avx2._mm256_xor_si256(offset, sign), width_flipped);
+            let below = simd
+                .avx
+                ._mm256_movemask_pd(simd.avx._mm256_castsi256_pd(below));
+            let inside = !simd
+                .avx
+                ._mm256_movemask_pd(simd.avx._mm256_castsi256_pd(outside))
+                & 0xf;
+            let order: __m256i = pulp::cast(COMPRESS[inside as usize]);
+            let packed: [u64; 4] = pulp::cast(simd.avx2._mm256_permutevar8x32_epi32(keys, order));
+            kept[len..len + 4].copy_from_slice(&packed);
+            len += inside.count_ones() as usize;
+            less += below.count_ones() as usize;
+        }
+        let (tail_len, tail_less) =
+            keep_between_scalar(chunks.remainder(), low, width, &mut kept[len..]);
+        (len + tail_len, less + tail_less)
     }
 }
 
@@ -509,11 +644,13 @@ mod tests {
             let got = median_heuristic(z.as_ref().subrows(0, n_used), 100, &mut rng).unwrap();
             assert!((got - brute_force_median(&points[..n_used])).abs() < 1e-14);
         }
-        // Subsample of 17: the same rows as rand's index sampling with the same seed.
+        // Subsample of 17: the same rows as rand's index sampling with the
+        // same seed, the generator left in the same state.
         let mut rng_a = Xoshiro256PlusPlus::seed_from_u64(7);
         let mut rng_b = Xoshiro256PlusPlus::seed_from_u64(7);
         let got = median_heuristic(z.as_ref(), 17, &mut rng_a).unwrap();
         let rows = rand::seq::index::sample(&mut rng_b, 40, 17).into_vec();
+        assert_eq!(rng_a, rng_b);
         let subset: Vec<Vec<f64>> = rows.iter().map(|&i| points[i].clone()).collect();
         assert!((got - brute_force_median(&subset)).abs() < 1e-14);
         // Deterministic given the seed, and a different seed picks other rows.
@@ -571,6 +708,25 @@ mod tests {
         assert!(median.compute(z.as_ref(), 10, &mut rng).is_ok());
     }
 
+    /// The row sample equals rand's `index::sample` from the same generator
+    /// and leaves it in the same state, for each of rand's methods (Floyd's
+    /// for few rows, the in-place shuffle, rejection for few of very many).
+    #[test]
+    fn row_sample_is_rands_index_sample() {
+        let mut median = MedianHeuristic::new();
+        for (n, max_points) in [(40, 5), (40, 17), (1000, 100), (50_000, 163)] {
+            let points: Vec<Vec<f64>> = (0..n).map(|i| vec![(i as f64).sqrt()]).collect();
+            let z = matrix(&points);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(n as u64);
+            let mut direct = rng.clone();
+            let got = median.compute(z.as_ref(), max_points, &mut rng).unwrap();
+            let rows = rand::seq::index::sample(&mut direct, n, max_points).into_vec();
+            assert_eq!(rng, direct, "n = {n}, max = {max_points}");
+            let subset: Vec<Vec<f64>> = rows.iter().map(|&i| points[i].clone()).collect();
+            assert_eq!(got, brute_force_median(&subset));
+        }
+    }
+
     /// The registers' path (d ≤ 10: 1, 5, 8) and the accumulating one
     /// (d = 12, 17), at numbers of points whose rows end anywhere in a SIMD
     /// vector, give exactly the brute-force median (each distance summed in
@@ -604,6 +760,49 @@ mod tests {
             assert_eq!(select.select(values, k), Some(expected), "k = {k}");
         }
         assert_eq!(select.select(values, values.len()), None);
+    }
+
+    /// The compaction between two patterns (AVX2 where the CPU has it) keeps
+    /// and counts exactly what the scalar one does, and what a filter does,
+    /// at lengths ending anywhere in a vector and for windows that hold
+    /// none, some or all of the patterns, including the extreme patterns.
+    #[test]
+    fn compaction_matches_the_scalar_one_and_a_filter() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
+        let patterns: Vec<u64> = (0..1003)
+            .map(|i| match i % 7 {
+                0 => 0,
+                1 => u64::MAX,
+                2 => 1 << 63,
+                _ => rand::RngExt::random::<u64>(&mut rng) >> (i % 5),
+            })
+            .collect();
+        let values: Vec<f64> = patterns.iter().map(|&p| f64::from_bits(p)).collect();
+        let windows = [
+            (0, u64::MAX),
+            (0, 0),
+            (u64::MAX, 0),
+            (1 << 62, 1 << 61),
+            (1 << 63, u64::MAX >> 1),
+            (12345, 1 << 40),
+        ];
+        for len in [0, 1, 3, 4, 5, 8, 1003] {
+            for &(low, width) in &windows {
+                let values = &values[..len];
+                let mut fast = vec![0; len + KEPT_PER_STEP];
+                let mut slow = vec![0; len + KEPT_PER_STEP];
+                let (kept, less) = keep_between(values, low, width, &mut fast);
+                let expected: Vec<u64> = patterns[..len]
+                    .iter()
+                    .copied()
+                    .filter(|p| p.wrapping_sub(low) <= width)
+                    .collect();
+                let below = patterns[..len].iter().filter(|&&p| p < low).count();
+                assert_eq!((&fast[..kept], less), (&expected[..], below));
+                let (kept, less) = keep_between_scalar(values, low, width, &mut slow);
+                assert_eq!((&slow[..kept], less), (&expected[..], below));
+            }
+        }
     }
 
     /// Short inputs (selected directly) and long ones (between pivots, or

@@ -4,6 +4,8 @@
 //! without replacement.
 
 use crate::error::{Result, ensure};
+use kameleon_core::PrefetchedWords;
+use rand::distr::uniform::{UniformSampler, UniformUsize};
 use rand::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 
@@ -378,6 +380,9 @@ pub(crate) fn add_scaled(row: &mut [f64], scale: f64, right: &[f64]) {
     }
 }
 
+/// Words drawn ahead per block by [`History::subsample_into`].
+const WORDS_AHEAD: usize = 64;
+
 /// f64 values per 64-byte cache line.
 const LINE_VALUES: usize = 8;
 
@@ -537,6 +542,11 @@ impl History {
     /// replacement (a uniformly random m-subset in uniformly random order)
     /// into `out`, by a partial Fisher–Yates shuffle of the index permutation:
     /// O(m d), no allocation. Errors if m exceeds the history length.
+    ///
+    /// The indices are `rng.random_range(i..n)` for i = 0, 1, …, m − 1, and
+    /// `rng` is left as those draws leave it, for the generators of
+    /// [`PrefetchedWords`] (such as the samplers' `Xoshiro256PlusPlus`): the
+    /// words are drawn from `rng` in blocks ahead of the draws.
     pub fn subsample_into(&mut self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<()> {
         ensure(
             out.len().is_multiple_of(self.dim.max(1)),
@@ -550,16 +560,55 @@ impl History {
             "subsample size",
             "must not exceed the history length",
         )?;
-        for i in 0..m {
-            let j = rng.random_range(i..n);
-            self.order.swap(i, j);
+        // the indices from blocks of words drawn ahead, so that rand's
+        // sampling inlines (not one dynamic call per draw); each draw takes
+        // at least one word, so `count` draws use up a block of `count`
+        let mut buffer = [0; WORDS_AHEAD];
+        let mut i = 0;
+        while i < m {
+            let count = (m - i).min(WORDS_AHEAD);
+            let mut words = PrefetchedWords::new(&mut *rng, &mut buffer[..count]);
+            for i in i..i + count {
+                // what `words.random_range(i..n)` returns (i < n), inlined
+                let j = UniformUsize::sample_single(i, n, &mut words).unwrap_or(i);
+                self.order.swap(i, j);
+            }
+            i += count;
         }
         // the gather apart from the draws: its loads are independent, so
         // the cache misses of a long history overlap
-        for (row, &p) in out.chunks_exact_mut(self.dim).zip(&self.order[..m]) {
-            row.copy_from_slice(self.point(p));
+        let args = (self.points.values(), &self.order[..m], out, self.dim);
+        match self.dim {
+            1 => gather::<1>(args),
+            2 => gather::<2>(args),
+            3 => gather::<3>(args),
+            4 => gather::<4>(args),
+            5 => gather::<5>(args),
+            6 => gather::<6>(args),
+            7 => gather::<7>(args),
+            8 => gather::<8>(args),
+            9 => gather::<9>(args),
+            10 => gather::<10>(args),
+            _ => gather::<0>(args),
         }
         Ok(())
+    }
+}
+
+/// Copies the rows `indices` of the n × d row-major `points` in turn into
+/// `out`: with d = DIM > 0 each row as a fixed-size array (a few vector
+/// moves), otherwise as slices of the runtime dimension `dim`.
+fn gather<const DIM: usize>((points, indices, out, dim): (&[f64], &[usize], &mut [f64], usize)) {
+    if DIM > 0 {
+        let (rows, _) = points.as_chunks::<DIM>();
+        let (out, _) = out.as_chunks_mut::<DIM>();
+        for (row, &p) in out.iter_mut().zip(indices) {
+            *row = rows[p];
+        }
+    } else {
+        for (row, &p) in out.chunks_exact_mut(dim).zip(indices) {
+            row.copy_from_slice(&points[p * dim..(p + 1) * dim]);
+        }
     }
 }
 
@@ -843,6 +892,90 @@ mod tests {
         }
         let mut too_many = vec![0.0; n + 1];
         assert!(h.subsample_into(&mut rng, &mut too_many).is_err());
+    }
+
+    /// Counts the words a generator hands out.
+    struct Counting<'a> {
+        rng: &'a mut Xoshiro256PlusPlus,
+        words: usize,
+    }
+
+    impl rand::TryRng for Counting<'_> {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
+            self.words += 1;
+            Ok(self.rng.next_u32())
+        }
+        fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
+            self.words += 1;
+            Ok(self.rng.next_u64())
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> std::result::Result<(), Self::Error> {
+            self.words += dst.len().div_ceil(8);
+            self.rng.fill_bytes(dst);
+            Ok(())
+        }
+    }
+
+    /// The subsample is the partial Fisher–Yates shuffle by direct
+    /// `random_range(i..n)` draws, and the generator ends where those draws
+    /// leave it. In a history of 10⁶ points about one draw in 4000 takes a
+    /// second word (rand's multiply-and-reject step, with probability
+    /// ≈ n / 2³²), so the 50 000 draws include some (counted), in and at the
+    /// ends of the blocks of words drawn ahead.
+    #[test]
+    fn subsample_draws_are_the_direct_draws() {
+        let (n, m) = (1_000_000usize, 50_000usize);
+        let mut h = History::new(1);
+        for i in 0..n {
+            h.push(&[i as f64]);
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+        let mut direct = rng.clone();
+        let mut out = vec![0.0; m];
+        h.subsample_into(&mut rng, &mut out).unwrap();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut counting = Counting {
+            rng: &mut direct,
+            words: 0,
+        };
+        for i in 0..m {
+            let j = counting.random_range(i..n);
+            order.swap(i, j);
+        }
+        assert!(counting.words > m, "no draw took a second word");
+        assert!(out.iter().zip(&order).all(|(&v, &i)| v == i as f64));
+        assert_eq!(rng, direct);
+    }
+
+    /// Each subsample row is the whole history row its index names, for
+    /// the fixed-size gathers (d ≤ 10) and the slice one (d > 10).
+    #[test]
+    fn subsample_rows_are_whole_history_rows() {
+        let n = 50;
+        for d in [1, 3, 8, 10, 11, 14] {
+            let mut h = History::new(d);
+            for i in 0..n {
+                let x: Vec<f64> = (0..d).map(|l| (i * d + l) as f64).collect();
+                h.push(&x);
+            }
+            let mut out = vec![f64::NAN; 20 * d];
+            h.subsample_into(&mut Xoshiro256PlusPlus::seed_from_u64(d as u64), &mut out)
+                .unwrap();
+            let mut firsts: Vec<usize> = out.chunks_exact(d).map(|r| r[0] as usize).collect();
+            for row in out.chunks_exact(d) {
+                let first = row[0] as usize;
+                assert!(first.is_multiple_of(d) && first / d < n, "d = {d}");
+                assert!(
+                    row.iter()
+                        .enumerate()
+                        .all(|(l, &v)| v == (first + l) as f64)
+                );
+            }
+            firsts.sort_unstable();
+            firsts.dedup();
+            assert_eq!(firsts.len(), 20, "d = {d}");
+        }
     }
 
     fn starts_a_cache_line(h: &History) -> bool {
