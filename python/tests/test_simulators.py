@@ -56,6 +56,23 @@ def test_abc_with_a_one_at_a_time_simulator_and_no_prior():
     check_moments(idata.posterior["x"].values[:, :, 0], OBS, math.sqrt(V))
 
 
+GRADIENT_FREE = [
+    km.KAMH(), km.PCAKameleon(), km.FKAMH(), km.CKAM(), km.KMCLite(), km.KMCFinite(),
+    km.RandomWalk(), km.AM(), km.AMPCA(),
+]
+
+
+@pytest.mark.parametrize("sampler", GRADIENT_FREE, ids=lambda s: type(s).__name__)
+def test_every_gradient_free_sampler_targets_the_epsilon_posterior(sampler):
+    """The same closed-form ε-posterior through each sampler's defaults
+    (their pseudo-marginal path: the estimate at the current state is
+    reused), at a size where check_moments' 5-standard-error bounds hold."""
+    abc = km.ABC(mean_of_draws, [OBS], EPS, 20, batched=True)
+    idata = km.sample(abc, None, prior=[priors.Normal(0.0, TAU)], sampler=sampler, draws=2000, tune=1000,
+                      chains=2, seed=4, progress=False)
+    check_moments(idata.posterior["x"].values[:, :, 0], POST_MEAN, math.sqrt(POST_VAR))
+
+
 def test_abc_runs_in_the_ensemble_sampler():
     abc = km.ABC(mean_of_draws, [OBS], EPS, 20, batched=True)
     kwargs = dict(walkers=16, draws=400, tune=200, seed=5, progress=False)
