@@ -93,7 +93,7 @@ def run_seconds(log_density, x0, chains, steps, **kwargs):
     """(wall seconds, this process's CPU seconds) of one AM run of ``steps``
     steps per chain."""
     wall, cpu = time.perf_counter(), time.process_time()
-    km.sample(log_density, x0, sampler=km.AM(), draws=steps // 2, tune=steps - steps // 2, chains=chains,
+    km.sample(log_density, x0, sampler=km.AM.paper(), draws=steps // 2, tune=steps - steps // 2, chains=chains,
               seed=1, progress=False, **kwargs)
     return time.perf_counter() - wall, time.process_time() - cpu
 
@@ -124,7 +124,7 @@ def main() -> None:
     load_start = load()
     x0 = np.log(TRUE)
     # the first run imports ArviZ (seconds): not part of any figure
-    km.sample(lv_log_posterior, x0, sampler=km.AM(), draws=5, tune=5, chains=1, progress=False)
+    km.sample(lv_log_posterior, x0, sampler=km.AM.paper(), draws=5, tune=5, chains=1, progress=False)
     per_call = min(_timed(lv_log_posterior, x0) for _ in range(20))
     say("# Chains of an expensive Python density: threads, processes, Dask, lockstep")
     say()
@@ -215,18 +215,18 @@ def main() -> None:
     _parallel.shutdown_pool()
     cheap = lambda x: -0.5 * float(x @ x)  # noqa: E731
     start = time.perf_counter()
-    km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="process",
+    km.sample(cheap, np.zeros(2), sampler=km.AM.paper(), draws=1, tune=0, chains=2, cores=2, parallel="process",
               progress=False)
     cold = time.perf_counter() - start
     warm = []
     thread = []
     for _ in range(5):
         start = time.perf_counter()
-        km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="process",
+        km.sample(cheap, np.zeros(2), sampler=km.AM.paper(), draws=1, tune=0, chains=2, cores=2, parallel="process",
                   progress=False)
         warm.append(time.perf_counter() - start)
         start = time.perf_counter()
-        km.sample(cheap, np.zeros(2), sampler=km.AM(), draws=1, tune=0, chains=2, cores=2, parallel="thread",
+        km.sample(cheap, np.zeros(2), sampler=km.AM.paper(), draws=1, tune=0, chains=2, cores=2, parallel="thread",
                   progress=False)
         thread.append(time.perf_counter() - start)
     _parallel.shutdown_pool()

@@ -69,7 +69,7 @@ SAMPLERS = {
     "RandomWalk(learned)": lambda: km.RandomWalk(learned=True),
     "AM": lambda: km.AM(),
     "AM(learned)": lambda: km.AM(scale="learned"),
-    "AM(whiten)": lambda: km.AM(whiten=True),
+    "AMPCA": lambda: km.AMPCA(),
     "ensemble": None,
     "emcee": None,
 }
@@ -84,6 +84,9 @@ PAPER_SETTINGS = {
     "KMCLite.paper": lambda: km.KMCLite.paper(),
     "KMCFinite.paper": lambda: km.KMCFinite.paper(),
     "RandomWalk(fixed)": lambda: km.RandomWalk(learned=False, whiten=False),
+    "AM.paper": lambda: km.AM.paper(),
+    "AM.paper(learned)": lambda: km.AM.paper("learned"),
+    "AMPCA.paper": lambda: km.AMPCA.paper(),
 }
 
 SHORT = {

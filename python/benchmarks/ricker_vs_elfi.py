@@ -31,7 +31,7 @@ simulations), the 100-draw pilot that picks the start included:
   fixed linear map of the summaries changes the Gaussian synthetic
   likelihood by a constant factor only, so the posterior is the same.
 
-Reference: the pooled draws of 4 km.AM() chains of ``FULL.reference_draws``
+Reference: the pooled draws of 4 km.AM.paper() chains of ``FULL.reference_draws``
 after 3000 tuning steps (another sampler than the one compared). Accuracy
 is each posterior mean's error in reference posterior sds, and each sd's
 ratio to the reference's; wall time is measured per run, runs alternating
@@ -129,7 +129,7 @@ def reference(ex, likelihood, x0, sizes: Sizes) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
         idata = km.sample(
-            likelihood, x0, prior=ex.PRIOR, sampler=km.AM(), draws=sizes.reference_draws, tune=sizes.reference_tune,
+            likelihood, x0, prior=ex.PRIOR, sampler=km.AM.paper(), draws=sizes.reference_draws, tune=sizes.reference_tune,
             chains=4, seed=1000, progress=False,
         )
     return np.column_stack([idata.posterior[n].values.ravel() for n in ex.TRUTH])
@@ -258,7 +258,7 @@ def write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi_ve
         f"Load averages (1, 5, 15 min) at start: {load_start}; at end: {load_end}. The machine's 2 cores were "
         "shared with other builds: wall times are noisy.",
         "",
-        f"Reference: 4 km.AM() chains × ({sizes.reference_tune} + "
+        f"Reference: 4 km.AM.paper() chains × ({sizes.reference_tune} + "
         f"{sizes.reference_draws}) ({reference_seconds:.0f} s): "
         + ", ".join(f"{n} {m:.4f} ± {s:.4f}" for n, m, s in zip(names, ref.mean(axis=0), ref.std(axis=0)))
         + " (mean ± sd).",

@@ -5,8 +5,8 @@ extension at import (``SamplerSettings::defaults`` in Rust: the samplers
 crate's scale-free presets), so they have one home; ``to_dict()`` gives the
 JSON object (``{"kind": ..., ...}``) the Rust side deserialises.
 
-Scale-free sampling (``whiten=True``, the default of the kernel samplers and
-the random walk):
+Scale-free sampling (``whiten=True``, the default of the kernel samplers,
+the random walk and the adaptive Metropolis samplers):
 the first half of ``tune`` is a pilot that learns the posterior's location,
 scales and correlations — a finite-difference Hessian at the start, then a
 random walk whose covariance is re-estimated in windows of doubling length
@@ -221,22 +221,30 @@ class AM(Sampler):
     al.); ``"learned"``: ν and the moments by stochastic approximation, ν
     toward acceptance 0.234 (Andrieu & Thoms Alg. 4). ``rao_blackwell``:
     moments fed x* weighted by the acceptance probability (Alg. 3).
-    ``whiten=True`` runs AM after the tuning's pilot, in the coordinates it
-    learns (see the module docs): AM's own covariance then starts near the
-    target's instead of at the identity, whose early steps otherwise
-    dominate it for thousands of steps on badly scaled posteriors (on
-    kilpisjarvi, whose coordinates differ in scale by 10³, acceptance 0.03
-    unwhitened, 0.32 whitened). It is not the default: AM restarts its
-    covariance from the identity after the pilot, with only the second half
-    of ``tune`` to learn it, and in 26 dimensions (diamonds) that froze a
-    covariance far worse than the pilot's. The default, ``whiten=False``,
-    is the papers' AM.
+    ``whiten=True`` (the default, see the module docs) runs AM after the
+    tuning's pilot, in the coordinates it learns, where the pilot's
+    covariance is the identity. Without ``rao_blackwell`` the covariance is
+    then the empirical one shrunk toward the identity, a prior worth d²
+    accepted moves (Σ = (m S + d² I)/(m + d²) after m accepted moves), for
+    fixed and learned ν alike (stochastic approximation, whose memory is
+    about √t steps, would forget the pilot at once), so a short,
+    autocorrelated history refines the pilot's covariance instead of
+    replacing it. Unwhitened, AM's covariance starts at the identity in the
+    target's units, whose early steps dominate it for thousands of steps on
+    badly scaled posteriors (on kilpisjarvi, whose coordinates differ in
+    scale by 10³, acceptance 0.03). ``paper()`` (``whiten=False``) is the
+    papers' AM.
     """
 
     scale: Literal["fixed", "learned"] = _default("AM", "scale")
     rao_blackwell: bool = _default("AM", "rao_blackwell")
     whiten: bool = _default("AM", "whiten")
     kind = "AM"
+
+    @classmethod
+    def paper(cls, scale: Literal["fixed", "learned"] = "fixed") -> "AM":
+        """The papers' AM, in the target's units: no whitening."""
+        return cls(scale=scale, whiten=False)
 
     def __post_init__(self) -> None:
         if self.scale not in ("fixed", "learned"):
@@ -246,11 +254,18 @@ class AM(Sampler):
 @dataclass(frozen=True)
 class AMPCA(Sampler):
     """Principal-components adaptive Metropolis (``components=None``: all d);
-    ``whiten`` as :class:`AM`."""
+    ``whiten`` as :class:`AM` (whitened, the covariance whose principal
+    components it proposes along is shrunk toward the identity the same
+    way); ``paper()`` is unwhitened."""
 
     components: int | None = _default("AMPCA", "components")
     whiten: bool = _default("AMPCA", "whiten")
     kind = "AMPCA"
+
+    @classmethod
+    def paper(cls, components: int | None = None) -> "AMPCA":
+        """PCA-AM in the target's units: no whitening."""
+        return cls(components=components, whiten=False)
 
     def __post_init__(self) -> None:
         if self.components is not None:

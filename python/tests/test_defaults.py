@@ -19,9 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # python/: realpos
 
 import realposteriors as rp  # noqa: E402
 
-# the kernel samplers and the random walk: whitened by default
+# the kernel samplers, the random walk, AM and AMPCA: whitened by default
 KERNEL_SAMPLERS = {
     "RandomWalk": km.RandomWalk,
+    "AM": km.AM,
+    "AMPCA": km.AMPCA,
     "KAMH": km.KAMH,
     "PCAKameleon": km.PCAKameleon,
     "FKAMH": km.FKAMH,
@@ -109,7 +111,10 @@ def test_paper_settings_stay_in_the_targets_units():
     assert km.KMCLite.paper().to_dict()["adapt_step_size"] is False
     assert km.CKAM.paper().gamma == 4.0
     assert km.PCAKameleon.paper().refresh_kappa is None
-    assert km.KAMH().whiten and km.KMCFinite().whiten
+    assert km.AM.paper().to_dict()["whiten"] is False
+    assert km.AM.paper("learned").scale == "learned"
+    assert km.AMPCA.paper().to_dict()["whiten"] is False
+    assert km.KAMH().whiten and km.KMCFinite().whiten and km.AM().whiten
 
 
 def test_kmc_lite_cross_validation_is_an_option():

@@ -264,7 +264,7 @@ def test_proposals_far_too_wide_are_reported_per_chain():
 def test_a_good_run_gives_no_warning_and_records_the_figures(gaussian_2d):
     mean, _, logp, _ = gaussian_2d
     with no_sampling_warning():
-        idata = km.sample(logp, mean, sampler=km.AM(), draws=2000, tune=1000, chains=4, seed=13, progress=False)
+        idata = km.sample(logp, mean, sampler=km.AM.paper(), draws=2000, tune=1000, chains=4, seed=13, progress=False)
     attrs = idata.posterior.attrs
     rates = attrs["acceptance_rate"]
     assert len(rates) == 4 and all(0.1 < r < 0.6 for r in rates)
@@ -276,7 +276,8 @@ def test_a_good_run_gives_no_warning_and_records_the_figures(gaussian_2d):
     assert attrs["ess_bulk_min"] == pytest.approx(km.diagnostics.ess_bulk(x).min())
     assert 1.0 <= attrs["rhat_max"] < 1.01 and attrs["ess_bulk_min"] >= 100
     assert len(attrs["warnings"]) == 0
-    # no count from the extension yet: one evaluation for the start and one per step
+    # unwhitened: one evaluation for the start and one per step (a whitening
+    # pilot adds those of its curvature at the start)
     assert attrs["evaluations"] == [1 + 1000 + 2000] * 4
 
 

@@ -11,7 +11,7 @@ use kameleon_samplers::{
     AdaptProbability, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth, Ckam, CkamConfig,
     CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma, Hmc,
     HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
-    LiteSurrogateConfig, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
+    LiteSurrogateConfig, MomentUpdate, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
     PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro,
     Scale, StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
 };
@@ -566,18 +566,17 @@ impl SamplerSettings {
                 learned: true,
                 whiten: true,
             },
-            // AM learns its own covariance; whitened, it restarts it from
-            // the identity after the pilot, and on diamonds (26-d) that
-            // left a worse frozen covariance than the pilot's (min ESS per
-            // 1000 evaluations 0.09 against the whitened random walk's 6–8)
+            // whitened, AM's and AMPCA's empirical covariance is shrunk
+            // toward the pilot's (the identity there), a prior worth d²
+            // accepted moves
             Self::AM {
                 scale: "fixed".into(),
                 rao_blackwell: false,
-                whiten: false,
+                whiten: true,
             },
             Self::AMPCA {
                 components: None,
-                whiten: false,
+                whiten: true,
             },
             Self::HMC {
                 step_size: hmc.step_size,
@@ -691,7 +690,7 @@ impl SamplerSettings {
                 let learned = choice("scale", kind, &[("fixed", false), ("learned", true)])?;
                 let (rb, whiten) = (*rao_blackwell, *whiten);
                 checked(job, move |_, _| {
-                    whitened(adaptive_metropolis(dim, learned, rb), dim, whiten)
+                    whitened(adaptive_metropolis(dim, learned, rb, whiten), dim, whiten)
                 })
             }
             Self::AMPCA { components, whiten } => {
@@ -699,6 +698,9 @@ impl SamplerSettings {
                 checked(job, move |_, _| {
                     let mut config = PrincipalComponentsConfig::default();
                     config.components = Some(m);
+                    if whiten {
+                        config.moments = MomentUpdate::Shrunk { prior_moves: None };
+                    }
                     whitened(PrincipalComponents::new(dim, config), dim, whiten)
                 })
             }
@@ -929,21 +931,32 @@ fn base_measure(gaussian_base: bool, whiten: bool) -> BuildResult<BaseMeasure> {
 }
 
 /// AM with ν fixed at 2.38/√d or learned toward 0.234, and empirical (fixed
-/// ν) or stochastic-approximation moments, or Rao–Blackwellised ones; steps
-/// 1/√t, ε = 10⁻⁶, identity for the first 2d updates.
+/// ν) or stochastic-approximation (learned ν) moments, or Rao–Blackwellised
+/// ones; whitened, the empirical moments shrunk toward the identity
+/// ([`MomentUpdate::Shrunk`]) for fixed and learned ν alike. Steps 1/√t,
+/// ε = 10⁻⁶, identity for the first 2d updates.
 fn adaptive_metropolis(
     dim: usize,
     learned: bool,
     rao_blackwell: bool,
+    whiten: bool,
 ) -> kameleon_samplers::Result<AdaptiveMetropolis> {
     let schedule = StepSchedule::InverseSqrt;
+    let learned_nu = || RobbinsMonro::new(Scale::optimal_for(dim), 0.234, schedule);
+    let shrunk = MomentUpdate::Shrunk { prior_moves: None };
     let config = match (learned, rao_blackwell) {
+        // whitened, the pilot's covariance (the identity) is a prior for
+        // the empirical one, which stochastic approximation (a memory of
+        // ~√t steps) would forget at once
+        (false, false) if whiten => AdaptiveMetropolisConfig::default().with_moments(shrunk)?,
+        (true, false) if whiten => AdaptiveMetropolisConfig::default()
+            .with_moments(shrunk)?
+            .with_scale(Scale::Adaptive(learned_nu()?))?,
         (false, false) => AdaptiveMetropolisConfig::default(),
         (true, false) => AdaptiveMetropolisConfig::learned_scale(dim, schedule)?,
         (false, true) => AdaptiveMetropolisConfig::rao_blackwellised(schedule)?,
-        (true, true) => AdaptiveMetropolisConfig::rao_blackwellised(schedule)?.with_scale(
-            Scale::Adaptive(RobbinsMonro::new(Scale::optimal_for(dim), 0.234, schedule)?),
-        )?,
+        (true, true) => AdaptiveMetropolisConfig::rao_blackwellised(schedule)?
+            .with_scale(Scale::Adaptive(learned_nu()?))?,
     };
     AdaptiveMetropolis::new(dim, config)
 }

@@ -31,16 +31,34 @@ pub enum MomentUpdate {
         /// The step sizes γ_t.
         schedule: StepSchedule,
     },
+    /// The empirical covariance S of the whole history shrunk toward the
+    /// starting covariance Σ₀ (the identity unless
+    /// [`AdaptiveMetropolisConfig::initial_covariance`] is set), a prior
+    /// worth k accepted moves: Σ_t = (m S + k Σ₀)/(m + k) for m accepted
+    /// moves so far. A random walk needs about d accepted moves per
+    /// effectively independent state, so k = d² (`prior_moves: None`)
+    /// weighs Σ₀ like d independent draws. Meant for coordinates in which
+    /// Σ₀ is already a good guess ([`crate::Whitened`]): there the raw S of
+    /// a short, autocorrelated history is far worse than Σ₀.
+    Shrunk {
+        /// k ≥ 0; `None`: d².
+        prior_moves: Option<f64>,
+    },
 }
 
 impl MomentUpdate {
-    /// Checks the step schedule, if any.
+    /// Checks the step schedule or the prior's weight, if any.
     pub fn validate(&self) -> Result<()> {
         match self {
             Self::Empirical => Ok(()),
             Self::StochasticApproximation { schedule } | Self::RaoBlackwellised { schedule } => {
                 schedule.validate()
             }
+            Self::Shrunk { prior_moves } => ensure(
+                prior_moves.is_none_or(|k| k >= 0.0 && k.is_finite()),
+                "prior_moves",
+                "must be finite and non-negative",
+            ),
         }
     }
 }
@@ -69,6 +87,17 @@ pub enum MomentEstimator {
         /// Updates so far.
         updates: u64,
     },
+    /// The empirical covariance shrunk toward a prior ([`MomentUpdate::Shrunk`]).
+    Shrunk {
+        /// The history's empirical moments.
+        moments: RunningMoments,
+        /// The prior covariance Σ₀ (d × d row-major).
+        prior: Vec<f64>,
+        /// The prior's weight k, in accepted moves.
+        prior_moves: f64,
+        /// Accepted moves fed so far.
+        moves: u64,
+    },
 }
 
 impl MomentEstimator {
@@ -78,6 +107,15 @@ impl MomentEstimator {
             MomentUpdate::Empirical => Ok(Self::empirical(dim)),
             MomentUpdate::StochasticApproximation { schedule } => Self::stochastic(dim, schedule),
             MomentUpdate::RaoBlackwellised { schedule } => Self::rao_blackwellised(dim, schedule),
+            MomentUpdate::Shrunk { prior_moves } => {
+                update.validate()?;
+                Ok(Self::Shrunk {
+                    moments: RunningMoments::new(dim),
+                    prior: identity(dim),
+                    prior_moves: prior_moves.unwrap_or((dim * dim) as f64),
+                    moves: 0,
+                })
+            }
         }
     }
 
@@ -111,7 +149,7 @@ impl MomentEstimator {
     /// The dimension.
     pub fn dim(&self) -> usize {
         match self {
-            Self::Empirical(m) => m.dim(),
+            Self::Empirical(m) | Self::Shrunk { moments: m, .. } => m.dim(),
             Self::StochasticApproximation { moments, .. }
             | Self::RaoBlackwellised { moments, .. } => moments.dim(),
         }
@@ -120,7 +158,7 @@ impl MomentEstimator {
     /// Seeds the estimate with the chain's start point.
     pub fn start(&mut self, x0: &[f64]) {
         match self {
-            Self::Empirical(m) => m.push(x0),
+            Self::Empirical(m) | Self::Shrunk { moments: m, .. } => m.push(x0),
             Self::StochasticApproximation { moments, .. }
             | Self::RaoBlackwellised { moments, .. } => {
                 moments.set_mean(x0);
@@ -132,7 +170,7 @@ impl MomentEstimator {
     /// update in the estimator's own count.
     pub fn update(&mut self, outcome: &StepOutcome<'_>) {
         let next = match self {
-            Self::Empirical(_) => 0,
+            Self::Empirical(_) | Self::Shrunk { .. } => 0,
             Self::StochasticApproximation { updates, .. }
             | Self::RaoBlackwellised { updates, .. } => *updates + 1,
         };
@@ -142,10 +180,14 @@ impl MomentEstimator {
     /// Feeds one step's outcome as the `index`-th update (≥ 1): the
     /// stochastic-approximation estimators take the step γ_{index+1}, so an
     /// estimator fed only every k-th step can keep the step sizes of the
-    /// steps it skipped (the empirical estimator ignores `index`).
+    /// steps it skipped (the empirical estimators ignore `index`).
     pub fn update_at(&mut self, outcome: &StepOutcome<'_>, index: u64) {
         match self {
             Self::Empirical(m) => m.push(outcome.current),
+            Self::Shrunk { moments, moves, .. } => {
+                moments.push(outcome.current);
+                *moves += u64::from(outcome.accepted);
+            }
             Self::StochasticApproximation {
                 moments,
                 schedule,
@@ -170,8 +212,9 @@ impl MomentEstimator {
     }
 
     /// Replaces the starting covariance of a stochastic-approximation
-    /// estimator (d × d row-major, symmetric, finite); an error for the
-    /// empirical estimator, which has no starting value.
+    /// estimator or the prior of a shrunk one (d × d row-major, symmetric,
+    /// finite); an error for the plain empirical estimator, which has no
+    /// starting value.
     pub fn with_initial_covariance(mut self, covariance: &[f64]) -> Result<Self> {
         let d = self.dim();
         check_dim(d * d, covariance.len())?;
@@ -185,12 +228,13 @@ impl MomentEstimator {
             Self::Empirical(_) => ensure(
                 false,
                 "initial_covariance",
-                "needs stochastic-approximation moments (the empirical estimator has no start)",
+                "needs stochastic-approximation or shrunk moments (the empirical estimator has no start)",
             )?,
             Self::StochasticApproximation { moments, .. }
             | Self::RaoBlackwellised { moments, .. } => {
                 *moments = StochasticMoments::new(moments.mean().to_vec(), covariance.to_vec())?;
             }
+            Self::Shrunk { prior, .. } => prior.copy_from_slice(covariance),
         }
         Ok(self)
     }
@@ -198,7 +242,7 @@ impl MomentEstimator {
     /// The current mean estimate.
     pub fn mean(&self) -> &[f64] {
         match self {
-            Self::Empirical(m) => m.mean(),
+            Self::Empirical(m) | Self::Shrunk { moments: m, .. } => m.mean(),
             Self::StochasticApproximation { moments, .. }
             | Self::RaoBlackwellised { moments, .. } => moments.mean(),
         }
@@ -210,6 +254,23 @@ impl MomentEstimator {
             Self::Empirical(m) => m.covariance_into(out),
             Self::StochasticApproximation { moments, .. }
             | Self::RaoBlackwellised { moments, .. } => out.copy_from_slice(moments.covariance()),
+            Self::Shrunk {
+                moments,
+                prior,
+                prior_moves,
+                moves,
+            } => {
+                moments.covariance_into(out);
+                let m = *moves as f64;
+                let weight = if m + *prior_moves > 0.0 {
+                    m / (m + *prior_moves)
+                } else {
+                    1.0
+                };
+                for (v, p) in out.iter_mut().zip(prior) {
+                    *v = weight * *v + (1.0 - weight) * p;
+                }
+            }
         }
     }
 }
@@ -248,8 +309,9 @@ pub struct AdaptiveMetropolisConfig {
     /// from the step after them (default 0; the KAMH code's AM: 500).
     pub delay: u64,
     /// The starting covariance Σ₀ (d × d row-major; needs
-    /// stochastic-approximation moments), used by the proposal from the
-    /// first step; `None`: the identity, used until the warm-up ends.
+    /// stochastic-approximation or shrunk moments), used by the proposal
+    /// from the first step; `None`: the identity, used until the warm-up
+    /// ends.
     pub initial_covariance: Option<Vec<f64>>,
 }
 
@@ -705,6 +767,64 @@ mod tests {
     }
 
     #[test]
+    fn shrunk_moments_weigh_the_prior_against_the_accepted_moves() {
+        // Σ_t = (m S + k Σ₀)/(m + k) with S the sample covariance (divisor
+        // n − 1) of the start and every fed state, m the accepted moves;
+        // S recomputed here by two passes, k = d² by default.
+        let d = 3;
+        let sigma0 = vec![2.0, 0.3, 0.0, 0.3, 1.0, -0.2, 0.0, -0.2, 0.5];
+        for (prior_moves, k) in [(None, 9.0), (Some(4.5), 4.5), (Some(0.0), 0.0)] {
+            let config = AdaptiveMetropolisConfig::default()
+                .with_moments(MomentUpdate::Shrunk { prior_moves })
+                .unwrap()
+                .with_initial_covariance(sigma0.clone());
+            let mut am = AdaptiveMetropolis::new(d, config).unwrap();
+            let x0 = [0.5, -1.0, 2.0];
+            am.moments.start(&x0);
+            let mut points = vec![x0.to_vec()];
+            let mut moves = 0;
+            let mut rng = chain_rng(5, 0);
+            for t in 1..=40_u64 {
+                let x: Vec<f64> = (0..d)
+                    .map(|i| (t as f64 * 0.71 + i as f64 * 1.3).sin() * (i + 1) as f64)
+                    .collect();
+                let mut step = outcome(t, &x, 0.5);
+                step.accepted = t % 3 != 0;
+                moves += u64::from(step.accepted);
+                am.observe(&step, true, &mut rng);
+                points.push(x);
+                let n = points.len() as f64;
+                let mean: Vec<f64> = (0..d)
+                    .map(|i| points.iter().map(|p| p[i]).sum::<f64>() / n)
+                    .collect();
+                let m = moves as f64;
+                let mut got = vec![0.0; d * d];
+                am.moments().covariance_into(&mut got);
+                for i in 0..d {
+                    for j in 0..d {
+                        let s = points
+                            .iter()
+                            .map(|p| (p[i] - mean[i]) * (p[j] - mean[j]))
+                            .sum::<f64>()
+                            / (n - 1.0);
+                        let want = (m * s + k * sigma0[i * d + j]) / (m + k);
+                        let got = got[i * d + j];
+                        assert!((got - want).abs() < 1e-12, "k {k}, t {t}: {got} vs {want}");
+                    }
+                }
+            }
+        }
+        // without a starting covariance the prior is the identity
+        let config = AdaptiveMetropolisConfig::default()
+            .with_moments(MomentUpdate::Shrunk { prior_moves: None })
+            .unwrap();
+        let am = AdaptiveMetropolis::new(d, config).unwrap();
+        let mut got = vec![0.0; d * d];
+        am.moments().covariance_into(&mut got);
+        assert_eq!(got, identity(d));
+    }
+
+    #[test]
     fn bad_moment_settings_are_clear_errors() {
         let d = 2;
         let sa = || {
@@ -719,6 +839,18 @@ mod tests {
                 .with_moment_lag(0)
                 .is_err()
         );
+        for k in [-1.0, f64::NAN, f64::INFINITY] {
+            let shrunk = MomentUpdate::Shrunk {
+                prior_moves: Some(k),
+            };
+            assert!(
+                AdaptiveMetropolisConfig::default()
+                    .with_moments(shrunk)
+                    .is_err(),
+                "prior_moves {k}"
+            );
+            assert!(MomentEstimator::new(d, shrunk).is_err(), "prior_moves {k}");
+        }
         let bad = [
             (sa().with_initial_covariance(vec![1.0; 3]), "length"),
             (

@@ -18,9 +18,10 @@ use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig,
-    MetropolisHastings, PcaKameleon, PcaKameleonConfig, Proposal, RunConfig, Whitened,
-    WhiteningConfig, chain_rng, run_chain,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig,
+    KmcLite, LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, MomentUpdate, PcaKameleon,
+    PcaKameleonConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal, RobbinsMonro,
+    RunConfig, Scale, StepSchedule, Whitened, WhiteningConfig, chain_rng, run_chain,
 };
 use kameleon_score_matching::LiteEstimator;
 use kameleon_targets::GaussianMixture;
@@ -166,6 +167,39 @@ fn whitened_pca_kameleon_is_invariant_on_the_strongly_twisted_banana() {
             PcaKameleonConfig::scale_free(8),
         )
         .unwrap()
+    });
+}
+
+/// The empirical covariance shrunk toward the pilot's (the identity in
+/// whitened coordinates) with the weight of d² accepted moves.
+const SHRUNK: MomentUpdate = MomentUpdate::Shrunk { prior_moves: None };
+
+#[test]
+fn whitened_am_with_shrunk_moments_is_invariant_on_the_strongly_twisted_banana() {
+    // ν fixed at 2.38/√d, and learned toward 0.234 with steps 1/√t
+    let learned =
+        || RobbinsMonro::new(Scale::optimal_for(8), 0.234, StepSchedule::InverseSqrt).unwrap();
+    for learn in [false, true] {
+        assert_whitened_invariant(&format!("am (shrunk, ν learned: {learn})"), || {
+            let config = AdaptiveMetropolisConfig::default()
+                .with_moments(SHRUNK)
+                .unwrap();
+            let config = if learn {
+                config.with_scale(Scale::Adaptive(learned())).unwrap()
+            } else {
+                config
+            };
+            AdaptiveMetropolis::new(8, config).unwrap()
+        });
+    }
+}
+
+#[test]
+fn whitened_pca_am_with_shrunk_moments_is_invariant_on_the_strongly_twisted_banana() {
+    assert_whitened_invariant("pca-am (shrunk)", || {
+        let mut config = PrincipalComponentsConfig::default();
+        config.moments = SHRUNK;
+        PrincipalComponents::new(8, config).unwrap()
     });
 }
 
