@@ -482,6 +482,23 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
                 r.reproduced.join(", ")
             )
         };
+        let recomputed = match &r.recomputed {
+            None => String::new(),
+            Some(x) => {
+                let quoted = |names: &[String]| -> String {
+                    let q: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                    q.join(", ")
+                };
+                format!(
+                    "; it ran no chain: it added {} to {} from the stored chains in `{}`, \
+                     which first reproduced every chain's {} in the summary bit for bit",
+                    quoted(&x.metrics),
+                    x.cells.join(", "),
+                    x.chains,
+                    quoted(&x.checked)
+                )
+            }
+        };
         let load = match (r.load_start, r.load_end) {
             (Some(start), Some(end)) => format!(
                 "1-min load average {:.2} at the start, {:.2} at the end{}",
@@ -497,7 +514,8 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         };
         let _ = writeln!(
             md,
-            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; {load}{checked}.",
+            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; \
+             {load}{checked}{recomputed}.",
             r.command,
             date(r.started_unix),
             short(&r.commit),
@@ -576,6 +594,7 @@ mod tests {
             threads: None,
             settings: Vec::new(),
             reproduced: Vec::new(),
+            recomputed: None,
         };
         first.write(&dir).unwrap();
         // a later run of some cells, folded in
@@ -583,6 +602,21 @@ mod tests {
             started_unix: 86_400,
             settings: vec!["n=600".into(), "D=50".into()],
             reproduced: vec!["B KAMH-LS n=600".into()],
+            ..first.clone()
+        }
+        .write(&dir)
+        .unwrap();
+        // a metric added from the stored chains
+        RunRecord {
+            command: "xtask recompute kamh-banana /runs".into(),
+            started_unix: 2 * 86_400,
+            wall_time_secs: 2.0,
+            recomputed: Some(crate::provenance::Recomputation {
+                chains: "/runs/kamh-banana".into(),
+                metrics: vec!["ess_min_after_warmup".into()],
+                checked: vec!["ess_min".into()],
+                cells: vec!["B SM".into(), "B KAMH-LS".into()],
+            }),
             ..first
         }
         .write(&dir)
@@ -626,6 +660,16 @@ mod tests {
                 "on 1970-01-02 at commit `0123456789ab-dirty`, only the cells with setting \
                  `n=600` or `D=50`: 264 s wall time on CPU; load not recorded; it reproduced \
                  the earlier cells B KAMH-LS n=600 bit for bit (all but per-second values)."
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "- `xtask recompute kamh-banana /runs` on 1970-01-03 at commit \
+                 `0123456789ab-dirty`: 2 s wall time on CPU; load not recorded; it ran no chain: \
+                 it added `ess_min_after_warmup` to B SM, B KAMH-LS from the stored chains in \
+                 `/runs/kamh-banana`, which first reproduced every chain's `ess_min` in the \
+                 summary bit for bit."
             ),
             "{md}"
         );
