@@ -87,7 +87,12 @@ impl Entry {
 
     /// How far the run's per-second figures can be trusted, in words.
     fn timing(&self) -> String {
-        let loads: Vec<Load> = self.runs.iter().map(RunRecord::load).collect();
+        let loads: Vec<Load> = self
+            .runs
+            .iter()
+            .filter(|r| r.ran_chains())
+            .map(RunRecord::load)
+            .collect();
         if loads.is_empty() || loads.contains(&Load::NotRecorded) {
             return "load not recorded".into();
         }
@@ -444,7 +449,11 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
     }
     let total: f64 = runs.iter().map(|r| r.wall_time_secs).sum();
     if runs.len() > 1 {
-        let mut commits: Vec<String> = runs.iter().map(|r| short(&r.commit)).collect();
+        let mut commits: Vec<String> = runs
+            .iter()
+            .filter(|r| r.ran_chains())
+            .map(|r| short(&r.commit))
+            .collect();
         commits.dedup();
         let mixed = if commits.len() > 1 {
             format!(
@@ -609,6 +618,11 @@ mod tests {
         // a metric added from the stored chains
         RunRecord {
             command: "xtask recompute kamh-banana /runs".into(),
+            // its commit and load are not those of a run of the samplers
+            commit: "fedcba9876543210fedc".into(),
+            load_start: Some([9.0, 9.0, 9.0]),
+            load_end: Some([9.0, 9.0, 9.0]),
+            threads: Some(1),
             started_unix: 2 * 86_400,
             wall_time_secs: 2.0,
             recomputed: Some(crate::provenance::Recomputation {
@@ -666,13 +680,16 @@ mod tests {
         assert!(
             md.contains(
                 "- `xtask recompute kamh-banana /runs` on 1970-01-03 at commit \
-                 `0123456789ab-dirty`: 2 s wall time on CPU; load not recorded; it ran no chain: \
+                 `fedcba987654`: 2 s wall time on CPU; 1-min load average 9.00 at the start, \
+                 9.00 at the end (under load); it ran no chain: \
                  it added `ess_min_after_warmup` to B SM, B KAMH-LS from the stored chains in \
                  `/runs/kamh-banana`, which first reproduced every chain's `ess_min` in the \
                  summary bit for bit."
             ),
             "{md}"
         );
+        assert!(!md.contains("ran at different commits"), "{md}");
+        assert!(!md.contains("timed under load"), "{md}");
         // an experiment without results gets the commands that make them
         assert!(
             md.contains("`cargo xtask reproduce kmc-abc --no-chains`"),

@@ -84,6 +84,13 @@ pub enum Load {
 pub const SPARE_LOAD: f64 = 0.5;
 
 impl RunRecord {
+    /// Whether the run ran chains (or replicates): all but a `recompute`,
+    /// which only read stored ones, so its commit and load say nothing of
+    /// how the samplers ran or were timed.
+    pub fn ran_chains(&self) -> bool {
+        self.recomputed.is_none()
+    }
+
     /// Whether the machine was loaded by other work during the run.
     pub fn load(&self) -> Load {
         let (Some(start), Some(end)) = (self.load_start, self.load_end) else {
