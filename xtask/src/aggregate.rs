@@ -144,8 +144,8 @@ impl CellSummary {
         }
     }
 
-    /// `target sampler setting`, for messages.
-    fn name(&self) -> String {
+    /// `target sampler setting`, for messages and run records.
+    pub fn name(&self) -> String {
         format!("{} {} {}", self.target_label, self.sampler, self.setting)
             .trim_end()
             .to_string()

@@ -184,6 +184,33 @@ fn definition() -> clap::Command {
                 ),
         )
         .subcommand(
+            clap::Command::new("recompute")
+                .about(
+                    "Add to an experiment's summary the metrics that are functions of the \
+                     recorded draws alone (the ESS family) and that some cells lack, from the \
+                     chains a run stored: each touched cell's chains must first reproduce the \
+                     metrics it holds bit for bit; every other cell stays as it was, the claims \
+                     are decided again and a run record says what was added from which chains",
+                )
+                .arg(
+                    Arg::new("name")
+                        .value_name("NAME")
+                        .required(true)
+                        .help("The experiment's name"),
+                )
+                .arg(
+                    Arg::new("chains")
+                        .value_name("DIR")
+                        .required(true)
+                        .value_parser(value_parser!(PathBuf))
+                        .help("The output directory of the run that stored the chains (DIR or DIR/NAME)"),
+                )
+                .arg(
+                    path_arg("out", "results")
+                        .help("The results root holding the summary to add the metrics to"),
+                ),
+        )
+        .subcommand(
             clap::Command::new("regrade")
                 .about(
                     "Decide an experiment's claims (or `all`) again from the per-chain values in \
@@ -370,6 +397,11 @@ fn command_of(matches: &ArgMatches) -> Command {
                 .collect(),
             out: path("out"),
         },
+        "recompute" => Command::Recompute {
+            name: text("name"),
+            chains: one("chains").expect("a required argument"),
+            out: path("out"),
+        },
         "regrade" => Command::Regrade {
             name: text("name"),
             results: path("results"),
@@ -479,10 +511,24 @@ mod tests {
             &["reference", "nothing"],
             &["merge", "x"],
             &["fold", "x"],
+            &["recompute", "x"],
             &["frobnicate"],
         ] {
             assert!(parse_args(args).is_err(), "{args:?} was accepted");
         }
+        let Ok(Command::Recompute { name, chains, out }) =
+            parse_args(&["recompute", "kmc-glass", "/runs"])
+        else {
+            panic!("not parsed as recompute");
+        };
+        assert_eq!(
+            (name.as_str(), chains, out),
+            (
+                "kmc-glass",
+                PathBuf::from("/runs"),
+                PathBuf::from("results")
+            )
+        );
         assert!(matches!(
             parse_args(&["reference", "abc", "--size", "quick"]),
             Ok(Command::Reference {

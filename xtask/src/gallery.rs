@@ -87,7 +87,12 @@ impl Entry {
 
     /// How far the run's per-second figures can be trusted, in words.
     fn timing(&self) -> String {
-        let loads: Vec<Load> = self.runs.iter().map(RunRecord::load).collect();
+        let loads: Vec<Load> = self
+            .runs
+            .iter()
+            .filter(|r| r.ran_chains())
+            .map(RunRecord::load)
+            .collect();
         if loads.is_empty() || loads.contains(&Load::NotRecorded) {
             return "load not recorded".into();
         }
@@ -444,7 +449,11 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
     }
     let total: f64 = runs.iter().map(|r| r.wall_time_secs).sum();
     if runs.len() > 1 {
-        let mut commits: Vec<String> = runs.iter().map(|r| short(&r.commit)).collect();
+        let mut commits: Vec<String> = runs
+            .iter()
+            .filter(|r| r.ran_chains())
+            .map(|r| short(&r.commit))
+            .collect();
         commits.dedup();
         let mixed = if commits.len() > 1 {
             format!(
@@ -482,6 +491,23 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
                 r.reproduced.join(", ")
             )
         };
+        let recomputed = match &r.recomputed {
+            None => String::new(),
+            Some(x) => {
+                let quoted = |names: &[String]| -> String {
+                    let q: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+                    q.join(", ")
+                };
+                format!(
+                    "; it ran no chain: it added {} to {} from the stored chains in `{}`, \
+                     which first reproduced every chain's {} in the summary bit for bit",
+                    quoted(&x.metrics),
+                    x.cells.join(", "),
+                    x.chains,
+                    quoted(&x.checked)
+                )
+            }
+        };
         let load = match (r.load_start, r.load_end) {
             (Some(start), Some(end)) => format!(
                 "1-min load average {:.2} at the start, {:.2} at the end{}",
@@ -497,7 +523,8 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         };
         let _ = writeln!(
             md,
-            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; {load}{checked}.",
+            "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; \
+             {load}{checked}{recomputed}.",
             r.command,
             date(r.started_unix),
             short(&r.commit),
@@ -576,6 +603,7 @@ mod tests {
             threads: None,
             settings: Vec::new(),
             reproduced: Vec::new(),
+            recomputed: None,
         };
         first.write(&dir).unwrap();
         // a later run of some cells, folded in
@@ -583,6 +611,26 @@ mod tests {
             started_unix: 86_400,
             settings: vec!["n=600".into(), "D=50".into()],
             reproduced: vec!["B KAMH-LS n=600".into()],
+            ..first.clone()
+        }
+        .write(&dir)
+        .unwrap();
+        // a metric added from the stored chains
+        RunRecord {
+            command: "xtask recompute kamh-banana /runs".into(),
+            // its commit and load are not those of a run of the samplers
+            commit: "fedcba9876543210fedc".into(),
+            load_start: Some([9.0, 9.0, 9.0]),
+            load_end: Some([9.0, 9.0, 9.0]),
+            threads: Some(1),
+            started_unix: 2 * 86_400,
+            wall_time_secs: 2.0,
+            recomputed: Some(crate::provenance::Recomputation {
+                chains: "/runs/kamh-banana".into(),
+                metrics: vec!["ess_min_after_warmup".into()],
+                checked: vec!["ess_min".into()],
+                cells: vec!["B SM".into(), "B KAMH-LS".into()],
+            }),
             ..first
         }
         .write(&dir)
@@ -629,6 +677,19 @@ mod tests {
             ),
             "{md}"
         );
+        assert!(
+            md.contains(
+                "- `xtask recompute kamh-banana /runs` on 1970-01-03 at commit \
+                 `fedcba987654`: 2 s wall time on CPU; 1-min load average 9.00 at the start, \
+                 9.00 at the end (under load); it ran no chain: \
+                 it added `ess_min_after_warmup` to B SM, B KAMH-LS from the stored chains in \
+                 `/runs/kamh-banana`, which first reproduced every chain's `ess_min` in the \
+                 summary bit for bit."
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("ran at different commits"), "{md}");
+        assert!(!md.contains("timed under load"), "{md}");
         // an experiment without results gets the commands that make them
         assert!(
             md.contains("`cargo xtask reproduce kmc-abc --no-chains`"),

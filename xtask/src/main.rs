@@ -8,6 +8,9 @@
 //! ahead of sharded runs; `cargo xtask merge <name> DIR…` combines shard
 //! outputs; `cargo xtask fold <name> DIR…` adds the cells of runs
 //! restricted to some settings (`reproduce --setting S`) to a summary;
+//! `cargo xtask recompute <name> DIR` adds to a summary the metrics that
+//! are functions of the recorded draws alone, from the chains stored in
+//! `DIR`, once they reproduce the metrics the summary holds bit for bit;
 //! `cargo xtask regrade <name>` decides the claims again from a
 //! `summary.json` without running chains; `cargo xtask gallery` writes
 //! `RESULTS.md` from the results;
@@ -102,6 +105,11 @@ enum Command {
         dirs: Vec<PathBuf>,
         out: PathBuf,
     },
+    Recompute {
+        name: String,
+        chains: PathBuf,
+        out: PathBuf,
+    },
     Regrade {
         name: String,
         results: PathBuf,
@@ -179,6 +187,13 @@ fn main() -> Result<()> {
                 bail!("unknown experiment `{name}` (see `cargo xtask list`)");
             };
             runner::fold(&experiment, &dirs, &out)?;
+            Ok(())
+        }
+        Command::Recompute { name, chains, out } => {
+            let Some(experiment) = experiments::find(&name) else {
+                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
+            };
+            runner::recompute(&experiment, &chains, &out)?;
             Ok(())
         }
         Command::Regrade { name, results } => regrade(&name, &results),

@@ -48,6 +48,24 @@ pub struct RunRecord {
     /// setting`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reproduced: Vec<String>,
+    /// Set when the run computed metrics from stored chains instead of
+    /// running any (`recompute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recomputed: Option<Recomputation>,
+}
+
+/// What a `recompute` run added to a summary, and from which chains.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recomputation {
+    /// The directory the chains were read from.
+    pub chains: String,
+    /// The metrics added (each a function of the stored draws alone).
+    pub metrics: Vec<String>,
+    /// The metrics the summary held whose every per-chain value the stored
+    /// chains reproduced bit for bit before anything was added.
+    pub checked: Vec<String>,
+    /// The cells the metrics were added to (`target sampler setting`).
+    pub cells: Vec<String>,
 }
 
 /// Whether a run's timings can be trusted, from its load averages.
@@ -66,6 +84,13 @@ pub enum Load {
 pub const SPARE_LOAD: f64 = 0.5;
 
 impl RunRecord {
+    /// Whether the run ran chains (or replicates): all but a `recompute`,
+    /// which only read stored ones, so its commit and load say nothing of
+    /// how the samplers ran or were timed.
+    pub fn ran_chains(&self) -> bool {
+        self.recomputed.is_none()
+    }
+
     /// Whether the machine was loaded by other work during the run.
     pub fn load(&self) -> Load {
         let (Some(start), Some(end)) = (self.load_start, self.load_end) else {
@@ -120,6 +145,7 @@ impl RunRecord {
             threads: Some(threads),
             settings: Vec::new(),
             reproduced: Vec::new(),
+            recomputed: None,
         }
     }
 
@@ -248,6 +274,7 @@ mod tests {
             threads: Some(2),
             settings: vec!["D=50, adapt=always".into()],
             reproduced: Vec::new(),
+            recomputed: None,
         };
         record.write(&dir).unwrap();
         let read = RunRecord::read_all(&dir).unwrap();

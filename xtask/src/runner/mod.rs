@@ -4,10 +4,13 @@
 //!
 //! `shard` parses a shard i/N, `records` reads and writes the job and
 //! replicate records and checks a job's chain, `merge` combines shard
-//! outputs; running the jobs and writing the summary are here.
+//! outputs, `fold` adds the cells of restricted runs to a summary,
+//! `recompute` adds metrics computed from stored chains; running the jobs
+//! and writing the summary are here.
 
 mod fold;
 mod merge;
+mod recompute;
 mod records;
 mod shard;
 #[cfg(test)]
@@ -15,6 +18,7 @@ mod tests;
 
 pub use fold::fold;
 pub use merge::merge;
+pub use recompute::recompute;
 use records::{JobState, job_state, read_records, write_record};
 pub use shard::Shard;
 
@@ -84,15 +88,21 @@ pub fn experiment_dir(out: &Path, experiment: &Experiment) -> PathBuf {
     out.join(experiment.name)
 }
 
+/// The chain file of a job's record in the experiment directory `dir`.
 pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
+    chain_file(dir, &r.target, &r.sampler, &r.setting, r.chain)
+}
+
+/// `dir/chains/<target>/<sampler>[/<setting>]/<chain>.npy`.
+fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain: usize) -> PathBuf {
     let mut p = dir
         .join("chains")
-        .join(sanitize(&r.target))
-        .join(sanitize(&r.sampler));
-    if !r.setting.is_empty() {
-        p = p.join(sanitize(&r.setting));
+        .join(sanitize(target))
+        .join(sanitize(sampler));
+    if !setting.is_empty() {
+        p = p.join(sanitize(setting));
     }
-    p.join(format!("{}.npy", r.chain))
+    p.join(format!("{chain}.npy"))
 }
 
 /// Runs the experiment (or one shard). Returns the summary when the whole

@@ -842,3 +842,132 @@ fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A summary that lacks a metric of the stored draws alone gets, from a
+/// run's stored chains, exactly the values and claims the run's own
+/// summary has; cells that hold it already stay byte for byte; chains that
+/// do not reproduce a held metric bit for bit, a missing chain or a cell
+/// with nothing to check against are refused and nothing is written; the
+/// run record says what was added from which chains; a second recompute
+/// has nothing to add.
+#[test]
+fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
+    let e = experiments::find("kmc-glass").unwrap();
+    let protocol = e.protocol.as_ref().unwrap();
+    let root = temp_dir("recompute");
+    let run = root.join("run");
+    let single = reproduce(&e, &options(&run, None)).unwrap().unwrap();
+    let added = "ess_min_after_warmup";
+    let kept = "RW";
+    // the summary as made before the metric existed, except for one cell
+    let mut lacking = single.clone();
+    for c in lacking.cells.iter_mut().filter(|c| c.sampler != kept) {
+        assert!(c.metrics.remove(added).is_some(), "{}", c.sampler);
+    }
+    lacking.claims = (protocol.claims)(&lacking);
+    let variants = |s: &Summary| -> Vec<Verdict> {
+        s.claims
+            .iter()
+            .filter(|c| c.claim.contains("after 200 warm-up draws"))
+            .map(|c| c.verdict)
+            .collect()
+    };
+    assert_eq!(variants(&lacking), [Verdict::Pending; 3]);
+    let base = root.join("base");
+    let base_dir = base.join(e.name);
+    std::fs::create_dir_all(&base_dir).unwrap();
+    lacking.write_json(&base_dir.join("summary.json")).unwrap();
+    let before = std::fs::read(base_dir.join("summary.json")).unwrap();
+    let unchanged = |why: &str| {
+        assert_eq!(
+            std::fs::read(base_dir.join("summary.json")).unwrap(),
+            before,
+            "{why}"
+        );
+        assert!(!base_dir.join("runs").exists(), "{why}");
+        assert!(!base_dir.join("summary.md").exists(), "{why}");
+    };
+
+    let source = run.join(e.name);
+    let target = single.cells[0].target.clone();
+    let chain = chain_file(&source, &target, "KMC", "", 1);
+    let original = std::fs::read(&chain).unwrap();
+    // a chain that differs in its last draw from the one that made the
+    // summary (every coordinate: `ess_min` sees the dimension of least ESS)
+    let (mut samples, d) = crate::npy::read_chain(&chain).unwrap();
+    let n = samples.len();
+    samples[n - d..].iter_mut().for_each(|x| *x += 1e-3);
+    crate::npy::write_chain(&chain, &samples, d).unwrap();
+    let message = format!("{:#}", recompute(&e, &run, &base).unwrap_err());
+    assert!(
+        message.contains("stored chain 1 of") && message.contains("KMC gives ess_min"),
+        "{message}"
+    );
+    unchanged("a tampered chain");
+    // a missing chain
+    std::fs::remove_file(&chain).unwrap();
+    let message = format!("{:#}", recompute(&e, &run, &base).unwrap_err());
+    assert!(
+        message.contains("chain 1 of") && message.contains("KMC"),
+        "{message}"
+    );
+    unchanged("a missing chain");
+    std::fs::write(&chain, &original).unwrap();
+    // a cell that holds no metric to check its chains against
+    let mut blind = lacking.clone();
+    blind.cells[0].metrics.remove("ess_min");
+    blind.write_json(&base_dir.join("summary.json")).unwrap();
+    let message = format!("{:#}", recompute(&e, &source, &base).unwrap_err());
+    assert!(message.contains("nothing shows"), "{message}");
+    lacking.write_json(&base_dir.join("summary.json")).unwrap();
+    unchanged("a cell without a metric to check");
+    // no chains at all
+    let message = format!("{:#}", recompute(&e, &base, &base).unwrap_err());
+    assert!(message.contains("no chains/"), "{message}");
+
+    let done = recompute(&e, &run, &base).unwrap();
+    let after = Summary::read_json(&base_dir.join("summary.json")).unwrap();
+    // exactly the run's own summary, claims included
+    assert_eq!(after, single);
+    assert!(variants(&after).iter().all(|v| *v != Verdict::Pending));
+    assert_eq!(done.metrics, [added]);
+    assert_eq!(done.checked, ["ess_min"]);
+    assert_eq!(done.cells.len(), single.cells.len() - 1);
+    assert!(done.cells.iter().all(|c| !c.ends_with(&format!(" {kept}"))));
+    assert_eq!(
+        PathBuf::from(&done.chains),
+        std::fs::canonicalize(&source).unwrap()
+    );
+    // the cell that held the metric is byte for byte as it was
+    let cell_of = |bytes: &[u8]| -> Value {
+        let v: Value = serde_json::from_slice(bytes).unwrap();
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["sampler"] == kept)
+            .unwrap()
+            .clone()
+    };
+    let written = std::fs::read(base_dir.join("summary.json")).unwrap();
+    assert_eq!(cell_of(&written), cell_of(&before));
+    assert!(base_dir.join("summary.md").exists());
+    let runs = crate::provenance::RunRecord::read_all(&base_dir).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].recomputed.as_ref(), Some(&done));
+    assert!(!runs[0].commit.is_empty());
+    // again: nothing to add, nothing written
+    let again = recompute(&e, &run, &base).unwrap();
+    assert!(again.cells.is_empty() && again.metrics.is_empty());
+    assert_eq!(
+        std::fs::read(base_dir.join("summary.json")).unwrap(),
+        written
+    );
+    assert_eq!(
+        crate::provenance::RunRecord::read_all(&base_dir)
+            .unwrap()
+            .len(),
+        1
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

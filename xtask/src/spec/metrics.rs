@@ -211,62 +211,83 @@ impl Metric {
         })
     }
 
+    /// The name of this family's value that is a function of the recorded
+    /// draws alone (`ess_min`, `ess_min_after_warmup`, `ess_12`), if it has
+    /// one: [`Metric::on_draws`] computes it from a stored chain. Its other
+    /// values, if any, depend on the clock.
+    pub fn draw_statistic(&self) -> Option<&'static str> {
+        match self {
+            Self::MinEss => Some("ess_min"),
+            Self::MinEssAfter { .. } => Some("ess_min_after_warmup"),
+            Self::EssFirstTwo => Some("ess_12"),
+            _ => None,
+        }
+    }
+
     /// The ESS metrics ([`Metric::MinEss`], [`Metric::MinEssAfter`],
-    /// [`Metric::EssFirstTwo`]) of a Markov chain (`walkers` = 1: Geyer's ESS per dimension) or of an
-    /// ensemble's pooled chain (`walkers` = W: the multi-chain ESS with the
-    /// walkers as chains, which counts their correlation over sweeps; Geyer's
-    /// on the interleaved sequence would take neighbouring walkers for
-    /// independent draws).
+    /// [`Metric::EssFirstTwo`]) of a chain: the value of
+    /// [`Metric::draw_statistic`] and, for `ess_min` and `ess_12`, that value
+    /// per second of sampling (`<name>_per_s`).
     fn ess(&self, chain: &Chain, walkers: usize) -> Result<Vec<(String, f64)>> {
-        let d = chain.dim;
+        let Some(name) = self.draw_statistic() else {
+            bail!("{self:?} is not an ESS metric");
+        };
+        let value = self.on_draws(&chain.samples, chain.dim, walkers)?;
+        let mut out = vec![(name.to_string(), value)];
+        if !matches!(self, Self::MinEssAfter { .. }) {
+            out.push((
+                format!("{name}_per_s"),
+                value / chain.wall_time_secs.max(1e-9),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The value named by [`Metric::draw_statistic`] of the recorded draws
+    /// `samples` (n × `d`, row-major) of a Markov chain (`walkers` = 1:
+    /// Geyer's ESS per dimension) or of an ensemble's pooled chain
+    /// (`walkers` = W: the multi-chain ESS with the walkers as chains, which
+    /// counts their correlation over sweeps; Geyer's on the interleaved
+    /// sequence would take neighbouring walkers for independent draws). An
+    /// error for a family without such a value.
+    pub fn on_draws(&self, samples: &[f64], d: usize, walkers: usize) -> Result<f64> {
+        if d == 0 || samples.is_empty() || !samples.len().is_multiple_of(d) {
+            bail!(
+                "{} numbers are no chain of whole draws of dimension {d}",
+                samples.len()
+            );
+        }
+        let n = samples.len() / d;
         let walkers = walkers.max(1);
         // the warm-up in whole sweeps (of one draw for a Markov chain)
         let skip = match self {
             Self::MinEssAfter { warmup, of } => {
-                (chain.len() * warmup / of.max(&1)).div_ceil(walkers) * walkers
+                (n * warmup / of.max(&1)).div_ceil(walkers) * walkers
             }
-            _ => 0,
+            Self::MinEss | Self::EssFirstTwo => 0,
+            _ => bail!("{self:?} is not a function of the draws alone"),
         };
-        if chain.len() <= skip {
-            bail!(
-                "the chain has {} draws: none left after a warm-up of {skip}",
-                chain.len()
-            );
+        if n <= skip {
+            bail!("the chain has {n} draws: none left after a warm-up of {skip}");
         }
-        let samples = &chain.samples[skip * d..];
+        let samples = &samples[skip * d..];
         let ess = if walkers == 1 {
             ess_geyer_per_dim(samples, d)?
         } else {
             // whole sweeps only: the walkers' chains must have equal lengths
-            let whole = (chain.len() - skip) / walkers * walkers;
+            let whole = (n - skip) / walkers * walkers;
             let split = split_walkers(&samples[..whole * d], d, walkers);
             let views: Vec<&[f64]> = split.iter().map(Vec::as_slice).collect();
             per_dimension(&views, d, ess_multi_chain)?
         };
-        let per_second = |v: f64| v / chain.wall_time_secs.max(1e-9);
         Ok(match self {
-            Self::MinEss => {
-                let min = ess.iter().copied().fold(f64::INFINITY, f64::min);
-                vec![
-                    ("ess_min".into(), min),
-                    ("ess_min_per_s".into(), per_second(min)),
-                ]
-            }
-            Self::MinEssAfter { .. } => {
-                let min = ess.iter().copied().fold(f64::INFINITY, f64::min);
-                vec![("ess_min_after_warmup".into(), min)]
-            }
             Self::EssFirstTwo => {
                 if d < 2 {
                     bail!("ess_12 needs at least two dimensions");
                 }
-                let mean = 0.5 * (ess[0] + ess[1]);
-                vec![
-                    ("ess_12".into(), mean),
-                    ("ess_12_per_s".into(), per_second(mean)),
-                ]
+                0.5 * (ess[0] + ess[1])
             }
-            _ => bail!("{self:?} is not an ESS metric"),
+            _ => ess.iter().copied().fold(f64::INFINITY, f64::min),
         })
     }
 

@@ -57,6 +57,12 @@ pub(crate) use ensemble_note;
 /// accepts, and so the most sweeps for a given number of evaluations.
 pub const ENSEMBLE_WALKERS_PER_DIM: usize = 2;
 
+/// The ensemble's walkers on a target of dimension `d`:
+/// [`ENSEMBLE_WALKERS_PER_DIM`]·d.
+pub fn ensemble_walkers(d: usize) -> usize {
+    ENSEMBLE_WALKERS_PER_DIM * d
+}
+
 /// The radius of the Gaussian ball the ensemble's walkers start in, around
 /// the chain's start (the usual emcee start near one point).
 pub const ENSEMBLE_BALL: f64 = 0.1;
@@ -80,7 +86,7 @@ pub(crate) fn run_stretch(
     progress: ProgressFn<'_>,
 ) -> Result<TimedChain> {
     let d = target.dim();
-    let walkers = ENSEMBLE_WALKERS_PER_DIM * d;
+    let walkers = ensemble_walkers(d);
     let ensemble = EnsembleConfig::default()
         .with_walkers(walkers)?
         .with_stretch_scale(a)?;

@@ -351,6 +351,17 @@ impl SamplerSpec {
         }
     }
 
+    /// The walkers its chains pool on a target of dimension `dim`:
+    /// [`ensemble_walkers`] for the ensemble (see [`TimedChain::walkers`]),
+    /// 1 for a Markov chain.
+    pub fn walkers(&self, dim: usize) -> usize {
+        match self {
+            Self::Ensemble { .. } => ensemble_walkers(dim),
+            Self::Adapting(inner, _) => inner.walkers(dim),
+            _ => 1,
+        }
+    }
+
     /// Runs chain `chain` on a prepared target: [`SamplerSpec::run`], plus
     /// the samplers that need the target's reference sample (oracle KMC lite).
     pub fn run_on(

@@ -102,6 +102,18 @@ fn min_ess_is_the_smallest_dimension_and_scaled_by_time() {
         [("ess_min_after_warmup".to_string(), tail[0].min(tail[1]))]
     );
     assert_ne!(after[0].1, out[0].1);
+    // Each family's value from the stored draws alone is the one a run records.
+    for (metric, value) in [
+        (Metric::MinEss, &out),
+        (Metric::EssFirstTwo, &two),
+        (Metric::MinEssAfter { warmup: 1, of: 4 }, &after),
+    ] {
+        assert_eq!(metric.draw_statistic(), Some(value[0].0.as_str()));
+        assert_eq!(metric.on_draws(&samples, 2, 1).unwrap(), value[0].1);
+    }
+    assert_eq!(Metric::Acceptance.draw_statistic(), None);
+    assert!(Metric::Acceptance.on_draws(&samples, 2, 1).is_err());
+    assert!(Metric::MinEss.on_draws(&samples[1..], 2, 1).is_err());
     // A warm-up that leaves no draw is an error.
     assert!(
         Metric::MinEssAfter { warmup: 1, of: 1 }
@@ -557,6 +569,8 @@ fn ensemble_cell_pools_the_walkers_at_the_cells_evaluations() {
         .run(t, &x0, RunConfig::new(41, 203), 11, 3, &|_| {})
         .unwrap();
     assert_eq!(run.walkers, 4);
+    assert_eq!(EMCEE.walkers(2), 4);
+    assert_eq!(SamplerSpec::RwTuned.walkers(2), 1);
     assert_eq!(run.chain.len(), 203);
     assert_eq!(run.chain.config, RunConfig::new(40, 203));
     let mut ball = chain_rng(11 ^ 0xBA11_u64, 3);
