@@ -60,6 +60,7 @@ import importlib.util
 import math
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 import warnings
@@ -240,6 +241,16 @@ def main(repeats: int = 3) -> None:
     write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi.__version__, FULL)
 
 
+def commit() -> str:
+    """The source tree's short git commit ("unknown" outside a checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pathlib.Path(__file__).parent,
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
 def write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi_version, sizes: Sizes) -> None:
     names = list(ex.TRUTH)
     lines = [
@@ -250,13 +261,17 @@ def write_report(ex, ref, rows, load_start, load_end, reference_seconds, elfi_ve
         f"each run {sizes.budget} likelihood estimates ({sizes.budget * ex.N_SIMULATIONS:,} simulations), its "
         "pilot included.",
         "",
-        f"kameleon {km.__version__} (KAMH, {sizes.chains} chains × ({sizes.tune} tuning + {sizes.kept} kept), "
+        f"kameleon {km.__version__} at commit {commit()} (KAMH, {sizes.chains} chains × ({sizes.tune} tuning + {sizes.kept} kept), "
         f"cores=1), ELFI {elfi_version} (BSL, one chain, {sizes.elfi_burn_in} burn-in, oracle proposal covariance); "
         f"Python {platform.python_version()}, extension built with debug assertions: "
         f"{km._core.debug_assertions}.",
         "",
-        f"Load averages (1, 5, 15 min) at start: {load_start}; at end: {load_end}. The machine's 2 cores were "
-        "shared with other builds: wall times are noisy.",
+        f"Load averages (1, 5, 15 min) at start: {load_start}; at end: {load_end}. "
+        + (
+            "The machine was otherwise idle."
+            if max(float(load_start.split()[0]), float(load_end.split()[0])) < 2.0
+            else "Other work shared the machine's cores: wall times are noisy."
+        ),
         "",
         f"Reference: 4 km.AM.paper() chains × ({sizes.reference_tune} + "
         f"{sizes.reference_draws}) ({reference_seconds:.0f} s): "
