@@ -38,11 +38,12 @@ ratio to the reference's; wall time is measured per run, runs alternating
 between the two methods. Timing is noisy on a shared machine: the load
 averages (/proc/loadavg) at start and end are recorded.
 
-Measured (3 repeats each, load averages 6.6 rising to 9.9 on 2 cores; see
-``results/ricker_vs_elfi.md``): both are accurate at this budget — mean
-errors of 0.055 (kameleon) and 0.043 (ELFI) reference sds on average, sd
-within 6 % and 2 % — with ELFI slightly ahead thanks to its oracle
-proposal; kameleon, tuning itself, took 25 s per run against ELFI's 43 s.
+Measured (3 repeats each, release extension, an otherwise idle 2-core
+machine; see ``results/ricker_vs_elfi.md``): both are accurate at this
+budget, ELFI more so thanks to its oracle proposal — mean errors of 0.082
+(kameleon) and 0.043 (ELFI) reference sds on average (kameleon's worst
+0.23 sd, on sigma in one repeat), sds within 3 % and 2 % — and kameleon,
+tuning itself, took 10.9 s per run against ELFI's 18.1 s (1.7×).
 
 Needs ``elfi``, which pins matplotlib < 3.9 and brings GPy, dask and
 ipyparallel, so it lives in its own venv, ``.venv-elfi`` (made by
