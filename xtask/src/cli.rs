@@ -30,10 +30,7 @@ fn definition() -> clap::Command {
             clap::Command::new("reproduce")
                 .about("Run an experiment (or `all` implemented ones) and write its results")
                 .arg(
-                    Arg::new("name")
-                        .value_name("NAME")
-                        .required(true)
-                        .help("The experiment's name (see `list`), or `all`"),
+                    experiment_arg("The experiment's name (see `list`), or `all`"),
                 )
                 .arg(size_arg().help(
                     "How large: `full` (the papers' size, reduced only where that is a cluster \
@@ -143,17 +140,10 @@ fn definition() -> clap::Command {
                     "Combine the outputs of shards (directories given to --out) into one summary",
                 )
                 .arg(
-                    Arg::new("name")
-                        .value_name("NAME")
-                        .required(true)
-                        .help("The experiment's name"),
+                    experiment_arg("The experiment's name"),
                 )
                 .arg(
-                    Arg::new("dirs")
-                        .required(true)
-                        .num_args(1..)
-                        .value_parser(value_parser!(PathBuf))
-                        .help("The shards' output directories (DIR or DIR/NAME)"),
+                    output_dirs_arg("The shards' output directories (DIR or DIR/NAME)"),
                 )
                 .arg(path_arg("out", "results").help("Output root for the merged results")),
         )
@@ -166,17 +156,10 @@ fn definition() -> clap::Command {
                      are copied beside it and the claims are decided again",
                 )
                 .arg(
-                    Arg::new("name")
-                        .value_name("NAME")
-                        .required(true)
-                        .help("The experiment's name"),
+                    experiment_arg("The experiment's name"),
                 )
                 .arg(
-                    Arg::new("dirs")
-                        .required(true)
-                        .num_args(1..)
-                        .value_parser(value_parser!(PathBuf))
-                        .help("The restricted runs' output directories (DIR or DIR/NAME)"),
+                    output_dirs_arg("The restricted runs' output directories (DIR or DIR/NAME)"),
                 )
                 .arg(
                     path_arg("out", "results")
@@ -193,10 +176,7 @@ fn definition() -> clap::Command {
                      are decided again and a run record says what was added from which chains",
                 )
                 .arg(
-                    Arg::new("name")
-                        .value_name("NAME")
-                        .required(true)
-                        .help("The experiment's name"),
+                    experiment_arg("The experiment's name"),
                 )
                 .arg(
                     Arg::new("chains")
@@ -218,10 +198,7 @@ fn definition() -> clap::Command {
                      summary.md and the figures",
                 )
                 .arg(
-                    Arg::new("name")
-                        .value_name("NAME")
-                        .required(true)
-                        .help("The experiment's name (see `list`), or `all` (those with results)"),
+                    experiment_arg("The experiment's name (see `list`), or `all` (those with results)"),
                 )
                 .arg(
                     path_arg("results", "results")
@@ -291,6 +268,24 @@ fn definition() -> clap::Command {
 /// A `--name` switch.
 fn flag(name: &'static str) -> Arg {
     Arg::new(name).long(name).action(ArgAction::SetTrue)
+}
+
+/// The positional experiment name `NAME`, described by `help`.
+fn experiment_arg(help: &'static str) -> Arg {
+    Arg::new("name")
+        .value_name("NAME")
+        .required(true)
+        .help(help)
+}
+
+/// The positional output directories `DIR…` of earlier runs, described by
+/// `help`.
+fn output_dirs_arg(help: &'static str) -> Arg {
+    Arg::new("dirs")
+        .required(true)
+        .num_args(1..)
+        .value_parser(value_parser!(PathBuf))
+        .help(help)
 }
 
 /// A `--name DIR` path with a default.
