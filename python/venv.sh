@@ -79,7 +79,10 @@ fi
 want="$(sha256sum "$requirements" | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$venv/bin/python" -m pip install --quiet -r "$requirements" >&2
+    # --no-compile: Python compiles only the modules it imports, on first
+    # import; byte-compiling every installed file took 12 of a fresh venv's
+    # 19 CPU-seconds, three venvs at once on two cores
+    "$venv/bin/python" -m pip install --quiet --no-compile -r "$requirements" >&2
     echo "$want" > "$stamp"
 fi
 echo "$venv/bin/python"
