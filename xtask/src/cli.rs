@@ -345,6 +345,12 @@ fn command_of(matches: &ArgMatches) -> Command {
     let size = || *m.get_one::<Size>("size").expect("the size has a default");
     let seed = || *m.get_one::<u64>("seed").expect("the seed has a default");
     let threads = || m.get_one::<usize>("threads").copied();
+    let dirs = || {
+        m.get_many::<PathBuf>("dirs")
+            .expect("a required argument")
+            .cloned()
+            .collect()
+    };
     match name {
         "list" => Command::List,
         "reproduce" => Command::Reproduce {
@@ -376,20 +382,12 @@ fn command_of(matches: &ArgMatches) -> Command {
         },
         "merge" => Command::Merge {
             name: text("name"),
-            dirs: m
-                .get_many::<PathBuf>("dirs")
-                .expect("a required argument")
-                .cloned()
-                .collect(),
+            dirs: dirs(),
             out: path("out"),
         },
         "fold" => Command::Fold {
             name: text("name"),
-            dirs: m
-                .get_many::<PathBuf>("dirs")
-                .expect("a required argument")
-                .cloned()
-                .collect(),
+            dirs: dirs(),
             out: path("out"),
         },
         "recompute" => Command::Recompute {
