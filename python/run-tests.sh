@@ -32,10 +32,22 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
     echo "$status" > "$run/venv-elfi.status"
 ) &
 
-python="$(bash "$root/python/venv.sh")"
+# The extension compiles (pyo3 and the module: ~60 CPU-seconds) while the
+# venvs install: the 3.11 venv gets its maturin first, builds the abi3 wheel
+# in the background with the workspace's dev profile (optimised) into the
+# shared target/ directory, and installs its other requirements meanwhile.
+python="$(bash "$root/python/venv.sh" 3.11 maturin)"
 venv="$(dirname "$(dirname "$python")")"
-# maturin develop builds with the workspace's dev profile (optimised) into
-# the shared target/ directory and installs the package in editable mode.
+"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$run/wheels" \
+    > "$run/wheel.log" 2>&1 &
+wheel_build=$!
+bash "$root/python/venv.sh" > /dev/null
+if ! wait "$wheel_build"; then
+    cat "$run/wheel.log" >&2
+    echo "run-tests.sh: building the extension failed" >&2
+    exit 1
+fi
+# the same build, so no compile: installs the package in editable mode
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
 
 # The ArviZ 1 run: the ArviZ output, its netCDF round trip, the diagnostics
@@ -53,9 +65,8 @@ subset=(
     --deselect python/tests/test_ensemble.py::test_moments_and_acceptance_agree_with_emcee
     --deselect python/tests/test_sample.py::test_sigint_returns_partial_draws_with_a_warning
 )
-# abi3: the wheel built for 3.11 is the one 3.12 loads. A wheel from a 3.12
-# maturin would recompile pyo3 on every switch of interpreter.
-"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$run/wheels"
+# abi3: the wheel built for 3.11 (above) is the one 3.12 loads. A wheel
+# from a 3.12 maturin would recompile pyo3 on every switch of interpreter.
 run_312() {
     local status
     while [[ ! -f "$run/venv312.status" ]]; do
