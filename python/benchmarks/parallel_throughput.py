@@ -186,12 +186,22 @@ def main() -> None:
     # the machine's load between them does not decide the ratios. All run
     # on one thread of this process, so its CPU time (less disturbed by
     # other processes than the wall time) gives the ratios too.
-    per_point = batched = singles = batches = (math.inf, math.inf)
+    # The same runs on a density that costs almost nothing: what is left is
+    # the sampler's own steps and the crossings between Rust and Python.
+    def free(beta):
+        return -0.5 * float(beta @ beta)
+
+    def free_rows(betas):
+        return -0.5 * (betas * betas).sum(axis=1)
+
+    per_point = batched = singles = batches = free_point = free_batched = (math.inf, math.inf)
     for _ in range(3):
         per_point = best(per_point, run_seconds(logistic, b0, 8, per_chain, cores=1, parallel="thread"))
         batched = best(batched, run_seconds(logistic_rows, b0, 8, per_chain, vectorize=True))
         singles = best(singles, seconds(lambda: [logistic(betas[k % 8]) for k in range(steps)]))
         batches = best(batches, seconds(lambda: [logistic_rows(betas) for _ in range(per_chain)]))
+        free_point = best(free_point, run_seconds(free, b0, 8, per_chain, cores=1, parallel="thread"))
+        free_batched = best(free_batched, run_seconds(free_rows, b0, 8, per_chain, vectorize=True))
     say("| run (best of 3) | steps/s (all chains) | wall s | CPU s |")
     say("| --- | ---: | ---: | ---: |")
     say(f"| one call per point | {steps / per_point[0]:.0f} | {per_point[0]:.2f} | {per_point[1]:.2f} |")
@@ -199,6 +209,10 @@ def main() -> None:
         f"{batched[1]:.2f} |")
     say(f"| the density alone, {steps} calls of one point | | {singles[0]:.2f} | {singles[1]:.2f} |")
     say(f"| the density alone, {per_chain} calls of 8 points | | {batches[0]:.2f} | {batches[1]:.2f} |")
+    say(f"| one call per point, a density of negligible cost | {steps / free_point[0]:.0f} | {free_point[0]:.2f} | "
+        f"{free_point[1]:.2f} |")
+    say(f"| `vectorize=True`, a density of negligible cost | {steps / free_batched[0]:.0f} | {free_batched[0]:.2f} | "
+        f"{free_batched[1]:.2f} |")
     say()
     say(f"Speed-up of lockstep: {per_point[0] / batched[0]:.2f}× in steps per wall second "
         f"({per_point[1] / batched[1]:.2f}× per CPU second).")
@@ -209,6 +223,17 @@ def main() -> None:
         "has the density's calls to make: with everything else free, it would run at most "
         f"{per_point[0] / batches[0]:.1f}× ({per_point[1] / batches[1]:.1f}× in CPU time) the steps per "
         "second of one call per point.")
+    say()
+    # per lockstep step of the 8 chains, in microseconds
+    step_us = 1e6 / per_chain
+    say(f"What the runs add to the density's calls, per step of the 8 chains: "
+        f"{step_us * (per_point[0] - singles[0]):.1f} µs one call per point, "
+        f"{step_us * (batched[0] - batches[0]):.1f} µs in lockstep; with a density of negligible cost "
+        f"a step of the 8 chains takes {step_us * free_point[0]:.1f} µs and {step_us * free_batched[0]:.1f} µs: "
+        "AM's 8 steps themselves, and the crossings between Rust and Python. Counting them, lockstep on this "
+        f"density can run at most {(singles[0] + free_point[0]) / (batches[0] + free_batched[0]):.2f}× the "
+        "steps per second of one call per point (the density's batched call plus the runs' own cost, against "
+        "8 single calls plus it).")
     say()
     say("## Overheads of process workers")
     say()
