@@ -30,6 +30,7 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
     status=0
     bash "$root/python/venv.sh" elfi > /dev/null 2> "$run/venv-elfi.log" || status=$?
     echo "$status" > "$run/venv-elfi.status"
+    echo "run-tests.sh: the ELFI venv ready after ${SECONDS} s" >&2
 ) &
 
 # The extension compiles (pyo3 and the module: ~60 CPU-seconds) while the
@@ -49,6 +50,7 @@ if ! wait "$wheel_build"; then
 fi
 # the same build, so no compile: installs the package in editable mode
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
+echo "run-tests.sh: the 3.11 venv and the extension ready after ${SECONDS} s" >&2
 
 # The ArviZ 1 run: the ArviZ output, its netCDF round trip, the diagnostics
 # against ArviZ's, sample/resume/extend/ensemble, and km.from_pymc on PyMC 6.
@@ -92,7 +94,7 @@ run_312 > "$run/run312.log" 2>&1 &
 tests312=$!
 
 # Run 1 is three pytest processes: the files that mostly wait (worker
-# processes starting, SIGINT tests, subprocess examples, the ELFI run),
+# processes starting, SIGINT tests, the ELFI run),
 # the slowest statistical files, and the rest. Beside the ArviZ 1 run that
 # makes four processes on two cores: whenever one waits, the others compute
 # (with the venvs made, the script took 94 s this way and 102 s with the
@@ -100,11 +102,13 @@ tests312=$!
 # go to one process over the whole suite instead.
 beside=(
     python/tests/test_parallel.py
-    python/tests/test_examples.py
     python/tests/test_pymc.py
     python/tests/test_ricker_vs_elfi.py
 )
+# with the examples (subprocesses), which made the waiting files' process
+# the last to finish by 20 s
 statistical=(
+    python/tests/test_examples.py
     python/tests/test_defaults.py
     python/tests/test_simulators.py
     python/tests/test_real_posteriors.py
@@ -149,7 +153,7 @@ else
     for i in "${!group_pids[@]}"; do
         group_status=0
         wait "${group_pids[$i]}" || group_status=$?
-        echo "run-tests.sh: ${group_names[$i]}:"
+        echo "run-tests.sh: ${group_names[$i]} (done after ${SECONDS} s or earlier):"
         cat "$run/${group_names[$i]}.log"
         if [[ $status -eq 0 ]]; then
             status=$group_status
