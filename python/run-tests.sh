@@ -3,7 +3,7 @@
 # failure. Idempotent.
 #
 # 1. Python 3.11, ArviZ 0.x (.venv): builds the extension into the venv with
-#    `maturin develop` (editable) and runs the whole pytest suite, as three
+#    `maturin develop` (editable) and runs the whole pytest suite, as two
 #    processes side by side (below); with arguments, as one process that
 #    passes them on to pytest.
 # 2. Python 3.12, ArviZ 1.x (.venv312): installs the same abi3 wheel (built
@@ -33,22 +33,10 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
     echo "run-tests.sh: the ELFI venv ready after ${SECONDS} s" >&2
 ) &
 
-# The extension compiles (pyo3 and the module: ~60 CPU-seconds) while the
-# venvs install: the 3.11 venv gets its maturin first, builds the abi3 wheel
-# in the background with the workspace's dev profile (optimised) into the
-# shared target/ directory, and installs its other requirements meanwhile.
-python="$(bash "$root/python/venv.sh" 3.11 maturin)"
+python="$(bash "$root/python/venv.sh")"
 venv="$(dirname "$(dirname "$python")")"
-"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$run/wheels" \
-    > "$run/wheel.log" 2>&1 &
-wheel_build=$!
-bash "$root/python/venv.sh" > /dev/null
-if ! wait "$wheel_build"; then
-    cat "$run/wheel.log" >&2
-    echo "run-tests.sh: building the extension failed" >&2
-    exit 1
-fi
-# the same build, so no compile: installs the package in editable mode
+# maturin develop builds with the workspace's dev profile (optimised) into
+# the shared target/ directory and installs the package in editable mode.
 VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
 echo "run-tests.sh: the 3.11 venv and the extension ready after ${SECONDS} s" >&2
 
@@ -67,8 +55,9 @@ subset=(
     --deselect python/tests/test_ensemble.py::test_moments_and_acceptance_agree_with_emcee
     --deselect python/tests/test_sample.py::test_sigint_returns_partial_draws_with_a_warning
 )
-# abi3: the wheel built for 3.11 (above) is the one 3.12 loads. A wheel
-# from a 3.12 maturin would recompile pyo3 on every switch of interpreter.
+# abi3: the wheel built for 3.11 is the one 3.12 loads. A wheel from a 3.12
+# maturin would recompile pyo3 on every switch of interpreter.
+"$venv/bin/maturin" build --quiet --profile dev --interpreter "$python" --out "$run/wheels"
 run_312() {
     local status
     while [[ ! -f "$run/venv312.status" ]]; do
@@ -93,27 +82,15 @@ run_312() {
 run_312 > "$run/run312.log" 2>&1 &
 tests312=$!
 
-# Run 1 is three pytest processes: the files that mostly wait (worker
-# processes starting, SIGINT tests, the ELFI run),
-# the slowest statistical files, and the rest. Beside the ArviZ 1 run that
-# makes four processes on two cores: whenever one waits, the others compute
-# (with the venvs made, the script took 94 s this way and 102 s with the
-# statistical files in the rest's process). Arguments given to this script
-# go to one process over the whole suite instead.
+# Run 1 is two pytest processes, one per core: much of the suite waits
+# (worker processes starting, SIGINT tests, subprocess examples), so the
+# files below, about a third of its time, run beside the rest. Arguments
+# given to this script go to one process over the whole suite instead.
 beside=(
     python/tests/test_parallel.py
+    python/tests/test_examples.py
     python/tests/test_pymc.py
     python/tests/test_ricker_vs_elfi.py
-)
-# with the examples (subprocesses), which made the waiting files' process
-# the last to finish by 20 s
-statistical=(
-    python/tests/test_examples.py
-    python/tests/test_defaults.py
-    python/tests/test_simulators.py
-    python/tests/test_real_posteriors.py
-    python/tests/test_kmc_skew_normal.py
-    python/tests/test_compiled_simulators.py
 )
 wait_for_elfi() {
     # the ELFI test needs the ELFI venv complete (it skips without it)
@@ -126,39 +103,29 @@ wait_for_elfi() {
         echo "run-tests.sh: making the ELFI venv failed (status $status_elfi): its test will skip" >&2
     fi
 }
-# pytest in the background on the given files, its output to $run/NAME.log
-pytest_group() {
-    local name="$1"
-    shift
-    "$python" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest-$name" "$@" > "$run/$name.log" 2>&1 &
-    group_pids+=("$!")
-    group_names+=("$name")
-}
 
 status=0
 if [[ $# -gt 0 ]]; then
     wait_for_elfi
     "$python" -m pytest -q "$root/python/tests" "$@" || status=$?
 else
-    group_pids=()
-    group_names=()
     ignored=()
-    for file in "${beside[@]}" "${statistical[@]}"; do
+    for file in "${beside[@]}"; do
         ignored+=(--ignore "$root/$file")
     done
-    pytest_group rest "$root/python/tests" "${ignored[@]}"
-    pytest_group statistical "${statistical[@]}"
+    "$python" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest-rest" "$root/python/tests" "${ignored[@]}" \
+        > "$run/rest.log" 2>&1 &
+    rest=$!
     wait_for_elfi
-    pytest_group beside "${beside[@]}"
-    for i in "${!group_pids[@]}"; do
-        group_status=0
-        wait "${group_pids[$i]}" || group_status=$?
-        echo "run-tests.sh: ${group_names[$i]} (done after ${SECONDS} s or earlier):"
-        cat "$run/${group_names[$i]}.log"
-        if [[ $status -eq 0 ]]; then
-            status=$group_status
-        fi
-    done
+    "$python" -m pytest -q -p no:cacheprovider --basetemp "$run/pytest-beside" "${beside[@]}" || status=$?
+    echo "run-tests.sh: the waiting files done after ${SECONDS} s" >&2
+    status_rest=0
+    wait "$rest" || status_rest=$?
+    echo "run-tests.sh: the rest done after ${SECONDS} s or earlier" >&2
+    cat "$run/rest.log"
+    if [[ $status -eq 0 ]]; then
+        status=$status_rest
+    fi
 fi
 status312=0
 wait "$tests312" || status312=$?

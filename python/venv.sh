@@ -17,10 +17,6 @@
 #                             from python/requirements-elfi.txt (ELFI, which
 #                             pins matplotlib < 3.9 and brings GPy): the
 #                             Ricker comparison with ELFI and its test.
-#
-# A second argument `maturin` (`venv.sh 3.11 maturin`) only makes the venv
-# and installs its pinned maturin, in seconds, so that the extension can be
-# compiled while the rest of the requirements install.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -79,16 +75,6 @@ esac
 stamp="$venv/.requirements.sha256"
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv" >&2
-fi
-if [[ "${2:-}" == maturin ]]; then
-    if [[ ! -x "$venv/bin/maturin" ]]; then
-        "$venv/bin/python" -m pip install --quiet --no-compile "$(grep -E '^maturin==' "$requirements")" >&2
-    fi
-    echo "$venv/bin/python"
-    exit 0
-elif [[ -n "${2:-}" ]]; then
-    echo "venv.sh: unknown second argument '$2' (expected maturin)" >&2
-    exit 2
 fi
 want="$(sha256sum "$requirements" | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
