@@ -1,7 +1,7 @@
 //! Merging shard outputs into one experiment directory.
 
 use super::records::{RecordFile, agreed_params, check_chain, record_files};
-use super::{chain_path, experiment_dir, open_output, write_outputs};
+use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{copy_file, create_dir};
 use crate::summary::{JobRecord, StudyRecord, Summary};
@@ -71,7 +71,7 @@ pub(super) fn gather<R: RecordFile>(
 ) -> Result<Vec<Gathered<R>>> {
     let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
     for input in inputs {
-        let source = shard_source(input, experiment)?;
+        let source = input_experiment_dir(input, experiment, "jobs", "")?;
         for (file, record) in record_files::<R>(&source.join("jobs"))? {
             let record = record.with_context(|| {
                 format!(
@@ -129,18 +129,4 @@ where
         }
     }
     Ok(())
-}
-
-/// The experiment's directory inside a merge input (`DIR/<name>/` or `DIR`
-/// itself), which must hold a `jobs/` directory.
-fn shard_source(input: &Path, experiment: &Experiment) -> Result<PathBuf> {
-    let src = if input.join(experiment.name).join("jobs").is_dir() {
-        input.join(experiment.name)
-    } else {
-        input.to_path_buf()
-    };
-    if !src.join("jobs").is_dir() {
-        bail!("{} holds no jobs/ directory", input.display());
-    }
-    Ok(src)
 }

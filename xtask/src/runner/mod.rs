@@ -88,6 +88,27 @@ pub fn experiment_dir(out: &Path, experiment: &Experiment) -> PathBuf {
     out.join(experiment.name)
 }
 
+/// The experiment's directory inside an input directory given on the
+/// command line: `DIR/<name>/` if that holds `subdir`, else `DIR` itself,
+/// which must then hold it (`hint` ends the error message otherwise).
+pub(super) fn input_experiment_dir(
+    input: &Path,
+    experiment: &Experiment,
+    subdir: &str,
+    hint: &str,
+) -> Result<PathBuf> {
+    let nested = experiment_dir(input, experiment);
+    let src = if nested.join(subdir).is_dir() {
+        nested
+    } else {
+        input.to_path_buf()
+    };
+    if !src.join(subdir).is_dir() {
+        bail!("{} holds no {subdir}/ directory{hint}", input.display());
+    }
+    Ok(src)
+}
+
 /// The chain file of a job's record in the experiment directory `dir`.
 pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
     chain_file(dir, &r.target, &r.sampler, &r.setting, r.chain)

@@ -1,7 +1,7 @@
 //! Adding to a summary the metrics that are functions of the recorded draws
 //! alone, computed from the chains a run stored, without running a chain.
 
-use super::{chain_file, experiment_dir, read_summary, write_outputs};
+use super::{chain_file, experiment_dir, input_experiment_dir, read_summary, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{Access, lock_dir};
 use crate::npy::read_chain;
@@ -191,16 +191,11 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
 /// `DIR` itself, with a `chains/` directory), resolved to an absolute path
 /// for the run record.
 fn chains_source(input: &Path, experiment: &Experiment) -> Result<PathBuf> {
-    let src = if input.join(experiment.name).join("chains").is_dir() {
-        input.join(experiment.name)
-    } else {
-        input.to_path_buf()
-    };
-    if !src.join("chains").is_dir() {
-        bail!(
-            "{} holds no chains/ directory (a run with --no-chains stores none)",
-            input.display()
-        );
-    }
+    let src = input_experiment_dir(
+        input,
+        experiment,
+        "chains",
+        " (a run with --no-chains stores none)",
+    )?;
     std::fs::canonicalize(&src).with_context(|| format!("resolving {}", src.display()))
 }
