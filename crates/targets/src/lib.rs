@@ -32,7 +32,8 @@
 //! ```
 //!
 //! - [`Banana`]: the twisted Gaussian `B(b, v)` of Haario et al. (KAMH, KMC).
-//! - [`Flower`]: the flower `F(r₀, A, ω, σ)` and the ring (KAMH).
+//! - [`Flower`]: the flower `F(r₀, A, ω, σ)`, the ring, and the KAMH code's
+//!   variant with the norm of the whole vector (KAMH).
 //! - [`GaussianMixture`]: general mixtures with full covariances, exact
 //!   marginals, the cKAM bimodal and five-component targets, single
 //!   Gaussians and the rotated Gaussian of KMC ([`random_rotated_covariance`],

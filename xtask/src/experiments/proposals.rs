@@ -89,6 +89,7 @@ fn panels() -> Vec<Panel> {
                 amplitude: 6.0,
                 petals: 6,
                 sigma: 1.0,
+                whole_norm: false,
             },
             label: "2-d F(10, 6, 6, 1) (KAMH Fig. 6)",
             window: ((-18.0, 18.0), (-18.0, 18.0)),
@@ -105,6 +106,7 @@ fn panels() -> Vec<Panel> {
                 amplitude: 0.0,
                 petals: 6,
                 sigma: 1.0,
+                whole_norm: false,
             },
             label: "2-d ring F(10, 0, ·, 1) (KAMH Fig. 6)",
             window: ((-14.0, 14.0), (-14.0, 14.0)),
@@ -359,6 +361,7 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
                 amplitude,
                 petals,
                 sigma,
+                whole_norm: false,
             },
             TargetSpec::GlassPosterior { .. }
             | TargetSpec::AbcSkewNormal

@@ -36,6 +36,10 @@ pub enum TargetSpec {
         petals: u32,
         /// Width σ.
         sigma: f64,
+        /// Whether ρ is the norm of the whole vector, as in the KAMH code's
+        /// log density ([`Flower::whole_norm`]), rather than of the first
+        /// two coordinates (the paper's).
+        whole_norm: bool,
     },
     /// The pseudo-marginal posterior of the 9 GP-classification
     /// length-scales on UCI Glass (KAMH §5.1), each log-density an
@@ -71,7 +75,11 @@ impl TargetSpec {
                 amplitude,
                 petals,
                 sigma,
-            } => format!("flower-r{radius}-a{amplitude}-w{petals}-s{sigma}-d{dim}"),
+                whole_norm,
+            } => format!(
+                "flower{}-r{radius}-a{amplitude}-w{petals}-s{sigma}-d{dim}",
+                if whole_norm { "-whole" } else { "" }
+            ),
             Self::GlassPosterior { n_importance } => format!("glass-nimp{n_importance}"),
             Self::AbcSkewNormal => "abc-skew-normal-d10".into(),
             Self::CkamBimodal => "ckam-bimodal-d2".into(),
@@ -90,7 +98,15 @@ impl TargetSpec {
                 amplitude,
                 petals,
                 sigma,
-            } => format!("{dim}-d F({radius}, {amplitude}, {petals}, {sigma})"),
+                whole_norm,
+            } => format!(
+                "{dim}-d F({radius}, {amplitude}, {petals}, {sigma}){}",
+                if whole_norm {
+                    " with ‖x‖ of the whole vector"
+                } else {
+                    ""
+                }
+            ),
             Self::GlassPosterior { n_importance } => {
                 format!("GP Glass posterior (n_imp = {n_importance})")
             }
@@ -126,7 +142,12 @@ impl TargetSpec {
                 amplitude,
                 petals,
                 sigma,
-            } => BuiltTarget::Flower(Flower::new(dim, radius, amplitude, petals, sigma)?),
+                whole_norm,
+            } => BuiltTarget::Flower(if whole_norm {
+                Flower::whole_norm(dim, radius, amplitude, petals, sigma)?
+            } else {
+                Flower::new(dim, radius, amplitude, petals, sigma)?
+            }),
             Self::GlassPosterior { n_importance } => BuiltTarget::Glass {
                 posterior: glass_posterior(n_importance)?,
                 reference: None,
