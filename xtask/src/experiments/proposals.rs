@@ -39,7 +39,11 @@ shown in its first two coordinates (the ellipses are the 95% regions of the prop
 2-d marginal); the flower F(10, 6, 6, 1) and the ring (A = 0) are 2-d. The points y lie on \
 the ridge of the density (plus points off it); `alignment` is |cos| of the angle between \
 the proposal's major axis and the ridge's tangent at y, `anisotropy` the ratio of the \
-axes' lengths, `s11`, `s12`, `s22` the proposal covariance in the plotted coordinates.";
+axes' lengths, `s11`, `s12`, `s22` the proposal covariance in the plotted coordinates. \
+The panels marked \"the figure code's settings\" use the fixed values of the KAMH code's figure \
+script (kameleon-mcmc `paper_figures/create_figures.py`) instead: on the flower a Gaussian \
+kernel of width ℓ = 2, ν² = 0.2, γ = 0.1 (n = 1000); on the code's own ring, r₀ = 3.5 and \
+σ² = 0.05, ℓ = 0.5, n = 200, ν² = 0.01, γ = 0.1.";
 
 /// A target of the figure with its points.
 struct Panel {
@@ -51,6 +55,46 @@ struct Panel {
     ridge: Vec<((f64, f64), (f64, f64))>,
     /// Points off the ridge.
     off: Vec<(f64, f64)>,
+    /// How the proposal is set.
+    settings: ProposalSettings,
+    /// The panel's random streams: its subsample is drawn from stream
+    /// `stream`, the median heuristic's points from `stream + 3`, and the
+    /// chain that learns ν is seeded with the replicate's seed ⊕ `stream`.
+    stream: u64,
+}
+
+/// How a panel's KAMH proposal is set.
+#[derive(Debug, Clone, Copy)]
+enum ProposalSettings {
+    /// The paper's experiments: n = 1000, the median-heuristic kernel
+    /// width on z, γ = 0.2 and ν as KAMH-LS learns it with z frozen.
+    Learned,
+    /// The KAMH code's figure script: fixed kernel width, ν², γ and n.
+    Figure {
+        length_scale: f64,
+        nu2: f64,
+        gamma: f64,
+        subsample: usize,
+    },
+}
+
+impl Panel {
+    /// The panel's key in the summary: the target's, marked for the figure
+    /// code's settings.
+    fn key(&self) -> String {
+        match self.settings {
+            ProposalSettings::Learned => self.target.key(),
+            ProposalSettings::Figure { .. } => format!("{}-figure-code", self.target.key()),
+        }
+    }
+
+    /// The subsample size n.
+    fn subsample_size(&self) -> usize {
+        match self.settings {
+            ProposalSettings::Learned => SUBSAMPLE,
+            ProposalSettings::Figure { subsample, .. } => subsample,
+        }
+    }
 }
 
 /// A polar ridge r(θ) = r₀ + A cos(ωθ): the point at θ and its tangent.
@@ -81,6 +125,8 @@ fn panels() -> Vec<Panel> {
             window: ((-30.0, 30.0), (-8.0, 22.0)),
             ridge: banana_ridge,
             off: vec![(0.0, 8.0), (25.0, -5.0)],
+            settings: ProposalSettings::Learned,
+            stream: 0,
         },
         Panel {
             target: TargetSpec::Flower {
@@ -98,6 +144,8 @@ fn panels() -> Vec<Panel> {
                 .map(|&t| polar_ridge(10.0, 6.0, 6.0, t))
                 .collect(),
             off: vec![(0.0, 0.0)],
+            settings: ProposalSettings::Learned,
+            stream: 1,
         },
         Panel {
             target: TargetSpec::Flower {
@@ -115,6 +163,57 @@ fn panels() -> Vec<Panel> {
                 .map(|&t| polar_ridge(10.0, 0.0, 6.0, t))
                 .collect(),
             off: vec![(0.0, 0.0)],
+            settings: ProposalSettings::Learned,
+            stream: 2,
+        },
+        Panel {
+            target: TargetSpec::Flower {
+                dim: 2,
+                radius: 10.0,
+                amplitude: 6.0,
+                petals: 6,
+                sigma: 1.0,
+                whole_norm: false,
+            },
+            label: "2-d F(10, 6, 6, 1), the figure code's settings (ℓ = 2, ν² = 0.2, γ = 0.1)",
+            window: ((-18.0, 18.0), (-18.0, 18.0)),
+            ridge: flower_angles
+                .iter()
+                .map(|&t| polar_ridge(10.0, 6.0, 6.0, t))
+                .collect(),
+            off: vec![(0.0, 0.0)],
+            settings: ProposalSettings::Figure {
+                length_scale: 2.0,
+                nu2: 0.2,
+                gamma: 0.1,
+                subsample: SUBSAMPLE,
+            },
+            stream: 10,
+        },
+        Panel {
+            target: TargetSpec::Flower {
+                dim: 2,
+                radius: 3.5,
+                amplitude: 0.0,
+                petals: 0,
+                sigma: 0.05f64.sqrt(),
+                whole_norm: false,
+            },
+            label: "2-d ring F(3.5, 0, ·, √0.05), the figure code's settings (ℓ = 0.5, n = 200, \
+                    ν² = 0.01, γ = 0.1)",
+            window: ((-5.0, 5.0), (-5.0, 5.0)),
+            ridge: ring_angles
+                .iter()
+                .map(|&t| polar_ridge(3.5, 0.0, 0.0, t))
+                .collect(),
+            off: vec![(0.0, 0.0)],
+            settings: ProposalSettings::Figure {
+                length_scale: 0.5,
+                nu2: 0.01,
+                gamma: 0.1,
+                subsample: 200,
+            },
+            stream: 11,
         },
     ]
 }
@@ -152,13 +251,14 @@ fn learning_steps(quick: bool) -> u64 {
 
 /// The subsample of replicate `seed` on a panel's target: n exact draws
 /// (n × d) — also what the figure draws.
-fn subsample(target: &TargetSpec, seed: u64, panel: usize) -> Result<Mat<f64>> {
-    let built = target.build()?;
+fn subsample(panel: &Panel, seed: u64) -> Result<Mat<f64>> {
+    let built = panel.target.build()?;
     let t = built.target();
-    let mut rng = chain_rng(seed, panel as u64);
+    let mut rng = chain_rng(seed, panel.stream);
     let mut x = vec![0.0; t.dim()];
-    let mut z = Mat::zeros(SUBSAMPLE, t.dim());
-    for i in 0..SUBSAMPLE {
+    let n = panel.subsample_size();
+    let mut z = Mat::zeros(n, t.dim());
+    for i in 0..n {
         t.sample_iid(&mut rng, &mut x)?;
         for (j, v) in x.iter().enumerate() {
             z[(i, j)] = *v;
@@ -176,49 +276,35 @@ fn run(r: &Replicate) -> Result<Vec<Measurement>> {
         let built = panel.target.build()?;
         let target = built.target();
         let d = target.dim();
-        let z = subsample(&panel.target, r.seed, p)?;
-        let mut rng = chain_rng(r.seed, (panels.len() + p) as u64);
-        let bandwidth = median_heuristic(z.as_ref(), SUBSAMPLE, &mut rng)?;
-        let kernel = Gaussian::new(bandwidth)?;
-        // ν as KAMH-LS learns it with the subsample frozen at z.
-        let config = KamhConfig::default()
-            .with_subsample(
-                SubsampleConfig::default()
-                    .with_subsample_size(SUBSAMPLE)?
-                    .with_gamma(Gamma::Fixed(GAMMA))?
-                    .with_refresh(Refresh::Never)?
-                    .with_bandwidth(Bandwidth::Fixed)?
-                    .with_warmup_scale(GAMMA)?,
-            )?
-            .with_scale(Scale::Adaptive(RobbinsMonro::new(
-                0.1f64.sqrt(),
-                0.234,
-                StepSchedule::InverseSqrt,
-            )?))?;
-        let mut kamh = Kamh::new(d, kernel, config)?;
-        kamh.set_subsample(z.as_ref())?;
-        let x0: Vec<f64> = (0..d).map(|j| z[(0, j)]).collect();
-        let chain = run_chain(
-            target,
-            kamh,
-            &x0,
-            RunConfig::new(learning_steps(r.quick), 1),
-            r.seed ^ p as u64,
-        )?;
-        let nu = chain
-            .adaptation
-            .scale
-            .ok_or_else(|| anyhow::anyhow!("KAMH-LS reported no scale"))?;
-        let key = panel.target.key();
+        let z = subsample(panel, r.seed)?;
+        let (kernel, gamma, nu, setting) = match panel.settings {
+            ProposalSettings::Learned => {
+                let (kernel, nu) = learned_proposal(target, &z, r, panel.stream)?;
+                (kernel, GAMMA, nu, "learned")
+            }
+            ProposalSettings::Figure {
+                length_scale,
+                nu2,
+                gamma,
+                ..
+            } => (
+                Gaussian::new(length_scale)?,
+                gamma,
+                nu2.sqrt(),
+                "figure code",
+            ),
+        };
+        let bandwidth = kernel.length_scale();
+        let key = panel.key();
         rows.push(Measurement {
             target: key.clone(),
             target_label: panel.label.into(),
             method: "KAMH-LS".into(),
-            setting: "learned".into(),
+            setting: setting.into(),
             wall_time_secs: clock.elapsed().as_secs_f64(),
             metrics: BTreeMap::from([("nu".into(), nu), ("bandwidth".into(), bandwidth)]),
         });
-        let mut builder = KamhCovariance::new(d, SUBSAMPLE);
+        let mut builder = KamhCovariance::new(d, panel.subsample_size());
         let mut cov = vec![0.0; d * d];
         let points = panel
             .ridge
@@ -229,7 +315,7 @@ fn run(r: &Replicate) -> Result<Vec<Measurement>> {
             let mut point = vec![0.0; d];
             point[0] = y.0;
             point[1] = y.1;
-            builder.covariance_into(&kernel, &point, z.as_ref(), GAMMA, nu, &mut cov);
+            builder.covariance_into(&kernel, &point, z.as_ref(), gamma, nu, &mut cov);
             let (s11, s12, s22) = (cov[0], cov[1], cov[d + 1]);
             let mut metrics = BTreeMap::from([
                 ("y1".to_string(), y.0),
@@ -262,6 +348,49 @@ fn run(r: &Replicate) -> Result<Vec<Measurement>> {
     }
     (r.progress)(panels.len() as u64, panels.len() as u64);
     Ok(rows)
+}
+
+/// The paper's proposal on the subsample `z`: the Gaussian kernel of the
+/// median-heuristic width, and ν as KAMH-LS learns it (Robbins–Monro toward
+/// 0.234 from ν² = 0.1) in a chain whose subsample is frozen at `z`.
+fn learned_proposal(
+    target: &dyn kameleon_samplers::Target,
+    z: &Mat<f64>,
+    r: &Replicate,
+    stream: u64,
+) -> Result<(Gaussian, f64)> {
+    let d = target.dim();
+    let mut rng = chain_rng(r.seed, stream + 3);
+    let kernel = Gaussian::new(median_heuristic(z.as_ref(), SUBSAMPLE, &mut rng)?)?;
+    let config = KamhConfig::default()
+        .with_subsample(
+            SubsampleConfig::default()
+                .with_subsample_size(SUBSAMPLE)?
+                .with_gamma(Gamma::Fixed(GAMMA))?
+                .with_refresh(Refresh::Never)?
+                .with_bandwidth(Bandwidth::Fixed)?
+                .with_warmup_scale(GAMMA)?,
+        )?
+        .with_scale(Scale::Adaptive(RobbinsMonro::new(
+            0.1f64.sqrt(),
+            0.234,
+            StepSchedule::InverseSqrt,
+        )?))?;
+    let mut kamh = Kamh::new(d, kernel, config)?;
+    kamh.set_subsample(z.as_ref())?;
+    let x0: Vec<f64> = (0..d).map(|j| z[(0, j)]).collect();
+    let chain = run_chain(
+        target,
+        kamh,
+        &x0,
+        RunConfig::new(learning_steps(r.quick), 1),
+        r.seed ^ stream,
+    )?;
+    let nu = chain
+        .adaptation
+        .scale
+        .ok_or_else(|| anyhow::anyhow!("KAMH-LS reported no scale"))?;
+    Ok((kernel, nu))
 }
 
 /// The unit major axis of the 2 × 2 covariance [[s11, s12], [s12, s22]]
@@ -332,8 +461,8 @@ fn claims(s: &Summary) -> Vec<ClaimCheck> {
 fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
     let seed = replicate_seed(s.params.seed, NAME, 0);
     let mut files = Vec::new();
-    for (p, panel) in panels().iter().enumerate() {
-        let key = panel.target.key();
+    for panel in &panels() {
+        let key = panel.key();
         let first = |c: &crate::summary::CellSummary, m: &str| c.metrics[m].values[0];
         let ellipses: Vec<Ellipse> = s
             .cells
@@ -344,7 +473,7 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
                 covariance: (first(c, "s11"), first(c, "s12"), first(c, "s22")),
             })
             .collect();
-        let z = subsample(&panel.target, seed, p)?;
+        let z = subsample(panel, seed)?;
         let samples: Vec<(f64, f64)> = (0..z.nrows()).map(|i| (z[(i, 0)], z[(i, 1)])).collect();
         // The first two coordinates' marginal is the 2-d version of the target.
         let plane = match panel.target {
