@@ -37,6 +37,29 @@ const STEPS: (u32, u32) = (10, 100);
 const COMPARABLE: f64 = 0.8;
 const MODERATE_DIM: usize = 8;
 
+/// The authors' per-trial results on this target (kamiltonian's
+/// `average_accept_rebuttal.csv`; provenance and licence in `xtask/data/`):
+/// per line d, n = m, HMC's and KMC's acceptance, two volumes and the steps.
+const AUTHORS_TRIALS: &str = include_str!("../../data/kamiltonian-trajectories.csv");
+
+/// The authors' mean acceptance of HMC and of KMC at dimension `d` and
+/// `n = m`, and their number of trials; `None` where they did not run.
+fn authors_acceptance(d: usize, n: usize) -> Option<(f64, f64, usize)> {
+    let (mut hmc, mut kmc, mut trials) = (0.0, 0.0, 0);
+    for line in AUTHORS_TRIALS.lines() {
+        let fields: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        if fields.len() == 7 && fields[0] == d as f64 && fields[1] == n as f64 {
+            hmc += fields[2];
+            kmc += fields[3];
+            trials += 1;
+        }
+    }
+    (trials > 0).then(|| (hmc / trials as f64, kmc / trials as f64, trials))
+}
+
 const NOTES: &str = "Per replicate (the paper's \"trials\") and dimension d: a fresh target \
 N(0, QᵀΛQ) with λᵢ ~ Gamma(1, 1) and Haar-distributed Q; n exact draws (nested: the first \
 n of one sample, for every n); KMC finite with m = n random features of the \
@@ -275,11 +298,37 @@ fn claims(s: &Summary) -> Vec<ClaimCheck> {
                 ),
             )
             .caveat(format!(
-                "the factor {COMPARABLE} is ours; the authors' own results for this target \
-                 give 0.79 × HMC at d = 4 and 0.53 × at d = 8 for n = 1000"
+                "the factor {COMPARABLE} is ours; the variant below takes the authors' own \
+                 ratio instead"
             ))
         })
         .collect();
+    // The same claim with "comparable" read off the authors' own runs: KMC
+    // reaching the fraction of HMC's acceptance that theirs reached.
+    for &d in dims.iter().filter(|&&d| d <= MODERATE_DIM) {
+        let Some((hmc, kmc_theirs, trials)) = authors_acceptance(d, n_max) else {
+            continue;
+        };
+        let ratio = kmc_theirs / hmc;
+        out.push(
+            ClaimCheck::new(
+                format!(
+                    "in low to moderate dimensions the finite estimator's gradients give \
+                     acceptance rates comparable to plain HMC (KMC §6, Fig. 2): d = {d}, \
+                     n = m = {n_max}, KMC ≥ {ratio:.3} × HMC (variant: \"comparable\" as the \
+                     authors' own runs on this target reached it)"
+                ),
+                compare(
+                    kmc(d, n_max),
+                    Claimed::Above,
+                    accept(d, "HMC", "").map(|i| i.times(ratio)),
+                ),
+            )
+            .note(format!(
+                "the authors' code: HMC {hmc:.3}, KMC {kmc_theirs:.3}, mean over {trials} trials"
+            )),
+        );
+    }
     out.push(ClaimCheck::new(
         format!(
             "the acceptance grows with the number of samples and basis functions n = m (KMC \
@@ -460,5 +509,16 @@ mod tests {
             &mut rng,
         );
         assert!(bad < good - 0.1, "{bad} vs {good}");
+    }
+
+    /// The authors' table against sums done by hand over its lines (awk):
+    /// d = 8, n = 1000 has 50 trials with mean acceptances 0.982178 (HMC)
+    /// and 0.523125 (KMC); n = 300 was never run.
+    #[test]
+    fn authors_acceptance_reads_their_trials() {
+        let (hmc, kmc, trials) = authors_acceptance(8, 1000).unwrap();
+        assert_eq!(trials, 50);
+        assert!((hmc - 0.982178).abs() < 1e-6 && (kmc - 0.523125).abs() < 1e-6);
+        assert!(authors_acceptance(8, 300).is_none());
     }
 }
