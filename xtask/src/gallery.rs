@@ -361,8 +361,12 @@ fn render_entry(md: &mut String, e: &Entry, results: &str) {
         return;
     };
     let chains = &summary["params"]["chains"];
-    let size = if e.is_full_size() {
+    let size = if e.is_full_size() && x.full_is_reduced() {
         format!("the papers' size ({papers})")
+    } else if e.is_full_size() {
+        // the grid's own size beside the papers' words, which differ in
+        // places (more or fewer runs, longer or shorter chains)
+        format!("`--size full` ({papers}); the papers': {}", x.paper_size)
     } else if summary["params"]["quick"] == true {
         format!(
             "**reduced**: `--quick` sizes ({}), {chains} chains or replicates; the papers': {papers}",
