@@ -96,9 +96,8 @@ def test_a_gaussian_of_scale_one_tenth_is_sampled(name):
 def test_kmc_acceptance_on_standard_normals(name, d):
     # the step size is learned toward 0.65 (a factor kept in [0.5, 20]);
     # measured 0.6–0.7 on these seeds up to d = 10, inside the goal's band
-    # 0.5–0.95; at d = 20 KMC lite sits on its edge (0.497 here, 0.51–0.52
-    # on two other seeds; KMC finite 0.46–0.47), so d = 20 is held to 0.45:
-    # before the Gaussian base measure it was 0.04–0.13
+    # 0.5–0.95; at d = 20 KMC lite sits on its edge (0.49–0.52 on seeds
+    # 1–3; KMC finite 0.46–0.47), so d = 20 is held to 0.45
     idata = _sample(lambda x: -0.5 * float(x @ x), np.zeros(d), KERNEL_SAMPLERS[name](), tune=5000, draws=2000, chains=2, seed=3)
     acceptance = idata.sample_stats["accepted"].values.mean()
     assert (0.5 if d <= 10 else 0.45) <= acceptance <= 0.95, acceptance

@@ -644,7 +644,9 @@ impl SamplerSettings {
                 kappa: power(lite.refit).unwrap_or(0.5),
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
-                gaussian_base: true,
+                // flat: a Gaussian base pulls trajectories back from the tails
+                // (see `LiteSurrogateConfig::SCALE_FREE_RIDGE`)
+                gaussian_base: false,
             },
             Self::KMCFinite {
                 features: 100,
