@@ -355,10 +355,9 @@ pub enum SamplerSettings {
         /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
-        /// Fit the surrogate as a correction to N(0, I) in whitened
-        /// coordinates ([`BaseMeasure::StandardNormal`]; needs `whiten`).
+        /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
-        gaussian_base: bool,
+        base: SurrogateBase,
     },
     /// KMC finite.
     KMCFinite {
@@ -380,9 +379,9 @@ pub enum SamplerSettings {
         /// Learn a factor on the step size toward acceptance 0.65 during
         /// tuning.
         adapt_step_size: bool,
-        /// As for KMC lite.
+        /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
-        gaussian_base: bool,
+        base: SurrogateBase,
     },
 }
 
@@ -646,7 +645,7 @@ impl SamplerSettings {
                 adapt_step_size: kmc.step_scale.is_some(),
                 // flat: a Gaussian base pulls trajectories back from the tails
                 // (see `LiteSurrogateConfig::SCALE_FREE_RIDGE`)
-                gaussian_base: false,
+                base: SurrogateBase::Flat,
             },
             Self::KMCFinite {
                 features: 100,
@@ -657,7 +656,7 @@ impl SamplerSettings {
                 min_points: finite.min_points,
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
-                gaussian_base: true,
+                base: SurrogateBase::Student,
             },
         ]
     }
@@ -850,10 +849,10 @@ impl SamplerSettings {
                 kappa,
                 whiten,
                 adapt_step_size,
-                gaussian_base,
+                base,
             } => {
                 let (n, lam, kappa, whiten, cv) = (*n, *lam, *kappa, *whiten, *cross_validate);
-                let base = base_measure(*gaussian_base, whiten)?;
+                let base = base.measure(whiten, dim)?;
                 let walk = scale(Scale::optimal_for(dim), true)?;
                 let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
                 checked(job, move |_, _| {
@@ -869,7 +868,8 @@ impl SamplerSettings {
                     // σ = 1 is the placeholder the first fit replaces
                     let model = LiteEstimator::new(sigma.unwrap_or(1.0), lam)
                         .map_err(msg)?
-                        .with_base_measure(base);
+                        .with_base_measure(base)
+                        .map_err(msg)?;
                     let surrogate = LiteSurrogate::new(model, dim, lite).map_err(msg)?;
                     whitened(KmcLite::new(surrogate, config.clone()), dim, whiten)
                 })
@@ -883,10 +883,10 @@ impl SamplerSettings {
                 min_points,
                 whiten,
                 adapt_step_size,
-                gaussian_base,
+                base,
             } => {
                 let density = kernel.resolved(dim, *whiten).spectral()?;
-                let base = base_measure(*gaussian_base, *whiten)?;
+                let base = base.measure(*whiten, dim)?;
                 let (m, lam, min_points, whiten) = (*features, *lam, *min_points, *whiten);
                 let config = kmc_config(*step_size, *steps, None, *adapt_step_size)?;
                 checked(
@@ -917,18 +917,39 @@ impl SamplerSettings {
     }
 }
 
-/// The surrogate's base measure: N(0, I) of the whitened coordinates, or
-/// flat; a Gaussian base without whitening would be N(0, I) in the
-/// target's own units, which is refused.
-fn base_measure(gaussian_base: bool, whiten: bool) -> BuildResult<BaseMeasure> {
-    match (gaussian_base, whiten) {
-        (false, _) => Ok(BaseMeasure::Flat),
-        (true, true) => Ok(BaseMeasure::StandardNormal),
-        (true, false) => Err(
-            "`gaussian_base=True` needs `whiten=True`: the base measure is \
-                              N(0, I) in the whitened coordinates"
-                .into(),
-        ),
+/// The base measure of a KMC surrogate, by its Python name: the surrogate
+/// is fitted as a correction to it, and falls back to it where its history
+/// says little.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SurrogateBase {
+    /// None ([`BaseMeasure::Flat`]).
+    #[default]
+    Flat,
+    /// N(0, I) in the whitened coordinates ([`BaseMeasure::StandardNormal`]).
+    Gaussian,
+    /// The Student t with N(0, I)'s curvature at the origin in the whitened
+    /// coordinates, ν = [`FiniteSurrogateConfig::SCALE_FREE_BASE_DOF_PER_DIM`]·d
+    /// ([`BaseMeasure::StudentT`]).
+    Student,
+}
+
+impl SurrogateBase {
+    /// The base measure in dimension `dim`; the Gaussian and Student bases
+    /// live in whitened coordinates, so without whitening they are refused.
+    fn measure(self, whiten: bool, dim: usize) -> BuildResult<BaseMeasure> {
+        match (self, whiten) {
+            (Self::Flat, _) => Ok(BaseMeasure::Flat),
+            (Self::Gaussian, true) => Ok(BaseMeasure::StandardNormal),
+            (Self::Student, true) => Ok(BaseMeasure::StudentT {
+                dof: FiniteSurrogateConfig::SCALE_FREE_BASE_DOF_PER_DIM * dim as f64,
+            }),
+            (_, false) => Err(format!(
+                "`base={:?}` needs `whiten=True`: that base measure lives in the whitened \
+                 coordinates (use `base=\"flat\"` in the target's own units)",
+                format!("{self:?}").to_lowercase()
+            )),
+        }
     }
 }
 

@@ -231,6 +231,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     /// depend on it, so it is set before the first point: an estimator that
     /// holds points gives an error.
     pub fn with_base_measure(mut self, base: BaseMeasure) -> Result<Self, ScoreMatchingError> {
+        base.validate()?;
         if self.count > 0 {
             return Err(ScoreMatchingError::InvalidParameter {
                 name: "base_measure",
@@ -247,12 +248,13 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         self.base
     }
 
-    /// Adds the base measure's term `J x` of one point to `s`, with `J`
-    /// (m × d) the Jacobian of φ at `x` in `jacobian`.
+    /// Adds the base measure's term `w(x)·J x` of one point to `s`, with `J`
+    /// (m × d) the Jacobian of φ at `x` in `jacobian` and
+    /// `∇ log q₀(x) = −w(x) x`.
     fn add_base_term(base: BaseMeasure, b_sum: &mut [f64], jacobian: MatRef<'_, f64>, x: &[f64]) {
-        if base == BaseMeasure::StandardNormal {
+        if let Some(w) = base.pull_weight(x) {
             for (i, b) in b_sum.iter_mut().enumerate() {
-                *b += (0..x.len()).map(|l| jacobian[(i, l)] * x[l]).sum::<f64>();
+                *b += w * (0..x.len()).map(|l| jacobian[(i, l)] * x[l]).sum::<f64>();
             }
         }
     }
@@ -494,7 +496,7 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         let mut block = Mat::<f64>::zeros(m, BLOCK_COLUMNS.min(n));
         let mut x = vec![0.0; d];
         let mut second_sum = vec![0.0; m];
-        // Σ_x ψ'_r(x) ω_r·x, the standard normal base measure's term
+        // Σ_x ψ'_r(x) w(x) ω_r·x, the base measure's term
         let mut base_sum = vec![0.0; m];
         for start in (0..n).step_by(BLOCK_COLUMNS) {
             let count = BLOCK_COLUMNS.min(n - start);
@@ -512,10 +514,10 @@ impl<F: FeatureMap> FiniteEstimator<F> {
                 for (total, v) in second_sum.iter_mut().zip(&self.work.second_argument) {
                     *total += v;
                 }
-                if self.base == BaseMeasure::StandardNormal {
+                if let Some(w) = self.base.pull_weight(&x) {
                     for (r, total) in base_sum.iter_mut().enumerate() {
                         let projection: f64 = (0..d).map(|l| frequencies[(r, l)] * x[l]).sum();
-                        *total += block[(r, p)] * projection;
+                        *total += block[(r, p)] * (w * projection);
                     }
                 }
             }
@@ -606,7 +608,7 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         let laplacian: f64 = (0..self.theta.len())
             .map(|i| self.theta[i] * (0..x.len()).map(|l| self.work.second[(i, l)]).sum::<f64>())
             .sum();
-        laplacian + self.base.laplacian(x.len())
+        laplacian + self.base.laplacian(x)
     }
 }
 

@@ -64,10 +64,10 @@ use faer::MatRef;
 ///
 /// Score matching with a base measure minimises
 /// `E[Δ log π̂ + ½‖∇ log π̂‖²]` over `f` as before; with
-/// `∇ log q₀(x) = −x` this adds the linear term `E[∇f(x)·(−x)]` to the
-/// objective, and the fitted model's gradient, Laplacian and log density
-/// include `q₀`'s (`−x`, `−d`, `−‖x‖²/2`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+/// `∇ log q₀(x) = −w(x)·x` (a scalar weight `w`) this adds the linear term
+/// `E[∇f(x)·(−w(x) x)]` to the objective, and the fitted model's gradient,
+/// Laplacian and log density include `q₀`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub enum BaseMeasure {
     /// `q₀ ≡ 1`: `f` models the whole log density (the KMC paper's; the
     /// default). An unfitted model is flat.
@@ -77,31 +77,83 @@ pub enum BaseMeasure {
     /// coordinates (the target roughly N(0, I)); an unfitted model is the
     /// standard normal.
     StandardNormal,
+    /// `q₀` the multivariate Student t with `dof = ν > 0` degrees of freedom
+    /// and the scale that gives it the standard normal's curvature at 0:
+    /// `log q₀(x) = −(m/2) log(1 + ‖x‖²/m)` with `m = ν + d`, so
+    /// `∇ log q₀ = −x/(1 + ‖x‖²/m)`. Near the origin it is N(0, I); its pull
+    /// toward the origin peaks at `‖x‖ = √m` and falls as `m/‖x‖` beyond, so
+    /// where the history is thin a heavy tail is not pulled back as hard as
+    /// the Gaussian's `‖x‖` does.
+    StudentT {
+        /// Degrees of freedom ν (positive and finite).
+        dof: f64,
+    },
 }
 
 impl BaseMeasure {
-    /// Adds `∇ log q₀(x)` to `grad`.
-    fn add_gradient(self, x: &[f64], grad: &mut [f64]) {
-        if self == Self::StandardNormal {
-            for (g, xl) in grad.iter_mut().zip(x) {
-                *g -= xl;
+    /// The weight `w(x)` of `∇ log q₀(x) = −w(x)·x`; `None` for the flat
+    /// base measure.
+    fn pull_weight(self, x: &[f64]) -> Option<f64> {
+        match self {
+            Self::Flat => None,
+            Self::StandardNormal => Some(1.0),
+            Self::StudentT { dof } => {
+                let m = dof + x.len() as f64;
+                Some(1.0 / (1.0 + x.iter().map(|v| v * v).sum::<f64>() / m))
             }
         }
     }
 
-    /// `Δ log q₀` in d dimensions.
-    fn laplacian(self, dim: usize) -> f64 {
+    /// Adds `∇ log q₀(x)` to `grad`.
+    fn add_gradient(self, x: &[f64], grad: &mut [f64]) {
+        if let Some(w) = self.pull_weight(x) {
+            for (g, xl) in grad.iter_mut().zip(x) {
+                *g -= w * xl;
+            }
+        }
+    }
+
+    /// `Δ log q₀(x)`.
+    fn laplacian(self, x: &[f64]) -> f64 {
+        let d = x.len() as f64;
         match self {
             Self::Flat => 0.0,
-            Self::StandardNormal => -(dim as f64),
+            Self::StandardNormal => -d,
+            Self::StudentT { dof } => {
+                // ∂_l(−x_l/u) = −1/u + 2x_l²/(m u²) with u = 1 + ‖x‖²/m
+                let m = dof + d;
+                let r2 = x.iter().map(|v| v * v).sum::<f64>();
+                let u = 1.0 + r2 / m;
+                -d / u + 2.0 * r2 / (m * u * u)
+            }
         }
     }
 
     /// `log q₀(x)` up to a constant.
     fn log_density(self, x: &[f64]) -> f64 {
+        let r2 = x.iter().map(|v| v * v).sum::<f64>();
         match self {
             Self::Flat => 0.0,
-            Self::StandardNormal => -0.5 * x.iter().map(|v| v * v).sum::<f64>(),
+            Self::StandardNormal => -0.5 * r2,
+            Self::StudentT { dof } => {
+                let m = dof + x.len() as f64;
+                -0.5 * m * (r2 / m).ln_1p()
+            }
+        }
+    }
+
+    /// Errors unless the parameters are valid (a Student t's ν positive
+    /// and finite).
+    fn validate(self) -> Result<(), ScoreMatchingError> {
+        match self {
+            Self::StudentT { dof } if !(dof.is_finite() && dof > 0.0) => {
+                Err(ScoreMatchingError::InvalidParameter {
+                    name: "dof",
+                    value: dof,
+                    reason: "must be positive and finite",
+                })
+            }
+            _ => Ok(()),
         }
     }
 }

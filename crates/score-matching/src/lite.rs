@@ -194,10 +194,12 @@ impl LiteEstimator {
     }
 
     /// The same estimator with another base measure (applies at the next
-    /// fit; an unfitted model is the base measure itself).
-    pub fn with_base_measure(mut self, base: BaseMeasure) -> Self {
+    /// fit; an unfitted model is the base measure itself). Errors on an
+    /// invalid base measure (a Student t's ν not positive and finite).
+    pub fn with_base_measure(mut self, base: BaseMeasure) -> Result<Self, ScoreMatchingError> {
+        base.validate()?;
         self.base = base;
-        self
+        Ok(self)
     }
 
     /// The base measure in use.
@@ -737,9 +739,7 @@ impl LiteEstimator {
             mut b,
             mut c,
         } = lite_system(points, self.sigma, par);
-        if self.base == BaseMeasure::StandardNormal {
-            add_standard_normal_term(points, kernel.as_ref(), &mut b);
-        }
+        add_base_term(self.base, points, kernel.as_ref(), &mut b);
         // only the lower triangle is read by the Cholesky factorisation
         match self.regulariser {
             LiteRegulariser::Identity => {
@@ -783,16 +783,34 @@ impl LiteEstimator {
     }
 }
 
-/// Adds the standard normal base measure's term to `b`:
-/// `eᵢ = Σⱼ K_ij (‖z_j‖² − ⟨z_i, z_j⟩)`, i.e. `K s − rowdot(K Z, Z)` with
-/// `s_j = ‖z_j‖²` (sequential products: α must not depend on the thread
-/// count).
-fn add_standard_normal_term(z: MatRef<'_, f64>, kernel: MatRef<'_, f64>, b: &mut Col<f64>) {
+/// Adds the base measure's term to `b`: with `∇ log q₀(z_j) = −w_j z_j` and
+/// the Gaussian kernel's `∇_x k(z_i, x)|_{x=z_j} ∝ k_ij (z_i − z_j)`,
+/// `b_i += Σ_j k_ij w_j (‖z_j‖² − z_i·z_j)` (nothing for the flat base).
+fn add_base_term(base: BaseMeasure, z: MatRef<'_, f64>, kernel: MatRef<'_, f64>, b: &mut Col<f64>) {
     let (n, d) = z.shape();
+    let mut row = vec![0.0; d];
+    let mut weights = Vec::with_capacity(n);
+    for j in 0..n {
+        for (l, v) in row.iter_mut().enumerate() {
+            *v = z[(j, l)];
+        }
+        match base.pull_weight(&row) {
+            Some(w) => weights.push(w),
+            None => return,
+        }
+    }
+    let pulled = Mat::<f64>::from_fn(n, d, |j, l| weights[j] * z[(j, l)]);
     let mut kz = Mat::<f64>::zeros(n, d);
-    faer::linalg::matmul::matmul(kz.as_mut(), Accum::Replace, kernel, z, 1.0, Par::Seq);
+    faer::linalg::matmul::matmul(
+        kz.as_mut(),
+        Accum::Replace,
+        kernel,
+        pulled.as_ref(),
+        1.0,
+        Par::Seq,
+    );
     let squares: Vec<f64> = (0..n)
-        .map(|j| (0..d).map(|l| z[(j, l)] * z[(j, l)]).sum())
+        .map(|j| weights[j] * (0..d).map(|l| z[(j, l)] * z[(j, l)]).sum::<f64>())
         .collect();
     for i in 0..n {
         let weighted: f64 = (0..n).map(|j| kernel[(i, j)] * squares[j]).sum();
@@ -840,7 +858,7 @@ impl GradientModel for LiteEstimator {
     fn grad_and_laplacian(&mut self, x: &[f64], grad: &mut [f64]) -> f64 {
         debug_assert!(x.len() == grad.len());
         debug_assert!(self.alpha.is_empty() || x.len() == self.dim());
-        let base = self.base.laplacian(x.len());
+        let base = self.base.laplacian(x);
         if self.alpha.is_empty() {
             grad.fill(0.0);
             self.base.add_gradient(x, grad);

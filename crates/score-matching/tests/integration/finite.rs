@@ -37,6 +37,7 @@ fn objective_quadratic_form(
     };
     for k in 0..n {
         let x = row(points, k);
+        let pull = common::base_gradient(base, &x);
         let f0 = embed(&x);
         for l in 0..d {
             let shifted = |h: f64| {
@@ -48,9 +49,7 @@ fn objective_quadratic_form(
             let first: Vec<f64> = (0..m).map(|i| (p1[i] - m1[i]) / (2.0 * h1)).collect();
             for i in 0..m {
                 linear[i] += (p2[i] - 2.0 * f0[i] + m2[i]) / (h2 * h2) / n as f64;
-                if base == BaseMeasure::StandardNormal {
-                    linear[i] -= first[i] * x[l] / n as f64;
-                }
+                linear[i] += first[i] * pull[l] / n as f64;
                 for j in 0..m {
                     quadratic[(i, j)] += first[i] * first[j] / n as f64;
                 }
@@ -68,6 +67,7 @@ fn theta_minimises_the_regularised_objective() {
     let shifted = Mat::from_fn(60, 2, |i, l| points[(i, l)] + 2.0);
     check_theta_minimises(BaseMeasure::Flat, &points);
     check_theta_minimises(BaseMeasure::StandardNormal, &shifted);
+    check_theta_minimises(BaseMeasure::StudentT { dof: 3.0 }, &shifted);
 }
 
 fn check_theta_minimises(base: BaseMeasure, points: &Mat<f64>) {
@@ -111,7 +111,11 @@ fn check_theta_minimises(base: BaseMeasure, points: &Mat<f64>) {
 
 #[test]
 fn online_updates_equal_the_batch_fit() {
-    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+    for base in [
+        BaseMeasure::Flat,
+        BaseMeasure::StandardNormal,
+        BaseMeasure::StudentT { dof: 3.0 },
+    ] {
         check_online_updates(base);
     }
 }
@@ -191,7 +195,13 @@ fn rff(d: usize, m: usize, embedding: Embedding, seed: u64) -> RandomFourierFeat
 fn factored_batch_fit_equals_the_generic_fit() {
     let settings = [Embedding::CosPhase, Embedding::SinCos]
         .into_iter()
-        .flat_map(|e| [(e, BaseMeasure::Flat), (e, BaseMeasure::StandardNormal)]);
+        .flat_map(|e| {
+            [
+                (e, BaseMeasure::Flat),
+                (e, BaseMeasure::StandardNormal),
+                (e, BaseMeasure::StudentT { dof: 3.0 }),
+            ]
+        });
     for (embedding, base) in settings {
         let features = rff(3, 60, embedding, 31);
         let points = uniform_points(700, 3, 32);
@@ -256,7 +266,11 @@ fn fixed_ridge_on_the_sums_is_updated_exactly_online() {
 
 #[test]
 fn gradient_and_laplacian_match_finite_differences() {
-    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+    for base in [
+        BaseMeasure::Flat,
+        BaseMeasure::StandardNormal,
+        BaseMeasure::StudentT { dof: 3.0 },
+    ] {
         let features = Fourier::new(3, 25, 1.0, 3);
         let mut model = FiniteEstimator::new(features, 0.1)
             .unwrap()

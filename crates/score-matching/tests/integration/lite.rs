@@ -14,8 +14,8 @@ use kameleon_score_matching::{
 /// Ĵ(α) = aᵀα + ½αᵀQα on `points` for `f = Σ αᵢ k(zᵢ, ·)`, built from the
 /// kernels crate's explicit derivatives (an independent implementation):
 /// `∂_l f = Σ αᵢ ∂_l k(x, zᵢ)`, `∂²_l f = Σ αᵢ ∂²_l k(x, zᵢ)`. With the
-/// standard normal base measure the objective of `f − ‖x‖²/2` has the extra
-/// linear term `mean_x ∇f(x)·(−x)` (and a constant, not included).
+/// base measure the objective of `f + log q₀` has the extra linear term
+/// `mean_x ∇f(x)·∇ log q₀(x)` (and a constant, not included).
 fn objective_quadratic_form(
     points: &Mat<f64>,
     sigma: f64,
@@ -34,9 +34,8 @@ fn objective_quadratic_form(
             kernel.grad_x(&x, &z, &mut gi);
             kernel.hessian_diag_x(&x, &z, &mut h);
             linear[i] += h.iter().sum::<f64>() / n as f64;
-            if base == BaseMeasure::StandardNormal {
-                linear[i] -= (0..d).map(|l| gi[l] * x[l]).sum::<f64>() / n as f64;
-            }
+            let pull = common::base_gradient(base, &x);
+            linear[i] += (0..d).map(|l| gi[l] * pull[l]).sum::<f64>() / n as f64;
             for l in 0..d {
                 g[(i, l)] = gi[l];
             }
@@ -75,6 +74,11 @@ fn alpha_minimises_the_regularised_objective() {
             BaseMeasure::StandardNormal,
             &shifted,
         ),
+        (
+            LiteRegulariser::Identity,
+            BaseMeasure::StudentT { dof: 3.0 },
+            &shifted,
+        ),
     ];
     for (regulariser, base, points) in settings {
         let n = points.nrows() as f64;
@@ -82,7 +86,8 @@ fn alpha_minimises_the_regularised_objective() {
         let mut model = LiteEstimator::new(sigma, lambda)
             .unwrap()
             .with_regulariser(regulariser)
-            .with_base_measure(base);
+            .with_base_measure(base)
+            .unwrap();
         model.fit(points.as_ref()).unwrap();
         // Minimise aᵀα + ½αᵀQα + (2λ/(nσ²)) αᵀRα: (Q + (4λ/(nσ²))R) α = −a.
         let ridge = 4.0 * lambda / (n * sigma * sigma);
@@ -125,10 +130,15 @@ fn alpha_minimises_the_regularised_objective() {
 #[test]
 fn gradient_and_laplacian_match_finite_differences() {
     let points = uniform_points(40, 3, 5);
-    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+    for base in [
+        BaseMeasure::Flat,
+        BaseMeasure::StandardNormal,
+        BaseMeasure::StudentT { dof: 3.0 },
+    ] {
         let mut model = LiteEstimator::new(2.0, 0.1)
             .unwrap()
-            .with_base_measure(base);
+            .with_base_measure(base)
+            .unwrap();
         model.fit(points.as_ref()).unwrap();
         check_derivatives(
             &mut model,
@@ -138,7 +148,8 @@ fn gradient_and_laplacian_match_finite_differences() {
     // unfitted: the base measure alone
     let mut unfitted = LiteEstimator::new(2.0, 0.1)
         .unwrap()
-        .with_base_measure(BaseMeasure::StandardNormal);
+        .with_base_measure(BaseMeasure::StandardNormal)
+        .unwrap();
     check_derivatives(
         &mut unfitted,
         &[[0.1, -0.4, 0.7], [1.5, 0.2, -1.0], [-0.3, 0.0, 0.05]],
@@ -203,7 +214,10 @@ fn standard_normal_base_measure_holds_the_score_beyond_the_points() {
     let points = gaussian_points(200, &vec![0.0; d], &identity, 77);
     let sigma = 4.0 * 2.0 * d as f64;
     let mut flat = LiteEstimator::new(sigma, 100.0).unwrap();
-    let mut normal = flat.clone().with_base_measure(BaseMeasure::StandardNormal);
+    let mut normal = flat
+        .clone()
+        .with_base_measure(BaseMeasure::StandardNormal)
+        .unwrap();
     flat.fit(points.as_ref()).unwrap();
     normal.fit(points.as_ref()).unwrap();
     let bulk = standard_normal_score_error(&mut normal, d, 200, 1.0);
@@ -319,5 +333,33 @@ fn check_fast_evaluation(n: usize, d: usize) {
         }
         let f = model.log_density_unnormalised(&x);
         assert!((f - direct_f).abs() <= 1e-13 * scale, "{f} vs {direct_f}");
+    }
+}
+
+/// The Student-t base measure's closed-form gradient and Laplacian (used by
+/// the objective checks above) against finite differences of its log
+/// density, and an invalid ν refused.
+#[test]
+fn student_base_measure_derivatives_match_finite_differences() {
+    let dof = 3.0;
+    for x in [[0.1, -0.4, 0.7], [1.5, 0.2, -1.0], [4.0, -3.0, 2.5]] {
+        let (grad, laplacian) =
+            common::finite_differences(&x, |y| common::student_log_density(dof, y));
+        let base = BaseMeasure::StudentT { dof };
+        let exact = common::base_gradient(base, &x);
+        assert!(
+            relative_error(&exact, &grad) < 1e-6,
+            "{exact:?} vs {grad:?}"
+        );
+        let exact = common::base_laplacian(base, &x);
+        assert!((exact - laplacian).abs() < 1e-4, "{exact} vs {laplacian}");
+    }
+    for dof in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let estimator = LiteEstimator::new(2.0, 0.1).unwrap();
+        assert!(
+            estimator
+                .with_base_measure(BaseMeasure::StudentT { dof })
+                .is_err()
+        );
     }
 }

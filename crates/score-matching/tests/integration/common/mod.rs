@@ -197,14 +197,48 @@ pub fn score_error(model: &mut impl GradientModel, n_test: usize) -> f64 {
 /// `f + log q₀` on `points`: `mean_x (Δ log q₀ + ½‖∇ log q₀‖²)`, which is
 /// 0 for the flat one and `mean_x (‖x‖²/2 − d)` for the standard normal.
 pub fn base_measure_constant(base: BaseMeasure, points: &Mat<f64>) -> f64 {
+    (0..points.nrows())
+        .map(|k| {
+            let x = row(points, k);
+            let g = base_gradient(base, &x);
+            base_laplacian(base, &x) + 0.5 * g.iter().map(|v| v * v).sum::<f64>()
+        })
+        .sum::<f64>()
+        / points.nrows() as f64
+}
+
+/// `log q₀(x)` of the Student-t base measure with `dof` degrees of freedom,
+/// written out: `−(m/2) ln(1 + ‖x‖²/m)` with `m = dof + d`.
+pub fn student_log_density(dof: f64, x: &[f64]) -> f64 {
+    let m = dof + x.len() as f64;
+    -0.5 * m * (1.0 + x.iter().map(|v| v * v).sum::<f64>() / m).ln()
+}
+
+/// `∇ log q₀(x)` in closed form: 0, `−x`, and for the Student t
+/// `−m x/(m + ‖x‖²)`.
+pub fn base_gradient(base: BaseMeasure, x: &[f64]) -> Vec<f64> {
+    match base {
+        BaseMeasure::Flat => vec![0.0; x.len()],
+        BaseMeasure::StandardNormal => x.iter().map(|v| -v).collect(),
+        BaseMeasure::StudentT { dof } => {
+            let m = dof + x.len() as f64;
+            let r2: f64 = x.iter().map(|v| v * v).sum();
+            x.iter().map(|v| -m * v / (m + r2)).collect()
+        }
+    }
+}
+
+/// `Δ log q₀(x)` in closed form: 0, `−d`, and for the Student t
+/// `−d m/(m + r²) + 2 m r²/(m + r²)²`.
+pub fn base_laplacian(base: BaseMeasure, x: &[f64]) -> f64 {
+    let d = x.len() as f64;
     match base {
         BaseMeasure::Flat => 0.0,
-        BaseMeasure::StandardNormal => {
-            let d = points.ncols() as f64;
-            (0..points.nrows())
-                .map(|k| 0.5 * row(points, k).iter().map(|v| v * v).sum::<f64>() - d)
-                .sum::<f64>()
-                / points.nrows() as f64
+        BaseMeasure::StandardNormal => -d,
+        BaseMeasure::StudentT { dof } => {
+            let m = dof + d;
+            let r2: f64 = x.iter().map(|v| v * v).sum();
+            -d * m / (m + r2) + 2.0 * m * r2 / ((m + r2) * (m + r2))
         }
     }
 }
