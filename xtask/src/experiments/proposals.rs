@@ -110,6 +110,38 @@ fn polar_ridge(r0: f64, amplitude: f64, petals: f64, theta: f64) -> ((f64, f64),
     )
 }
 
+/// A 2-d flower or ring panel: the target F(r₀, A, ω, σ) given as
+/// `(r₀, A, ω, σ)`, points on its ridge at `angles`, the origin off it, and
+/// the square window of half-width `half_width`.
+fn polar_panel(
+    (radius, amplitude, petals, sigma): (f64, f64, u32, f64),
+    angles: &[f64],
+    label: &'static str,
+    half_width: f64,
+    settings: ProposalSettings,
+    stream: u64,
+) -> Panel {
+    Panel {
+        target: TargetSpec::Flower {
+            dim: 2,
+            radius,
+            amplitude,
+            petals,
+            sigma,
+            whole_norm: false,
+        },
+        label,
+        window: ((-half_width, half_width), (-half_width, half_width)),
+        ridge: angles
+            .iter()
+            .map(|&t| polar_ridge(radius, amplitude, petals as f64, t))
+            .collect(),
+        off: vec![(0.0, 0.0)],
+        settings,
+        stream,
+    }
+}
+
 fn panels() -> Vec<Panel> {
     let (b, v) = (0.03, 100.0);
     let banana_ridge = [-20.0, -12.0, -5.0, 5.0, 12.0, 20.0]
@@ -128,93 +160,49 @@ fn panels() -> Vec<Panel> {
             settings: ProposalSettings::Learned,
             stream: 0,
         },
-        Panel {
-            target: TargetSpec::Flower {
-                dim: 2,
-                radius: 10.0,
-                amplitude: 6.0,
-                petals: 6,
-                sigma: 1.0,
-                whole_norm: false,
-            },
-            label: "2-d F(10, 6, 6, 1) (KAMH Fig. 6)",
-            window: ((-18.0, 18.0), (-18.0, 18.0)),
-            ridge: flower_angles
-                .iter()
-                .map(|&t| polar_ridge(10.0, 6.0, 6.0, t))
-                .collect(),
-            off: vec![(0.0, 0.0)],
-            settings: ProposalSettings::Learned,
-            stream: 1,
-        },
-        Panel {
-            target: TargetSpec::Flower {
-                dim: 2,
-                radius: 10.0,
-                amplitude: 0.0,
-                petals: 6,
-                sigma: 1.0,
-                whole_norm: false,
-            },
-            label: "2-d ring F(10, 0, ·, 1) (KAMH Fig. 6)",
-            window: ((-14.0, 14.0), (-14.0, 14.0)),
-            ridge: ring_angles
-                .iter()
-                .map(|&t| polar_ridge(10.0, 0.0, 6.0, t))
-                .collect(),
-            off: vec![(0.0, 0.0)],
-            settings: ProposalSettings::Learned,
-            stream: 2,
-        },
-        Panel {
-            target: TargetSpec::Flower {
-                dim: 2,
-                radius: 10.0,
-                amplitude: 6.0,
-                petals: 6,
-                sigma: 1.0,
-                whole_norm: false,
-            },
-            label: "2-d F(10, 6, 6, 1), the figure code's settings (ℓ = 2, ν² = 0.2, γ = 0.1)",
-            window: ((-18.0, 18.0), (-18.0, 18.0)),
-            ridge: flower_angles
-                .iter()
-                .map(|&t| polar_ridge(10.0, 6.0, 6.0, t))
-                .collect(),
-            off: vec![(0.0, 0.0)],
-            settings: ProposalSettings::Figure {
+        polar_panel(
+            (10.0, 6.0, 6, 1.0),
+            &flower_angles,
+            "2-d F(10, 6, 6, 1) (KAMH Fig. 6)",
+            18.0,
+            ProposalSettings::Learned,
+            1,
+        ),
+        polar_panel(
+            (10.0, 0.0, 6, 1.0),
+            &ring_angles,
+            "2-d ring F(10, 0, ·, 1) (KAMH Fig. 6)",
+            14.0,
+            ProposalSettings::Learned,
+            2,
+        ),
+        polar_panel(
+            (10.0, 6.0, 6, 1.0),
+            &flower_angles,
+            "2-d F(10, 6, 6, 1), the figure code's settings (ℓ = 2, ν² = 0.2, γ = 0.1)",
+            18.0,
+            ProposalSettings::Figure {
                 length_scale: 2.0,
                 nu2: 0.2,
                 gamma: 0.1,
                 subsample: SUBSAMPLE,
             },
-            stream: 10,
-        },
-        Panel {
-            target: TargetSpec::Flower {
-                dim: 2,
-                radius: 3.5,
-                amplitude: 0.0,
-                petals: 0,
-                sigma: 0.05f64.sqrt(),
-                whole_norm: false,
-            },
-            label: "2-d ring F(3.5, 0, ·, √0.05), the figure code's settings (ℓ = 0.5, n = 200, \
-                    ν² = 0.01, γ = 0.1)",
-            window: ((-5.0, 5.0), (-5.0, 5.0)),
-            ridge: ring_angles
-                .iter()
-                .map(|&t| polar_ridge(3.5, 0.0, 0.0, t))
-                .collect(),
-            off: vec![(0.0, 0.0)],
-            settings: ProposalSettings::Figure {
+            10,
+        ),
+        polar_panel(
+            (3.5, 0.0, 0, 0.05f64.sqrt()),
+            &ring_angles,
+            "2-d ring F(3.5, 0, ·, √0.05), the figure code's settings (ℓ = 0.5, n = 200, \
+             ν² = 0.01, γ = 0.1)",
+            5.0,
+            ProposalSettings::Figure {
                 length_scale: 0.5,
                 nu2: 0.01,
                 gamma: 0.1,
                 subsample: 200,
             },
-            stream: 11,
-        },
+            11,
+        ),
     ]
 }
 
