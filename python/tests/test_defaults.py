@@ -103,6 +103,22 @@ def test_kmc_acceptance_on_standard_normals(name, d):
     assert (0.5 if d <= 10 else 0.45) <= acceptance <= 0.95, acceptance
 
 
+@pytest.mark.parametrize("cls", [km.KMCLite, km.KMCFinite])
+def test_kmc_base_measures(cls):
+    # the defaults: flat for lite, the Student t for finite (measured in the
+    # classes' docs); every base runs whitened, and bad values are refused
+    assert km.KMCLite().base == "flat" and km.KMCFinite().base == "student"
+    with pytest.raises(ValueError, match="flat"):
+        cls(base="t")
+    with pytest.raises(ValueError, match="whiten"):
+        cls(base="gaussian", whiten=False, **({"kernel": km.Gaussian(1.0)} if cls is km.KMCFinite else {}))
+    for base in ["flat", "gaussian", "student"]:
+        idata = _sample(lambda x: -0.5 * float(x @ x), np.zeros(3), cls(base=base), tune=600, draws=300, chains=1)
+        x = _draws(idata, 3).reshape(-1, 3)
+        # a short chain, only to show the base is used and the chain moves
+        assert idata.sample_stats["accepted"].values.mean() > 0.2 and np.all(np.isfinite(x))
+
+
 def test_paper_settings_stay_in_the_targets_units():
     # the papers' settings are still there, unwhitened
     assert km.KAMH.paper().to_dict()["whiten"] is False
