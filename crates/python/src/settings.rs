@@ -944,10 +944,14 @@ impl SurrogateBase {
             (Self::Student, true) => Ok(BaseMeasure::StudentT {
                 dof: FiniteSurrogateConfig::SCALE_FREE_BASE_DOF_PER_DIM * dim as f64,
             }),
-            (_, false) => Err(format!(
-                "`base={:?}` needs `whiten=True`: that base measure lives in the whitened \
+            (Self::Gaussian, false) | (Self::Student, false) => Err(format!(
+                "`base=\"{}\"` needs `whiten=True`: that base measure lives in the whitened \
                  coordinates (use `base=\"flat\"` in the target's own units)",
-                format!("{self:?}").to_lowercase()
+                if self == Self::Gaussian {
+                    "gaussian"
+                } else {
+                    "student"
+                }
             )),
         }
     }

@@ -14,7 +14,7 @@ use std::f64::consts::{PI, TAU};
 /// `φ = atan2(x₂, x₁)` and `c(φ) = r₀ + A cos(ωφ)` (the square is missing in
 /// the KAMH paper; the KAMH code has it). The ring is the flower with `A = 0`
 /// ([`Flower::ring`]). KAMH uses `F(10, 6, 6, 1)` in `d = 8`.
-/// [`Flower::whole_norm`] builds the KAMH code's variant, whose log density
+/// [`Flower::with_whole_norm`] builds the KAMH code's variant, whose log density
 /// takes `ρ = ‖x‖` instead.
 ///
 /// **Normalisation.** In polar coordinates, with `a(φ) = c(φ)/σ`,
@@ -129,9 +129,10 @@ impl Flower {
         Self::new(dim, radius, 0.0, 0, sigma)
     }
 
-    /// The KAMH code's flower: `π(x) ∝ exp(−(‖x‖ − c(φ))²/(2σ²)) ·
-    /// N(x₃:d; 0, I)`, with the norm of the whole vector where
-    /// [`Flower::new`] has `‖x₁:₂‖` (the same density in `d = 2`).
+    /// The same flower as the KAMH code writes it:
+    /// `π(x) ∝ exp(−(‖x‖ − c(φ))²/(2σ²)) · N(x₃:d; 0, I)`, with the norm of
+    /// the whole vector where [`Flower::new`] has `‖x₁:₂‖` (the same density
+    /// in `d = 2`; applying it twice changes nothing).
     ///
     /// In the coordinates `(φ, ρ = ‖x‖, x₃:d)` it is the plane flower's
     /// `(φ, ρ)` times `N(x₃:d; 0, I)`, restricted to `ρ ≥ ‖x₃:d‖`. Its
@@ -143,15 +144,15 @@ impl Flower {
     /// check, which uses the plane flower's χ² thresholds, is off by up to
     /// 0.0022 per level (0.0014 on average over the levels 0.1, …, 0.9) even
     /// for exact draws of this density.
-    pub fn whole_norm(
-        dim: usize,
-        radius: f64,
-        amplitude: f64,
-        petals: u32,
-        sigma: f64,
-    ) -> Result<Self, TargetError> {
-        let mut flower = Self::new(dim, radius, amplitude, petals, sigma)?;
-        flower.whole_norm = true;
+    pub fn with_whole_norm(self) -> Self {
+        if self.whole_norm {
+            return self;
+        }
+        let mut flower = Self {
+            whole_norm: true,
+            ..self
+        };
+        let sigma = flower.sigma;
         if let Some(extra) = flower.extra_chi_squared() {
             let cut = |a: f64| {
                 let lo = (a - 10.0).max(0.0);
@@ -163,7 +164,7 @@ impl Flower {
             flower.truncated_mass = flower.angle_average(cut) / flower.angle_average(radial_mass);
             flower.log_normaliser += (1.0 - flower.truncated_mass).ln();
         }
-        Ok(flower)
+        flower
     }
 
     /// The radial centre `c(φ) = r₀ + A cos(ωφ)` and its derivative in φ.
@@ -224,7 +225,9 @@ impl Flower {
     /// removes. Given φ, with `S = ‖x₃:d‖²`, that part is
     /// `σ²(a + u)² < S ≤ t − u²`, non-empty for `u` between the roots of
     /// `(1 + σ²)u² + 2σ²a·u + σ²a² − t`.
-    fn region_cut(&self, extra: &ChiSquared, t: f64) -> f64 {
+    /// `radial_mass` is the angular average of `Z(a(φ))`, the normaliser of
+    /// the plane flower's mass in these units.
+    fn region_cut(&self, extra: &ChiSquared, t: f64, radial_mass: f64) -> f64 {
         let s2 = self.sigma * self.sigma;
         let cut = |a: f64| {
             let disc = (1.0 + s2) * t - s2 * a * a;
@@ -241,7 +244,7 @@ impl Flower {
                 (a + u) * normal_pdf(u) * kept.max(0.0)
             })
         };
-        self.angle_average(cut) / self.angle_average(radial_mass)
+        self.angle_average(cut) / radial_mass
     }
 
     /// The plane flower's polar draw `(ρ, φ)` (see [`Target::sample_iid`]).
@@ -329,7 +332,7 @@ impl Target for Flower {
     /// Rayleigh (weight `σ√(2/π)`). A draw is accepted with probability
     /// `ρ⁺/(c⁺ + |ρ − c|) ≤ 1`: exact, with no truncated tail. For the
     /// whole-norm flower, `(φ, ρ)` and `x₃:d` are drawn so until
-    /// `‖x₃:d‖ ≤ ρ` (the cut, see [`Flower::whole_norm`]), and the first two
+    /// `‖x₃:d‖ ≤ ρ` (the cut, see [`Flower::with_whole_norm`]), and the first two
     /// coordinates get the radius `√(ρ² − ‖x₃:d‖²)`.
     fn sample_iid(&self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<(), TargetError> {
         check_dim(self.dim, out.len())?;
@@ -377,8 +380,9 @@ impl QuantileRegions for Flower {
             Some(extra) => {
                 let kept = q * (1.0 - tau);
                 let plane = ChiSquared::new((self.dim - 1) as f64).expect("d − 1 ≥ 1");
+                let mass = self.angle_average(radial_mass);
                 let excess = |t: f64| {
-                    self.region_mass_factor * plane.cdf(t) - self.region_cut(&extra, t) - kept
+                    self.region_mass_factor * plane.cdf(t) - self.region_cut(&extra, t, mass) - kept
                 };
                 let lo = chi_squared_quantile(self.dim - 1, kept / self.region_mass_factor)?;
                 let hi = match chi_squared_quantile(
@@ -681,7 +685,7 @@ mod tests {
     /// its exact mean (zero) against the draws' means.
     #[test]
     fn whole_norm_density_is_normalised_and_sampled_exactly() {
-        let flower = Flower::whole_norm(3, 2.0, 0.5, 2, 0.5).unwrap();
+        let flower = Flower::new(3, 2.0, 0.5, 2, 0.5).unwrap().with_whole_norm();
         assert!(
             flower.truncated_mass > 0.01,
             "τ = {}",
@@ -722,7 +726,7 @@ mod tests {
     fn whole_norm_cut_matches_plane_draws() {
         let (d, n) = (8, 200_000);
         let plane = Flower::new(d, 10.0, 6.0, 6, 1.0).unwrap();
-        let whole = Flower::whole_norm(d, 10.0, 6.0, 6, 1.0).unwrap();
+        let whole = Flower::new(d, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
         let tau = whole.truncated_mass;
         assert!(tau > 2e-3 && tau < 4e-3, "τ = {tau}");
         let cut = draw_iid(&plane, n, 19)
@@ -744,7 +748,7 @@ mod tests {
     #[test]
     fn whole_norm_quantile_regions_have_their_mass() {
         let (d, n) = (4, 200_000);
-        let whole = Flower::whole_norm(d, 2.0, 0.5, 2, 0.5).unwrap();
+        let whole = Flower::new(d, 2.0, 0.5, 2, 0.5).unwrap().with_whole_norm();
         let plane = Flower::new(d, 2.0, 0.5, 2, 0.5).unwrap();
         let statistic: Vec<f64> = draw_iid(&whole, n, 23)
             .chunks(d)
@@ -774,13 +778,13 @@ mod tests {
     #[test]
     fn whole_norm_matches_plane_in_two_dimensions_and_has_its_gradient() {
         let plane = Flower::new(2, 10.0, 6.0, 6, 1.0).unwrap();
-        let whole = Flower::whole_norm(2, 10.0, 6.0, 6, 1.0).unwrap();
+        let whole = Flower::new(2, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
         let mut r = rng(0);
         assert_eq!(
             plane.log_density(&[4.0, 7.0], &mut r),
             whole.log_density(&[4.0, 7.0], &mut r)
         );
-        let whole = Flower::whole_norm(4, 10.0, 6.0, 6, 1.0).unwrap();
+        let whole = Flower::new(4, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
         let mut x = [0.0; 4];
         for _ in 0..20 {
             whole.sample_iid(&mut r, &mut x).unwrap();

@@ -463,24 +463,17 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
             .collect();
         let z = subsample(panel, seed)?;
         let samples: Vec<(f64, f64)> = (0..z.nrows()).map(|i| (z[(i, 0)], z[(i, 1)])).collect();
-        // The first two coordinates' marginal is the 2-d version of the target.
+        // The banana's first two coordinates' marginal is its 2-d version;
+        // the flower panels are 2-d already.
         let plane = match panel.target {
             TargetSpec::Banana { b, v, .. } => TargetSpec::Banana { dim: 2, b, v },
-            TargetSpec::Flower {
-                radius,
-                amplitude,
-                petals,
-                sigma,
-                ..
-            } => TargetSpec::Flower {
+            flower @ TargetSpec::Flower {
                 dim: 2,
-                radius,
-                amplitude,
-                petals,
-                sigma,
                 whole_norm: false,
-            },
-            TargetSpec::GlassPosterior { .. }
+                ..
+            } => flower,
+            TargetSpec::Flower { .. }
+            | TargetSpec::GlassPosterior { .. }
             | TargetSpec::AbcSkewNormal
             | TargetSpec::CkamBimodal
             | TargetSpec::CkamFiveComponents

@@ -37,7 +37,7 @@ pub enum TargetSpec {
         /// Width σ.
         sigma: f64,
         /// Whether ρ is the norm of the whole vector, as in the KAMH code's
-        /// log density ([`Flower::whole_norm`]), rather than of the first
+        /// log density ([`Flower::with_whole_norm`]), rather than of the first
         /// two coordinates (the paper's).
         whole_norm: bool,
     },
@@ -144,7 +144,7 @@ impl TargetSpec {
                 sigma,
                 whole_norm,
             } => BuiltTarget::Flower(if whole_norm {
-                Flower::whole_norm(dim, radius, amplitude, petals, sigma)?
+                Flower::new(dim, radius, amplitude, petals, sigma)?.with_whole_norm()
             } else {
                 Flower::new(dim, radius, amplitude, petals, sigma)?
             }),
