@@ -18,6 +18,8 @@
 #                             pins matplotlib < 3.9 and brings GPy): the
 #                             Ricker comparison with ELFI and its test.
 set -euo pipefail
+# the installer, pinned like the requirements
+uv_version=0.13.9
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 is_python_312() {
@@ -76,14 +78,17 @@ stamp="$venv/.requirements.sha256"
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv" >&2
 fi
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+# the stamp covers the installer's version too
+want="$({ cat "$requirements"; echo "uv==$uv_version"; } | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    # --no-compile: Python compiles only the modules it imports, on first
-    # import; byte-compiling every installed file took 12 of a fresh venv's
-    # 19 CPU-seconds (three venvs are made at once on two cores; the first
-    # test imports then pay part of it back: 3 s net on the test command)
-    "$venv/bin/python" -m pip install --quiet --no-compile -r "$requirements" >&2
+    # uv installs the requirements: from its cache it links the files in
+    # (0.7 s for the 3.11 venv, against 13 s for pip). pip installs uv itself
+    # into the venv, which keeps pip for users' own installs.
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$uv_version" >&2
+    # No byte-compilation: Python compiles only the modules it imports, on
+    # first import (byte-compiling every installed file costs ~12 CPU-seconds
+    # per venv, and three venvs are made at once on two cores).
+    "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" -r "$requirements" >&2
     echo "$want" > "$stamp"
 fi
 echo "$venv/bin/python"
