@@ -20,8 +20,8 @@ when at least 2 of its 3 runs do (generally: more than half). Reported per
 bulk ESS over the unconstrained coordinates per 1000 log-density
 evaluations (tuning included in the evaluations; for the ensembles the
 walkers are taken as chains, which overstates their ESS somewhat since
-walkers interact) and wall time (``cores=1``: the Python log density runs
-under the GIL anyway).
+walkers interact) and wall time (``--cores``, default 1: on more, the
+chains run in worker processes).
 
     .venv/bin/python python/benchmarks/real_posteriors.py --samplers AM --size full
 
@@ -309,7 +309,7 @@ def markdown(summary: dict, config: dict, posteriors: list[str]) -> str:
         lines.append(f"| {s} | " + " | ".join(row) + f" | {n_pass}/{n_run} |")
     for title, key, spec in (
         ("Acceptance rate", "acceptance", ".3f"),
-        ("Wall time per run (s, cores=1)", "seconds", ".1f"),
+        ("Wall time per run (s; rows run on different days, at different loads, some with --cores 2)", "seconds", ".1f"),
         ("Worst |mean error| (reference sds)", "worst_mean_error", ".3f"),
         ("Worst |sd ratio − 1|", "worst_sd_error", ".3f"),
     ):

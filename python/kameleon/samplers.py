@@ -432,9 +432,14 @@ class CKAM(Sampler):
     ``exploration_fraction`` (β) exploring with KAMH, the rest sampling with a
     random walk whose covariance is frozen at the switch.
 
-    ``draws`` and ``tune`` count steps; only the sampling-phase steps are
-    kept, so a chain has about (1 − β)·draws/thin draws (choose ``draws`` and
-    ``tune`` as multiples of ``cycle_length`` for whole cycles). The
+    ``draws`` and ``tune`` count steps. ``keep="all"`` (the default) keeps
+    every step's state: in the exact variant each is a draw of π, so the
+    exploration steps count too, and a chain has draws/thin draws (on the
+    posteriordb benchmark the minimum bulk ESS per evaluation rose by
+    10–50 % over keeping the sampling phase alone). ``keep="sampling"``
+    keeps only the sampling-phase states, as the paper does: about
+    (1 − β)·draws/thin draws (choose ``draws`` and ``tune`` as multiples of
+    ``cycle_length`` for whole cycles). The
     exploration scale ν starts at ``scale`` (None: 2 · 2.38/√d) and is learned
     toward acceptance 0.234 with steps t^−0.75. The defaults are the exact
     variant (``switch="delayed_rejection"``, ``adaptation="between_cycles"``);
@@ -444,7 +449,7 @@ class CKAM(Sampler):
     exact sampling phase keeps the chain near the switch's KAMH draw and its
     cosine schedule shrinks the steps to zero, while the exploration steps
     move the chain across the posterior: so the defaults use short cycles
-    (20 steps) that mostly explore (β = 0.8: 3 kept steps per cycle), which
+    (20 steps) that mostly explore (β = 0.8: 3 sampling steps per cycle), which
     on the posteriordb benchmark mixed 10–15 times faster per evaluation
     than 1000-step cycles with β = 0.4.
 
@@ -461,15 +466,22 @@ class CKAM(Sampler):
     exploration_fraction: float = _default("CKAM", "exploration_fraction")
     switch: Literal["delayed_rejection", "as_written"] = _default("CKAM", "switch")
     adaptation: Literal["between_cycles", "within_cycle"] = _default("CKAM", "adaptation")
+    keep: Literal["all", "sampling"] = _default("CKAM", "keep")
     whiten: bool = _default("CKAM", "whiten")
     kind = "CKAM"
 
     @classmethod
     def paper(cls) -> "CKAM":
         """The paper's bimodal-experiment kernel (Matérn ν = 4, ℓ = 2) and
-        γ = 4, exact variant, no whitening."""
+        γ = 4, cycles of 1000 steps with β = 0.4, the sampling-phase states
+        kept, exact variant, no whitening."""
         return cls(
-            kernel=Matern(nu=4.0, bandwidth=2.0), gamma=4.0, cycle_length=1000, exploration_fraction=0.4, whiten=False
+            kernel=Matern(nu=4.0, bandwidth=2.0),
+            gamma=4.0,
+            cycle_length=1000,
+            exploration_fraction=0.4,
+            keep="sampling",
+            whiten=False,
         )
 
     def __post_init__(self) -> None:
@@ -486,6 +498,8 @@ class CKAM(Sampler):
             raise ValueError(f'`switch` must be "delayed_rejection" or "as_written", got {self.switch!r}')
         if self.adaptation not in ("between_cycles", "within_cycle"):
             raise ValueError(f'`adaptation` must be "between_cycles" or "within_cycle", got {self.adaptation!r}')
+        if self.keep not in ("all", "sampling"):
+            raise ValueError(f'`keep` must be "all" or "sampling", got {self.keep!r}')
 
 
 @dataclass(frozen=True)

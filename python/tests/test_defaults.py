@@ -124,7 +124,8 @@ def test_paper_settings_stay_in_the_targets_units():
     assert km.KAMH.paper().to_dict()["whiten"] is False
     assert km.KAMH.paper().subsample_size == 1000
     assert km.KMCLite.paper().to_dict()["adapt_step_size"] is False
-    assert km.CKAM.paper().gamma == 4.0
+    assert km.CKAM.paper().gamma == 4.0 and km.CKAM.paper().keep == "sampling"
+    assert km.CKAM().keep == "all"
     assert km.PCAKameleon.paper().refresh_kappa is None
     assert km.AM.paper().to_dict()["whiten"] is False
     assert km.AM.paper("learned").scale == "learned"

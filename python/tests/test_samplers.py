@@ -58,16 +58,41 @@ def test_sampler_recovers_a_correlated_gaussian(name, gaussian_2d):
     check_moments(draws, mean, cov)
 
 
-def test_ckam_keeps_the_sampling_steps_and_recovers_a_correlated_gaussian(gaussian_2d):
+def _ckam_gaussian_draws(gaussian_2d, keep):
     mean, cov, _, _ = gaussian_2d
-    sampler = km.CKAM(cycle_length=200, exploration_fraction=0.4, kernel=km.Matern(nu=4.0, bandwidth=2.0), gamma=1.0)
+    sampler = km.CKAM(
+        cycle_length=200, exploration_fraction=0.4, kernel=km.Matern(nu=4.0, bandwidth=2.0), gamma=1.0, keep=keep
+    )
     idata = km.sample(
         targets.Gaussian(mean, cov), mean + 0.5, sampler=sampler, draws=4000, tune=1000, chains=4, seed=5, progress=False
     )
-    draws = idata.posterior["x"].values
+    return idata.posterior["x"].values
+
+
+def test_ckam_keeps_the_sampling_steps_and_recovers_a_correlated_gaussian(gaussian_2d):
+    mean, cov, _, _ = gaussian_2d
+    draws = _ckam_gaussian_draws(gaussian_2d, "sampling")
     # each cycle of 200 steps explores for ⌊0.4·200⌋ + 1 = 81 and keeps the other 119
     assert draws.shape == (4, 20 * 119, 2)
     check_moments(draws, mean, cov)
+
+
+def test_ckam_keeping_every_step_adds_the_exploration_states_to_the_same_chains(gaussian_2d):
+    mean, cov, _, _ = gaussian_2d
+    every = _ckam_gaussian_draws(gaussian_2d, "all")
+    assert every.shape == (4, 4000, 2)
+    check_moments(every, mean, cov)
+    # the same dynamics: the rows of the sampling steps are keep="sampling"'s
+    # draws, bit for bit. The whitening pilot shifts where the cycles start
+    # among the kept steps, so the offset is found: exactly one fits.
+    sampling = _ckam_gaussian_draws(gaussian_2d, "sampling")
+    steps = np.arange(4000)
+    fits = [
+        offset
+        for offset in range(200)
+        if np.array_equal(every[:, (steps + offset) % 200 >= 81], sampling)
+    ]
+    assert len(fits) == 1
 
 
 def test_python_callable_with_hmc_gradient(gaussian_2d):
@@ -97,6 +122,7 @@ def test_hmc_on_a_callable_needs_a_gradient(gaussian_2d):
         (lambda: km.CKAM(kernel=km.Gaussian(), whiten=False), "bandwidth"),
         (lambda: km.CKAM(exploration_fraction=1.0), "exploration_fraction"),
         (lambda: km.CKAM(switch="never"), "switch"),
+        (lambda: km.CKAM(keep="some"), "keep"),
     ],
 )
 def test_invalid_parameters_name_the_parameter(make, match):

@@ -9,8 +9,8 @@ use kameleon_kernels::{
 };
 use kameleon_samplers::{
     AdaptProbability, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth, Ckam, CkamConfig,
-    CycleAdaptation, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma, Hmc,
-    HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
+    CycleAdaptation, CycleDraws, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma,
+    Hmc, HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
     LiteSurrogateConfig, MomentUpdate, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
     PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro,
     Scale, StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
@@ -327,6 +327,10 @@ pub enum SamplerSettings {
         switch: String,
         /// `"between_cycles"` (exact) or `"within_cycle"` (the paper's Alg. 2).
         adaptation: String,
+        /// The draws: `"all"` (every step's state) or `"sampling"` (the
+        /// sampling phase's, the paper's; the default of older settings).
+        #[serde(default = "sampling_phase")]
+        keep: String,
         /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
@@ -426,6 +430,11 @@ impl KernelFamily for PcaKameleonFamily {
     }
 }
 
+/// cKAM's draws in settings written before they could be chosen.
+fn sampling_phase() -> String {
+    "sampling".into()
+}
+
 struct CkamFamily {
     dim: usize,
     gamma: f64,
@@ -435,6 +444,7 @@ struct CkamFamily {
     exploration_fraction: f64,
     switch: SwitchRule,
     adaptation: CycleAdaptation,
+    draws: CycleDraws,
     whiten: bool,
 }
 
@@ -455,6 +465,7 @@ impl KernelFamily for CkamFamily {
         config.exploration_fraction = self.exploration_fraction;
         config.switch_rule = self.switch;
         config.cycle_adaptation = self.adaptation;
+        config.cycle_draws = self.draws;
         whitened(
             Ckam::new(self.dim, kernel.clone(), config),
             self.dim,
@@ -629,6 +640,11 @@ impl SamplerSettings {
                 adaptation: match ckam.cycle_adaptation {
                     CycleAdaptation::BetweenCycles => "between_cycles",
                     CycleAdaptation::WithinCycle => "within_cycle",
+                }
+                .into(),
+                keep: match ckam.cycle_draws {
+                    CycleDraws::EveryStep => "all",
+                    CycleDraws::SamplingPhase => "sampling",
                 }
                 .into(),
                 whiten: true,
@@ -807,6 +823,7 @@ impl SamplerSettings {
                 exploration_fraction,
                 switch,
                 adaptation,
+                keep,
                 whiten,
             } => {
                 let kernel = kernel.resolved(dim, *whiten);
@@ -833,6 +850,14 @@ impl SamplerSettings {
                         &[
                             ("between_cycles", CycleAdaptation::BetweenCycles),
                             ("within_cycle", CycleAdaptation::WithinCycle),
+                        ],
+                    )?,
+                    draws: choice(
+                        "keep",
+                        keep,
+                        &[
+                            ("all", CycleDraws::EveryStep),
+                            ("sampling", CycleDraws::SamplingPhase),
                         ],
                     )?,
                     whiten: *whiten,

@@ -114,7 +114,9 @@ pub use chain::{
     AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, advance_lockstep, chain_rng,
     run_chain, run_chains,
 };
-pub use ckam::{Ckam, CkamConfig, CycleAdaptation, SwitchRule, run_ckam, run_ckam_with_burn_in};
+pub use ckam::{
+    Ckam, CkamConfig, CycleAdaptation, CycleDraws, SwitchRule, run_ckam, run_ckam_with_burn_in,
+};
 pub use covariance::ProposalCovariance;
 pub use engine::{
     AdaptationSummary, KeptStates, MetropolisHastings, PendingStep, Proposal, StepInfo, StepOutcome,

@@ -190,7 +190,7 @@ pub(crate) fn run_cyclical<K: Kernel>(
 ) -> Result<TimedChain> {
     let total = config.total_steps();
     let cycle = ckam.cycle_length();
-    let kept_per_cycle = (1..=cycle).filter(|&t| ckam.is_sampling_step(t)).count() as u64;
+    let kept_per_cycle = (1..=cycle).filter(|&t| ckam.is_draw_step(t)).count() as u64;
     if !total.is_multiple_of(cycle) || config.iterations != total / cycle * kept_per_cycle {
         bail!(
             "cKAM runs whole cycles of {cycle} steps keeping {kept_per_cycle} each: \

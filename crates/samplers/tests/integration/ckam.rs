@@ -19,9 +19,9 @@ use faer::Mat;
 use kameleon_diagnostics::ess_geyer;
 use kameleon_kernels::{Gaussian, Kernel};
 use kameleon_samplers::{
-    AdaptProbability, AdaptationStop, Bandwidth, Ckam, CkamConfig, CycleAdaptation, FnTarget,
-    Gamma, Kamh, KamhConfig, MetropolisHastings, Proposal, Refresh, RobbinsMonro, RunConfig, Scale,
-    StepSchedule, SubsampleConfig, SwitchRule, chain_rng, run_chain, run_ckam,
+    AdaptProbability, AdaptationStop, Bandwidth, Ckam, CkamConfig, CycleAdaptation, CycleDraws,
+    FnTarget, Gamma, Kamh, KamhConfig, MetropolisHastings, Proposal, Refresh, RobbinsMonro,
+    RunConfig, Scale, StepSchedule, SubsampleConfig, SwitchRule, chain_rng, run_chain, run_ckam,
     run_ckam_with_burn_in,
 };
 use kameleon_targets::{Banana, GaussianMixture, Target};
@@ -464,7 +464,8 @@ fn exact_ckam(dim: usize, ell: f64, subsample: usize, cycle: u64, beta: f64) -> 
     .unwrap()
 }
 
-/// The sampling-phase states of cycles `burn_in_cycles + 1 ..` of a chain of
+/// The draws (sampling-phase states, or every state with
+/// [`CycleDraws::EveryStep`]) of cycles `burn_in_cycles + 1 ..` of a chain of
 /// `proposal` (any wrapper of a cKAM with the cycle schedule of `schedule`)
 /// from the origin, adapting during the burn-in cycles: the loop of
 /// `run_ckam_with_burn_in`, written out so that it runs wrapped proposals.
@@ -483,7 +484,7 @@ fn kept_states<K: Kernel>(
     let mut kept = Vec::new();
     for t in 1..=burn_in + cycles * schedule.cycle_length() {
         sampler.step(target);
-        if t > burn_in && schedule.is_sampling_step(t) {
+        if t > burn_in && schedule.is_draw_step(t) {
             kept.extend_from_slice(sampler.position());
         }
     }
@@ -642,7 +643,7 @@ fn assert_frozen_chains(
 ) {
     let schedule = ckam();
     let per_cycle = (1..=schedule.cycle_length())
-        .filter(|&t| schedule.is_sampling_step(t))
+        .filter(|&t| schedule.is_draw_step(t))
         .count();
     let x0 = vec![0.0; target.dim()];
     for seed in 0..SEEDS {
@@ -719,13 +720,14 @@ fn exact_ckam_with_the_reverse_density_at_the_wrong_point_fails_on_a_correlated_
     gaussian_check(true);
 }
 
-/// The scale-free preset (γ = 2.38/√d, cycles of 20 steps with 3 kept)
-/// with the Gaussian kernel of length-scale √(2d), the median distance of
-/// N(0, I) points, on the 4-d correlated Gaussian (sds 1–2.5, near the unit
-/// scale the preset is for): 50 adapting cycles, then 4 000 kept, checked
-/// as [`gaussian_check`] (whose broken version shows the check's power; at
-/// the preset's small γ the broken version's bias is below this length's
-/// resolution: worst z 2.8 with 4 000 kept cycles, 3.9 with 20 000).
+/// The scale-free preset (γ = 2.38/√d, cycles of 20 steps, every state a
+/// draw) with the Gaussian kernel of length-scale √(2d), the median
+/// distance of N(0, I) points, on the 4-d correlated Gaussian (sds 1–2.5,
+/// near the unit scale the preset is for): 50 adapting cycles, then 4 000
+/// kept, checked as [`gaussian_check`] (whose broken version shows the
+/// check's power; at the preset's small γ the broken version's bias is
+/// below this length's resolution: keeping the sampling states only, worst
+/// z 2.8 with 4 000 kept cycles, 3.9 with 20 000).
 #[test]
 fn scale_free_ckam_is_invariant_on_a_correlated_gaussian() {
     let (target, mean, cov) = common::correlated_gaussian(4);
@@ -746,6 +748,46 @@ fn scale_free_ckam_is_invariant_on_a_correlated_gaussian() {
         (50, 4_000),
         false,
     );
+}
+
+#[test]
+fn every_step_draws_are_the_same_chain_with_the_exploration_states_too() {
+    // Which states are draws does not touch the dynamics: from the same
+    // seed, the EveryStep chain has one row per step, and its rows at the
+    // sampling steps are the SamplingPhase chain, bit for bit.
+    let (target, _, _) = common::correlated_gaussian(4);
+    let ckam = |draws| {
+        Ckam::new(
+            4,
+            Gaussian::new(8f64.sqrt()).unwrap(),
+            CkamConfig::scale_free(4).with_cycle_draws(draws),
+        )
+        .unwrap()
+    };
+    let every = ckam(CycleDraws::EveryStep);
+    let cycles = 30;
+    let all = run_ckam_with_burn_in(&target, every.clone(), &[0.0; 4], 5, cycles, 3).unwrap();
+    let sampling = run_ckam_with_burn_in(
+        &target,
+        ckam(CycleDraws::SamplingPhase),
+        &[0.0; 4],
+        5,
+        cycles,
+        3,
+    )
+    .unwrap();
+    let length = every.cycle_length();
+    assert_eq!(all.len() as u64, cycles * length);
+    let burn_in = 5 * length;
+    let filtered: Vec<f64> = all
+        .samples
+        .chunks(4)
+        .zip(burn_in + 1..)
+        .filter(|&(_, t)| every.is_sampling_step(t))
+        .flat_map(|(row, _)| row.iter().copied())
+        .collect();
+    assert_eq!(sampling.len() as u64, cycles * 3);
+    assert_eq!(filtered, sampling.samples);
 }
 
 /// The states of one frozen cycle (at its first kept step, `first`, and at
