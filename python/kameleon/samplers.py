@@ -343,9 +343,9 @@ class PCAKameleon(Sampler):
     t^−``refresh_kappa`` (``None``: at every tuning step). Each move is rank
     one along a single principal direction plus N(0, γ²I), so γ carries the
     chain in every other direction: ``gamma=None`` (the default) is
-    0.75 · 2.38/√d in the whitened coordinates, near a random walk's optimal
-    scale; the paper's fixed γ = 0.2 mixed 4–14 times slower per evaluation
-    on the posteriordb benchmark (d = 3–26).
+    2.38/√d in the whitened coordinates, a random walk's optimal scale; on
+    the posteriordb benchmark (d = 3–26) 0.75 · 2.38/√d mixed 1.2–1.6 times
+    slower per evaluation and the paper's fixed γ = 0.2 slower still.
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
