@@ -252,8 +252,10 @@ pub enum SamplerSettings {
         /// The median heuristic's bandwidth uses at most this many
         /// subsample points (its cost is quadratic in them).
         median_points: usize,
-        /// The isotropic term γ.
-        gamma: f64,
+        /// The isotropic term γ (None: the scale-free preset's
+        /// [`SubsampleConfig::scale_free`] γ for the dimension; a number in
+        /// older settings).
+        gamma: Option<f64>,
         /// The initial ν.
         scale: f64,
         /// Learn ν toward 0.234 during tuning.
@@ -298,8 +300,10 @@ pub enum SamplerSettings {
         feature_map: String,
         /// The kernel whose spectral density draws the frequencies.
         kernel: KernelSpec,
-        /// The exploration noise γ.
-        gamma: f64,
+        /// The exploration noise γ (None: the scale-free preset's
+        /// [`FKamhConfig::scale_free`] γ for the dimension; a number in
+        /// older settings).
+        gamma: Option<f64>,
         /// The initial η.
         eta: f64,
         /// Learn η toward 0.234 during tuning.
@@ -545,12 +549,12 @@ impl SamplerSettings {
     /// the others' own defaults. `kameleon.samplers` reads them at import,
     /// so the defaults have this one home.
     pub fn defaults() -> Vec<Self> {
-        let kamh = KamhConfig::scale_free();
-        // γ of these two depends on d: None here, the preset's value for
+        // γ of these four depends on d: None here, the preset's value for
         // the target's dimension when built (`from_json`); their other
         // settings do not depend on d
+        let kamh = KamhConfig::scale_free(1);
         let pca = PcaKameleonConfig::scale_free(1);
-        let fkamh = FKamhConfig::scale_free();
+        let fkamh = FKamhConfig::scale_free(1);
         let ckam = CkamConfig::scale_free(1);
         let kmc = KmcConfig::scale_free();
         let lite = LiteSurrogateConfig::scale_free();
@@ -596,7 +600,7 @@ impl SamplerSettings {
                 subsample_size: kamh.subsample.subsample_size,
                 kernel: median.clone(),
                 median_points: median_points(&kamh.subsample),
-                gamma: kamh.subsample.gamma.value(0),
+                gamma: None,
                 scale: kamh.scale.value(),
                 learned: learned(&kamh.scale),
                 whiten: true,
@@ -617,7 +621,7 @@ impl SamplerSettings {
                 embedding: "cos".into(),
                 feature_map: "rff".into(),
                 kernel: median.clone(),
-                gamma: fkamh.gamma,
+                gamma: None,
                 eta: fkamh.eta.value(),
                 learned: learned(&fkamh.eta),
                 whiten: true,
@@ -737,9 +741,11 @@ impl SamplerSettings {
                 learned,
                 whiten,
             } => {
+                let gamma =
+                    gamma.unwrap_or_else(|| SubsampleConfig::scale_free(dim).gamma.value(0));
                 let family = KamhFamily {
                     dim,
-                    config: subsample(*subsample_size, *gamma, *median_points),
+                    config: subsample(*subsample_size, gamma, *median_points),
                     scale: scale(*nu, *learned)?,
                     whiten: *whiten,
                 };
@@ -788,7 +794,8 @@ impl SamplerSettings {
                     &[("cos", Embedding::CosPhase), ("sincos", Embedding::SinCos)],
                 )?;
                 let eta = scale(*eta, *learned)?;
-                let (features, gamma, whiten) = (*features, *gamma, *whiten);
+                let gamma = gamma.unwrap_or_else(|| FKamhConfig::scale_free(dim).gamma);
+                let (features, whiten) = (*features, *whiten);
                 match choice(
                     "feature_map",
                     feature_map,

@@ -7,7 +7,7 @@ use crate::adaptation::AdaptProbability;
 use crate::adaptation::Scale;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
-use crate::kamh::{Gamma, LengthScale, Refresh, SubsampleAdaptation, SubsampleConfig};
+use crate::kamh::{LengthScale, Refresh, SubsampleAdaptation, SubsampleConfig};
 use crate::kamh_covariance::KamhCovariance;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par, Side};
@@ -49,8 +49,8 @@ impl Default for PcaKameleonConfig {
 impl PcaKameleonConfig {
     /// The settings for a target of unit scale in dimension `dim`, i.e. run
     /// in [`crate::Whitened`] coordinates (the Python package's defaults):
-    /// [`SubsampleConfig::scale_free`] but with γ = 2.38/√d (a random walk's
-    /// optimal scale) and the subsample redrawn at adapting step t with
+    /// [`SubsampleConfig::scale_free`] (γ = 2.38/√d, a random walk's
+    /// optimal scale) but with the subsample redrawn at adapting step t with
     /// probability t^−½ (each redraw costs an O(n³) eigendecomposition),
     /// m = 5 directions, each ν_j learned from 2.38.
     ///
@@ -69,8 +69,7 @@ impl PcaKameleonConfig {
     ///
     /// A `dim` of 0 is treated as 1.
     pub fn scale_free(dim: usize) -> Self {
-        let mut subsample = SubsampleConfig::scale_free();
-        subsample.gamma = Gamma::Fixed(Scale::optimal_for(dim));
+        let mut subsample = SubsampleConfig::scale_free(dim);
         subsample.refresh = Refresh::Probability(AdaptProbability::Power { kappa: 0.5 });
         Self {
             subsample,

@@ -27,10 +27,15 @@ use kameleon_score_matching::LiteEstimator;
 use kameleon_targets::GaussianMixture;
 
 /// KAMH with its scale-free presets ([`KamhConfig::scale_free`]: n = 200,
-/// γ = 0.2, the median heuristic) — lengths that suit a target of unit
+/// γ = 2.38/√d, the median heuristic) — lengths that suit a target of unit
 /// scale.
 fn unit_scale_kamh(dim: usize) -> Kamh<Gaussian> {
-    Kamh::new(dim, Gaussian::new(1.0).unwrap(), KamhConfig::scale_free()).unwrap()
+    Kamh::new(
+        dim,
+        Gaussian::new(1.0).unwrap(),
+        KamhConfig::scale_free(dim),
+    )
+    .unwrap()
 }
 
 /// KMC lite with its scale-free presets: 200 history points, σ by the
@@ -154,7 +159,7 @@ fn whitened_fkamh_is_invariant_on_the_strongly_twisted_banana() {
             &mut rng,
         )
         .unwrap();
-        FKamh::new(phi, FKamhConfig::scale_free()).unwrap()
+        FKamh::new(phi, FKamhConfig::scale_free(8)).unwrap()
     });
 }
 
