@@ -70,6 +70,8 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The reference of `samples` (rows of `dim` values) and its mean; an
+    /// error unless they form at least one whole row.
     pub fn new(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Result<Self> {
         ensure!(
             dim > 0 && !samples.is_empty() && samples.len().is_multiple_of(dim),
@@ -184,6 +186,8 @@ pub fn save(dir: &Path, reference: &Reference) -> Result<()> {
     write_file(&dir.join("benchmark.json"), json.as_bytes())
 }
 
+/// The reference's tests, and a made-up record for the tests of the
+/// metrics that use a reference.
 #[cfg(test)]
 pub mod tests {
     use super::*;

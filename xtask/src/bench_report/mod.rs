@@ -24,14 +24,14 @@
 //! experiments build; `fixtures` writes their inputs for the peers, which
 //! `peers` runs; `markdown` renders the [`Report`].
 
-mod fixtures;
-mod markdown;
-mod paths;
-mod peak;
-mod peers;
-mod system;
-mod timing;
-mod walltime;
+pub mod fixtures;
+pub mod markdown;
+pub mod paths;
+pub mod peak;
+pub mod peers;
+pub mod system;
+pub mod timing;
+pub mod walltime;
 
 pub use system::memory_child;
 

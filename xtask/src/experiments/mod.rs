@@ -1,14 +1,14 @@
 //! Every experiment of the papers, by its fixed name.
 
-mod abc;
-mod ckam;
-mod fkamh;
-mod fkamh_covariance;
-mod glass;
-mod kamh;
-mod kmc;
-mod proposals;
-mod trajectories;
+pub mod abc;
+pub mod ckam;
+pub mod fkamh;
+pub mod fkamh_covariance;
+pub mod glass;
+pub mod kamh;
+pub mod kmc;
+pub mod proposals;
+pub mod trajectories;
 
 use crate::experiment::Experiment;
 

@@ -8,11 +8,11 @@
 //! `recompute` adds metrics computed from stored chains; running the jobs
 //! and writing the summary are here.
 
-mod fold;
-mod merge;
-mod recompute;
-mod records;
-mod shard;
+pub mod fold;
+pub mod merge;
+pub mod recompute;
+pub mod records;
+pub mod shard;
 #[cfg(test)]
 mod tests;
 
