@@ -10,8 +10,6 @@ pub mod metrics;
 pub mod runs;
 pub mod samplers;
 pub mod targets;
-#[cfg(test)]
-mod tests;
 
 pub use metrics::*;
 pub use runs::*;
