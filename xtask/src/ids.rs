@@ -8,6 +8,8 @@ pub fn job_id(target: &str, sampler: &str, setting: &str, chain: usize) -> Strin
     sanitize(&format!("{target}__{sampler}__{setting}__{chain}"))
 }
 
+/// `s` with every character other than ASCII letters, digits and `-_.=`
+/// replaced by `_`, safe as a file name.
 pub fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| {

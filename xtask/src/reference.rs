@@ -70,6 +70,8 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The reference of `samples` (rows of `dim` values) and its mean; an
+    /// error unless they form at least one whole row.
     pub fn new(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Result<Self> {
         ensure!(
             dim > 0 && !samples.is_empty() && samples.len().is_multiple_of(dim),
@@ -88,12 +90,6 @@ impl Reference {
             mean,
             record,
         })
-    }
-
-    /// A reference from given draws (tests of the metrics that use one).
-    #[cfg(test)]
-    pub fn new_for_test(dim: usize, samples: Vec<f64>, record: ReferenceRecord) -> Self {
-        Self::new(dim, samples, record).expect("whole rows")
     }
 
     /// The number of rows.
@@ -182,73 +178,4 @@ pub fn save(dir: &Path, reference: &Reference) -> Result<()> {
     )?;
     let json = serde_json::to_string_pretty(&reference.record)?;
     write_file(&dir.join("benchmark.json"), json.as_bytes())
-}
-
-#[cfg(test)]
-pub mod tests {
-    use super::*;
-    use rand::SeedableRng;
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    /// A record of `rows` draws with a made-up plan.
-    pub fn record(rows: usize) -> ReferenceRecord {
-        ReferenceRecord {
-            plan: ReferencePlan {
-                target: "test-target".into(),
-                sampler: "test sampler".into(),
-                chains: 2,
-                burn_in: 10,
-                iterations: 20,
-                thin: 1,
-                seed: 1,
-                paper: String::new(),
-            },
-            diagnostics: ReferenceDiagnostics {
-                rows,
-                rhat_max: 1.0,
-                ess_bulk_min: 10.0,
-                acceptance: 0.3,
-                wall_time_secs: 0.0,
-            },
-        }
-    }
-
-    #[test]
-    fn reference_rows_mean_and_range_match_direct_computations() {
-        // Rows (0,10), (1,11), …, (9,19).
-        let samples: Vec<f64> = (0..10).flat_map(|i| [i as f64, 10.0 + i as f64]).collect();
-        let r = Reference::new(2, samples, record(10)).unwrap();
-        assert_eq!(r.rows(), 10);
-        assert_eq!(r.mean, vec![4.5, 14.5]);
-        let (lo, hi) = r.range(1).unwrap();
-        assert!((lo - (10.0 - 0.45)).abs() < 1e-12 && (hi - (19.0 + 0.45)).abs() < 1e-12);
-        assert!(r.range(2).is_err());
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let rows = r.random_rows(10, &mut rng).unwrap();
-        // All ten rows, each once, each intact.
-        let mut firsts: Vec<f64> = rows.chunks_exact(2).map(|x| x[0]).collect();
-        assert!(rows.chunks_exact(2).all(|x| x[1] == x[0] + 10.0));
-        firsts.sort_by(f64::total_cmp);
-        assert_eq!(firsts, (0..10).map(f64::from).collect::<Vec<_>>());
-        assert!(r.random_rows(11, &mut rng).is_err());
-        assert!(Reference::new(2, vec![1.0; 3], record(1)).is_err());
-    }
-
-    /// A saved reference loads back equal, only under the same plan.
-    #[test]
-    fn cache_round_trips_and_checks_the_plan() {
-        let dir = std::env::temp_dir().join(format!("xtask-ref-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let samples: Vec<f64> = (0..12).map(f64::from).collect();
-        let r = Reference::new(3, samples.clone(), record(4)).unwrap();
-        save(&dir, &r).unwrap();
-        let back = load(&dir, &r.record.plan).unwrap().unwrap();
-        assert_eq!(back.samples, samples);
-        assert_eq!(back.record, r.record);
-        let mut other = r.record.plan.clone();
-        other.seed += 1;
-        assert!(load(&dir, &other).unwrap().is_none());
-        assert!(load(&dir.join("absent"), &other).unwrap().is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

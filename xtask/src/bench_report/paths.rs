@@ -39,8 +39,9 @@ pub const TRANSCENDENTAL_FLOPS: f64 = 15.0;
 pub const DIM: usize = 8;
 /// The banana B(b, V) of every path.
 pub const BANANA: (f64, f64) = (0.03, 100.0);
-/// The KAMH paper's γ (proposal noise) and a fixed ν for the frozen step.
+/// The KAMH paper's γ (proposal noise) for the frozen step.
 pub const KAMH_GAMMA: f64 = 0.2;
+/// The frozen KAMH step's fixed scale ν.
 pub const KAMH_NU: f64 = 2.0;
 /// The frozen KAMH step's Gaussian kernel parameter.
 pub const KAMH_SIGMA: f64 = 10.0;
@@ -48,18 +49,22 @@ pub const KAMH_SIGMA: f64 = 10.0;
 pub const MEDIAN_POINTS: usize = 100;
 /// KMC leapfrog step size range (the number of steps is fixed per size).
 pub const KMC_STEP_SIZE: (f64, f64) = (0.3, 0.6);
-/// KMC lite's kernel parameter and ridge on the banana.
+/// KMC lite's kernel parameter on the banana.
 pub const LITE_SIGMA: f64 = 200.0;
+/// KMC lite's ridge on the banana.
 pub const LITE_LAMBDA: f64 = 1.0;
 /// The refit schedule of adapting KMC lite: p_t = t^−κ (the KMC Glass
 /// experiment's κ).
 pub const LITE_REFIT_KAPPA: f64 = 0.75;
-/// The lite and finite fits' parameters.
+/// The lite fit's kernel parameter and ridge.
 pub const FIT_LITE: (f64, f64) = (8.0, 1e-3);
+/// The finite fit's feature kernel parameter.
 pub const FIT_FINITE_SIGMA: f64 = 2.0;
+/// The finite fit's ridge.
 pub const FIT_FINITE_LAMBDA: f64 = 1e-3;
-/// KMC finite's feature kernel and ridge on the banana.
+/// KMC finite's feature kernel parameter on the banana.
 pub const KMC_FINITE_SIGMA: f64 = 5.0;
+/// KMC finite's ridge on the banana.
 pub const KMC_FINITE_LAMBDA: f64 = 1e-4;
 
 /// One timed Rust path.

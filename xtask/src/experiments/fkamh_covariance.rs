@@ -21,14 +21,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 const NAME: &str = "fkamh-covariance";
-const DIM: usize = 8;
+/// The banana's dimension.
+pub const DIM: usize = 8;
 const BANANAS: [f64; 2] = [0.1, 0.03];
-const VARIANCE: f64 = 100.0;
+/// The variance V of the banana B(b, V).
+pub const VARIANCE: f64 = 100.0;
 /// γ: it cancels in the differences.
-const GAMMA: f64 = 0.2;
+pub const GAMMA: f64 = 0.2;
 /// η (ν = η/(2√n) for KAMH on n points, thesis eq. 4.8): every error is
 /// proportional to η², the slopes and crossings are not.
-const ETA: f64 = 1.0;
+pub const ETA: f64 = 1.0;
 /// The thesis' slopes and how far ours may be from them.
 const THESIS_SLOPE_HIGH: f64 = -0.6;
 const THESIS_SLOPE_FAR: f64 = -1.0;
@@ -37,11 +39,13 @@ const SLOPE_TOLERANCE: f64 = 0.2;
 const FIXED_NU: &str = "KAMH (ν of all n)";
 
 /// ν = η/(2√n) for a KAMH on n points (thesis eq. 4.8).
-fn consistent_nu(n: usize) -> f64 {
+pub fn consistent_nu(n: usize) -> f64 {
     ETA / (2.0 * (n as f64).sqrt())
 }
 
-const EMBEDDINGS: [(Embedding, &str); 2] = [
+/// F-KAMH's two embeddings, the thesis' (2.4) and (2.5), with their method
+/// names.
+pub const EMBEDDINGS: [(Embedding, &str); 2] = [
     (Embedding::SinCos, "F-KAMH (2.4)"),
     (Embedding::CosPhase, "F-KAMH (2.5)"),
 ];
@@ -115,7 +119,7 @@ pub fn covariance() -> Experiment {
 }
 
 /// The 15 ridge points and the distant point, each of dimension [`DIM`].
-fn points(b: f64) -> (Vec<Vec<f64>>, Vec<f64>) {
+pub fn points(b: f64) -> (Vec<Vec<f64>>, Vec<f64>) {
     let ridge = (0..15)
         .map(|i| {
             let x = -21.0 + 3.0 * i as f64;
@@ -130,7 +134,8 @@ fn points(b: f64) -> (Vec<Vec<f64>>, Vec<f64>) {
     (ridge, far)
 }
 
-fn frobenius(a: &[f64], b: &[f64]) -> f64 {
+/// The Frobenius distance between two matrices stored alike.
+pub fn frobenius(a: &[f64], b: &[f64]) -> f64 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y) * (x - y))
@@ -139,7 +144,7 @@ fn frobenius(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// The least-squares slope of log y against log x.
-fn log_log_slope(x: &[f64], y: &[f64]) -> f64 {
+pub fn log_log_slope(x: &[f64], y: &[f64]) -> f64 {
     let lx: Vec<f64> = x.iter().map(|v| v.ln()).collect();
     let ly: Vec<f64> = y.iter().map(|v| v.ln()).collect();
     let n = lx.len() as f64;
@@ -150,7 +155,12 @@ fn log_log_slope(x: &[f64], y: &[f64]) -> f64 {
 }
 
 /// The KAMH covariances at `points` for the subsample `z` with `nu`.
-fn kamh_covariances(kernel: &Gaussian, z: &Mat<f64>, nu: f64, points: &[&[f64]]) -> Vec<Vec<f64>> {
+pub fn kamh_covariances(
+    kernel: &Gaussian,
+    z: &Mat<f64>,
+    nu: f64,
+    points: &[&[f64]],
+) -> Vec<Vec<f64>> {
     let n = z.nrows();
     let mut builder = KamhCovariance::new(DIM, n);
     points
@@ -170,7 +180,7 @@ fn kamh_covariances(kernel: &Gaussian, z: &Mat<f64>, nu: f64, points: &[&[f64]])
 /// `η²/n (Φ_c J)ᵀ(Φ_c J)` with the centred embedding Φ_c (n × D): O(nDd) per
 /// point and one batch embedding, instead of O(D²) Welford updates per
 /// history point (minutes per replicate at D = 600, n = 5000).
-fn fkamh_covariances(
+pub fn fkamh_covariances(
     phi: &RandomFourierFeatures,
     z: &Mat<f64>,
     points: &[&[f64]],
@@ -513,92 +523,4 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(files)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The fitted slope of an exact power law is its exponent, whatever the
-    /// constant.
-    #[test]
-    fn slope_of_a_power_law_is_its_exponent() {
-        let x = [10.0, 20.0, 50.0, 300.0];
-        let y: Vec<f64> = x.iter().map(|v: &f64| 3.5 * v.powf(-0.6)).collect();
-        assert!((log_log_slope(&x, &y) + 0.6).abs() < 1e-12);
-    }
-
-    /// n exact draws of the strongly twisted banana.
-    fn draws(n: usize, rng: &mut rand_xoshiro::Xoshiro256PlusPlus) -> Mat<f64> {
-        let target = Banana::new(DIM, 0.1, VARIANCE).unwrap();
-        let mut z = Mat::zeros(n, DIM);
-        let mut x = vec![0.0; DIM];
-        for i in 0..n {
-            target.sample_iid(rng, &mut x).unwrap();
-            for j in 0..DIM {
-                z[(i, j)] = x[j];
-            }
-        }
-        z
-    }
-
-    /// The batch form equals the sampler's own covariance after pushing the
-    /// same history (Welford moments, J at the point), for both embeddings.
-    #[test]
-    fn batch_covariances_match_the_sampler() {
-        use kameleon_samplers::{FKamh, FKamhConfig, Scale};
-        let mut rng = chain_rng(4, 0);
-        let z = draws(150, &mut rng);
-        let kernel = Gaussian::new(9.0).unwrap();
-        let (ridge, far) = points(0.1);
-        let ys: Vec<&[f64]> = [ridge[0].as_slice(), ridge[7].as_slice(), far.as_slice()].into();
-        for (embedding, _) in EMBEDDINGS {
-            let phi = RandomFourierFeatures::new(&kernel, DIM, 40, embedding, &mut rng).unwrap();
-            let batch = fkamh_covariances(&phi, &z, &ys).unwrap();
-            let mut sampler = FKamh::new(
-                phi,
-                FKamhConfig::default()
-                    .with_gamma(GAMMA)
-                    .unwrap()
-                    .with_eta(Scale::Fixed(ETA))
-                    .unwrap(),
-            )
-            .unwrap();
-            for i in 0..z.nrows() {
-                let row: Vec<f64> = (0..DIM).map(|j| z[(i, j)]).collect();
-                sampler.push_history(&row).unwrap();
-            }
-            for (y, b) in ys.iter().zip(&batch) {
-                let direct = sampler.proposal_covariance_at(y).unwrap();
-                let scale = direct.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                assert!(frobenius(&direct, b) <= 1e-10 * scale, "{embedding:?}");
-            }
-        }
-    }
-
-    /// With D → ∞ random features the F-KAMH covariance tends to KAMH's on
-    /// the same points (thesis eq. 4.8): the error at D = 4000 is well below
-    /// the error at D = 40 (Monte Carlo rate D^{-1/2} or faster: a factor 10
-    /// in expectation; 3 leaves room for the randomness of one draw of the
-    /// frequencies).
-    #[test]
-    fn fkamh_covariance_approaches_kamh_as_d_grows() {
-        let mut rng = chain_rng(5, 0);
-        let z = draws(200, &mut rng);
-        let kernel = Gaussian::new(12.0).unwrap();
-        let (ridge, _) = points(0.1);
-        let ys: Vec<&[f64]> = ridge.iter().map(Vec::as_slice).collect();
-        let reference = kamh_covariances(&kernel, &z, consistent_nu(z.nrows()), &ys);
-        let mut error = |big: usize| {
-            let phi = RandomFourierFeatures::new(&kernel, DIM, big, Embedding::CosPhase, &mut rng)
-                .unwrap();
-            let covs = fkamh_covariances(&phi, &z, &ys).unwrap();
-            covs.iter()
-                .zip(&reference)
-                .map(|(c, r)| frobenius(c, r))
-                .sum::<f64>()
-        };
-        let (coarse, fine) = (error(40), error(4000));
-        assert!(fine * 3.0 < coarse, "{fine} vs {coarse}");
-    }
 }

@@ -1,14 +1,14 @@
 //! Every experiment of the papers, by its fixed name.
 
-mod abc;
-mod ckam;
-mod fkamh;
-mod fkamh_covariance;
-mod glass;
-mod kamh;
-mod kmc;
-mod proposals;
-mod trajectories;
+pub mod abc;
+pub mod ckam;
+pub mod fkamh;
+pub mod fkamh_covariance;
+pub mod glass;
+pub mod kamh;
+pub mod kmc;
+pub mod proposals;
+pub mod trajectories;
 
 use crate::experiment::Experiment;
 
@@ -34,53 +34,4 @@ pub fn all() -> Vec<Experiment> {
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<Experiment> {
     all().into_iter().find(|e| e.name == name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::size::Size;
-
-    /// `--size paper` changes only the experiments whose full size is
-    /// reduced: kamh-glass gets the KAMH paper's 30 chains of 20 000 +
-    /// 80 000 iterations; every other grid runs its full cells.
-    #[test]
-    fn paper_size_differs_from_full_only_where_full_is_reduced() {
-        for e in all() {
-            let Some(p) = &e.protocol else { continue };
-            if e.full_is_reduced() {
-                continue;
-            }
-            assert_eq!(
-                p.cells_at(Size::Paper),
-                p.cells_at(Size::Full),
-                "{}",
-                e.name
-            );
-            assert_eq!(p.chains_at(Size::Paper), p.chains, "{}", e.name);
-        }
-        let glass = find("kamh-glass").unwrap();
-        let p = glass.protocol.as_ref().unwrap();
-        assert!(glass.full_is_reduced());
-        assert_eq!(
-            (p.chains_at(Size::Paper), p.chains_at(Size::Full)),
-            (30, 10)
-        );
-        for (paper, full) in p.cells_at(Size::Paper).iter().zip(p.cells_at(Size::Full)) {
-            assert_eq!(paper.key(), full.key());
-            assert_eq!((paper.burn_in, paper.iterations), (20_000, 80_000));
-            assert_eq!((full.burn_in, full.iterations), (2_000, 8_000));
-        }
-        assert_eq!(p.chains_at(Size::Quick), p.quick_chains);
-        assert!(
-            glass
-                .size_description(Size::Paper)
-                .starts_with("30 chains;")
-        );
-        // kmc-glass runs the paper's grid at full size: only its benchmark is reduced
-        let kmc = find("kmc-glass").unwrap();
-        let p = kmc.protocol.as_ref().unwrap();
-        assert!(kmc.full_is_reduced());
-        assert_eq!(p.cells_at(Size::Paper), p.cells_at(Size::Full));
-    }
 }

@@ -98,7 +98,7 @@ impl Panel {
 }
 
 /// A polar ridge r(θ) = r₀ + A cos(ωθ): the point at θ and its tangent.
-fn polar_ridge(r0: f64, amplitude: f64, petals: f64, theta: f64) -> ((f64, f64), (f64, f64)) {
+pub fn polar_ridge(r0: f64, amplitude: f64, petals: f64, theta: f64) -> ((f64, f64), (f64, f64)) {
     let r = r0 + amplitude * (petals * theta).cos();
     let dr = -amplitude * petals * (petals * theta).sin();
     (
@@ -383,7 +383,7 @@ fn learned_proposal(
 
 /// The unit major axis of the 2 × 2 covariance [[s11, s12], [s12, s22]]
 /// and its eigenvalues (larger first), in closed form.
-fn principal_axis(s11: f64, s12: f64, s22: f64) -> ((f64, f64), (f64, f64)) {
+pub fn principal_axis(s11: f64, s12: f64, s22: f64) -> ((f64, f64), (f64, f64)) {
     let mean = 0.5 * (s11 + s22);
     let radius = (0.25 * (s11 - s22).powi(2) + s12 * s12).sqrt();
     let (l1, l2) = (mean + radius, mean - radius);
@@ -495,39 +495,4 @@ fn figures(s: &Summary, dir: &Path) -> Result<Vec<String>> {
         files.push(file);
     }
     Ok(files)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The closed-form principal axis against the definition Σv = λv,
-    /// and the eigenvalues against trace and determinant.
-    #[test]
-    fn principal_axis_is_the_top_eigenvector() {
-        for &(a, b, c) in &[
-            (4.0, 1.5, 1.0),
-            (1.0, -0.3, 2.0),
-            (2.0, 0.0, 1.0),
-            (1.0, 0.0, 3.0),
-        ] {
-            let ((x, y), (l1, l2)) = principal_axis(a, b, c);
-            assert!((a * x + b * y - l1 * x).abs() < 1e-12);
-            assert!((b * x + c * y - l1 * y).abs() < 1e-12);
-            assert!((x * x + y * y - 1.0).abs() < 1e-12);
-            assert!((l1 + l2 - (a + c)).abs() < 1e-12 && (l1 * l2 - (a * c - b * b)).abs() < 1e-12);
-            assert!(l1 >= l2);
-        }
-    }
-
-    /// The polar ridge's tangent against a central finite difference.
-    #[test]
-    fn polar_tangent_matches_finite_differences() {
-        let (theta, h) = (0.7, 1e-6);
-        let (_, t) = polar_ridge(10.0, 6.0, 6.0, theta);
-        let (p, _) = polar_ridge(10.0, 6.0, 6.0, theta + h);
-        let (q, _) = polar_ridge(10.0, 6.0, 6.0, theta - h);
-        assert!(((p.0 - q.0) / (2.0 * h) - t.0).abs() < 1e-5);
-        assert!(((p.1 - q.1) / (2.0 * h) - t.1).abs() < 1e-5);
-    }
 }

@@ -8,13 +8,11 @@
 //! `recompute` adds metrics computed from stored chains; running the jobs
 //! and writing the summary are here.
 
-mod fold;
-mod merge;
-mod recompute;
-mod records;
-mod shard;
-#[cfg(test)]
-mod tests;
+pub mod fold;
+pub mod merge;
+pub mod recompute;
+pub mod records;
+pub mod shard;
 
 pub use fold::fold;
 pub use merge::merge;
@@ -115,7 +113,7 @@ pub(super) fn chain_path(dir: &Path, r: &JobRecord) -> PathBuf {
 }
 
 /// `dir/chains/<target>/<sampler>[/<setting>]/<chain>.npy`.
-fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain: usize) -> PathBuf {
+pub fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain: usize) -> PathBuf {
     let mut p = dir
         .join("chains")
         .join(sanitize(target))
@@ -538,7 +536,7 @@ fn report_wall_times(records: &[JobRecord], elapsed: f64) {
 /// Creates the experiment directory `dir` with its `jobs/` and locks it:
 /// shared with the other shards for a shard of several, exclusively
 /// otherwise.
-pub(super) fn open_output(dir: &Path, shard: Option<Shard>) -> Result<DirLock> {
+pub fn open_output(dir: &Path, shard: Option<Shard>) -> Result<DirLock> {
     create_dir(&dir.join("jobs"))?;
     let access = match shard {
         Some(s) if s.count > 1 => Access::Shard {

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
 /// Writes a record as `jobs_dir/<id>.json`, atomically.
-pub(super) fn write_record<R: RecordFile>(jobs_dir: &Path, record: &R) -> Result<()> {
+pub fn write_record<R: RecordFile>(jobs_dir: &Path, record: &R) -> Result<()> {
     let path = jobs_dir.join(format!("{}.json", record.id()));
     write_file(&path, serde_json::to_string_pretty(record)?.as_bytes())
 }
@@ -96,9 +96,7 @@ pub(super) fn check_chain(path: &Path, record: &JobRecord) -> Result<()> {
 }
 
 /// A record file (`jobs/*.json`) of a chain or of a study's replicate.
-pub(super) trait RecordFile:
-    serde::Serialize + serde::de::DeserializeOwned + PartialEq + Clone
-{
+pub trait RecordFile: serde::Serialize + serde::de::DeserializeOwned + PartialEq + Clone {
     /// The experiment that wrote it.
     fn experiment(&self) -> &str;
     /// The run parameters it was made with.
@@ -151,7 +149,7 @@ impl RecordFile for StudyRecord {
 
 /// Reads the record at `path`: `None` if there is no such file, an error
 /// naming the file if it cannot be read or parsed.
-pub(super) fn read_record<R: RecordFile>(path: &Path) -> Result<Option<R>> {
+pub fn read_record<R: RecordFile>(path: &Path) -> Result<Option<R>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -363,7 +363,7 @@ impl Metric {
 }
 
 /// Euclidean distance.
-pub(crate) fn distance(a: &[f64], b: &[f64]) -> f64 {
+pub fn distance(a: &[f64], b: &[f64]) -> f64 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).powi(2))
@@ -372,7 +372,7 @@ pub(crate) fn distance(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// The mean of the rows of a row-major n × d sample.
-pub(crate) fn row_mean(samples: &[f64], d: usize) -> Vec<f64> {
+pub fn row_mean(samples: &[f64], d: usize) -> Vec<f64> {
     let mut mean = vec![0.0; d];
     let n = samples.len() / d;
     for x in samples.chunks_exact(d) {
@@ -384,7 +384,7 @@ pub(crate) fn row_mean(samples: &[f64], d: usize) -> Vec<f64> {
 
 /// Rows thin−1, 2·thin−1, … (the last of each block of `thin`), or all rows
 /// if the chain is shorter than two blocks.
-pub(crate) fn thinned_rows(samples: &[f64], d: usize, thin: usize) -> Vec<f64> {
+pub fn thinned_rows(samples: &[f64], d: usize, thin: usize) -> Vec<f64> {
     let rows = samples.len() / d;
     if thin <= 1 || rows < 2 * thin {
         return samples.to_vec();
@@ -424,7 +424,7 @@ pub fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
 
 /// A histogram of `x` on `bins` equal bins over [lo, hi] as a density
 /// (count / (n · width); draws outside the range are counted in n only).
-pub(crate) fn histogram_density(x: &[f64], lo: f64, hi: f64, bins: usize) -> Curve {
+pub fn histogram_density(x: &[f64], lo: f64, hi: f64, bins: usize) -> Curve {
     let width = (hi - lo) / bins as f64;
     let mut counts = vec![0usize; bins];
     for &v in x {

@@ -6,12 +6,10 @@
 //! - [`runs`]: running them into timed chains;
 //! - [`metrics`]: what is measured on each chain.
 
-mod metrics;
-mod runs;
-mod samplers;
-mod targets;
-#[cfg(test)]
-mod tests;
+pub mod metrics;
+pub mod runs;
+pub mod samplers;
+pub mod targets;
 
 pub use metrics::*;
 pub use runs::*;

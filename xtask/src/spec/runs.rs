@@ -157,13 +157,13 @@ pub(crate) fn run_stretch(
 }
 
 /// The kernel of KAM and cKAM in the cKAM experiments.
-pub(crate) fn ckam_kernel() -> Result<Matern> {
+pub fn ckam_kernel() -> Result<Matern> {
     Ok(Matern::new(CKAM_MATERN.0, CKAM_MATERN.1)?)
 }
 
 /// The Robbins–Monro learner of ν of KAM and cKAM: from `nu0` toward 0.234
 /// with steps t^−0.75.
-pub(crate) fn ckam_nu(nu0: f64) -> Result<RobbinsMonro> {
+pub fn ckam_nu(nu0: f64) -> Result<RobbinsMonro> {
     Ok(RobbinsMonro::new(
         nu0,
         0.234,
@@ -251,7 +251,7 @@ impl Timeline {
 
 /// The W walkers' trajectories (each sweep × d, row-major) of an
 /// ensemble's pooled states (sweep × walker × d).
-pub(crate) fn split_walkers(pooled: &[f64], d: usize, walkers: usize) -> Vec<Vec<f64>> {
+pub fn split_walkers(pooled: &[f64], d: usize, walkers: usize) -> Vec<Vec<f64>> {
     let mut out = vec![Vec::with_capacity(pooled.len() / walkers.max(1)); walkers];
     for (k, x) in pooled.chunks_exact(d).enumerate() {
         out[k % walkers].extend_from_slice(x);

@@ -259,7 +259,7 @@ pub enum LiteBasis {
 /// The KMC code's hand-tuned oracle-KAMH (ν², γ²) per subsample size on the
 /// 8-d B(0.03, 100) (kamiltonian `mcmc_banana_target.py`): the entry with the
 /// largest n not above the given one.
-pub(crate) const KAMH_ORACLE_TUNING: [(usize, f64, f64); 7] = [
+pub const KAMH_ORACLE_TUNING: [(usize, f64, f64); 7] = [
     (50, 2.0, 1.0),
     (100, 2.0, 1.0),
     (200, 1.0, 1.0),
@@ -809,7 +809,7 @@ pub(crate) const HABC_SIMULATIONS: usize = 10;
 pub(crate) const ABC_PRIOR_VARIANCE: f64 = 25.0;
 
 /// The oracle-KAMH (ν², γ²) for subsample size n ([`KAMH_ORACLE_TUNING`]).
-pub(crate) fn kamh_oracle_tuning(n: usize) -> (f64, f64) {
+pub fn kamh_oracle_tuning(n: usize) -> (f64, f64) {
     let (_, nu2, gamma2) = KAMH_ORACLE_TUNING
         .iter()
         .rev()
@@ -855,7 +855,7 @@ pub(crate) fn median_squared_distance(points: &[f64], d: usize) -> f64 {
 
 /// The median pairwise distance of `n` exact draws from the target (one
 /// stream per cell seed, so every chain of a cell gets the same value).
-pub(crate) fn median_distance_of_draws(target: &dyn Target, seed: u64, n: usize) -> Result<f64> {
+pub fn median_distance_of_draws(target: &dyn Target, seed: u64, n: usize) -> Result<f64> {
     let draws = iid_draws(target, seed ^ 0x003E_D1A4_u64, 0, n)?;
     Ok(median_squared_distance(&draws, target.dim()).sqrt())
 }

@@ -1,11 +1,18 @@
 //! Tests of running, resuming and merging grids and studies.
 
-use super::records::{RecordFile, read_record};
-use super::*;
-use crate::experiments;
-use crate::summary::CellSummary;
-use crate::verdict::Verdict;
+use anyhow::Result;
+use kameleon_samplers::chain_rng;
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use xtask::experiment::{Experiment, Replicate, Study};
+use xtask::experiments;
+use xtask::ids::sanitize;
+use xtask::runner::records::{RecordFile, read_record, write_record};
+use xtask::runner::*;
+use xtask::size::Size;
+use xtask::summary::{CellSummary, JobRecord, RunParams, StudyRecord, Summary};
+use xtask::verdict::Verdict;
 
 /// The fastest grid experiment at --quick size.
 const FAST_GRID: &str = "kamh-banana";
@@ -173,7 +180,7 @@ fn every_implemented_experiment_runs_at_quick_size() {
             assert!(claim.rests_on_data(), "{}: {claim:?}", e.name);
         }
         // the claims decide again from summary.json alone
-        let regraded = crate::runner::regrade(e, &out).unwrap();
+        let regraded = xtask::runner::regrade(e, &out).unwrap();
         assert_eq!(regraded.claims, summary.claims, "{}", e.name);
         let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
         assert!(md.contains("## The paper's claims"));
@@ -200,7 +207,7 @@ fn every_implemented_experiment_runs_at_quick_size() {
                     npy = npy.join(sanitize(&c.setting));
                 }
                 let npy = npy.join(format!("{k}.npy"));
-                let header = crate::npy::read_chain_header(&npy).unwrap();
+                let header = xtask::npy::read_chain_header(&npy).unwrap();
                 assert_eq!(header.rows as u64, c.iterations);
             }
         }
@@ -274,14 +281,14 @@ fn check_shards_merge(name: &str) {
 /// A study for the framework's tests: two rows, each the mean of
 /// normal draws from the replicate's seed, and a figure.
 fn fixture_study() -> Experiment {
-    fn run(r: &Replicate) -> Result<Vec<crate::summary::Measurement>> {
+    fn run(r: &Replicate) -> Result<Vec<xtask::summary::Measurement>> {
         use rand::RngExt;
         let mut rng = chain_rng(r.seed, 0);
         (r.progress)(0, 2);
         let rows = (0..2)
             .map(|row| {
                 let draws = (0..100).map(|_| rng.sample::<f64, _>(rand_distr::StandardNormal));
-                crate::summary::Measurement {
+                xtask::summary::Measurement {
                     target: "normal".into(),
                     target_label: "N(0, 1)".into(),
                     method: "mean".into(),
@@ -608,10 +615,10 @@ mod record_fuzz {
     //! between machines, cut by a full disk, edited by hand): reading
     //! any bytes gives a record or an error naming the file, never a
     //! panic.
-    use super::super::records::read_record;
-    use super::super::{JobRecord, StudyRecord};
     use proptest::prelude::*;
     use std::path::Path;
+    use xtask::runner::records::read_record;
+    use xtask::summary::{JobRecord, StudyRecord};
 
     fn read_both(path: &Path, bytes: &[u8]) {
         std::fs::write(path, bytes).unwrap();
@@ -730,9 +737,9 @@ fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
         fold(&e, std::slice::from_ref(&part), &base).unwrap_err()
     );
     assert!(message.contains("no run record"), "{message}");
-    let record = crate::provenance::RunRecord {
+    let record = xtask::provenance::RunRecord {
         settings,
-        ..crate::provenance::RunRecord::of_this_process(
+        ..xtask::provenance::RunRecord::of_this_process(
             "c0ffee".into(),
             std::time::SystemTime::now(),
             std::time::Duration::from_secs(3),
@@ -820,7 +827,7 @@ fn a_restricted_run_folds_into_a_summary_leaving_other_cells_as_they_were() {
         assert_ne!(claim.verdict, Verdict::Pending, "{}", claim.claim);
     }
     // the run record came along, so the summary says how the cells were made
-    let runs = crate::provenance::RunRecord::read_all(&base_dir).unwrap();
+    let runs = xtask::provenance::RunRecord::read_all(&base_dir).unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].commit, "c0ffee");
     assert_eq!(runs[0].settings.len(), 3);
@@ -894,10 +901,10 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
     let original = std::fs::read(&chain).unwrap();
     // a chain that differs in its last draw from the one that made the
     // summary (every coordinate: `ess_min` sees the dimension of least ESS)
-    let (mut samples, d) = crate::npy::read_chain(&chain).unwrap();
+    let (mut samples, d) = xtask::npy::read_chain(&chain).unwrap();
     let n = samples.len();
     samples[n - d..].iter_mut().for_each(|x| *x += 1e-3);
-    crate::npy::write_chain(&chain, &samples, d).unwrap();
+    xtask::npy::write_chain(&chain, &samples, d).unwrap();
     let message = format!("{:#}", recompute(&e, &run, &base).unwrap_err());
     assert!(
         message.contains("stored chain 1 of") && message.contains("KMC gives ess_min"),
@@ -952,7 +959,7 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
     let written = std::fs::read(base_dir.join("summary.json")).unwrap();
     assert_eq!(cell_of(&written), cell_of(&before));
     assert!(base_dir.join("summary.md").exists());
-    let runs = crate::provenance::RunRecord::read_all(&base_dir).unwrap();
+    let runs = xtask::provenance::RunRecord::read_all(&base_dir).unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].recomputed.as_ref(), Some(&done));
     assert!(!runs[0].commit.is_empty());
@@ -964,7 +971,7 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
         written
     );
     assert_eq!(
-        crate::provenance::RunRecord::read_all(&base_dir)
+        xtask::provenance::RunRecord::read_all(&base_dir)
             .unwrap()
             .len(),
         1

@@ -1,5 +1,5 @@
-use super::*;
-use crate::reference::Reference;
+//! Tests of `xtask::spec`.
+
 use kameleon_diagnostics::{
     MmdEstimator, PolynomialKernel, autocorrelation, column, ess_geyer_per_dim, ess_multi_chain,
     per_dimension,
@@ -11,6 +11,8 @@ use kameleon_samplers::{
 use kameleon_targets::QuantileRegions;
 use rand::Rng;
 use std::sync::Arc;
+use xtask::reference::Reference;
+use xtask::spec::*;
 
 fn chain_from(samples: Vec<f64>, dim: usize, accepted: Vec<bool>) -> Chain {
     let n = accepted.len();
@@ -201,8 +203,8 @@ fn oracle_kamh_tuning_follows_the_code_table() {
 }
 
 fn reference_target(samples: Vec<f64>, dim: usize) -> BuiltTarget {
-    let record = crate::reference::tests::record(samples.len() / dim);
-    let reference = Reference::new_for_test(dim, samples, record);
+    let record = crate::reference::record(samples.len() / dim);
+    let reference = Reference::new(dim, samples, record).expect("whole rows");
     let mut built = TargetSpec::AbcSkewNormal.build().unwrap();
     if let BuiltTarget::Abc { reference: r, .. } = &mut built {
         *r = Some(Arc::new(reference));

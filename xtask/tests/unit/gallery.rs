@@ -1,0 +1,204 @@
+//! Tests of `xtask::gallery`.
+
+use serde_json::Value;
+use xtask::gallery::*;
+use xtask::provenance::RunRecord;
+use xtask::verdict::TIMED;
+
+#[test]
+fn a_gallery_counts_verdicts_and_links_figures() {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let results = root.join("results");
+    let dir = results.join("kamh-banana");
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = serde_json::json!({
+        "experiment": "kamh-banana",
+        "params": {"quick": false, "seed": 1, "chains": 20},
+        "notes": "n = 1000",
+        "cells": [
+            {"target": "b", "target_label": "B", "sampler": "KAMH-LS", "status": "done",
+             "iterations": 10, "burn_in": 5,
+             "metrics": {"q_avg": {"mean": 0.5}, "ess_min_per_s": {"mean": 3.0}}},
+            {"target": "b", "target_label": "B", "sampler": "Ensemble", "status": "done",
+             "iterations": 10, "burn_in": 5,
+             "metrics": {"q_avg": {"mean": 0.25}, "ess_min_per_s": {"mean": 1.0}}},
+            // a variant: in its section, not in the ensemble table
+            {"target": "b", "target_label": "B", "sampler": "KAMH-LS", "setting": "code",
+             "status": "done", "iterations": 10, "burn_in": 5,
+             "metrics": {"q_avg": {"mean": 0.125}, "ess_min_per_s": {"mean": 9.0}}}
+        ],
+        "claims": [
+            {"claim": "A | B", "verdict": "reproduced", "rule": "r", "numbers": [],
+             "evidence": "1 ± 2"},
+            {"claim": "C", "verdict": "refuted", "rule": "r", "numbers": [], "evidence": "3",
+             "caveats": [TIMED]},
+            {"claim": "D", "verdict": "reproduced", "rule": "r", "numbers": [],
+             "evidence": "4"},
+            {"claim": "E", "verdict": "inconclusive", "rule": "r", "numbers": [],
+             "evidence": "5"},
+            {"claim": "F", "verdict": "reproduced", "rule": "r", "numbers": [],
+             "evidence": "6", "protocol_check": true}
+        ]
+    });
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    std::fs::write(dir.join("fig.svg"), "<svg/>").unwrap();
+    let first = RunRecord {
+        command: "xtask reproduce kamh-banana".into(),
+        commit: "0123456789abcdef0123-dirty".into(),
+        machine: "CPU".into(),
+        started_unix: 0,
+        wall_time_secs: 264.0,
+        quick: false,
+        shard: None,
+        load_start: None,
+        load_end: None,
+        threads: None,
+        settings: Vec::new(),
+        reproduced: Vec::new(),
+        recomputed: None,
+    };
+    first.write(&dir).unwrap();
+    // a later run of some cells, folded in
+    RunRecord {
+        started_unix: 86_400,
+        settings: vec!["n=600".into(), "D=50".into()],
+        reproduced: vec!["B KAMH-LS n=600".into()],
+        ..first.clone()
+    }
+    .write(&dir)
+    .unwrap();
+    // a metric added from the stored chains
+    RunRecord {
+        command: "xtask recompute kamh-banana /runs".into(),
+        // its commit and load are not those of a run of the samplers
+        commit: "fedcba9876543210fedc".into(),
+        load_start: Some([9.0, 9.0, 9.0]),
+        load_end: Some([9.0, 9.0, 9.0]),
+        threads: Some(1),
+        started_unix: 2 * 86_400,
+        wall_time_secs: 2.0,
+        recomputed: Some(xtask::provenance::Recomputation {
+            chains: "/runs/kamh-banana".into(),
+            metrics: vec!["ess_min_after_warmup".into()],
+            checked: vec!["ess_min".into()],
+            cells: vec!["B SM".into(), "B KAMH-LS".into()],
+        }),
+        ..first
+    }
+    .write(&dir)
+    .unwrap();
+    let out = root.join("RESULTS.md");
+    main(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("| [kamh-banana](#kamh-banana) | "), "{md}");
+    // the protocol check is not counted
+    assert!(md.contains("| full | 2 | 1 | 1 | 0 |"), "{md}");
+    assert!(
+        md.contains(
+            "| experiment | source | size | reproduced | refuted | inconclusive | pending |"
+        ),
+        "{md}"
+    );
+    // the ensemble table is generated, the best in bold
+    assert!(md.contains("| [kamh-banana](#kamh-banana), B | 15 | quantile error `q_avg` | KAMH-LS 0.5000, **Ensemble 0.2500** |"), "{md}");
+    assert!(
+        md.contains(
+            "min ESS per second (load not recorded) | **KAMH-LS 3.0000**, Ensemble 1.0000 |"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("| C | 3 *Caveat: per-second"), "{md}");
+    assert!(md.contains("| **refuted** (load not recorded) |"), "{md}");
+    assert!(md.contains("Protocol checks"), "{md}");
+    assert!(md.contains("; load not recorded."), "{md}");
+    assert!(
+        md.contains("![fig.svg](results/kamh-banana/fig.svg)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| A \\| B | 1 ± 2 | r | **reproduced** |"),
+        "{md}"
+    );
+    assert!(md.contains("at commit `0123456789ab-dirty`"), "{md}");
+    assert!(md.contains("on 1970-01-01"), "{md}");
+    assert!(
+        md.contains(
+            "on 1970-01-02 at commit `0123456789ab-dirty`, only the cells with setting \
+             `n=600` or `D=50`: 264 s wall time on CPU; load not recorded; it reproduced \
+             the earlier cells B KAMH-LS n=600 bit for bit (all but per-second values)."
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "- `xtask recompute kamh-banana /runs` on 1970-01-03 at commit \
+             `fedcba987654`: 2 s wall time on CPU; 1-min load average 9.00 at the start, \
+             9.00 at the end (under load); it ran no chain: \
+             it added `ess_min_after_warmup` to B SM, B KAMH-LS from the stored chains in \
+             `/runs/kamh-banana`, which first reproduced every chain's `ess_min` in the \
+             summary bit for bit."
+        ),
+        "{md}"
+    );
+    assert!(!md.contains("ran at different commits"), "{md}");
+    assert!(!md.contains("timed under load"), "{md}");
+    // an experiment without results gets the commands that make them
+    assert!(
+        md.contains("`cargo xtask reproduce kmc-abc --no-chains`"),
+        "{md}"
+    );
+    // and where the full size is reduced, the command runs the papers'
+    assert!(
+        md.contains("`cargo xtask reproduce kamh-glass --size paper --no-chains`"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// kamh-glass at `--size full` is labelled reduced, with the papers' size
+/// and the flag that runs it; at `--size paper` with the papers' 30
+/// chains it counts as the papers' size, and with fewer it does not.
+#[test]
+fn the_gallery_labels_a_reduced_full_size() {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-size-{}", std::process::id()));
+    let results = root.join("results");
+    let dir = results.join("kamh-glass");
+    let render = |params: Value| {
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&dir).unwrap();
+        let summary =
+            serde_json::json!({"experiment": "kamh-glass", "params": params, "claims": []});
+        std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+        let out = root.join("RESULTS.md");
+        main(&results, &out).unwrap();
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let full = render(serde_json::json!({"quick": false, "seed": 1, "chains": 10}));
+    assert!(
+        full.contains(
+            "| [kamh-glass](#kamh-glass) | Sejdinovic et al. 2014 (KAMH), Fig. 4 | reduced |"
+        ),
+        "{full}"
+    );
+    assert!(
+        full.contains("Size: **reduced**: `--size full` (10 chains;"),
+        "{full}"
+    );
+    assert!(
+        full.contains("the papers': benchmark 30 SM chains × 500000"),
+        "{full}"
+    );
+    let paper = render(serde_json::json!({"quick": false, "paper": true, "seed": 1, "chains": 30}));
+    assert!(paper.contains("(KAMH), Fig. 4 | full |"), "{paper}");
+    assert!(
+        paper.contains("Size: the papers' size (benchmark 30 SM chains"),
+        "{paper}"
+    );
+    let few = render(serde_json::json!({"quick": false, "paper": true, "seed": 1, "chains": 3}));
+    assert!(
+        few.contains("Size: **reduced**: 3 chains or replicates"),
+        "{few}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

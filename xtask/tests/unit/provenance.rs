@@ -1,0 +1,59 @@
+//! Tests of `xtask::provenance`.
+
+use xtask::provenance::*;
+
+#[test]
+fn dates_match_known_days() {
+    // independent values: `date -u -d @T +%F`
+    assert_eq!(date(0), "1970-01-01");
+    assert_eq!(date(951_782_400), "2000-02-29");
+    assert_eq!(date(951_868_800), "2000-03-01");
+    assert_eq!(date(1_798_761_599), "2026-12-31");
+    assert_eq!(date(4_107_542_400), "2100-03-01");
+}
+
+#[test]
+fn records_round_trip_through_the_runs_folder() {
+    let dir = std::env::temp_dir().join(format!("xtask-provenance-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let record = RunRecord {
+        command: "xtask reproduce kamh-banana".into(),
+        commit: "abc".into(),
+        machine: "cpu".into(),
+        started_unix: 5,
+        wall_time_secs: 1.5,
+        quick: false,
+        shard: Some("1/2".into()),
+        load_start: Some([0.1, 0.2, 0.3]),
+        load_end: Some([2.9, 1.0, 0.5]),
+        threads: Some(2),
+        settings: vec!["D=50, adapt=always".into()],
+        reproduced: Vec::new(),
+        recomputed: None,
+    };
+    record.write(&dir).unwrap();
+    let read = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].command, record.command);
+    assert_eq!(read[0].shard.as_deref(), Some("1/2"));
+    assert_eq!(read[0].load_end, Some([2.9, 1.0, 0.5]));
+    assert_eq!(read[0].settings, ["D=50, adapt=always"]);
+    assert!(matches!(read[0].load(), Load::Loaded(why) if why.contains("at the end")));
+    let idle = RunRecord {
+        load_end: Some([2.4, 1.0, 0.5]),
+        ..read[0].clone()
+    };
+    assert_eq!(idle.load(), Load::Idle);
+    let busy_start = RunRecord {
+        load_start: Some([1.5, 1.0, 0.5]),
+        ..idle.clone()
+    };
+    assert!(matches!(busy_start.load(), Load::Loaded(why) if why.contains("at the start")));
+    // a record from before load averages were recorded still reads
+    let old = r#"{"command": "x", "commit": "c", "machine": "m", "started_unix": 1,
+        "wall_time_secs": 2.0, "quick": false, "shard": null}"#;
+    let old: RunRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(old.load(), Load::NotRecorded);
+    assert!(old.settings.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
