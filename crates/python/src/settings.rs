@@ -628,10 +628,7 @@ impl SamplerSettings {
             },
             Self::CKAM {
                 subsample_size: ckam.subsample_size,
-                kernel: KernelSpec::Matern {
-                    nu: 4.0,
-                    bandwidth: None,
-                },
+                kernel: median.clone(),
                 gamma: None,
                 scale: None,
                 cycle_length: ckam.cycle_length,
