@@ -454,9 +454,7 @@ pub struct Ckam<K> {
     steps: u64,
     /// The current cycle's states ([`CycleAdaptation::WithinCycle`]).
     history: History,
-    /// Which states are draws (absent in older checkpoints, which kept the
-    /// sampling phase's).
-    #[serde(default)]
+    /// Which states are draws.
     cycle_draws: CycleDraws,
     /// The sampling-phase states of the adapting cycles so far, the pool
     /// of z ([`CycleAdaptation::BetweenCycles`]).
