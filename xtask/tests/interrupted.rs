@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::tree;
+
 /// The fastest grid experiment at --quick size.
 const EXPERIMENT: &str = "kamh-banana";
 
@@ -44,26 +47,6 @@ fn spawn(out: &Path, full: bool) -> Child {
 
 fn run(out: &Path) -> Output {
     command(out, false).output().unwrap()
-}
-
-/// The files under `dir` (relative paths) with their bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.insert(
-                    path.strip_prefix(dir).unwrap().to_path_buf(),
-                    std::fs::read(&path).unwrap(),
-                );
-            }
-        }
-    }
-    out
 }
 
 /// Whether a metric, curve or claim depends on the clock.

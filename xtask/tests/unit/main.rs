@@ -2,6 +2,9 @@
 //! form one test binary beside the other integration tests, so the library
 //! is compiled once, for the binary and the tests alike.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod bench_report;
 mod benchmark;
 mod cli;

@@ -1,5 +1,6 @@
 //! Tests of running, resuming and merging grids and studies.
 
+use crate::common::tree;
 use anyhow::Result;
 use kameleon_samplers::chain_rng;
 use serde_json::Value;
@@ -367,24 +368,6 @@ fn study_shards_merge_into_the_single_run_summary() {
     let md = std::fs::read_to_string(root.join("merged").join(e.name).join("summary.md")).unwrap();
     assert!(md.contains("5 replicate(s)") && md.contains("![fixture.svg](fixture.svg)"));
     std::fs::remove_dir_all(&root).unwrap();
-}
-
-/// The files under `dir` (relative paths) with their bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
 }
 
 /// The chain files under an experiment directory.
