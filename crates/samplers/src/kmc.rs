@@ -613,9 +613,12 @@ impl KmcConfig {
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
     /// coordinates (the Python package's defaults): ε ~ s·U[0.1, 0.2), L ~ U{10, …, 20}, the step
     /// factor s learned toward acceptance 0.65 with steps 1/√t and kept in
-    /// [0.5, 20] — a surrogate gradient caps the acceptance however short
-    /// the steps, and a factor free to chase a higher rate collapses to
-    /// steps that barely move the chain.
+    /// [0.5, 20]. Where a surrogate learned in few steps caps the
+    /// acceptance of these trajectories (d = 20 after 1 000 tuning steps:
+    /// 0.31–0.47), a factor free to chase the target shortens them until
+    /// they barely move the chain: with ε's range halved to [0.05, 0.1),
+    /// KMC lite and finite accepted 0.60–0.74 on standard normals in
+    /// d = 2–20, but their minimum ESS at d = 10 halved.
     pub fn scale_free() -> Self {
         let factor = crate::RobbinsMonro::new(1.0, 0.65, crate::StepSchedule::InverseSqrt)
             .and_then(|rm| rm.with_bounds(0.5, 20.0))
