@@ -554,6 +554,14 @@ class KMCLite(Sampler):
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
+    ``rewhiten=True`` (whitened only) estimates the whitening map once more
+    during tuning, from KMC's own states, which locate the target better
+    than the pilot random walk's, and moves the surrogate into the new
+    coordinates (the pilot then runs the first 30 % of the tuning steps,
+    the re-estimate uses steps 45–60 %). For KMC lite it raised the minimum
+    ESS on a 20-d normal from 67–174 to 178–245 of 4 000 draws but not on
+    the real-posterior suite (the ODE's 19 % lower), so its default is
+    ``False``; :class:`KMCFinite` re-whitens by default.
     """
 
     n: int = _default("KMCLite", "n")
@@ -565,12 +573,15 @@ class KMCLite(Sampler):
     whiten: bool = _default("KMCLite", "whiten")
     adapt_step_size: bool = _default("KMCLite", "adapt_step_size")
     base: str = _default("KMCLite", "base")
+    rewhiten: bool = _default("KMCLite", "rewhiten")
     kind = "KMCLite"
 
     @classmethod
     def paper(cls, n: int = 200, sigma: float = 1.0, lam: float = 1e-3) -> "KMCLite":
         """Fixed σ, λ and step sizes in the target's units, no whitening."""
-        return cls(n=n, sigma=sigma, lam=lam, whiten=False, adapt_step_size=False, base="flat")
+        return cls(
+            n=n, sigma=sigma, lam=lam, whiten=False, adapt_step_size=False, base="flat", rewhiten=False
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
@@ -602,6 +613,12 @@ class KMCFinite(Sampler):
     minimum ESS on 10- and 20-d normals (1 000 tuning steps) rose from
     28–210 and 14–136 to 347–421 and 124–222 of 4 000 draws, and on the
     suite's ODE the sd of log V_m went from 13–16 % low to within 3 %.
+    ``rewhiten`` (default ``True``, see :class:`KMCLite`) refits the
+    surrogate on the states it learned, in the new coordinates, and moves
+    its base measure's centre to the better estimate of the target's:
+    the minimum ESS on 10- and 20-d normals rose from 347–421 and 124–222
+    to 437–575 and 256–347, and on the real-posterior suite by 5–66 % on
+    every posterior it passes.
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
@@ -616,6 +633,7 @@ class KMCFinite(Sampler):
     whiten: bool = _default("KMCFinite", "whiten")
     adapt_step_size: bool = _default("KMCFinite", "adapt_step_size")
     base: str = _default("KMCFinite", "base")
+    rewhiten: bool = _default("KMCFinite", "rewhiten")
     kind = "KMCFinite"
 
     @classmethod
@@ -623,7 +641,12 @@ class KMCFinite(Sampler):
         """A Gaussian kernel of length-scale ``bandwidth`` and fixed step
         sizes in the target's units, no whitening."""
         return cls(
-            features=features, kernel=Gaussian(bandwidth), whiten=False, adapt_step_size=False, base="flat"
+            features=features,
+            kernel=Gaussian(bandwidth),
+            whiten=False,
+            adapt_step_size=False,
+            base="flat",
+            rewhiten=False,
         )
 
     def __post_init__(self) -> None:

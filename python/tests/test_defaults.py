@@ -119,6 +119,37 @@ def test_kmc_base_measures(cls):
         assert idata.sample_stats["accepted"].values.mean() > 0.2 and np.all(np.isfinite(x))
 
 
+def test_kmc_rewhitening_is_finite_default_and_an_option_for_lite():
+    # re-whitening from KMC's own states during tuning: KMC finite's default
+    # (measured in the classes' docs), an option for lite; the papers'
+    # settings are unwhitened and never re-whiten
+    assert km.KMCFinite().rewhiten and not km.KMCLite().rewhiten
+    assert not km.KMCLite.paper().rewhiten and not km.KMCFinite.paper().rewhiten
+
+    def target(x):
+        return -0.5 * float(x @ x)
+
+    runs = {
+        r: _sample(target, np.zeros(5), km.KMCLite(rewhiten=r), tune=1000, draws=1000, chains=2, seed=2)
+        for r in (False, True)
+    }
+    # the map moves during tuning, so the chains differ from the first
+    # re-whitened step on
+    assert not np.array_equal(_draws(runs[False], 5), _draws(runs[True], 5))
+    x = _draws(runs[True], 5).reshape(-1, 5)
+    # 2 000 draws of a standard normal at an ESS of several hundred: the
+    # means' standard errors are below 0.06, so 0.3 is five of them; the
+    # sds' below 4 %, so 25 % is far outside
+    assert np.all(np.abs(x.mean(axis=0)) < 0.3), x.mean(axis=0)
+    assert np.all(np.abs(x.std(axis=0) - 1) < 0.25), x.std(axis=0)
+    # unwhitened there is no map to re-estimate: the option changes nothing
+    flat = [
+        _draws(_sample(target, np.zeros(3), km.KMCLite(whiten=False, rewhiten=r), tune=300, draws=200, chains=1), 3)
+        for r in (False, True)
+    ]
+    assert np.array_equal(flat[0], flat[1])
+
+
 def test_paper_settings_stay_in_the_targets_units():
     # the papers' settings are still there, unwhitened
     assert km.KAMH.paper().to_dict()["whiten"] is False

@@ -366,6 +366,11 @@ pub enum SamplerSettings {
         /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
         base: SurrogateBase,
+        /// Whitened, re-estimate the map from KMC's own states during tuning
+        /// ([`KmcConfig::scale_free_whitening`]; no effect unwhitened);
+        /// absent in older settings, which kept the pilot's map.
+        #[serde(default)]
+        rewhiten: bool,
     },
     /// KMC finite.
     KMCFinite {
@@ -390,6 +395,11 @@ pub enum SamplerSettings {
         /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
         base: SurrogateBase,
+        /// Whitened, re-estimate the map from KMC's own states during tuning
+        /// ([`KmcConfig::scale_free_whitening`]; no effect unwhitened);
+        /// absent in older settings, which kept the pilot's map.
+        #[serde(default)]
+        rewhiten: bool,
     },
 }
 
@@ -489,7 +499,27 @@ fn whitened<P: Proposal>(
     } else {
         WhiteningConfig::disabled()
     };
+    whitened_with(sampler, dim, config)
+}
+
+/// `sampler` wrapped in [`Whitened`] with the settings `config`.
+fn whitened_with<P: Proposal>(
+    sampler: kameleon_samplers::Result<P>,
+    dim: usize,
+    config: WhiteningConfig,
+) -> BuildResult<Whitened<P>> {
     Whitened::new(sampler.map_err(msg)?, dim, config).map_err(msg)
+}
+
+/// The whitening of the KMC samplers: none unless `whiten` (`rewhiten`
+/// then has no effect); whitened, the pilot's map, re-estimated as
+/// [`KmcConfig::scale_free_whitening`] says if `rewhiten`.
+fn kmc_whitening(whiten: bool, rewhiten: bool) -> WhiteningConfig {
+    match (whiten, rewhiten) {
+        (false, _) => WhiteningConfig::disabled(),
+        (true, false) => WhiteningConfig::default(),
+        (true, true) => KmcConfig::scale_free_whitening(),
+    }
 }
 
 fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig {
@@ -663,6 +693,9 @@ impl SamplerSettings {
                 // flat: a Gaussian base pulls trajectories back from the tails
                 // (see `LiteSurrogateConfig::SCALE_FREE_RIDGE`)
                 base: SurrogateBase::Flat,
+                // no gain on the real-posterior suite (see
+                // `KmcConfig::scale_free_whitening`)
+                rewhiten: false,
             },
             Self::KMCFinite {
                 features: 100,
@@ -674,6 +707,7 @@ impl SamplerSettings {
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
                 base: SurrogateBase::Student,
+                rewhiten: true,
             },
         ]
     }
@@ -879,8 +913,10 @@ impl SamplerSettings {
                 whiten,
                 adapt_step_size,
                 base,
+                rewhiten,
             } => {
                 let (n, lam, kappa, whiten, cv) = (*n, *lam, *kappa, *whiten, *cross_validate);
+                let whitening = kmc_whitening(whiten, *rewhiten);
                 let base = base.measure(whiten, dim)?;
                 let walk = scale(Scale::optimal_for(dim), true)?;
                 let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
@@ -900,7 +936,7 @@ impl SamplerSettings {
                         .with_base_measure(base)
                         .map_err(msg)?;
                     let surrogate = LiteSurrogate::new(model, dim, lite).map_err(msg)?;
-                    whitened(KmcLite::new(surrogate, config.clone()), dim, whiten)
+                    whitened_with(KmcLite::new(surrogate, config.clone()), dim, whitening)
                 })
             }
             Self::KMCFinite {
@@ -913,10 +949,12 @@ impl SamplerSettings {
                 whiten,
                 adapt_step_size,
                 base,
+                rewhiten,
             } => {
                 let density = kernel.resolved(dim, *whiten).spectral()?;
+                let whitening = kmc_whitening(*whiten, *rewhiten);
                 let base = base.measure(*whiten, dim)?;
-                let (m, lam, min_points, whiten) = (*features, *lam, *min_points, *whiten);
+                let (m, lam, min_points) = (*features, *lam, *min_points);
                 let config = kmc_config(*step_size, *steps, None, *adapt_step_size)?;
                 checked(
                     job,
@@ -938,7 +976,13 @@ impl SamplerSettings {
                             finite,
                         )
                         .map_err(msg)?;
-                        whitened(KmcFinite::new(surrogate, config.clone()), dim, whiten)
+                        // re-whitening refits on the points learned so far
+                        let surrogate = if whitening.rewhiten_fraction.is_some() {
+                            surrogate.keeping_points()
+                        } else {
+                            surrogate
+                        };
+                        whitened_with(KmcFinite::new(surrogate, config.clone()), dim, whitening)
                     },
                 )
             }

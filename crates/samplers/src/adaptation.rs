@@ -419,6 +419,10 @@ impl AlignedValues {
         &self.buffer[self.start..]
     }
 
+    fn values_mut(&mut self) -> &mut [f64] {
+        &mut self.buffer[self.start..]
+    }
+
     /// Appends `x` (amortised O(len x): the capacity doubles, into a newly
     /// aligned buffer).
     fn extend(&mut self, x: &[f64]) {
@@ -529,6 +533,12 @@ impl History {
     /// All points, n × d row-major.
     pub fn points(&self) -> &[f64] {
         self.points.values()
+    }
+
+    /// All points, n × d row-major, to rewrite in place (e.g. into new
+    /// coordinates); the order of the rows and the subsampling state stay.
+    pub fn points_mut(&mut self) -> &mut [f64] {
+        self.points.values_mut()
     }
 
     /// Moves all points out (n × d row-major, in the order pushed), leaving

@@ -55,6 +55,74 @@ pub struct AdaptationSummary {
     pub extra: Vec<(String, f64)>,
 }
 
+/// An affine change of a proposal's coordinates, u_new = B (u_old − c),
+/// announced by [`Proposal::change_coordinates`]: B is a d × d invertible
+/// matrix (row-major) and c a point of the old coordinates (the new origin).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoordinateChange {
+    matrix: Vec<f64>,
+    shift: Vec<f64>,
+}
+
+impl CoordinateChange {
+    /// The change u ↦ B (u − c) for `matrix` B (d × d, row-major) and
+    /// `shift` c (length d). Errors unless the sizes match and every entry
+    /// is finite.
+    pub fn new(matrix: Vec<f64>, shift: Vec<f64>) -> Result<Self> {
+        let d = shift.len();
+        if d == 0 || matrix.len() != d * d {
+            return Err(SamplerError::InvalidParameter {
+                name: "matrix",
+                reason: format!("must be d × d for the shift's d = {d} ≥ 1"),
+            });
+        }
+        if !matrix.iter().chain(&shift).all(|v| v.is_finite()) {
+            return Err(SamplerError::InvalidParameter {
+                name: "matrix",
+                reason: "entries must be finite".into(),
+            });
+        }
+        Ok(Self { matrix, shift })
+    }
+
+    /// The dimension d.
+    pub fn dim(&self) -> usize {
+        self.shift.len()
+    }
+
+    /// B, d × d row-major.
+    pub fn matrix(&self) -> &[f64] {
+        &self.matrix
+    }
+
+    /// c, the new origin in the old coordinates.
+    pub fn shift(&self) -> &[f64] {
+        &self.shift
+    }
+
+    /// Rewrites the point `u` (length d) in place from the old coordinates
+    /// into the new ones, using `scratch` (length d) for u − c.
+    pub fn apply_in_place(&self, u: &mut [f64], scratch: &mut [f64]) {
+        let d = self.dim();
+        for ((s, x), c) in scratch.iter_mut().zip(u.iter()).zip(&self.shift) {
+            *s = x - c;
+        }
+        for (i, out) in u.iter_mut().enumerate() {
+            let row = &self.matrix[i * d..(i + 1) * d];
+            *out = row.iter().zip(scratch.iter()).map(|(b, v)| b * v).sum();
+        }
+    }
+
+    /// Rewrites every point of `points` (n × d row-major) in place.
+    pub fn apply_to_rows(&self, points: &mut [f64]) {
+        let d = self.dim();
+        let mut scratch = vec![0.0; d];
+        for row in points.chunks_exact_mut(d) {
+            self.apply_in_place(row, &mut scratch);
+        }
+    }
+}
+
 /// A Metropolis–Hastings proposal, together with whatever it adapts.
 ///
 /// Implement this to add a sampler; [`MetropolisHastings`] does the rest. A
@@ -101,6 +169,20 @@ pub trait Proposal: Send {
     /// Told the outcome of the step after the decision. Swap caches here; adapt
     /// only if `adapt` (the engine turns adaptation off after its stop point).
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng);
+
+    /// Told, while adaptation is on and between two steps, that the
+    /// coordinates the proposal runs in change by `change`
+    /// (u_new = B (u_old − c)): the chain's states, and every state the
+    /// proposal has learned from, are from now on given in the new
+    /// coordinates. A proposal that supports it rewrites what it has
+    /// learned into the new coordinates (it may draw from `rng`, e.g. to
+    /// refit) and returns `true`; one that returns `false` must keep
+    /// working in the old coordinates, as it was. [`crate::Whitened`] calls
+    /// it when it re-estimates its map. Default: `false`, unsupported.
+    fn change_coordinates(&mut self, change: &CoordinateChange, rng: &mut dyn Rng) -> bool {
+        let _ = (change, rng);
+        false
+    }
 
     /// Whether the state after the step just observed is a draw of the
     /// chain: a [`crate::Run`] records a post-burn-in (thinned) step only if

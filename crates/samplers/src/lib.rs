@@ -119,7 +119,8 @@ pub use ckam::{
 };
 pub use covariance::ProposalCovariance;
 pub use engine::{
-    AdaptationSummary, KeptStates, MetropolisHastings, PendingStep, Proposal, StepInfo, StepOutcome,
+    AdaptationSummary, CoordinateChange, KeptStates, MetropolisHastings, PendingStep, Proposal,
+    StepInfo, StepOutcome,
 };
 pub use ensemble::{
     Ensemble, EnsembleConfig, EnsembleRun, StretchFactor, initial_ball, run_ensemble,

@@ -29,8 +29,17 @@
 //!    u = L⁻¹(x − μ). It is started at the pilot's last state, sees the step
 //!    index t − W, and proposes u*, mapped back to x* = μ + L u*.
 //!
-//! Exactness: (μ, L) change once, at step W, and only while adaptation is
-//! on; within a step they are fixed. The map is affine, so the density ratio
+//! 3. **re-whitened** (optional, [`WhiteningConfig::rewhiten_fraction`]):
+//!    at a later step W₂ of the adaptation period, (μ, Σ) are estimated
+//!    again from the wrapped proposal's own states of steps
+//!    (W + W₂)/2 … W₂ — it usually mixes far better than the pilot — the
+//!    covariance shrunk as the pilot's windows are. If the wrapped proposal
+//!    accepts the change of coordinates (u_new = B(u_old − c),
+//!    [`Proposal::change_coordinates`]; KMC rewrites its history and refits
+//!    its surrogate), the map becomes (μ', L'); otherwise the old map stays.
+//!
+//! Exactness: (μ, L) change at most twice, at steps W and W₂, and only while
+//! adaptation is on; within a step they are fixed. The map is affine, so the density ratio
 //! log q(x | x*) − log q(x* | x) equals that of the wrapped proposal in u
 //! (the Jacobian |L| cancels), and once the engine stops adapting the chain
 //! is the wrapped proposal's frozen chain in u — exactly π-invariant. If
@@ -43,7 +52,7 @@
 use crate::Target;
 use crate::adaptation::{RobbinsMonro, RunningMoments, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
-use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
+use crate::engine::{AdaptationSummary, CoordinateChange, KeptStates, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef};
@@ -72,6 +81,11 @@ pub struct WhiteningConfig {
     /// only the diagonal scales are measured (a few evaluations per
     /// coordinate; none for inexact targets, which start from I).
     pub hessian_max_dim: usize,
+    /// The share f₂ of the adaptation period after which the map is
+    /// estimated again from the wrapped proposal's states, in
+    /// (`pilot_fraction`, 1): W₂ = ⌊f₂ T⌋ (W₂ = ⌊W f₂ / f⌋ when adaptation
+    /// never stops). `None` (the default): the pilot's map is kept.
+    pub rewhiten_fraction: Option<f64>,
 }
 
 impl Default for WhiteningConfig {
@@ -83,6 +97,7 @@ impl Default for WhiteningConfig {
             pilot_fraction: 0.5,
             pilot_steps: 1000,
             hessian_max_dim: 32,
+            rewhiten_fraction: None,
         }
     }
 }
@@ -103,6 +118,30 @@ impl WhiteningConfig {
         Ok(self)
     }
 
+    /// Sets the share of the adaptation period after which the map is
+    /// re-estimated from the wrapped proposal's states, in
+    /// (`pilot_fraction`, 1) (checked again by [`Whitened::new`]); `None`
+    /// keeps the pilot's map.
+    pub fn with_rewhiten_fraction(mut self, fraction: Option<f64>) -> Result<Self> {
+        self.rewhiten_fraction = fraction;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks the fractions: the pilot's in (0, 1), re-whitening's (if
+    /// any) in (pilot's, 1).
+    pub fn validate(&self) -> Result<()> {
+        check_fraction(self.pilot_fraction)?;
+        if let Some(f) = self.rewhiten_fraction {
+            ensure(
+                f > self.pilot_fraction && f < 1.0,
+                "rewhiten_fraction",
+                "must lie in (pilot_fraction, 1)",
+            )?;
+        }
+        Ok(())
+    }
+
     /// Sets the largest dimension with a full finite-difference Hessian.
     pub fn with_hessian_max_dim(mut self, dim: usize) -> Self {
         self.hessian_max_dim = dim;
@@ -121,6 +160,17 @@ impl WhiteningConfig {
             Some(t) => (self.pilot_fraction * t as f64).floor() as u64,
             None => self.pilot_steps,
         }
+    }
+
+    /// The step W₂ of re-whitening for an adaptation period ending at
+    /// `adapt_until`, if re-whitening is on and W₂ comes after the pilot.
+    fn rewhiten_step(&self, adapt_until: Option<u64>) -> Option<u64> {
+        let f = self.rewhiten_fraction?;
+        let step = match adapt_until {
+            Some(t) => (f * t as f64).floor() as u64,
+            None => (self.pilot_steps as f64 * f / self.pilot_fraction).floor() as u64,
+        };
+        (step > self.pilot_length(adapt_until) + 1).then_some(step)
     }
 }
 
@@ -235,18 +285,11 @@ impl Pilot {
             return;
         }
         let d = self.dim;
-        let m = self.window_moves as f64;
+        let m = self.window_moves;
         if self.window_moves >= 2 {
             self.window.covariance_into(&mut self.scratch);
-            let tau = (0..d).map(|i| self.scratch[i * d + i]).sum::<f64>() / d as f64;
-            let weight = m / (m + (d * d) as f64);
-            for (k, v) in self.scratch.iter_mut().enumerate() {
-                *v *= weight;
-                if k % (d + 1) == 0 {
-                    *v += (1.0 - weight) * tau;
-                }
-            }
-            self.scratch_in_original_coordinates();
+            shrink_toward_isotropic(&mut self.scratch, d, m);
+            in_original_coordinates(&self.covariance, &mut self.scratch);
             let mut mean = vec![0.0; d];
             self.covariance
                 .apply_into(&self.origin, self.window.mean(), &mut mean);
@@ -264,19 +307,35 @@ impl Pilot {
         self.window_start = self.window_end + 1;
         self.window_end = self.window_end_after(self.window_end, len);
     }
+}
 
-    /// `scratch` ← L S Lᵀ for the covariance S in `scratch` and the current
-    /// factor L (an O(d³) product through faer).
-    fn scratch_in_original_coordinates(&mut self) {
-        let d = self.dim;
-        let l = self.covariance.lower_factor();
-        let lower = Mat::from_fn(d, d, |i, j| if j <= i { l[(i, j)] } else { 0.0 });
-        let s = MatRef::from_row_major_slice(&self.scratch, d, d);
-        let product = &lower * s * lower.transpose();
-        for i in 0..d {
-            for j in 0..d {
-                self.scratch[i * d + j] = product[(i, j)];
-            }
+/// Shrinks the covariance S (d × d, row-major, in coordinates where the
+/// target is roughly isotropic) toward (tr S/d) I with the weight
+/// d²/(m + d²) for m accepted moves, as the pilot's windows do (see
+/// [`Pilot::adapt`]).
+fn shrink_toward_isotropic(cov: &mut [f64], d: usize, moves: u64) {
+    let tau = (0..d).map(|i| cov[i * d + i]).sum::<f64>() / d as f64;
+    let m = moves as f64;
+    let weight = m / (m + (d * d) as f64);
+    for (k, v) in cov.iter_mut().enumerate() {
+        *v *= weight;
+        if k % (d + 1) == 0 {
+            *v += (1.0 - weight) * tau;
+        }
+    }
+}
+
+/// `cov` ← L S Lᵀ for the covariance S in `cov` (d × d, row-major) and the
+/// factor L of `metric` (an O(d³) product through faer).
+fn in_original_coordinates(metric: &ProposalCovariance, cov: &mut [f64]) {
+    let d = metric.dim();
+    let l = metric.lower_factor();
+    let lower = Mat::from_fn(d, d, |i, j| if j <= i { l[(i, j)] } else { 0.0 });
+    let s = MatRef::from_row_major_slice(cov, d, d);
+    let product = &lower * s * lower.transpose();
+    for i in 0..d {
+        for j in 0..d {
+            cov[i * d + j] = product[(i, j)];
         }
     }
 }
@@ -425,6 +484,18 @@ pub struct Whitened<P> {
     /// u after the step, for the wrapped proposal's outcome.
     after: Vec<f64>,
     scratch: Vec<f64>,
+    /// The step W₂ at which the map is re-estimated, while pending.
+    rewhiten_at: Option<u64>,
+    /// The last step before the states the re-estimate uses.
+    rewhiten_from: u64,
+    /// The moments of those states, in the current map's coordinates u.
+    wrapped_moments: RunningMoments,
+    /// Moves accepted among them.
+    wrapped_moves: u64,
+    /// Whether the map was re-estimated (and the wrapped proposal followed).
+    rewhitened: bool,
+    /// Jitters the re-estimated map's factor needed.
+    map_jitters: u64,
 }
 
 impl<P: Proposal> Whitened<P> {
@@ -432,7 +503,7 @@ impl<P: Proposal> Whitened<P> {
     /// coordinates) after a pilot, with the settings `config` (checked).
     pub fn new(inner: P, dim: usize, config: WhiteningConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
-        check_fraction(config.pilot_fraction)?;
+        config.validate()?;
         let mut pilot = Pilot::new(dim)?;
         pilot.plan(config.pilot_steps);
         Ok(Self {
@@ -452,6 +523,12 @@ impl<P: Proposal> Whitened<P> {
             proposed: vec![0.0; dim],
             after: vec![0.0; dim],
             scratch: vec![0.0; dim * dim],
+            rewhiten_at: None,
+            rewhiten_from: 0,
+            wrapped_moments: RunningMoments::new(dim),
+            wrapped_moves: 0,
+            rewhitened: false,
+            map_jitters: 0,
         })
     }
 
@@ -466,7 +543,8 @@ impl<P: Proposal> Whitened<P> {
     }
 
     /// The learned location μ and the lower Cholesky factor L of the learned
-    /// covariance (d × d, row-major), once the pilot has ended.
+    /// covariance (d × d, row-major), once the pilot has ended (the
+    /// re-estimated ones after a re-whitening).
     pub fn whitening(&self) -> Option<(Vec<f64>, Vec<f64>)> {
         self.map.as_ref().map(|map| {
             let l = map.factor.lower_factor();
@@ -500,6 +578,58 @@ impl<P: Proposal> Whitened<P> {
             }
         };
         self.map = Some(AffineMap { mean, factor });
+    }
+
+    /// Whether the map was re-estimated from the wrapped proposal's states
+    /// (and the wrapped proposal followed it into the new coordinates).
+    pub fn rewhitened(&self) -> bool {
+        self.rewhitened
+    }
+
+    /// Re-whitening at W₂: (μ', Σ') from the moments of the wrapped
+    /// proposal's states (in u, Σ shrunk as in the pilot's windows, then
+    /// mapped back: μ' = μ + L ū, Σ' = L S' Lᵀ = L' L'ᵀ), offered to the
+    /// wrapped proposal as u_new = B(u_old − ū) with B = L'⁻¹ L; the map
+    /// changes only if it accepts. Fewer than 2 accepted moves, or a Σ'
+    /// that cannot be factored, keep the map.
+    fn rewhiten(&mut self, rng: &mut dyn Rng) {
+        let d = self.dim;
+        let moments = std::mem::replace(&mut self.wrapped_moments, RunningMoments::new(d));
+        let Some(map) = &self.map else { return };
+        if self.wrapped_moves < 2 {
+            return;
+        }
+        let mut cov = vec![0.0; d * d];
+        moments.covariance_into(&mut cov);
+        shrink_toward_isotropic(&mut cov, d, self.wrapped_moves);
+        in_original_coordinates(&map.factor, &mut cov);
+        let mut factor = ProposalCovariance::identity(d);
+        if factor.factor(&cov).is_err() {
+            return;
+        }
+        let mut mean = vec![0.0; d];
+        map.factor.apply_into(&map.mean, moments.mean(), &mut mean);
+        let (l, zeros) = (map.factor.lower_factor(), vec![0.0; d]);
+        let (mut column, mut solved) = (vec![0.0; d], vec![0.0; d]);
+        let mut matrix = vec![0.0; d * d];
+        for j in 0..d {
+            for (i, v) in column.iter_mut().enumerate() {
+                *v = if i >= j { l[(i, j)] } else { 0.0 };
+            }
+            factor.solve_into(&column, &zeros, &mut solved);
+            for (i, v) in solved.iter().enumerate() {
+                matrix[i * d + j] = *v;
+            }
+        }
+        // c = L⁻¹(μ' − μ) = ū
+        let Ok(change) = CoordinateChange::new(matrix, moments.mean().to_vec()) else {
+            return;
+        };
+        if self.inner.change_coordinates(&change, rng) {
+            self.map_jitters += factor.jitters();
+            self.map = Some(AffineMap { mean, factor });
+            self.rewhitened = true;
+        }
     }
 }
 
@@ -548,6 +678,10 @@ impl<P: Proposal> Proposal for Whitened<P> {
             if self.map.is_none() {
                 self.pilot_length = self.config.pilot_length(adapt_until);
                 self.pilot.plan(self.pilot_length);
+                self.rewhiten_at = self.config.rewhiten_step(adapt_until);
+                if let Some(at) = self.rewhiten_at {
+                    self.rewhiten_from = self.pilot_length + (at - self.pilot_length) / 2;
+                }
             }
         } else {
             self.inner.plan_adaptation(adapt_until);
@@ -565,6 +699,8 @@ impl<P: Proposal> Proposal for Whitened<P> {
             self.inner_started = false;
             self.inner_adapts = adapts;
             self.offset = 0;
+            // the map is kept as learned; no second re-estimate
+            self.rewhiten_at = None;
         } else if adapts && target.is_exact() {
             let mut curvature = Curvature {
                 target,
@@ -656,6 +792,16 @@ impl<P: Proposal> Proposal for Whitened<P> {
             ..*outcome
         };
         self.inner.observe(&whitened, adapt, rng);
+        if let Some(at) = self.rewhiten_at.filter(|_| adapt) {
+            if t > self.rewhiten_from {
+                self.wrapped_moments.push(&self.after);
+                self.wrapped_moves += u64::from(outcome.accepted);
+            }
+            if t >= at {
+                self.rewhiten_at = None;
+                self.rewhiten(rng);
+            }
+        }
     }
 
     fn records_last_step(&self) -> bool {
@@ -695,12 +841,18 @@ impl<P: Proposal> Proposal for Whitened<P> {
         summary
             .extra
             .push(("whitened".into(), f64::from(u8::from(self.map.is_some()))));
+        if self.config.rewhiten_fraction.is_some() {
+            summary
+                .extra
+                .push(("rewhitened".into(), f64::from(u8::from(self.rewhitened))));
+        }
         summary
     }
 
     fn covariance_jitters(&self) -> u64 {
-        // the map's factor is the pilot's (or a diagonal that needs none)
-        self.pilot.covariance.jitters() + self.inner.covariance_jitters()
+        // the map's factor is the pilot's (or a diagonal that needs none),
+        // or the re-estimated one
+        self.pilot.covariance.jitters() + self.map_jitters + self.inner.covariance_jitters()
     }
 }
 

@@ -18,12 +18,14 @@ use faer::Mat;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolis, AdaptiveMetropolisConfig, FKamh, FKamhConfig, Kamh, KamhConfig, KmcConfig,
-    KmcLite, LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, MomentUpdate, PcaKameleon,
-    PcaKameleonConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal, RobbinsMonro,
-    RunConfig, Scale, StepSchedule, Whitened, WhiteningConfig, chain_rng, run_chain,
+    AdaptiveMetropolis, AdaptiveMetropolisConfig, CoordinateChange, FKamh, FKamhConfig,
+    FiniteSurrogate, FiniteSurrogateConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, MetropolisHastings, MomentUpdate, PcaKameleon,
+    PcaKameleonConfig, PrincipalComponents, PrincipalComponentsConfig, Proposal, RandomWalk,
+    RandomWalkConfig, RobbinsMonro, RunConfig, Scale, StepSchedule, Whitened, WhiteningConfig,
+    chain_rng, run_chain,
 };
-use kameleon_score_matching::LiteEstimator;
+use kameleon_score_matching::{BaseMeasure, FiniteEstimator, GradientModel, LiteEstimator};
 use kameleon_targets::GaussianMixture;
 
 /// KAMH with its scale-free presets ([`KamhConfig::scale_free`]: n = 200,
@@ -44,6 +46,34 @@ fn unit_scale_kmc_lite(dim: usize) -> KmcLite {
     let model = LiteEstimator::new(1.0, LiteSurrogateConfig::SCALE_FREE_RIDGE).unwrap();
     let surrogate = LiteSurrogate::new(model, dim, LiteSurrogateConfig::scale_free()).unwrap();
     KmcLite::new(surrogate, KmcConfig::scale_free()).unwrap()
+}
+
+/// KMC finite with its scale-free presets (the Python package's defaults):
+/// 100 random Fourier features of the Gaussian kernel of length-scale
+/// √(2d), λ = 1, the Student-t base of ν = 3d, ready after 100 points, the
+/// step size learned toward 0.65.
+fn unit_scale_kmc_finite(dim: usize) -> KmcFinite<RandomFourierFeatures> {
+    let mut rng = chain_rng(78, 0);
+    let kernel = Gaussian::new((2.0 * dim as f64).sqrt()).unwrap();
+    let phi = RandomFourierFeatures::new(&kernel, dim, 100, Embedding::CosPhase, &mut rng).unwrap();
+    let base = BaseMeasure::StudentT {
+        dof: FiniteSurrogateConfig::SCALE_FREE_BASE_DOF_PER_DIM * dim as f64,
+    };
+    let model = FiniteEstimator::new(phi, FiniteSurrogateConfig::SCALE_FREE_RIDGE)
+        .and_then(|m| m.with_base_measure(base))
+        .unwrap();
+    let surrogate = FiniteSurrogate::new(model, FiniteSurrogateConfig::default())
+        .unwrap()
+        .keeping_points();
+    KmcFinite::new(surrogate, KmcConfig::scale_free()).unwrap()
+}
+
+/// The pilot for half the adaptation period, the map re-estimated after
+/// three quarters of it.
+fn rewhitening() -> WhiteningConfig {
+    WhiteningConfig::default()
+        .with_rewhiten_fraction(Some(0.75))
+        .unwrap()
 }
 
 /// `correlated_gaussian(4)` (correlation 0.8 between neighbours, standard
@@ -113,9 +143,14 @@ fn whitened_kmc_lite_samples_a_gaussian_of_scale_one_thousandth() {
 /// (untwisted moments, region coverages) is returned.
 const STEPS: u64 = 30;
 
-fn whitened_banana_stationarity<P: Proposal + Clone>(inner: P, seed: u64) -> (f64, String) {
+fn whitened_banana_stationarity<P: Proposal + Clone>(
+    inner: P,
+    config: WhiteningConfig,
+    seed: u64,
+) -> (f64, String) {
     let target = Invariance::banana();
-    let sampler = Whitened::new(inner, 8, WhiteningConfig::default()).unwrap();
+    let rewhitens = config.rewhiten_fraction.is_some();
+    let sampler = Whitened::new(inner, 8, config).unwrap();
     let mut mh =
         MetropolisHastings::new(&target, sampler, &[0.0; 8], chain_rng(seed, 0), Some(5_000))
             .unwrap();
@@ -124,13 +159,22 @@ fn whitened_banana_stationarity<P: Proposal + Clone>(inner: P, seed: u64) -> (f6
     }
     let adapted = mh.proposal().clone();
     assert!(adapted.whitening().is_some(), "the pilot has ended");
+    assert_eq!(adapted.rewhitened(), rewhitens, "seed {seed}: re-whitened");
     let states = final_states(&target, &adapted, 1_000, STEPS, seed);
     Reference::banana(&target).worst_z(&states, &z_iid)
 }
 
 fn assert_whitened_invariant<P: Proposal + Clone>(label: &str, inner: impl Fn() -> P) {
+    assert_invariant_with(label, WhiteningConfig::default(), inner);
+}
+
+fn assert_invariant_with<P: Proposal + Clone>(
+    label: &str,
+    config: WhiteningConfig,
+    inner: impl Fn() -> P,
+) {
     for seed in 0..common::SEEDS {
-        let score = whitened_banana_stationarity(inner(), seed);
+        let score = whitened_banana_stationarity(inner(), config, seed);
         assert_verdict(&format!("whitened {label} seed {seed}"), score, true);
     }
 }
@@ -240,5 +284,280 @@ fn the_pilot_takes_its_share_of_the_adaptation_and_learns_the_covariance() {
         assert!((0.5..2.0).contains(&ratio), "var {i}: ratio {ratio}");
         let z = (mu[i] - mean[i]) / cov[i * 4 + i].sqrt();
         assert!(z.abs() < 3.0, "mean {i}: z {z}");
+    }
+}
+
+#[test]
+fn rewhitened_kmc_lite_is_invariant_on_the_strongly_twisted_banana() {
+    // the map changes twice (steps 2 500 and 3 750), KMC lite's history and
+    // surrogate follow it, all before adaptation stops at 5 000
+    assert_invariant_with("kmc lite (re-whitened)", rewhitening(), || {
+        unit_scale_kmc_lite(8)
+    });
+}
+
+#[test]
+fn rewhitened_kmc_finite_is_invariant_on_the_strongly_twisted_banana() {
+    assert_invariant_with("kmc finite (re-whitened)", rewhitening(), || {
+        unit_scale_kmc_finite(8)
+    });
+}
+
+/// The whitened target's errors under the map (μ, L) for N(m, Σ): the
+/// length of its mean, |L⁻¹(m − μ)|, and the Frobenius distance of its
+/// covariance L⁻¹ Σ L⁻ᵀ from I.
+fn map_errors(map: &(Vec<f64>, Vec<f64>), mean: &[f64], cov: &[f64]) -> (f64, f64) {
+    let d = mean.len();
+    let (mu, l) = map;
+    let l = Mat::from_fn(d, d, |i, j| l[i * d + j]);
+    let sigma = Mat::from_fn(d, d, |i, j| cov[i * d + j]);
+    let offset = Mat::from_fn(d, 1, |i, _| mean[i] - mu[i]);
+    let l_inv = faer::linalg::solvers::DenseSolveCore::inverse(&l.partial_piv_lu());
+    let u = &l_inv * &offset;
+    let w = &l_inv * &sigma * l_inv.transpose();
+    let mean_error = (0..d).map(|i| u[(i, 0)].powi(2)).sum::<f64>().sqrt();
+    let cov_error = (0..d * d)
+        .map(|k| {
+            let (i, j) = (k / d, k % d);
+            (w[(i, j)] - if i == j { 1.0 } else { 0.0 }).powi(2)
+        })
+        .sum::<f64>()
+        .sqrt();
+    (mean_error, cov_error)
+}
+
+#[test]
+fn the_map_re_estimated_from_kmc_states_is_closer_to_the_truth_than_the_pilots() {
+    // correlated_gaussian(20) (sds 1–10.5, neighbour correlation 0.8),
+    // started 3 sd out along every axis, adaptation over 2 000 steps: the
+    // pilot's map at step 1 000, the re-estimate from KMC lite's states of
+    // steps 1 250 … 1 500 at step 1 500.
+    //
+    // Tolerances. The re-estimate's errors are Monte Carlo errors of n_eff
+    // effectively independent states: E|ū − mean|² = d/n_eff for the mean
+    // (in whitened units), and for the covariance of n_eff Gaussian draws
+    // E‖S − I‖²_F ≈ (d² + d)/n_eff, before the shrinkage (which pulls S
+    // toward a multiple of I). KMC's 250 states hold n_eff ≥ 50
+    // conservatively (acceptance ≳ 0.3, near-independent accepted
+    // trajectories), so the re-estimate's mean error is held to
+    // 3·√(d/50) = 1.9 and its covariance error to 3·√((d² + d)/50) = 8.7,
+    // three times their expected size. The pilot, a random walk with ~d
+    // accepted moves per effectively independent state, is compared on the
+    // sum of both errors over the seeds (each seed's pair is noisy).
+    let d = 20;
+    let (target, mean, cov) = common::correlated_gaussian(d);
+    let start: Vec<f64> = (0..d)
+        .map(|i| mean[i] + 3.0 * cov[i * d + i].sqrt())
+        .collect();
+    let (mut pilot_total, mut rewhitened_total) = (0.0, 0.0);
+    for seed in 0..common::SEEDS {
+        let sampler = Whitened::new(unit_scale_kmc_lite(d), d, rewhitening()).unwrap();
+        let mut mh =
+            MetropolisHastings::new(&target, sampler, &start, chain_rng(seed, 0), Some(2_000))
+                .unwrap();
+        for _ in 0..1_000 {
+            mh.step(&target);
+        }
+        let pilot = mh.proposal().whitening().expect("the pilot has ended");
+        for _ in 0..500 {
+            mh.step(&target);
+        }
+        assert!(mh.proposal().rewhitened(), "seed {seed}");
+        let rewhitened = mh.proposal().whitening().unwrap();
+        let (pilot_mean, pilot_cov) = map_errors(&pilot, &mean, &cov);
+        let (mean_error, cov_error) = map_errors(&rewhitened, &mean, &cov);
+        eprintln!(
+            "seed {seed}: pilot {pilot_mean:.3} {pilot_cov:.3}, re-estimate {mean_error:.3} {cov_error:.3}"
+        );
+        let n_eff = 50.0;
+        let mean_tolerance = 3.0 * (d as f64 / n_eff).sqrt();
+        let cov_tolerance = 3.0 * (((d * d + d) as f64) / n_eff).sqrt();
+        assert!(
+            mean_error < mean_tolerance,
+            "seed {seed}: mean error {mean_error}"
+        );
+        assert!(
+            cov_error < cov_tolerance,
+            "seed {seed}: covariance error {cov_error}"
+        );
+        pilot_total += pilot_mean + pilot_cov;
+        rewhitened_total += mean_error + cov_error;
+    }
+    assert!(
+        rewhitened_total < pilot_total,
+        "re-estimates {rewhitened_total} vs pilots {pilot_total}"
+    );
+}
+
+/// B (d × d) and c for a change of coordinates in d = 3: a well-conditioned
+/// non-triangular B.
+fn a_change() -> (Vec<f64>, Vec<f64>) {
+    let b = vec![1.3, 0.2, -0.4, 0.1, 0.8, 0.3, -0.2, 0.5, 1.1];
+    (b, vec![0.7, -1.2, 2.0])
+}
+
+/// B(u − c) by the definition, one entry at a time.
+fn changed(u: &[f64], b: &[f64], c: &[f64]) -> Vec<f64> {
+    let d = u.len();
+    (0..d)
+        .map(|i| (0..d).map(|j| b[i * d + j] * (u[j] - c[j])).sum())
+        .collect()
+}
+
+#[test]
+fn kmc_lite_rewrites_its_history_into_the_new_coordinates_and_refits() {
+    let (target, mean, _) = common::correlated_gaussian(3);
+    let mut mh = MetropolisHastings::new(
+        &target,
+        unit_scale_kmc_lite(3),
+        &mean,
+        chain_rng(5, 0),
+        None,
+    )
+    .unwrap();
+    for _ in 0..400 {
+        mh.step(&target);
+    }
+    let mut kmc = mh.proposal().clone();
+    let old = kmc.surrogate().history().points().to_vec();
+    let refits = kmc.surrogate().refits();
+    assert!(refits >= 1 && old.len() == 401 * 3);
+    let (b, c) = a_change();
+    let change = CoordinateChange::new(b.clone(), c.clone()).unwrap();
+    assert!(kmc.change_coordinates(&change, &mut chain_rng(6, 0)));
+    let new = kmc.surrogate().history().points();
+    assert_eq!(new.len(), old.len());
+    for (row, (was, is)) in old.chunks(3).zip(new.chunks(3)).enumerate() {
+        let expected = changed(was, &b, &c);
+        for k in 0..3 {
+            assert!(
+                (is[k] - expected[k]).abs() < 1e-12 * (1.0 + expected[k].abs()),
+                "row {row}: {is:?} vs {expected:?}"
+            );
+        }
+    }
+    assert_eq!(kmc.surrogate().refits(), refits + 1, "refitted at once");
+    // the refit's basis is a subsample of the rewritten history
+    let basis = kmc.surrogate().model().basis();
+    for i in 0..basis.nrows() {
+        let point: Vec<f64> = (0..3).map(|k| basis[(i, k)]).collect();
+        assert!(
+            new.chunks(3).any(|p| p == point.as_slice()),
+            "basis row {i}"
+        );
+    }
+}
+
+#[test]
+fn kmc_finite_refits_on_its_states_in_the_new_coordinates() {
+    // the surrogate after the change equals a batch fit on the chain's
+    // states x₀ … x_T (all learned while adapting) rewritten by hand
+    let (target, mean, _) = common::correlated_gaussian(3);
+    let mut mh = MetropolisHastings::new(
+        &target,
+        unit_scale_kmc_finite(3),
+        &mean,
+        chain_rng(7, 0),
+        None,
+    )
+    .unwrap();
+    let mut states = mean.clone();
+    for _ in 0..300 {
+        mh.step(&target);
+        states.extend_from_slice(mh.position());
+    }
+    let mut kmc = mh.proposal().clone();
+    let (b, c) = a_change();
+    let change = CoordinateChange::new(b.clone(), c.clone()).unwrap();
+    assert!(kmc.change_coordinates(&change, &mut chain_rng(8, 0)));
+    let rewritten: Vec<f64> = states.chunks(3).flat_map(|u| changed(u, &b, &c)).collect();
+    let mut batch = unit_scale_kmc_finite(3).surrogate().model().clone();
+    batch
+        .fit(faer::MatRef::from_row_major_slice(&rewritten, 301, 3))
+        .unwrap();
+    let theta = kmc.surrogate().model().theta();
+    let scale = batch.theta().iter().map(|t| t.abs()).fold(0.0, f64::max);
+    for (k, (a, e)) in theta.iter().zip(batch.theta()).enumerate() {
+        assert!((a - e).abs() < 1e-8 * scale, "θ[{k}]: {a} vs {e}");
+    }
+}
+
+#[test]
+fn kmc_finite_refuses_a_change_unless_it_keeps_its_points() {
+    // without `keeping_points` the surrogate stores nothing it could refit
+    // on, so it refuses and its fit stays as it was, bit for bit; one that
+    // keeps them accepts once, then lets them go and refuses a second change
+    let (target, mean, _) = common::correlated_gaussian(3);
+    let (b, c) = a_change();
+    let change = CoordinateChange::new(b, c).unwrap();
+    let plain = {
+        let mut rng = chain_rng(78, 0);
+        let kernel = Gaussian::new(6f64.sqrt()).unwrap();
+        let phi =
+            RandomFourierFeatures::new(&kernel, 3, 100, Embedding::CosPhase, &mut rng).unwrap();
+        let model = FiniteEstimator::new(phi, FiniteSurrogateConfig::SCALE_FREE_RIDGE).unwrap();
+        let surrogate = FiniteSurrogate::new(model, FiniteSurrogateConfig::default()).unwrap();
+        KmcFinite::new(surrogate, KmcConfig::scale_free()).unwrap()
+    };
+    for (keeps, kmc) in [(false, plain), (true, unit_scale_kmc_finite(3))] {
+        let mut mh = MetropolisHastings::new(&target, kmc, &mean, chain_rng(7, 0), None).unwrap();
+        for _ in 0..200 {
+            mh.step(&target);
+        }
+        let mut kmc = mh.proposal().clone();
+        let theta = kmc.surrogate().model().theta().to_vec();
+        assert_eq!(kmc.change_coordinates(&change, &mut chain_rng(8, 0)), keeps);
+        if !keeps {
+            assert_eq!(kmc.surrogate().model().theta(), &theta[..]);
+        }
+        assert!(!kmc.change_coordinates(&change, &mut chain_rng(9, 0)));
+    }
+}
+
+#[test]
+fn a_proposal_that_refuses_the_change_keeps_the_pilots_map_bit_for_bit() {
+    // KAMH and the random walk do not support a change of coordinates: with
+    // re-whitening on they run exactly as with it off
+    let (target, mean, _) = common::correlated_gaussian(4);
+    let config = RunConfig::new(1_000, 500);
+    let walk = || RandomWalk::new(4, RandomWalkConfig::default()).unwrap();
+    for (label, on, off) in [
+        (
+            "kamh",
+            run_chain(
+                &target,
+                Whitened::new(unit_scale_kamh(4), 4, rewhitening()).unwrap(),
+                &mean,
+                config,
+                3,
+            ),
+            run_chain(&target, whitened(unit_scale_kamh(4)), &mean, config, 3),
+        ),
+        (
+            "random walk",
+            run_chain(
+                &target,
+                Whitened::new(walk(), 4, rewhitening()).unwrap(),
+                &mean,
+                config,
+                3,
+            ),
+            run_chain(&target, whitened(walk()), &mean, config, 3),
+        ),
+    ] {
+        let (on, off) = (on.unwrap(), off.unwrap());
+        assert_eq!(on.samples, off.samples, "{label}");
+    }
+}
+
+#[test]
+fn the_rewhitening_fraction_must_follow_the_pilots() {
+    for bad in [0.5, 0.3, 1.0, f64::NAN] {
+        assert!(
+            WhiteningConfig::default()
+                .with_rewhiten_fraction(Some(bad))
+                .is_err(),
+            "{bad}"
+        );
     }
 }
