@@ -87,6 +87,9 @@ PAPER_SETTINGS = {
     "AM.paper": lambda: km.AM.paper(),
     "AM.paper(learned)": lambda: km.AM.paper("learned"),
     "AMPCA.paper": lambda: km.AMPCA.paper(),
+    # not a paper's: KMC finite on the pilot's map alone, as before
+    # re-whitening became its default
+    "KMCFinite(rewhiten=False)": lambda: km.KMCFinite(rewhiten=False),
 }
 
 SHORT = {

@@ -763,8 +763,10 @@ impl KmcConfig {
     /// 2 × 2 000 draws, seeds 1–3): on standard normals the minimum bulk
     /// ESS rose from 347–421 to 437–575 at d = 10 and from 124–222 to
     /// 256–347 at d = 20 (acceptance at d = 20 0.41–0.43, was
-    /// 0.35–0.47); on the real-posterior suite the minimum ESS per
-    /// evaluation rose 5–66 % on every posterior it passes, still 7 of 8.
+    /// 0.35–0.47); on the real-posterior suite (seeds 1–10) the minimum
+    /// ESS per evaluation rose 40–67 % on hmm_drive_0, nes and diamonds
+    /// and 4–5 % on kilpisjarvi and the ODE (over 40 seeds the ODE's
+    /// median was 8 % lower), still 7 of 8 passed.
     /// KMC lite gains at d = 20 (ESS 178–245, was 67–174) but not on the
     /// suite (the ODE's ESS 19 % lower, hmm_drive_0's 10 %), so it keeps
     /// the pilot's map by default. With the pilot's usual share (0.5) and
