@@ -39,6 +39,20 @@ fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
     }
 }
 
+/// Runs `e` as shards 1–3 of 3 into `root`/shard1 … shard3 (a shard's
+/// run returns no summary) and returns those directories.
+fn run_three_shards(e: &Experiment, root: &Path) -> Vec<PathBuf> {
+    let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
+    for (i, dir) in shard_dirs.iter().enumerate() {
+        let shard = Shard {
+            index: i + 1,
+            count: 3,
+        };
+        assert!(reproduce(e, &options(dir, Some(shard))).unwrap().is_none());
+    }
+    shard_dirs
+}
+
 /// Checks a summary.json against the schema, reading it as untyped JSON
 /// (so a field renamed in the struct breaks this test). A grid's cells
 /// must have `accept` and `mean_norm`; a study's cells have
@@ -248,14 +262,7 @@ fn check_shards_merge(name: &str) {
         .install(|| reproduce(&e, &options(&single_dir, None)))
         .unwrap()
         .unwrap();
-    let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
-    for (i, dir) in shard_dirs.iter().enumerate() {
-        let shard = Shard {
-            index: i + 1,
-            count: 3,
-        };
-        assert!(reproduce(&e, &options(dir, Some(shard))).unwrap().is_none());
-    }
+    let shard_dirs = run_three_shards(&e, &root);
     let incomplete = merge(&e, &shard_dirs[..2], &root.join("bad"));
     let message = format!("{:#}", incomplete.unwrap_err());
     assert!(message.contains("missing"), "{message}");
@@ -346,14 +353,7 @@ fn study_shards_merge_into_the_single_run_summary() {
     let values = &single.cells[0].metrics["mean"].values;
     assert!(values.windows(2).all(|w| w[0] != w[1]));
     assert!(values.iter().all(|v| v.abs() < 0.5));
-    let shard_dirs: Vec<PathBuf> = (1..=3).map(|i| root.join(format!("shard{i}"))).collect();
-    for (i, dir) in shard_dirs.iter().enumerate() {
-        let shard = Shard {
-            index: i + 1,
-            count: 3,
-        };
-        assert!(reproduce(&e, &options(dir, Some(shard))).unwrap().is_none());
-    }
+    let shard_dirs = run_three_shards(&e, &root);
     let message = format!(
         "{:#}",
         merge(&e, &shard_dirs[1..], &root.join("bad")).unwrap_err()
