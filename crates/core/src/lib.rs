@@ -25,13 +25,16 @@
 //!   slices (kernel sums, random Fourier features, the GP likelihood);
 //! - [`normal_cdf`]: the standard normal CDF, accurate in both tails;
 //! - [`PrefetchedWords`]: a generator's words drawn ahead, so
-//!   that loops of draws through a `&mut dyn Rng` inline.
+//!   that loops of draws through a `&mut dyn Rng` inline;
+//! - [`buffer`]: buffers whose size the caller chooses, sized with checked
+//!   arithmetic and allocated fallibly ([`buffer::BufferTooLarge`]).
 //!
 //! The crate is small on purpose: `kameleon-samplers` depends on it, not on
 //! `kameleon-targets` (whose data sets, CSV parser and special functions a
 //! sampler user does not need), and the numerical crates share `fastmath`
 //! without depending on each other.
 
+pub mod buffer;
 mod error;
 pub mod fastmath;
 mod function;
