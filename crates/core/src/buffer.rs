@@ -80,6 +80,34 @@ pub fn zeros(what: &'static str, factors: &[usize]) -> Result<Vec<f64>, BufferTo
     Ok(buffer)
 }
 
+/// Checks, before a structure allocates its buffers, that they can be had:
+/// the total of the products in `shapes` (one `&[rows, cols, …]` per
+/// buffer) must not overflow and the allocator must grant that many `f64`s
+/// at once (asked and released again; nothing is written). Constructors
+/// whose buffers are many and small call this once instead of allocating
+/// each fallibly.
+///
+/// ```
+/// use kameleon_core::buffer::ensure_room;
+/// assert!(ensure_room("a d × d and a d × n buffer", &[&[8, 8], &[8, 1000]]).is_ok());
+/// assert!(ensure_room("a d × n buffer", &[&[4, 1 << 62]]).is_err());
+/// ```
+pub fn ensure_room(what: &'static str, shapes: &[&[usize]]) -> Result<(), BufferTooLarge> {
+    let mut total = 0usize;
+    for shape in shapes {
+        let len = checked_len(what, shape)?;
+        total = match total.checked_add(len) {
+            Some(t) => t,
+            None => return Err(BufferTooLarge::new(what, u128::MAX)),
+        };
+    }
+    let total = checked_len(what, &[total])?;
+    let mut probe: Vec<f64> = Vec::new();
+    probe
+        .try_reserve_exact(total)
+        .map_err(|_| BufferTooLarge::new(what, total as u128))
+}
+
 /// Reserves room for `additional` more values in `buffer` fallibly (an
 /// error, not an abort, when the allocator refuses).
 pub fn reserve(
@@ -127,6 +155,11 @@ mod tests {
         assert!(reserve("the test's buffer", &mut buffer, usize::MAX).is_err());
         reserve("the test's buffer", &mut buffer, 3).unwrap();
         assert!(buffer.capacity() >= 4);
+        // each of two 2⁵⁷-value buffers passes the address-space check,
+        // their sum is refused
+        assert!(ensure_room("two buffers", &[&[1 << 57], &[1 << 57]]).is_err());
+        assert!(ensure_room("two buffers", &[&[usize::MAX], &[2]]).is_err());
+        ensure_room("two buffers", &[&[1000, 1000], &[]]).unwrap();
     }
 
     #[test]

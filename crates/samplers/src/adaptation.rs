@@ -41,7 +41,9 @@ impl StepSchedule {
     pub fn validate(&self) -> Result<()> {
         match *self {
             Self::InverseSqrt => Ok(()),
-            Self::Harmonic { t0 } => ensure(t0 < 1.0, "t0", "must be finite and < 1"),
+            Self::Harmonic { t0 } => {
+                ensure(t0.is_finite() && t0 < 1.0, "t0", "must be finite and < 1")
+            }
             Self::Power { kappa } => {
                 ensure(kappa > 0.0 && kappa <= 1.0, "kappa", "must lie in (0, 1]")
             }
@@ -779,6 +781,15 @@ mod tests {
         assert_eq!(StepSchedule::Harmonic { t0: -1.0 }.step(3), 0.25);
         assert!((StepSchedule::Power { kappa: 0.6 }.step(10) - 10f64.powf(-0.6)).abs() < 1e-15);
         assert!(StepSchedule::Harmonic { t0: 1.0 }.validate().is_err());
+        // a step 1/(t − t0) of zero would freeze the adaptation
+        assert!(
+            StepSchedule::Harmonic {
+                t0: f64::NEG_INFINITY
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(StepSchedule::Harmonic { t0: f64::NAN }.validate().is_err());
         assert!(StepSchedule::Power { kappa: 1.5 }.validate().is_err());
         let constant = StepSchedule::Constant { gamma: 0.1 };
         assert!(constant.validate().is_ok());

@@ -6,7 +6,7 @@
 use crate::adaptation::{RunningMoments, Scale, StepSchedule, StochasticMoments};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use crate::{RobbinsMonro, Target};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -501,6 +501,7 @@ impl AdaptiveMetropolis {
     /// `config` (checked).
     pub fn new(dim: usize, config: AdaptiveMetropolisConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        ensure_room("adaptive Metropolis's d × d matrices", &[&[6, dim, dim]])?;
         let scale = match config.scale {
             Some(scale) => scale,
             None => Scale::fixed(Scale::optimal_for(dim))?,

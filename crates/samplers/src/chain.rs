@@ -37,6 +37,11 @@ pub struct Chain {
     pub chain_index: u64,
     /// The run's configuration.
     pub config: RunConfig,
+    /// Steps taken, burn-in included: `config.total_steps()` for a finished
+    /// run, fewer for a chain taken from a run part of the way
+    /// ([`Run::into_chain`]).
+    #[serde(default)]
+    pub steps: u64,
     /// Accepted proposals over all steps, burn-in included.
     pub accepted_total: u64,
     /// Proposals rejected because x*, the proposal correction or log π(x*)
@@ -92,6 +97,7 @@ impl Chain {
             seed,
             chain_index,
             config,
+            steps: 0,
             accepted_total: 0,
             rejected_non_finite: 0,
             covariance_jitters: 0,
@@ -114,13 +120,13 @@ impl Chain {
         &self.samples[i * self.dim..(i + 1) * self.dim]
     }
 
-    /// The fraction of accepted proposals over all steps (burn-in included).
+    /// The fraction of accepted proposals over the steps taken (burn-in
+    /// included); 0 before the first step.
     pub fn acceptance_rate(&self) -> f64 {
-        let steps = self.config.burn_in.saturating_add(self.config.iterations);
-        if steps == 0 {
+        if self.steps == 0 {
             0.0
         } else {
-            self.accepted_total as f64 / steps as f64
+            self.accepted_total as f64 / self.steps as f64
         }
     }
 
@@ -180,6 +186,28 @@ impl RunConfig {
         }
     }
 
+    /// `burn_in` steps, then `draws` recorded states, one every `thin`
+    /// steps (`iterations` = `draws · thin`), adaptation during burn-in;
+    /// errors if `thin` is 0 or `draws · thin` overflows a u64.
+    ///
+    /// ```
+    /// use kameleon_samplers::RunConfig;
+    /// let config = RunConfig::for_draws(100, 50, 4)?;
+    /// assert_eq!((config.iterations, config.thin), (200, 4));
+    /// assert!(RunConfig::for_draws(0, 1 << 40, 1 << 30).is_err());
+    /// # Ok::<(), kameleon_samplers::SamplerError>(())
+    /// ```
+    pub fn for_draws(burn_in: u64, draws: u64, thin: u64) -> Result<Self> {
+        ensure(thin >= 1, "thin", "must be at least 1")?;
+        let iterations = draws
+            .checked_mul(thin)
+            .ok_or_else(|| SamplerError::InvalidParameter {
+                name: "draws",
+                reason: format!("{draws} draws × thin {thin} overflows the step counter (u64)"),
+            })?;
+        Ok(Self::new(burn_in, iterations).thin(thin))
+    }
+
     /// Sets the thinning.
     pub fn thin(mut self, thin: u64) -> Self {
         self.thin = thin;
@@ -220,10 +248,19 @@ impl RunConfig {
             .filter(|&values| values <= isize::MAX as usize / size_of::<f64>())
             .ok_or_else(|| SamplerError::InvalidParameter {
                 name: "iterations",
-                reason: format!(
-                    "{recorded} recorded states (iterations / thin) of dimension {dim} \
-                     cannot be addressed on this platform"
-                ),
+                // validate() checks the count alone (dim = 1): no dimension
+                // to name then
+                reason: if dim == 1 {
+                    format!(
+                        "{recorded} recorded states (iterations / thin) cannot be addressed \
+                         on this platform"
+                    )
+                } else {
+                    format!(
+                        "{recorded} recorded states (iterations / thin) of dimension {dim} \
+                         cannot be addressed on this platform"
+                    )
+                },
             })
     }
 
@@ -267,9 +304,15 @@ pub struct Progress {
 /// A progress callback (called from worker threads in multi-chain runs).
 pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
 
+/// The largest chain index a run accepts ([`Run::new`]): [`chain_rng`] makes
+/// one jump per index, so 2²⁰ chains cost about a second of jumps; far more
+/// would hang the start of a run.
+pub const MAX_CHAIN_INDEX: u64 = 1 << 20;
+
 /// The rng of chain `chain_index` for a base `seed`: seeded with
 /// `seed_from_u64(seed)` and advanced by `chain_index` jumps of 2¹²⁸ steps, so
 /// the streams never overlap and do not depend on the number of threads.
+/// The jumps take time linear in `chain_index` (about 1 µs each).
 pub fn chain_rng(seed: u64, chain_index: u64) -> Xoshiro256PlusPlus {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     for _ in 0..chain_index {
@@ -301,7 +344,8 @@ pub struct Run<P> {
 }
 
 impl<P: Proposal> Run<P> {
-    /// Starts chain `chain_index` of base `seed` at `x0` (see [`chain_rng`]).
+    /// Starts chain `chain_index` of base `seed` at `x0` (see [`chain_rng`]);
+    /// errors if `chain_index` exceeds [`MAX_CHAIN_INDEX`].
     pub fn new(
         target: &dyn Target,
         proposal: P,
@@ -310,6 +354,11 @@ impl<P: Proposal> Run<P> {
         seed: u64,
         chain_index: u64,
     ) -> Result<Self> {
+        crate::error::ensure(
+            chain_index <= MAX_CHAIN_INDEX,
+            "chain_index",
+            "must be at most MAX_CHAIN_INDEX (2^20): each index is a jump of the generator",
+        )?;
         Self::with_rng(
             target,
             proposal,
@@ -488,6 +537,7 @@ impl<P: Proposal> Run<P> {
 
     /// The chain recorded so far, with the final counters and adaptation state.
     pub fn into_chain(mut self) -> Chain {
+        self.chain.steps = self.steps_done();
         self.chain.accepted_total = self.sampler.accepted();
         self.chain.rejected_non_finite = self.sampler.rejected_non_finite();
         self.chain.covariance_jitters = self.sampler.proposal().covariance_jitters();

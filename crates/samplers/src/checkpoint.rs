@@ -197,7 +197,51 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
+    remove_stale_temporaries(&dir, name);
     sync_dir(&dir)
+}
+
+/// Removes the temporary files of earlier saves to the same name whose
+/// process has ended (killed between creating and renaming its file):
+/// `.<name>.<pid>.<counter>.tmp` with a pid other than ours that no longer
+/// runs. Best effort; files of running processes are theirs to finish.
+fn remove_stale_temporaries(dir: &Path, name: &std::ffi::OsStr) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|r| r.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let Some((pid, counter)) = rest.split_once('.') else {
+            continue;
+        };
+        if let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), counter.parse::<u64>())
+            && pid != std::process::id()
+            && !process_runs(pid)
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` runs (Linux: it has a `/proc` entry).
+#[cfg(target_os = "linux")]
+fn process_runs(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Elsewhere a process cannot be looked up portably: assume it runs, so
+/// that no file another process may still rename is removed.
+#[cfg(not(target_os = "linux"))]
+fn process_runs(_pid: u32) -> bool {
+    true
 }
 
 /// Makes the rename durable (directories can be opened and synced on Unix).

@@ -156,7 +156,7 @@ use crate::adaptation::{History, RobbinsMonro, Scale, StepSchedule};
 use crate::chain::{AdaptationStop, Chain, Run, RunConfig, reserved_rows};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, SamplerError, check_dim, ensure};
+use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
 use crate::kamh_covariance::{KamhCovariance, combine_in_place};
 use faer::MatRef;
 use kameleon_kernels::Kernel;
@@ -507,6 +507,10 @@ impl<K: Kernel> Ckam<K> {
             ..
         } = config;
         let n = subsample_size;
+        ensure_room(
+            "cKAM's subsample (two n × d) and d × d matrices",
+            &[&[2, n, dim], &[6, dim, dim]],
+        )?;
         Ok(Self {
             kernel,
             dim,

@@ -89,7 +89,7 @@
 
 use crate::Target;
 use crate::chain::chain_rng;
-use crate::error::{Result, SamplerError, check_dim, ensure};
+use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
 use faer::Mat;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -234,7 +234,10 @@ pub fn initial_ball(
         "scale",
         &format!("must be finite and positive, got {scale}"),
     )?;
-    let mut out = Vec::with_capacity(walkers * center.len());
+    let what = "the walkers' starts (W × d)";
+    let values = kameleon_core::buffer::checked_len(what, &[walkers, center.len()])?;
+    let mut out = Vec::new();
+    kameleon_core::buffer::reserve(what, &mut out, values)?;
     for _ in 0..walkers {
         for &c in center {
             let xi: f64 = rng.sample(StandardNormal);
@@ -343,6 +346,7 @@ impl Ensemble {
                 reason: format!("{walkers} walkers of dimension {dim} cannot be addressed"),
             })?;
         check_dim(values, initial.len())?;
+        ensure_room("the ensemble's walkers (W × d, twice)", &[&[2, values]])?;
         ensure(
             walkers > dim,
             "walkers",

@@ -82,6 +82,11 @@ pub enum SamplerError {
         /// The target's dimension.
         target: usize,
     },
+    /// A buffer the settings ask for cannot be allocated: its size
+    /// overflows, or the allocator refuses it (e.g. a subsample of 2⁴⁰
+    /// points, or d × d matrices at d = 10⁶).
+    #[error(transparent)]
+    TooLarge(#[from] kameleon_core::buffer::BufferTooLarge),
     /// A checkpoint file could not be written or read back.
     #[error("checkpoint {}: {problem}", path.display())]
     Checkpoint {
@@ -167,4 +172,10 @@ pub(crate) fn check_dim(expected: usize, got: usize) -> Result<()> {
     } else {
         Err(SamplerError::DimensionMismatch { expected, got })
     }
+}
+
+/// Checks that the buffers of the given shapes can be allocated
+/// ([`kameleon_core::buffer::ensure_room`]), as [`SamplerError::TooLarge`].
+pub(crate) fn ensure_room(what: &'static str, shapes: &[&[usize]]) -> Result<()> {
+    Ok(kameleon_core::buffer::ensure_room(what, shapes)?)
 }

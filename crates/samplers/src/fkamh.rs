@@ -39,7 +39,7 @@ use crate::Target;
 use crate::adaptation::{RankOneUpdate, RunningMoments, Scale, add_scaled};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use kameleon_features::FeatureMap;
@@ -202,6 +202,10 @@ impl<F: FeatureMap> FKamh<F> {
         ensure(dim >= 1, "features", "input dimension must be at least 1")?;
         ensure(big >= 1, "features", "output dimension must be at least 1")?;
         config.validate()?;
+        ensure_room(
+            "F-KAMH's feature covariance (D × D) and Jacobians (three D × d)",
+            &[&[big, big], &[3, big, dim], &[8, dim, dim]],
+        )?;
         Ok(Self {
             features,
             dim,

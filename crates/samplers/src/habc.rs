@@ -73,7 +73,7 @@
 use crate::adaptation::RunningMoments;
 use crate::chain::{Chain, RunConfig, chain_rng};
 use crate::engine::check_finite_start;
-use crate::error::{Result, SamplerError, check_dim, ensure};
+use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
 use kameleon_core::{IsotropicGaussianPrior, LogPrior, SummarySimulator};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::StandardNormal;
@@ -113,6 +113,10 @@ impl<S: SummarySimulator> SyntheticLikelihood<S> {
             "must be finite",
         )?;
         ensure(n_simulations >= 2, "n_simulations", "must be at least 2")?;
+        ensure_room(
+            "HABC's simulated summaries (S × m) and their covariance (m × m)",
+            &[&[n_simulations, m], &[m, m]],
+        )?;
         ensure(
             epsilon.is_finite() && epsilon > 0.0,
             "epsilon",
@@ -421,6 +425,11 @@ impl<S: SummarySimulator> Habc<S> {
         check_dim(d, start.len())?;
         check_finite_start(start)?;
         run.validate()?;
+        crate::error::ensure(
+            chain_index <= crate::chain::MAX_CHAIN_INDEX,
+            "chain_index",
+            "must be at most MAX_CHAIN_INDEX (2^20): each index is a jump of the generator",
+        )?;
         let mut chain = Chain::empty(d, run, seed, chain_index, run.iterations / run.thin)?;
         let mut rng = chain_rng(seed, chain_index);
         let start_density = self.log_posterior(start, rng.next_u64());
@@ -493,6 +502,7 @@ impl<S: SummarySimulator> Habc<S> {
             }
         }
         chain.wall_time_secs = clock.elapsed().as_secs_f64();
+        chain.steps = run.total_steps();
         chain.adaptation.extra = (0..d)
             .map(|i| {
                 (

@@ -6,7 +6,7 @@
 
 use crate::Target;
 use crate::engine::{Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -194,6 +194,7 @@ impl Hmc {
     /// HMC in dimension `dim` ≥ 1 with the settings `config` (checked).
     pub fn new(dim: usize, config: HmcConfig) -> Result<Self> {
         config.validate()?;
+        ensure_room("HMC's states and momenta", &[&[6, dim]])?;
         Ok(Self {
             dim,
             dynamics: HamiltonianMove::new(dim, config.step_size, config.steps)?,

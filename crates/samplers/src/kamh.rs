@@ -5,7 +5,7 @@ use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use crate::kamh_covariance::{KamhCovariance, combine_into};
 use faer::MatRef;
 use kameleon_kernels::{
@@ -406,6 +406,12 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     pub(crate) fn new(dim: usize, kernel: K, config: SubsampleConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
         config.validate()?;
+        // the subsample and its columns here, the covariance builder's
+        // gradient (n × d) beside them
+        ensure_room(
+            "the kernel proposal's subsample (three n × d buffers)",
+            &[&[3, config.subsample_size, dim]],
+        )?;
         if matches!(config.bandwidth, Bandwidth::MedianHeuristic { .. }) {
             ensure(
                 kernel.with_length_scale(1.0).is_some(),
@@ -686,6 +692,7 @@ impl<K: LengthScale> Kamh<K> {
     /// replaced at each refresh under [`Bandwidth::MedianHeuristic`]).
     pub fn new(dim: usize, kernel: K, config: KamhConfig) -> Result<Self> {
         config.scale.validate("scale")?;
+        ensure_room("KAMH's d × d matrices", &[&[6, dim, dim]])?;
         let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
         let n = adaptation.subsample_size();
         Ok(Self {

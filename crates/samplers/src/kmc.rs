@@ -39,7 +39,7 @@
 use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale};
 use crate::engine::{AdaptationSummary, CoordinateChange, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, SamplerError, check_dim, ensure};
+use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
 use crate::hmc::{HamiltonianMove, check_step_size, check_steps};
 use crate::kamh::{Bandwidth, check_bandwidth};
 use crate::random_walk::{RandomWalk, RandomWalkConfig};
@@ -248,6 +248,7 @@ impl LiteSurrogate {
         ensure(dim >= 1, "dim", "must be at least 1")?;
         config.validate()?;
         let subsample_size = config.subsample_size;
+        ensure_room("KMC lite's subsample (n × d)", &[&[subsample_size, dim]])?;
         Ok(Self {
             model,
             history: History::new(dim),

@@ -111,8 +111,8 @@ pub use adaptation::{
 };
 pub use am::{AdaptiveMetropolis, AdaptiveMetropolisConfig, MomentEstimator, MomentUpdate};
 pub use chain::{
-    AdaptationStop, Chain, Progress, ProgressFn, Run, RunConfig, advance_lockstep, chain_rng,
-    run_chain, run_chains,
+    AdaptationStop, Chain, MAX_CHAIN_INDEX, Progress, ProgressFn, Run, RunConfig, advance_lockstep,
+    chain_rng, run_chain, run_chains,
 };
 pub use ckam::{
     Ckam, CkamConfig, CycleAdaptation, CycleDraws, SwitchRule, run_ckam, run_ckam_with_burn_in,

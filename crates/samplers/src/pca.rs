@@ -8,7 +8,7 @@ use crate::Target;
 use crate::adaptation::{RobbinsMonro, StepSchedule};
 use crate::am::{MomentEstimator, MomentUpdate};
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use faer::diag::DiagMut;
 use faer::dyn_stack::MemStack;
 use faer::linalg::evd::{ComputeEigenvectors, self_adjoint_evd, self_adjoint_evd_scratch};
@@ -139,6 +139,7 @@ impl PrincipalComponents {
     /// PCA-AM in dimension `dim` ≥ 1 with the settings `config` (checked).
     pub fn new(dim: usize, config: PrincipalComponentsConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        ensure_room("AM-PCA's d × d matrices", &[&[6, dim, dim]])?;
         let components = config.components.unwrap_or(dim);
         ensure(
             (1..=dim).contains(&components),

@@ -6,7 +6,7 @@ use crate::Target;
 use crate::adaptation::AdaptProbability;
 use crate::adaptation::Scale;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use crate::kamh::{LengthScale, Refresh, SubsampleAdaptation, SubsampleConfig};
 use crate::kamh_covariance::KamhCovariance;
 use faer::linalg::matmul::matmul;
@@ -165,6 +165,10 @@ impl<K: LengthScale> PcaKameleon<K> {
         let adaptation = SubsampleAdaptation::new(dim, kernel, config.subsample)?;
         let n = adaptation.subsample_size();
         let m = config.components.min(n);
+        ensure_room(
+            "PCA-Kameleon's directions (n × m, two d × m)",
+            &[&[n, m], &[2, dim, m]],
+        )?;
         Ok(Self {
             adaptation,
             requested: m,

@@ -53,7 +53,7 @@ use crate::Target;
 use crate::adaptation::{RobbinsMonro, RunningMoments, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, CoordinateChange, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure};
+use crate::error::{Result, check_dim, ensure, ensure_room};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef};
 use kameleon_core::TargetError;
@@ -503,6 +503,7 @@ impl<P: Proposal> Whitened<P> {
     /// coordinates) after a pilot, with the settings `config` (checked).
     pub fn new(inner: P, dim: usize, config: WhiteningConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        ensure_room("the whitening's d × d matrices", &[&[8, dim, dim]])?;
         config.validate()?;
         let mut pilot = Pilot::new(dim)?;
         pilot.plan(config.pilot_steps);

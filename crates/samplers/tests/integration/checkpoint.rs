@@ -272,3 +272,29 @@ fn arbitrary_bytes_never_panic() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_save_removes_the_temporary_files_of_killed_writers() {
+    let dir = scratch("stale");
+    let path = dir.join("run.ckpt");
+    // a writer killed between creating and renaming its file leaves
+    // `.run.ckpt.<pid>.<counter>.tmp`; pid u32::MAX never runs on Linux
+    // (pids stop at 2^22), pid 1 always does, and this process's own
+    // temporary files may still be renamed by another of its threads
+    let stale = dir.join(format!(".run.ckpt.{}.0.tmp", u32::MAX));
+    let running = dir.join(".run.ckpt.1.0.tmp");
+    let ours = dir.join(format!(".run.ckpt.{}.999999.tmp", std::process::id()));
+    let other_file = dir.join(format!(".other.ckpt.{}.0.tmp", u32::MAX));
+    for file in [&stale, &running, &ours, &other_file] {
+        std::fs::write(file, b"partial").unwrap();
+    }
+    checkpoint::save(&path, "small", &small()).unwrap();
+    assert!(!stale.exists(), "the dead writer's file is removed");
+    for kept in [&running, &ours, &other_file] {
+        assert!(kept.exists(), "{} is kept", kept.display());
+    }
+    let loaded: Small = checkpoint::load(&path, "small").unwrap();
+    assert_eq!(loaded, small());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

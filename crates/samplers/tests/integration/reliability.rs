@@ -120,6 +120,8 @@ fn an_unaddressable_recorded_length_is_an_error() {
     let config = RunConfig::new(0, u64::MAX);
     let error = config.validate().unwrap_err().to_string();
     assert!(error.contains("cannot be addressed"), "{error}");
+    // the run's dimension is not known to validate(): none is named
+    assert!(!error.contains("dimension"), "{error}");
     let target = gaussian(2);
     invalid_parameter(
         run_chain(
@@ -286,4 +288,141 @@ fn the_mean_of_an_empty_chain_is_nan() {
     .unwrap();
     let expected: f64 = (0..3).map(|i| chain.sample(i)[1]).sum::<f64>() / 3.0;
     assert_eq!(chain.mean()[1], expected);
+}
+
+/// The error of a constructor asked for buffers that cannot be allocated.
+fn too_large<T>(result: kameleon_samplers::Result<T>, what: &str) {
+    match result {
+        Err(e @ SamplerError::TooLarge(_)) => {
+            let message = e.to_string();
+            assert!(message.contains(what), "{message}");
+            assert!(message.contains("more than can be allocated"), "{message}");
+        }
+        Err(other) => panic!("expected TooLarge, got {other}"),
+        Ok(_) => panic!("expected TooLarge, got a sampler"),
+    }
+}
+
+#[test]
+fn sizes_beyond_memory_are_errors_not_aborts() {
+    // each of these used to abort the process (a failed allocation) or, where
+    // n·d wraps (2⁶² · 4 = 2⁶⁴ ≡ 0), to build an empty subsample silently
+    for (n, d) in [(1usize << 40, 2), (1 << 62, 4), (usize::MAX, 3)] {
+        let config = KamhConfig::paper(n).unwrap();
+        too_large(
+            Kamh::new(d, Gaussian::new(1.0).unwrap(), config),
+            "subsample",
+        );
+        let config = CkamConfig::paper().with_subsample_size(n).unwrap();
+        too_large(
+            Ckam::new(d, Gaussian::new(1.0).unwrap(), config),
+            "subsample",
+        );
+    }
+    // d × d matrices at d = 2²⁸ are 2⁵⁹ bytes each
+    let d = 1 << 28;
+    too_large(
+        AdaptiveMetropolis::new(d, AdaptiveMetropolisConfig::default()),
+        "d × d",
+    );
+    too_large(
+        kameleon_samplers::PrincipalComponents::new(
+            d,
+            kameleon_samplers::PrincipalComponentsConfig::default(),
+        ),
+        "d × d",
+    );
+    too_large(
+        kameleon_samplers::Whitened::new(
+            RandomWalk::new(d, RandomWalkConfig::default()).unwrap(),
+            d,
+            kameleon_samplers::WhiteningConfig::default(),
+        ),
+        "d × d",
+    );
+    let model = kameleon_score_matching::LiteEstimator::new(1.0, 1.0).unwrap();
+    let config = kameleon_samplers::LiteSurrogateConfig::default()
+        .with_subsample_size(1 << 40)
+        .unwrap();
+    too_large(
+        kameleon_samplers::LiteSurrogate::new(model, 2, config),
+        "subsample",
+    );
+    too_large(
+        kameleon_samplers::initial_ball(&[0.0; 2], 1 << 60, 1.0, &mut rand::rng()),
+        "walkers",
+    );
+    too_large(
+        kameleon_samplers::FKamh::new(WideFeatures, kameleon_samplers::FKamhConfig::default()),
+        "feature covariance",
+    );
+}
+
+/// A feature map of 2⁴⁰ features in d = 2, only for its sizes.
+#[derive(Debug)]
+struct WideFeatures;
+
+impl kameleon_features::FeatureMap for WideFeatures {
+    fn dim_in(&self) -> usize {
+        2
+    }
+    fn dim_out(&self) -> usize {
+        1 << 40
+    }
+    fn embed(&self, _: &[f64], _: &mut [f64]) {
+        unreachable!("only the sizes are read")
+    }
+    fn jacobian(&self, _: &[f64], _: faer::MatMut<'_, f64>) {
+        unreachable!("only the sizes are read")
+    }
+    fn second_derivatives(&self, _: &[f64], _: faer::MatMut<'_, f64>) {
+        unreachable!("only the sizes are read")
+    }
+    fn jacobian_transpose_mul(&self, _: &[f64], _: &[f64], _: &mut [f64]) {
+        unreachable!("only the sizes are read")
+    }
+}
+
+#[test]
+fn a_chain_index_that_would_take_hours_of_jumps_is_an_error() {
+    let target = gaussian(2);
+    let run = |index| {
+        Run::new(
+            &target,
+            RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+            &[0.0; 2],
+            RunConfig::new(0, 10),
+            1,
+            index,
+        )
+    };
+    invalid_parameter(run(1 << 40), "chain_index");
+    invalid_parameter(run(kameleon_samplers::MAX_CHAIN_INDEX + 1), "chain_index");
+    assert!(run(3).is_ok());
+    invalid_parameter(
+        habc().run(&[0.0; 2], RunConfig::new(0, 10), 1, 1 << 40),
+        "chain_index",
+    );
+}
+
+#[test]
+fn a_chain_taken_part_of_the_way_reports_its_acceptance_over_the_steps_taken() {
+    let target = gaussian(2);
+    let mut run = Run::new(
+        &target,
+        RandomWalk::new(2, RandomWalkConfig::default()).unwrap(),
+        &[0.0; 2],
+        RunConfig::new(0, 10_000),
+        7,
+        0,
+    )
+    .unwrap();
+    run.advance(&target, 1000, None).unwrap();
+    let chain = run.into_chain();
+    assert_eq!(chain.steps, 1000);
+    // recomputed from the recorded flags (no burn-in, no thinning: one per step)
+    let accepted = chain.accepted.iter().filter(|&&a| a).count();
+    assert_eq!(chain.accepted.len(), 1000);
+    assert_eq!(chain.acceptance_rate(), accepted as f64 / 1000.0);
+    assert!(chain.acceptance_rate() > 0.1, "{}", chain.acceptance_rate());
 }
