@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core, _parallel
 from ._arviz import inference_data, posterior_variables
+from ._sample import _checkpoint_every
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -108,7 +109,7 @@ def sample_ensemble(
     The walkers are the same in every case.
 
     With ``checkpoint``, the run is saved there every ``checkpoint_every``
-    seconds and at the end (or on Ctrl-C): its start and every log-density
+    seconds (``math.inf``: only then) and at the end (or on Ctrl-C): its start and every log-density
     value so far (the moves follow from those), and
     :func:`resume_ensemble` continues it, bit-identical to an uninterrupted
     run, replaying the saved part without evaluating the density.
@@ -145,7 +146,7 @@ def sample_ensemble(
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
-            None if checkpoint is None else os.fspath(checkpoint), float(checkpoint_every),
+            None if checkpoint is None else os.fspath(checkpoint), _checkpoint_every(checkpoint_every),
         ),
         [tune + draws],
         progress,
@@ -175,7 +176,7 @@ def resume_ensemble(
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     result = _run_interruptible(
-        lambda bars: _core.resume_ensemble(path, kind, function, bars, float(checkpoint_every)),
+        lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),
         [header["tune"] + header["draws"]],
         progress,
     )

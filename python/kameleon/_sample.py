@@ -70,6 +70,21 @@ def _integer(name: str, value, minimum: int) -> int:
     return number
 
 
+def _checkpoint_every(value) -> float:
+    """``checkpoint_every`` in seconds: a positive number (``math.inf``
+    saves only at the end and on Ctrl-C); else ``ValueError``."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(
+            f"`checkpoint_every` must be a positive number of seconds (math.inf: only at the end and on "
+            f"interruption), got {value!r}"
+        )
+    return seconds
+
+
 def _seed(seed) -> int:
     """The run's seed as an ``int`` in [0, 2**64): ``seed`` checked, or 64
     bits of OS entropy if None."""
@@ -732,7 +747,8 @@ def sample(
     Python or numpy integers (not bools). Chain k uses stream k of ``seed``
     (drawn from OS entropy and recorded if None), so the result does not
     depend on ``cores``. With ``checkpoint`` the whole run is saved there
-    every ``checkpoint_every`` seconds and at the end or on Ctrl-C;
+    every ``checkpoint_every`` seconds (``math.inf``: only then) and at the
+    end or on Ctrl-C;
     :func:`resume` continues it. Ctrl-C returns the draws so far with a
     warning. Returns ArviZ data with ``posterior`` and ``sample_stats``.
 
@@ -899,7 +915,7 @@ def sample(
     )
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, float(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
     path = None if checkpoint is None else os.fspath(checkpoint)
     with contextlib.ExitStack() as cleanup:
         if rules.converging and path is None:
@@ -1147,7 +1163,7 @@ def resume(
         lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,
     )
     rules = _StopRules(None, None, None, None, chains)
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, float(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
     result = launch.resume(path, header)
     extra = {"stopped_by": "interrupted" if result["interrupted"] else "draws", "checkpoint": path}
     if constrained is not None:

@@ -162,7 +162,8 @@ impl BuiltinTarget {
     ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
         let d = self.inner.dim();
         let mut rng = chain_rng(seed, 0);
-        let mut out = vec![0.0; n * d];
+        let mut out = kameleon_core::buffer::zeros("the draws (n × d)", &[n, d])
+            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
         for row in out.chunks_exact_mut(d) {
             self.inner
                 .sample_iid(&mut rng, row)

@@ -33,9 +33,11 @@ pub struct RunHeader {
 
 impl RunHeader {
     /// The run configuration of every chain: `tune` adapting steps, then
-    /// `draws × thin` steps keeping every `thin`-th.
-    pub fn config(&self) -> RunConfig {
-        RunConfig::new(self.tune, self.draws * self.thin).thin(self.thin)
+    /// `draws × thin` steps keeping every `thin`-th (a `ValueError` if that
+    /// overflows).
+    pub fn config(&self) -> PyResult<RunConfig> {
+        RunConfig::for_draws(self.tune, self.draws, self.thin)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 }
 
@@ -87,8 +89,23 @@ pub struct Control<'py> {
     pub progress: Option<Bound<'py, PyAny>>,
     /// Where to checkpoint, if anywhere.
     pub checkpoint: Option<PathBuf>,
-    /// Seconds between checkpoints.
-    pub checkpoint_every: f64,
+    /// Time between checkpoints (`None`: only at the end and on
+    /// interruption), from [`checkpoint_interval`].
+    pub checkpoint_every: Option<Duration>,
+}
+
+/// The interval between checkpoints for `seconds` (Python's
+/// `checkpoint_every`): a positive number; infinite, or too long to count
+/// (beyond about 10¹⁹ s), saves only at the end and on interruption.
+/// NaN, zero and negative values are a `ValueError`.
+pub fn checkpoint_interval(seconds: f64) -> PyResult<Option<Duration>> {
+    if seconds.is_nan() || seconds <= 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "`checkpoint_every` must be a positive number of seconds (math.inf: only at the \
+             end and on interruption), got {seconds}"
+        )));
+    }
+    Ok(Duration::try_from_secs_f64(seconds).ok())
 }
 
 /// The chains of a run, and whether it was interrupted before the end.
@@ -121,7 +138,7 @@ impl Job for Start<'_, '_> {
         self,
         build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
     ) -> PyResult<Outcome> {
-        let config = self.header.config();
+        let config = self.header.config()?;
         let mut runs = Vec::with_capacity(self.x0.len());
         for (x0, &k) in self.x0.iter().zip(&self.chain_ids) {
             let proposal = build(self.header.seed, k).map_err(PyValueError::new_err)?;
@@ -199,12 +216,10 @@ fn drive<P: Sampler>(
     let failure = std::sync::Mutex::new(None::<String>);
     let mut interrupted = false;
     let mut callback_error = None;
-    let segment = control
-        .checkpoint
-        .as_ref()
-        .map(|_| Duration::from_secs_f64(control.checkpoint_every.max(0.01)));
+    let segment = control.checkpoint.as_ref().and(control.checkpoint_every);
     loop {
-        let deadline = segment.map(|s| Instant::now() + s);
+        // an interval too long to add to now is no deadline at all
+        let deadline = segment.and_then(|s| Instant::now().checked_add(s));
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let runs = &mut runs;

@@ -202,7 +202,7 @@ fn drive<'py>(
         kameleon_samplers::checkpoint::save(path, ENSEMBLE_CHECKPOINT_KIND, &file)
             .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
     };
-    let every = Duration::from_secs_f64(checkpoint_every.max(0.01));
+    let every = crate::driver::checkpoint_interval(checkpoint_every)?;
     let mut interrupted = false;
     let mut callback_error = None;
     let mut save_error = None;
@@ -222,7 +222,7 @@ fn drive<'py>(
                 if density.has_failed() {
                     return ControlFlow::Break(());
                 }
-                if checkpoint.is_some() && last_save.elapsed() >= every {
+                if checkpoint.is_some() && every.is_some_and(|e| last_save.elapsed() >= e) {
                     last_save = Instant::now();
                     if let Err(err) = save(&logged) {
                         save_error = Some(err);

@@ -189,7 +189,7 @@ fn sample<'py>(
             cores,
             progress,
             checkpoint,
-            checkpoint_every,
+            checkpoint_every: driver::checkpoint_interval(checkpoint_every)?,
         },
     };
     let outcome = parsed.dispatch(dim, job).map_err(PyValueError::new_err)??;
@@ -246,7 +246,7 @@ fn resume<'py>(
             cores,
             progress,
             checkpoint: Some(path),
-            checkpoint_every,
+            checkpoint_every: driver::checkpoint_interval(checkpoint_every)?,
         },
     };
     let outcome = parsed.dispatch(dim, job).map_err(PyValueError::new_err)??;

@@ -225,6 +225,10 @@ impl CompiledLikelihood {
         epsilon: Option<Vec<f64>>,
         unbiased: bool,
     ) -> PyResult<Self> {
+        // each simulation fills a buffer of n_noise values: refuse one that
+        // could never be had, rather than abort at the first simulation
+        kameleon_core::buffer::ensure_room("the simulator's noise (n_noise values)", &[&[n_noise]])
+            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
         let noise = match noise {
             "normal" => Noise::Normal,
             "uniform" => Noise::Uniform,
@@ -489,7 +493,7 @@ fn habc_sample<'py>(
     let prior = IsotropicGaussianPrior::new(prior_variance).map_err(value_error)?;
     let x0 = x0.as_array();
     let starts: Vec<Vec<f64>> = x0.rows().into_iter().map(|r| r.to_vec()).collect();
-    let run = RunConfig::new(tune, draws * thin).thin(thin);
+    let run = RunConfig::for_draws(tune, draws, thin).map_err(value_error)?;
     let compiled = simulator.as_ref().and_then(|f| {
         f.bind(py)
             .cast::<CompiledLikelihood>()

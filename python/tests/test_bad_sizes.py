@@ -1,0 +1,70 @@
+"""Sizes and intervals a user can get wrong: each is a clear Python error
+(ValueError or MemoryError) that ``except Exception`` catches, never an
+abort of the interpreter, a ``PanicException`` or a silently empty run."""
+
+import math
+
+import numpy as np
+import pytest
+
+import kameleon as km
+from kameleon import targets
+
+
+def normal(x):
+    return -0.5 * float(x @ x)
+
+
+@pytest.mark.parametrize("every", [math.nan, 0, -1.0, "soon"])
+def test_checkpoint_every_must_be_a_positive_number_of_seconds(tmp_path, every):
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        km.sample(normal, np.zeros(2), sampler=km.AM(), draws=10, tune=10, chains=1, progress=False,
+                  checkpoint=tmp_path / "run.ckpt", checkpoint_every=every)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        km.sample_ensemble(normal, np.zeros(2), draws=10, tune=10, progress=False, seed=1,
+                           checkpoint=tmp_path / "ens.ckpt", checkpoint_every=every)
+
+
+@pytest.mark.parametrize("every", [math.inf, 1e19, 1e300])
+def test_an_endless_checkpoint_interval_saves_at_the_end(tmp_path, every):
+    # used to raise PanicException (an interval too long for a Duration, or
+    # for an Instant plus it); now it means "only at the end and on Ctrl-C"
+    kwargs = dict(sampler=km.AM(), draws=50, tune=50, chains=2, seed=4, progress=False)
+    path = tmp_path / "run.ckpt"
+    run = km.sample(normal, np.zeros(2), checkpoint=path, checkpoint_every=every, **kwargs)
+    resumed = km.resume(path, normal, progress=False)
+    np.testing.assert_array_equal(resumed.posterior["x"].values, run.posterior["x"].values)
+    ens_path = tmp_path / "ens.ckpt"
+    ens = km.sample_ensemble(normal, np.zeros(2), draws=20, tune=10, progress=False, seed=1,
+                             checkpoint=ens_path, checkpoint_every=every)
+    again = km.resume_ensemble(ens_path, normal, progress=False)
+    np.testing.assert_array_equal(again.posterior["x"].values, ens.posterior["x"].values)
+
+
+def test_draws_times_thin_that_overflows_is_an_error():
+    # 2**40 · 2**30 = 2**70 steps wrapped to an empty run
+    with pytest.raises(ValueError, match="overflows"):
+        km.sample(normal, np.zeros(2), sampler=km.AM(), draws=2**40, thin=2**30, tune=1, chains=1, progress=False)
+
+
+def test_more_iid_draws_than_memory_is_a_memory_error():
+    with pytest.raises(MemoryError, match="n × d"):
+        targets.Banana(2).sample_iid(2**60, seed=1)
+    assert targets.Banana(2).sample_iid(3, seed=1).shape == (3, 2)
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        km.KAMH(subsample_size=2**40),
+        km.PCAKameleon(subsample_size=2**40),
+        km.CKAM(subsample_size=2**40),
+        km.KMCLite(n=2**40),
+    ],
+    ids=lambda s: type(s).__name__,
+)
+def test_a_subsample_beyond_memory_is_an_error(sampler):
+    # each used to abort the interpreter ("memory allocation of … failed")
+    with pytest.raises(ValueError, match="more than can be allocated"):
+        km.sample(normal, np.zeros(2), sampler=sampler, draws=5, tune=5, chains=1, progress=False)
+
