@@ -36,6 +36,10 @@ pub enum FeatureError {
         /// What the parameter must satisfy.
         reason: &'static str,
     },
+    /// The map's parameters (sized by the dimensions asked for) cannot be
+    /// allocated.
+    #[error(transparent)]
+    BufferTooLarge(#[from] kameleon_core::buffer::BufferTooLarge),
 }
 
 /// Checks that `got == expected`.

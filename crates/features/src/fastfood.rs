@@ -4,15 +4,15 @@
 
 use crate::error::{check_finite, check_len};
 use crate::fwht::fwht;
-use crate::rff::{Embedding, feature_values};
+use crate::rff::{Embedding, draw_phases, feature_values};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
 use faer::MatMut;
+use kameleon_core::buffer::{checked_len, reserve, zeros};
 use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::f64::consts::TAU;
 
 /// A spectral density that is radial (isotropic) in every dimension: ω = r·u
 /// with u uniform on the sphere, and the density of the same radial kernel
@@ -131,6 +131,18 @@ pub struct FastfoodScratch {
     buf: Vec<f64>,
 }
 
+/// `dim_in` padded to the next power of two, or an error when that
+/// overflows.
+fn padded_dim(dim_in: usize) -> Result<usize, FeatureError> {
+    dim_in
+        .checked_next_power_of_two()
+        .ok_or(FeatureError::InvalidParameter {
+            name: "dim_in",
+            value: dim_in as f64,
+            reason: "must be at most 2^63 (it is padded to a power of two)",
+        })
+}
+
 thread_local! {
     static THREAD_SCRATCH: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
@@ -140,7 +152,10 @@ impl Fastfood {
     /// `density`, inputs of dimension `dim_in` and `dim_out` features.
     ///
     /// Errors: a zero dimension, an odd `dim_out` with [`Embedding::SinCos`],
-    /// or a non-finite drawn radius.
+    /// a non-finite drawn radius, a `dim_in` above 2⁶³ (it is padded to a
+    /// power of two), or ([`FeatureError::BufferTooLarge`]) parameters that
+    /// cannot be allocated (four per frequency, padded to whole blocks of
+    /// `p` frequencies).
     pub fn new(
         density: &dyn RadialSpectralDensity,
         dim_in: usize,
@@ -154,13 +169,19 @@ impl Fastfood {
                 what: "input dimension",
             });
         }
-        let p = dim_in.next_power_of_two();
+        let p = padded_dim(dim_in)?;
         let blocks = m.div_ceil(p);
-        let mut signs = Vec::with_capacity(blocks * p);
-        let mut swaps = Vec::with_capacity(blocks * p);
-        let mut gaussian = Vec::with_capacity(blocks * p);
-        let mut scaling = Vec::with_capacity(blocks * p);
-        let mut omega = vec![0.0; p];
+        let len = checked_len("the Fastfood blocks, (m/p rounded up) × p", &[blocks, p])?;
+        let (mut signs, mut gaussian, mut scaling) = (Vec::new(), Vec::new(), Vec::new());
+        reserve("the Fastfood signs", &mut signs, len)?;
+        reserve("the Fastfood Gaussian scalings", &mut gaussian, len)?;
+        reserve("the Fastfood radial scalings", &mut scaling, len)?;
+        // the swaps are `usize`s, as large as `f64`s: the allocator is asked
+        // through an `f64` buffer of the same size first, so that a refusal
+        // is an error rather than an abort
+        reserve("the Fastfood permutations", &mut Vec::new(), len)?;
+        let mut swaps = Vec::with_capacity(len);
+        let mut omega = zeros("a frequency, p values", &[p])?;
         for _ in 0..blocks {
             signs.extend((0..p).map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 }));
             swaps.push(0);
@@ -174,10 +195,7 @@ impl Fastfood {
                 scaling.push(radius / norm);
             }
         }
-        let phases = match embedding {
-            Embedding::CosPhase => (0..m).map(|_| TAU * rng.random::<f64>()).collect(),
-            Embedding::SinCos => Vec::new(),
-        };
+        let phases = draw_phases(embedding, m, rng)?;
         Self::from_parts(FastfoodParts {
             embedding,
             dim_in,
@@ -208,8 +226,11 @@ impl Fastfood {
                 what: "input dimension",
             });
         }
-        let p = dim_in.next_power_of_two();
-        let len = m.div_ceil(p) * p;
+        let p = padded_dim(dim_in)?;
+        let len = checked_len(
+            "the Fastfood blocks, (m/p rounded up) × p",
+            &[m.div_ceil(p), p],
+        )?;
         check_len("signs", len, signs.len())?;
         check_len("swaps", len, swaps.len())?;
         check_len("gaussian", len, gaussian.len())?;
@@ -281,10 +302,12 @@ impl Fastfood {
     /// The equivalent dense map: the same features with the frequencies
     /// `ω_i` (the first d columns of the rows of the `V_b`) stored
     /// explicitly. Allocates O(D d); for inspection, saving and testing.
-    /// Errors only if a materialised frequency overflows to a non-finite value.
+    /// Errors if a materialised frequency overflows to a non-finite value, or
+    /// ([`FeatureError::BufferTooLarge`]) if the `m × d` frequencies cannot
+    /// be allocated.
     pub fn to_dense(&self) -> Result<RandomFourierFeatures, FeatureError> {
         let (d, p) = (self.dim_in, self.padded);
-        let mut frequencies = vec![0.0; self.num_frequencies * d];
+        let mut frequencies = zeros("the frequencies, m × d", &[self.num_frequencies, d])?;
         let mut col = vec![0.0; p];
         for b in 0..self.num_blocks() {
             let (first, count) = self.block_range(b);

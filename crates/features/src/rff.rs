@@ -7,6 +7,7 @@ use crate::error::{check_finite, check_len};
 use crate::{FeatureError, FeatureMap};
 use faer::reborrow::ReborrowMut;
 use faer::{Mat, MatMut, MatRef};
+use kameleon_core::buffer::{checked_len, reserve, zeros};
 use kameleon_core::fastmath;
 use kameleon_kernels::SpectralDensity;
 use rand::{Rng, RngExt};
@@ -80,6 +81,21 @@ impl Embedding {
 /// set. The dense map's per-point methods, which run under [`PerPoint`]'s
 /// FMA dispatch, use [`feature_values_with`]`::<FastFma>` instead.
 #[inline(always)]
+/// The phases `b ~ U[0, 2π)` of `m` frequencies for [`Embedding::CosPhase`]
+/// (none for [`Embedding::SinCos`]), allocated fallibly.
+pub(crate) fn draw_phases(
+    embedding: Embedding,
+    m: usize,
+    rng: &mut dyn Rng,
+) -> Result<Vec<f64>, FeatureError> {
+    let mut phases = Vec::new();
+    if embedding == Embedding::CosPhase {
+        reserve("the phases", &mut phases, m)?;
+        phases.extend((0..m).map(|_| TAU * rng.random::<f64>()));
+    }
+    Ok(phases)
+}
+
 pub(crate) fn feature_values(
     embedding: Embedding,
     order: u8,
@@ -369,7 +385,8 @@ impl RandomFourierFeatures {
     /// `dim_in` and `dim_out` features.
     ///
     /// Errors: a zero dimension, an odd `dim_out` with [`Embedding::SinCos`],
-    /// or a non-finite drawn frequency.
+    /// a non-finite drawn frequency, or ([`FeatureError::BufferTooLarge`])
+    /// `dim_out × dim_in` frequencies that cannot be allocated.
     pub fn new(
         density: &dyn SpectralDensity,
         dim_in: usize,
@@ -383,14 +400,16 @@ impl RandomFourierFeatures {
                 what: "input dimension",
             });
         }
-        let mut frequencies = vec![0.0; m * dim_in];
+        let mut frequencies = zeros("the frequencies, m × d", &[m, dim_in])?;
+        // the tiled copy that `from_parts` makes, checked before any draw
+        checked_len(
+            "the tiled frequencies",
+            &[m.div_ceil(TILE), dim_in + 1, TILE],
+        )?;
         for omega in frequencies.chunks_exact_mut(dim_in) {
             density.sample_frequency(rng, omega);
         }
-        let phases = match embedding {
-            Embedding::CosPhase => (0..m).map(|_| TAU * rng.random::<f64>()).collect(),
-            Embedding::SinCos => Vec::new(),
-        };
+        let phases = draw_phases(embedding, m, rng)?;
         Self::from_parts(embedding, dim_in, frequencies, phases)
     }
 
@@ -425,7 +444,10 @@ impl RandomFourierFeatures {
         check_finite("phase", &phases)?;
         let dim_out = embedding.dim_out(m);
         let tile_len = (dim_in + 1) * TILE;
-        let mut by_input = vec![0.0; m.div_ceil(TILE) * tile_len];
+        let mut by_input = zeros(
+            "the tiled frequencies",
+            &[m.div_ceil(TILE), dim_in + 1, TILE],
+        )?;
         for (j, omega) in frequencies.chunks_exact(dim_in).enumerate() {
             let tile = &mut by_input[j / TILE * tile_len..][..tile_len];
             for (row, w) in tile.chunks_exact_mut(TILE).zip(omega) {

@@ -38,6 +38,16 @@ pub enum KernelError {
     /// gives no usable bandwidth.
     #[error("the median pairwise distance is zero (more than half of the point pairs coincide)")]
     ZeroMedianDistance,
+    /// The median pairwise distance overflowed (finite coordinates of
+    /// magnitude beyond about 1e154), which gives no usable bandwidth.
+    #[error(
+        "the median pairwise distance overflows (the coordinates are too large: rescale the points)"
+    )]
+    MedianDistanceOverflow,
+    /// A buffer sized by the caller (e.g. the pairwise distances of the
+    /// median heuristic) cannot be allocated.
+    #[error(transparent)]
+    BufferTooLarge(#[from] kameleon_core::buffer::BufferTooLarge),
 }
 
 /// Checks that a parameter is finite and strictly positive.

@@ -27,6 +27,12 @@ use rand_distr::{Gamma, StandardNormal};
 /// [`crate::Kernel::hessian_diag_x`] returns `−∞` in every coordinate (the
 /// limit of `f′(r)/r` as `r → 0`).
 ///
+/// Orders are limited to `ν ≤` [`Matern::MAX_NU`]: close to `x = y` the
+/// kernel is summed from its power series in `u²` (where `K_ν(u)` would
+/// overflow), which converges quickly only up to there; beyond it the kernel
+/// is within `O(1/ν)` of the Gaussian kernel with the same `ℓ` (its
+/// `ν → ∞` limit), which should be used instead.
+///
 /// Spectral density: the multivariate Student t with `2ν` degrees of freedom
 /// and scale `ℓ⁻¹I`, drawn as `ω = ζ / (ℓ√g)` with `ζ ~ N(0, I)` and
 /// `g ~ Gamma(shape ν, rate ν)`.
@@ -52,8 +58,12 @@ enum Form {
 }
 
 impl Matern {
-    /// A Matérn kernel with smoothness `ν > 0` and length-scale `ℓ > 0`; the
-    /// closed forms are used when `ν` is exactly 1/2, 3/2 or 5/2.
+    /// The largest smoothness accepted (see the type's documentation).
+    pub const MAX_NU: f64 = 250.0;
+
+    /// A Matérn kernel with smoothness `0 < ν ≤` [`Matern::MAX_NU`] and
+    /// length-scale `ℓ > 0`; the closed forms are used when `ν` is exactly
+    /// 1/2, 3/2 or 5/2.
     pub fn new(nu: f64, length_scale: f64) -> Result<Self, KernelError> {
         let mut kernel = Self::with_bessel(nu, length_scale)?;
         kernel.form = if nu == 0.5 {
@@ -72,6 +82,14 @@ impl Matern {
     /// `ν ∈ {1/2, 3/2, 5/2}` (slower; for validating the closed forms).
     pub fn with_bessel(nu: f64, length_scale: f64) -> Result<Self, KernelError> {
         let nu = positive("nu", nu)?;
+        if nu > Self::MAX_NU {
+            return Err(KernelError::InvalidParameter {
+                name: "nu",
+                value: nu,
+                reason: "must be <= 250 (beyond it the kernel is within O(1/nu) of its limit, \
+                         the Gaussian kernel with the same length-scale: use that)",
+            });
+        }
         let length_scale = check_length_scale("length_scale", length_scale)?;
         // q = 2ν/ℓ² scales the Bessel argument and the slopes
         derived_positive("nu", nu, 2.0 * nu / (length_scale * length_scale))?;
@@ -120,7 +138,17 @@ impl Matern {
         let q = 2.0 * nu / (self.length_scale * self.length_scale);
         let u = (q * s).sqrt();
         if u <= tiny_u {
-            return (1.0, self.slope_at_zero(), 0.0);
+            if s == 0.0 || nu <= 2.0 {
+                // for ν ≤ 2, tiny_u < 1e-130: the u → 0 limits are exact
+                return (1.0, self.slope_at_zero(), 0.0);
+            }
+            // (u/2)^{2μ}/Γ(μ)², the relative size of the series' neglected
+            // part, is below e^{−1000} here for the orders μ = ν, ν − 1, ν − 2
+            let t = 0.25 * q * s;
+            let k = normalised_series(nu, t);
+            let a = -q * normalised_series(nu - 1.0, t) / (2.0 * (nu - 1.0));
+            let b = q * q * normalised_series(nu - 2.0, t) / (4.0 * (nu - 1.0) * (nu - 2.0));
+            return (k, a, b);
         }
         let term = |mu: f64| (ln_norm + mu * u.ln() + ln_bessel_k(mu.abs(), u)).exp();
         let k = term(nu);
@@ -174,6 +202,25 @@ impl Matern {
             Form::Bessel { .. } => unreachable!("handled above"),
         }
     }
+}
+
+/// `2^{1−μ}/Γ(μ) u^μ K_μ(u)` for `μ > 0` and `t = u²/4` small against `μ`
+/// (at most about `0.3 μ` where it is used), by the part of its power series
+/// that is analytic in `t`:
+/// `Σ_k (−t)^k / (k! (μ − 1)(μ − 2)⋯(μ − k))`, summed while its terms
+/// shrink; the other part, `∝ t^μ/Γ(μ)²`, is negligible where it is used.
+fn normalised_series(mu: f64, t: f64) -> f64 {
+    let (mut sum, mut term) = (1.0, 1.0f64);
+    let mut k = 1.0;
+    while k < mu - 1.0 {
+        term *= -t / (k * (mu - k));
+        sum += term;
+        if term.abs() <= 1e-17 * sum.abs() {
+            break;
+        }
+        k += 1.0;
+    }
+    sum
 }
 
 /// `ln K_μ(u)` for `μ ≥ 0`, `u > 0`: puruspe's `besselik` for `u ≤ 500`

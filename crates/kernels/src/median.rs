@@ -3,6 +3,7 @@
 use crate::KernelError;
 use faer::MatRef;
 use kameleon_core::PrefetchedWords;
+use kameleon_core::buffer::{checked_len, reserve};
 use rand::Rng;
 
 /// The median of the pairwise Euclidean distances `‖z_i − z_j‖₂` (i < j)
@@ -27,7 +28,11 @@ use rand::Rng;
 /// or `max_points < 2`, [`KernelError::NonFinitePoint`] if a used point has a
 /// NaN or infinite coordinate, [`KernelError::ZeroMedianDistance`] if the
 /// median is 0 (all points equal, or more than half of the pairs coincide —
-/// possible for a chain history with many rejections).
+/// possible for a chain history with many rejections),
+/// [`KernelError::MedianDistanceOverflow`] if it overflows (coordinates
+/// beyond about 1e154), [`KernelError::DimensionMismatch`] for points with
+/// no coordinates, [`KernelError::BufferTooLarge`] if the m(m − 1)/2
+/// distances cannot be allocated.
 pub fn median_heuristic<R: Rng + ?Sized>(
     points: MatRef<'_, f64>,
     max_points: usize,
@@ -100,6 +105,20 @@ impl MedianHeuristic {
         if m < 2 {
             return Err(KernelError::TooFewPoints { got: m });
         }
+        if d == 0 {
+            return Err(KernelError::DimensionMismatch {
+                expected: 1,
+                got: 0,
+            });
+        }
+        // the m(m − 1)/2 squared distances (and their padding) are the
+        // caller-sized buffer: an error, not an abort, if it cannot be had
+        let pairs = checked_len("the median heuristic's pairwise distances", &[m, m - 1])? / 2;
+        grow(
+            "the median heuristic's pairwise distances",
+            &mut self.squared,
+            pairs + OVERHANG,
+        )?;
         self.rows.clear();
         let copy_row = |rows: &mut Vec<f64>, i: usize| {
             let row = points.row(i);
@@ -136,7 +155,6 @@ impl MedianHeuristic {
                 self.columns[l * stride + i] = v;
             }
         }
-        let pairs = m * (m - 1) / 2;
         self.squared.resize(pairs + OVERHANG, 0.0);
         let distances = (&self.rows[..], &self.columns[..], d, &mut self.squared[..]);
         match d {
@@ -169,12 +187,21 @@ impl MedianHeuristic {
         } else {
             upper.sqrt()
         };
-        if median > 0.0 {
+        if median.is_infinite() {
+            Err(KernelError::MedianDistanceOverflow)
+        } else if median > 0.0 {
             Ok(median)
         } else {
             Err(KernelError::ZeroMedianDistance)
         }
     }
+}
+
+/// Reserves room for `len` values in `buffer` (an error, not an abort, when
+/// the allocator refuses); nothing happens once it has grown that far.
+fn grow(what: &'static str, buffer: &mut Vec<f64>, len: usize) -> Result<(), KernelError> {
+    let additional = len.saturating_sub(buffer.len());
+    Ok(reserve(what, buffer, additional)?)
 }
 
 /// Exact order statistics of `f64` values by their bit patterns (the
@@ -882,5 +909,40 @@ mod tests {
             median_heuristic(nan.as_ref(), 10, &mut rng),
             Err(KernelError::NonFinitePoint { index: 1 })
         );
+        let no_coordinates = Mat::<f64>::zeros(5, 0);
+        assert_eq!(
+            median_heuristic(no_coordinates.as_ref(), 10, &mut rng),
+            Err(KernelError::DimensionMismatch {
+                expected: 1,
+                got: 0
+            })
+        );
+        // finite points whose squared distances overflow
+        let huge = matrix(&[vec![1e300], vec![-1e300], vec![1e300], vec![-1e300]]);
+        assert_eq!(
+            median_heuristic(huge.as_ref(), 10, &mut rng),
+            Err(KernelError::MedianDistanceOverflow)
+        );
+        // the largest coordinates whose distances do not overflow still work
+        let large = matrix(&[vec![1e153], vec![-1e153], vec![0.0]]);
+        assert_eq!(median_heuristic(large.as_ref(), 10, &mut rng), Ok(1e153));
+    }
+
+    /// A subsample too large for memory is an error, not an abort: the
+    /// distances of 2³² rows would need 2⁶³ values. A zero-stride view
+    /// repeats one row that many times without storing it.
+    #[test]
+    fn distances_beyond_memory_are_an_error() {
+        let row = [1.0, 2.0];
+        let rows = 1usize << 32;
+        let points = faer::MatRef::from_row_major_slice_with_stride(&row, rows, 2, 0);
+        let err = MedianHeuristic::new()
+            .compute(
+                points,
+                usize::MAX,
+                &mut Xoshiro256PlusPlus::seed_from_u64(3),
+            )
+            .unwrap_err();
+        assert!(matches!(err, KernelError::BufferTooLarge(_)), "{err}");
     }
 }

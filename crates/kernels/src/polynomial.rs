@@ -58,13 +58,15 @@ pub struct Polynomial {
 }
 
 impl Polynomial {
-    /// A polynomial kernel with offset `c ≥ 0` (finite) and degree `p ≥ 1`.
+    /// A polynomial kernel with offset `c ≥ 0` (finite) and degree
+    /// `1 ≤ p ≤ 2³¹ − 1` (the powers are taken with `f64::powi`, whose
+    /// exponent is an `i32`).
     pub fn new(offset: f64, degree: u32) -> Result<Self, KernelError> {
-        if degree == 0 {
+        if degree == 0 || i32::try_from(degree).is_err() {
             return Err(KernelError::InvalidParameter {
                 name: "degree",
-                value: 0.0,
-                reason: "must be >= 1",
+                value: f64::from(degree),
+                reason: "must be between 1 and 2^31 - 1",
             });
         }
         Ok(Self {

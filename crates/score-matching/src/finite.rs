@@ -1,7 +1,7 @@
 //! The finite estimator (KMC Prop. 2): `f = θᵀφ(x)` on an explicit feature map.
 
 use crate::cholesky_update::rank_update;
-use crate::error::{check_points, positive};
+use crate::error::{check_allocatable, check_points, positive};
 use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor;
@@ -171,7 +171,8 @@ impl Workspace {
 
 impl<F: FeatureMap> FiniteEstimator<F> {
     /// An estimator with no points on the feature map `features` and ridge
-    /// `λ > 0`.
+    /// `λ > 0`. Errors with [`ScoreMatchingError::BufferTooLarge`] if its
+    /// m × m system (m = `features.dim_out()`) cannot be allocated.
     pub fn new(features: F, lambda: f64) -> Result<Self, ScoreMatchingError> {
         let lambda = positive("lambda", lambda)?;
         let (m, d) = (features.dim_out(), features.dim_in());
@@ -181,6 +182,11 @@ impl<F: FeatureMap> FiniteEstimator<F> {
                 got: m.min(d),
             });
         }
+        check_allocatable("the finite system's two m × m matrices", &[2, m, m])?;
+        check_allocatable(
+            "the finite fit's three m × d derivative buffers",
+            &[3, m, d],
+        )?;
         Ok(Self {
             features,
             lambda,
@@ -563,6 +569,13 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
     }
 
     /// Batch fit on all rows of `points` (at least one), replacing previous points.
+    ///
+    /// Degenerate data is fitted without an error (an adaptive sampler's
+    /// history can be one repeated point early on): with a single point, or
+    /// all points equal, the system holds the features' derivatives at that
+    /// one point only, of rank at most d, and the ridge λ fixes the rest of
+    /// θ̂; the fitted gradient says nothing about the target's spread and
+    /// can be large away from the point.
     fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
         let (n, d) = (points.nrows(), self.dim());
         check_points(points, d)?;

@@ -3,7 +3,7 @@
 // (the docs) is a fifth of the file.
 //! The lite estimator (KMC Prop. 1): `f = Σ αᵢ k(zᵢ, ·)` with a Gaussian kernel.
 
-use crate::error::{check_points, positive};
+use crate::error::{check_allocatable, check_points, positive};
 use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -733,6 +733,13 @@ impl LiteEstimator {
         if n == 0 {
             return Err(ScoreMatchingError::TooFewPoints { needed: 1, got: 0 });
         }
+        if points.ncols() == 0 {
+            return Err(ScoreMatchingError::DimensionMismatch {
+                expected: 1,
+                got: 0,
+            });
+        }
+        check_allocatable("the lite system's three n × n matrices", &[3, n, n])?;
         check_points(points, points.ncols())?;
         let LiteSystem {
             kernel,
@@ -825,7 +832,16 @@ impl GradientModel for LiteEstimator {
     }
 
     /// Fits on all rows of `points` as basis (subsample before calling).
-    /// Needs at least one point. The n × n products and the factorisation
+    /// Needs at least one point with at least one coordinate; errors with
+    /// [`ScoreMatchingError::BufferTooLarge`] if the n × n system cannot be
+    /// allocated.
+    ///
+    /// Degenerate data is fitted without an error (an adaptive sampler's
+    /// history can be one repeated point early on): with a single point, or
+    /// all points equal, `C = 0` and `b` is the kernel's Laplacian term
+    /// alone, so `α̂ = −(σ/2)(λR)⁻¹b` is a Gaussian bump at that point whose
+    /// height grows like `n d/λ`. Its gradient pulls towards the point,
+    /// steeply for a small λ, and says nothing about the target's spread. The n × n products and the factorisation
     /// run with faer's global parallelism (`faer::get_global_parallelism()`,
     /// by default all threads of the current rayon pool; set it with
     /// `faer::set_global_parallelism`, e.g. to `Par::Seq` where chains

@@ -78,10 +78,15 @@ const CORRECTION_ANGLES: usize = 256;
 /// Simpson intervals of the corrections' radial integrals.
 const CORRECTION_INTERVALS: usize = 128;
 
+/// The most petals [`Flower::new`] accepts.
+const MAX_PETALS: u32 = 1024;
+
 impl Flower {
     /// The flower with base radius `radius = r₀ > 0`, petal amplitude
     /// `amplitude = A` (finite), `petals = ω` petals and radial width
-    /// `sigma = σ > 0`, in dimension `dim ≥ 2`.
+    /// `sigma = σ > 0`, in dimension `dim ≥ 2`. The normaliser is computed by
+    /// quadrature with 2048 nodes per petal, so at most 1024 petals are
+    /// accepted (a few milliseconds of setup).
     pub fn new(
         dim: usize,
         radius: f64,
@@ -98,6 +103,12 @@ impl Flower {
         check_positive("radius", radius)?;
         check_finite("amplitude", amplitude)?;
         check_positive("sigma", sigma)?;
+        if petals > MAX_PETALS {
+            return Err(TargetError::InvalidParameter {
+                name: "petals",
+                reason: format!("at most {MAX_PETALS} petals, got {petals}"),
+            });
+        }
         // Periodic trapezoidal rule: nodes per petal period far beyond what
         // the geometric convergence needs for any reasonable a(φ).
         let nodes = 2048 * petals.max(1) as usize;
@@ -468,6 +479,17 @@ mod tests {
             n,
             |x, y| f(x, y) * flower.log_density(&[x, y], &mut r).exp(),
         )
+    }
+
+    /// The quadrature of the normaliser grows with the petals: beyond the
+    /// bound they are an error, not an endless setup.
+    #[test]
+    fn too_many_petals_are_rejected() {
+        for petals in [MAX_PETALS + 1, u32::MAX] {
+            let err = Flower::new(2, 10.0, 6.0, petals, 1.0).unwrap_err();
+            assert!(err.to_string().contains("petals"), "{err}");
+        }
+        assert!(Flower::new(2, 10.0, 6.0, MAX_PETALS, 1.0).is_ok());
     }
 
     #[test]

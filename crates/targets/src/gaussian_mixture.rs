@@ -1,10 +1,13 @@
 //! Exactly normalised Gaussian mixtures (and single Gaussians), including the
 //! targets of the cKAM paper and the rotated Gaussian of KMC.
 
-use crate::util::{LN_2PI, check_dim, check_positive, fill_standard_normal};
+use crate::util::{
+    LN_2PI, check_allocatable, check_dim, check_positive, fill_standard_normal, too_large,
+};
 use crate::{Target, TargetError};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
+use kameleon_core::buffer::{checked_len, reserve};
 use kameleon_core::normal_cdf;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::{Distribution, Gamma, StandardNormal};
@@ -42,6 +45,18 @@ fn invalid(name: &'static str, reason: String) -> TargetError {
     TargetError::InvalidParameter { name, reason }
 }
 
+/// The weights divided by their sum; by their largest first when the sum
+/// overflows, so that finite weights always give finite proportions.
+fn normalised(weights: &[f64]) -> Vec<f64> {
+    let total: f64 = weights.iter().sum();
+    if total.is_finite() {
+        return weights.iter().map(|w| w / total).collect();
+    }
+    let largest = weights.iter().copied().fold(0.0, f64::max);
+    let total: f64 = weights.iter().map(|w| w / largest).sum();
+    weights.iter().map(|w| w / largest / total).collect()
+}
+
 impl GaussianMixture {
     /// The mixture with the given weights (positive and finite; normalised
     /// here), means (all of the same length d ≥ 1) and symmetric positive
@@ -68,21 +83,29 @@ impl GaussianMixture {
         for &w in weights {
             check_positive("weights", w)?;
         }
-        let total: f64 = weights.iter().sum();
         let dim = means[0].len();
         if dim == 0 {
             return Err(invalid("means", "the dimension must be ≥ 1".into()));
         }
         let mut mixture = Self {
             dim,
-            weights: weights.iter().map(|w| w / total).collect(),
+            weights: normalised(weights),
             cumulative_weights: Vec::with_capacity(k),
             log_constants: Vec::with_capacity(k),
             means: Vec::with_capacity(k * dim),
-            covariances: Vec::with_capacity(k * dim * dim),
-            cholesky_factors: Vec::with_capacity(k * dim * dim),
-            precisions: Vec::with_capacity(k * dim * dim),
+            covariances: Vec::new(),
+            cholesky_factors: Vec::new(),
+            precisions: Vec::new(),
         };
+        let what = "the mixture's covariances, factors and precisions, k × d × d";
+        let len = checked_len(what, &[k, dim, dim]).map_err(too_large("covariances"))?;
+        for buffer in [
+            &mut mixture.covariances,
+            &mut mixture.cholesky_factors,
+            &mut mixture.precisions,
+        ] {
+            reserve(what, buffer, len).map_err(too_large("covariances"))?;
+        }
         let mut running = 0.0;
         for (c, (mean, cov)) in means.iter().zip(covariances).enumerate() {
             check_dim(dim, mean.len())?;
@@ -154,6 +177,12 @@ impl GaussianMixture {
         variances: &[f64],
     ) -> Result<Self, TargetError> {
         let dim = means.first().map_or(0, Vec::len);
+        // the k d × d covariances made here and the three copies `new` keeps
+        check_allocatable(
+            "means",
+            "the isotropic mixture's covariances, 4 × k × d × d",
+            &[4, variances.len(), dim, dim],
+        )?;
         let covariances: Vec<Mat<f64>> = variances
             .iter()
             .map(|&v| Mat::from_fn(dim, dim, |i, j| if i == j { v } else { 0.0 }))
@@ -418,11 +447,14 @@ impl Target for GaussianMixture {
 /// A Haar-distributed random orthogonal `dim × dim` matrix: the Q factor of
 /// the QR decomposition of a matrix of iid standard normals, with the signs
 /// of Q's columns fixed so that R has a positive diagonal (without this
-/// correction Q is not Haar-distributed).
+/// correction Q is not Haar-distributed). Errors for `dim = 0` and for a
+/// `dim` whose d × d matrices cannot be allocated.
 pub fn haar_orthogonal(dim: usize, rng: &mut dyn Rng) -> Result<Mat<f64>, TargetError> {
     if dim == 0 {
         return Err(invalid("dim", "the dimension must be ≥ 1".into()));
     }
+    // G, its QR factors and Q (and the caller's product with Q): four d × d
+    check_allocatable("dim", "the rotation's d × d matrices", &[4, dim, dim])?;
     let g = Mat::<f64>::from_fn(dim, dim, |_, _| rng.sample(StandardNormal));
     let qr = g.qr();
     let r = qr.R();
@@ -508,6 +540,41 @@ mod tests {
                     / ((2.0 * std::f64::consts::PI).powi(3) * det).sqrt()
             })
             .sum()
+    }
+
+    /// Weights whose sum overflows still give finite proportions: the same
+    /// mixture as the weights scaled down.
+    #[test]
+    fn weights_whose_sum_overflows_are_normalised() {
+        let means = [vec![0.0], vec![1.0]];
+        let huge = GaussianMixture::isotropic(&[1e308, 1.5e308], &means, &[1.0, 2.0]).unwrap();
+        let scaled = GaussianMixture::isotropic(&[1.0, 1.5], &means, &[1.0, 2.0]).unwrap();
+        for (w, want) in huge.weights().iter().zip([0.4, 0.6]) {
+            assert!((w - want).abs() <= 1e-15, "{:?}", huge.weights());
+        }
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0);
+        for x in [-1.0, 0.3, 2.0] {
+            let (a, b) = (
+                huge.log_density(&[x], &mut rng),
+                scaled.log_density(&[x], &mut rng),
+            );
+            assert!((a - b).abs() <= 1e-15 * b.abs(), "{a} vs {b}");
+        }
+    }
+
+    /// Dimensions whose d × d matrices are beyond memory are errors, not
+    /// aborts (2⁵⁶ values: beyond any address space; 2⁶² overflows).
+    #[test]
+    fn covariances_beyond_memory_are_errors() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0);
+        for dim in [1 << 28, 1 << 31] {
+            let err = random_rotated_covariance(dim, &mut rng).unwrap_err();
+            assert!(err.to_string().contains("d × d"), "{err}");
+            assert!(GaussianMixture::random_rotated_gaussian(dim, 1).is_err());
+        }
+        // 2²² coordinates (32 MiB) whose covariance would take 128 TiB
+        let err = GaussianMixture::isotropic(&[1.0], &[vec![0.0; 1 << 22]], &[1.0]).unwrap_err();
+        assert!(err.to_string().contains("covariances"), "{err}");
     }
 
     #[test]

@@ -56,7 +56,7 @@
 use crate::IsotropicGaussianPrior;
 use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
-use crate::util::fill_standard_normal;
+use crate::util::{check_allocatable, fill_standard_normal};
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
@@ -524,7 +524,8 @@ impl GpClassification {
     /// The model on `data`, estimating `p(y | θ)` with `n_importance ≥ 1`
     /// importance draws, ridge [`DEFAULT_RIDGE`], at most
     /// [`DEFAULT_MAX_NEWTON_STEPS`] Newton steps with tolerance
-    /// [`DEFAULT_NEWTON_TOLERANCE`].
+    /// [`DEFAULT_NEWTON_TOLERANCE`]. Errors if the evaluations' five n × n
+    /// matrices or their two n × `n_importance` ones cannot be allocated.
     pub fn new(data: ClassificationData, n_importance: usize) -> Result<Self, TargetError> {
         if n_importance == 0 {
             return Err(TargetError::InvalidParameter {
@@ -532,6 +533,14 @@ impl GpClassification {
                 reason: "must be at least 1".into(),
             });
         }
+        // the evaluations' workspace: five n × n matrices and two n × m
+        let n = data.n();
+        check_allocatable("data", "the model's n × n matrices", &[5, n, n])?;
+        check_allocatable(
+            "n_importance",
+            "the importance draws, 2 × n × n_importance",
+            &[2, n, n_importance],
+        )?;
         let targets01 = data.y().iter().map(|&y| 0.5 * (y + 1.0)).collect();
         Ok(Self {
             data,
@@ -979,6 +988,12 @@ mod tests {
         assert!(data.whitened().is_err());
         assert!(data.subset(&[2]).is_err());
         assert!(GpClassification::new(data.clone(), 0).is_err());
+        // importance draws beyond memory: an error here, not an abort at the
+        // first evaluation
+        for n_importance in [1 << 60, usize::MAX] {
+            let err = GpClassification::new(data.clone(), n_importance).unwrap_err();
+            assert!(err.to_string().contains("n_importance"), "{err}");
+        }
         let model = GpClassification::new(data, 1).unwrap();
         assert!(model.clone().with_ridge(-1.0).is_err());
         assert!(model.clone().with_newton(0, 1e-9).is_err());

@@ -1,6 +1,7 @@
 //! Small helpers shared by the synthetic targets.
 
 use crate::TargetError;
+use kameleon_core::buffer::{BufferTooLarge, checked_len, reserve};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
@@ -45,4 +46,27 @@ pub(crate) fn fill_standard_normal(rng: &mut dyn Rng, out: &mut [f64]) {
     for v in out.iter_mut() {
         *v = rng.sample(StandardNormal);
     }
+}
+
+/// The error for a buffer that cannot be allocated, attributed to the
+/// parameter `name` that sizes it.
+pub(crate) fn too_large(name: &'static str) -> impl Fn(BufferTooLarge) -> TargetError {
+    move |err| TargetError::InvalidParameter {
+        name,
+        reason: err.to_string(),
+    }
+}
+
+/// Checks that a buffer of the product of `factors` values (`what`, sized
+/// by the parameter `name`) can be allocated: its size is checked and the
+/// allocator asked (and the memory released again), so that a size the
+/// allocator refuses is an error rather than an abort when the matrices of
+/// that size are then made.
+pub(crate) fn check_allocatable(
+    name: &'static str,
+    what: &'static str,
+    factors: &[usize],
+) -> Result<(), TargetError> {
+    let len = checked_len(what, factors).map_err(too_large(name))?;
+    reserve(what, &mut Vec::new(), len).map_err(too_large(name))
 }

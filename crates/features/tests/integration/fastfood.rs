@@ -190,6 +190,23 @@ fn bad_dimensions_are_typed_errors() {
     ));
 }
 
+/// Sizes beyond memory are errors, not aborts: 2⁵² frequencies (four
+/// parameters each, 32 PiB apiece: beyond any address space) and an input
+/// dimension whose padding to a power of two overflows.
+#[test]
+fn sizes_beyond_memory_are_errors() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    let mut r = rng(0);
+    for embedding in EMBEDDINGS {
+        let err = Fastfood::new(&kernel, 2, 1 << 52, embedding, &mut r).unwrap_err();
+        assert!(matches!(err, FeatureError::BufferTooLarge(_)), "{err}");
+        assert!(err.to_string().contains("Fastfood"), "{err}");
+    }
+    let err = Fastfood::new(&kernel, usize::MAX, 2, Embedding::SinCos, &mut r).unwrap_err();
+    assert!(err.to_string().contains("dim_in"), "{err}");
+    assert!(Fastfood::new(&kernel, (1 << 40) + 1, 2, Embedding::SinCos, &mut r).is_err());
+}
+
 #[test]
 fn parallel_batch_equals_sequential_rows() {
     let kernel = Gaussian::new(1.0).unwrap();

@@ -182,6 +182,22 @@ fn bad_dimensions_are_typed_errors() {
     ));
 }
 
+/// Sizes beyond memory are errors, not aborts: 2⁵⁰ × 2 frequencies (16 PiB,
+/// beyond any address space) and a count of values that overflows `usize`.
+#[test]
+fn sizes_beyond_memory_are_errors() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    let mut r = rng(0);
+    for (dim_in, dim_out) in [(2, 1 << 50), (1 << 40, 1 << 40), (2, usize::MAX - 1)] {
+        for embedding in EMBEDDINGS {
+            let err = RandomFourierFeatures::new(&kernel, dim_in, dim_out, embedding, &mut r)
+                .unwrap_err();
+            assert!(matches!(err, FeatureError::BufferTooLarge(_)), "{err}");
+            assert!(err.to_string().contains("frequencies"), "{err}");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_features_and_serde_round_trip() {
     let kernel = Gaussian::new(2.0).unwrap();

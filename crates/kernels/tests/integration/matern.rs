@@ -97,3 +97,86 @@ fn kamh_gradient_identity() {
         }
     }
 }
+
+/// `(k, a, b)` of the Matérn kernel at squared distance `s` by quadrature of
+/// its scale-mixture form, independent of `K_ν`: with
+/// `g ~ Gamma(shape ν, rate ν)`, `k = E[e^{−s/(2ℓ²g)}]`, so
+/// `a = 2 dk/ds = −E[e^{−s/(2ℓ²g)}/(ℓ²g)]` and
+/// `b = 4 d²k/ds² = E[e^{−s/(2ℓ²g)}/(ℓ⁴g²)]`. Simpson's rule over ±30
+/// standard deviations (1/√ν) of g around its mode, with the density
+/// normalised by the same rule; the integrands are smooth and the tails
+/// beyond are below e^{−400}.
+fn matern_by_quadrature(nu: f64, length_scale: f64, s: f64) -> (f64, f64, f64) {
+    let l2 = length_scale * length_scale;
+    let mode = (nu - 1.0) / nu;
+    let ln_weight = |g: f64| (nu - 1.0) * (g / mode).ln() - nu * (g - mode);
+    let (lo, hi) = ((mode - 30.0 / nu.sqrt()).max(1e-3), mode + 30.0 / nu.sqrt());
+    let steps = 20_000;
+    let h = (hi - lo) / steps as f64;
+    let mut sums = [0.0; 4];
+    for i in 0..=steps {
+        let g = lo + h * i as f64;
+        let simpson = if i == 0 || i == steps {
+            1.0
+        } else if i % 2 == 1 {
+            4.0
+        } else {
+            2.0
+        };
+        let w = simpson * ln_weight(g).exp();
+        let e = (-s / (2.0 * l2 * g)).exp();
+        sums[0] += w;
+        sums[1] += w * e;
+        sums[2] -= w * e / (l2 * g);
+        sums[3] += w * e / (l2 * l2 * g * g);
+    }
+    (sums[1] / sums[0], sums[2] / sums[0], sums[3] / sums[0])
+}
+
+/// Large smoothness: value, gradient and Hessian diagonal agree with the
+/// scale-mixture quadrature, both close to `x = y` (where `K_ν` would
+/// overflow and the power series is used) and farther out (through `K_ν`);
+/// the largest accepted ν is within O(1/ν) of the Gaussian limit; larger ν
+/// is rejected.
+#[test]
+fn large_smoothness_matches_the_scale_mixture_and_the_gaussian_limit() {
+    let length_scale = 0.8;
+    for nu in [50.0, 137.3, 200.0, Matern::MAX_NU] {
+        let kernel = Matern::new(nu, length_scale).unwrap();
+        for distance in [1e-3, 0.05, 0.2, 0.4, 0.7, 1.0, 1.5, 2.5] {
+            let r = distance * length_scale;
+            let (x, y) = ([0.3, -0.1], [0.3 + 0.6 * r, -0.1 - 0.8 * r]);
+            let (k, a, b) = matern_by_quadrature(nu, length_scale, r * r);
+            let what = format!("ν = {nu}, r = {distance}ℓ");
+            assert_relative(&format!("{what}: k"), kernel.eval(&x, &y), k, 1e-10);
+            let (mut grad, mut hess) = ([0.0; 2], [0.0; 2]);
+            kernel.grad_x(&x, &y, &mut grad);
+            kernel.hessian_diag_x(&x, &y, &mut hess);
+            for l in 0..2 {
+                let delta = x[l] - y[l];
+                assert_relative(&format!("{what}: grad {l}"), grad[l], a * delta, 1e-9);
+                assert_relative(
+                    &format!("{what}: hessian {l}"),
+                    hess[l],
+                    a + b * delta * delta,
+                    1e-9,
+                );
+            }
+            // the Gaussian limit: E[e^{−c/g}] − e^{−c} ≈ e^{−c}(c²/2 − c)/ν
+            // for c = r²/(2ℓ²), from the second-order expansion in g − 1
+            if nu == Matern::MAX_NU {
+                let c = 0.5 * distance * distance;
+                let gaussian = (-c).exp();
+                let bound = 2.0 * gaussian * (0.5 * c * c - c).abs() / nu + 1e-12;
+                let gap = kernel.eval(&x, &y) - gaussian;
+                assert!(gap.abs() <= bound, "{what}: {gap} vs bound {bound}");
+            }
+        }
+    }
+    for bad in [Matern::MAX_NU * (1.0 + 1e-15), 1e3, 1e20] {
+        let message = Matern::new(bad, 1.0).unwrap_err().to_string();
+        assert!(message.contains("Gaussian"), "{message}");
+        assert!(Matern::with_bessel(bad, 1.0).is_err());
+        assert!(Matern::from_kamh_rho(bad, 1.0).is_err());
+    }
+}

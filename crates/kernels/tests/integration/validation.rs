@@ -1,7 +1,7 @@
 //! Constructors reject non-positive and non-finite parameters.
 
 use kameleon_kernels::{
-    Gaussian, InverseMultiquadric, KernelError, Laplacian, Polynomial, RationalQuadratic,
+    Gaussian, InverseMultiquadric, Kernel, KernelError, Laplacian, Polynomial, RationalQuadratic,
 };
 
 const BAD: [f64; 5] = [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
@@ -63,6 +63,18 @@ fn polynomial_needs_a_non_negative_offset_and_a_positive_degree() {
     }
     assert!(is_invalid(Polynomial::new(1.0, 0)));
     assert!(Polynomial::new(0.0, 1).is_ok());
+}
+
+/// Degrees beyond `i32::MAX` cannot be raised to with `powi`: an error, not
+/// a kernel that evaluates wrong powers.
+#[test]
+fn polynomial_degrees_beyond_i32_are_rejected() {
+    for bad in [1u32 << 31, u32::MAX] {
+        let message = Polynomial::new(1.0, bad).unwrap_err().to_string();
+        assert!(message.contains("degree"), "{message}");
+    }
+    let largest = Polynomial::new(0.0, i32::MAX as u32).unwrap();
+    assert_eq!(largest.eval(&[1.0], &[1.0]), 1.0);
 }
 
 /// The conversions to the papers' conventions give the same kernel values.

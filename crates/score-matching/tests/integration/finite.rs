@@ -300,6 +300,42 @@ fn finite_score_approaches_gaussian_score() {
     assert!(errors[2] < 0.2, "{errors:?}");
 }
 
+/// A feature map that only reports its dimensions: 2³⁰ features, so that
+/// the estimator's m × m system (2⁶⁰ values) is beyond memory.
+#[derive(Debug)]
+struct HugeMap;
+
+impl FeatureMap for HugeMap {
+    fn dim_in(&self) -> usize {
+        2
+    }
+    fn dim_out(&self) -> usize {
+        1 << 30
+    }
+    fn embed(&self, _: &[f64], _: &mut [f64]) {
+        unreachable!("the estimator is refused before any evaluation")
+    }
+    fn jacobian(&self, _: &[f64], _: MatMut<'_, f64>) {
+        unreachable!("the estimator is refused before any evaluation")
+    }
+    fn second_derivatives(&self, _: &[f64], _: MatMut<'_, f64>) {
+        unreachable!("the estimator is refused before any evaluation")
+    }
+    fn jacobian_transpose_mul(&self, _: &[f64], _: &[f64], _: &mut [f64]) {
+        unreachable!("the estimator is refused before any evaluation")
+    }
+}
+
+#[test]
+fn finite_system_beyond_memory_is_an_error() {
+    let err = FiniteEstimator::new(HugeMap, 1.0).unwrap_err();
+    assert!(
+        matches!(err, ScoreMatchingError::BufferTooLarge(_)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("m × m"), "{err}");
+}
+
 #[test]
 fn finite_rejects_bad_input() {
     assert!(matches!(

@@ -228,6 +228,52 @@ fn standard_normal_base_measure_holds_the_score_beyond_the_points() {
     assert!(far_flat > 0.2, "flat, far: {far_flat}");
 }
 
+/// Points without coordinates and a basis whose n × n system is beyond
+/// memory are errors (a zero-stride view repeats one point 2²⁹ times: the
+/// system would need 3·2⁵⁸ values, 6 EiB).
+#[test]
+fn lite_rejects_degenerate_shapes_and_sizes_beyond_memory() {
+    let mut model = LiteEstimator::new(1.0, 1.0).unwrap();
+    assert_eq!(
+        model.fit(Mat::<f64>::zeros(5, 0).as_ref()),
+        Err(ScoreMatchingError::DimensionMismatch {
+            expected: 1,
+            got: 0
+        })
+    );
+    let point = [0.5, -0.5];
+    let repeated = faer::MatRef::from_row_major_slice_with_stride(&point, 1 << 29, 2, 0);
+    let err = model.fit(repeated).unwrap_err();
+    assert!(
+        matches!(err, ScoreMatchingError::BufferTooLarge(_)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("n × n"), "{err}");
+}
+
+/// As documented on the fit: n copies of one point give a Gaussian bump of
+/// equal weights at it, whose gradient points back to the point from
+/// anywhere near it.
+#[test]
+fn lite_fit_on_one_repeated_point_is_a_bump_there() {
+    let (sigma, lambda) = (2.0, 1e-3);
+    let centre = [1.5, -0.5];
+    for n in [1, 7] {
+        let points = Mat::from_fn(n, 2, |_, l| centre[l]);
+        let mut model = LiteEstimator::new(sigma, lambda).unwrap();
+        model.fit(points.as_ref()).unwrap();
+        let alpha = model.alpha();
+        assert!(alpha.iter().all(|&a| a > 0.0 && a == alpha[0]), "{alpha:?}");
+        let mut grad = [0.0; 2];
+        for offset in [[0.3, 0.0], [-0.2, 0.4], [0.0, -1.0]] {
+            let x = [centre[0] + offset[0], centre[1] + offset[1]];
+            model.grad_log_density(&x, &mut grad);
+            let inward = -(grad[0] * offset[0] + grad[1] * offset[1]);
+            assert!(inward > 0.0, "n = {n}, x = {x:?}: {grad:?}");
+        }
+    }
+}
+
 #[test]
 fn lite_rejects_bad_input() {
     assert!(matches!(
