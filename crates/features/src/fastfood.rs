@@ -7,7 +7,7 @@ use crate::fwht::fwht;
 use crate::rff::{Embedding, draw_phases, feature_values};
 use crate::{FeatureError, FeatureMap, RandomFourierFeatures};
 use faer::MatMut;
-use kameleon_core::buffer::{checked_len, reserve, zeros};
+use kameleon_core::buffer::{checked_len, ensure_room, reserve, zeros};
 use kameleon_kernels::{Gaussian, InverseMultiquadric, Matern, RationalQuadratic, SpectralDensity};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -177,9 +177,8 @@ impl Fastfood {
         reserve("the Fastfood Gaussian scalings", &mut gaussian, len)?;
         reserve("the Fastfood radial scalings", &mut scaling, len)?;
         // the swaps are `usize`s, as large as `f64`s: the allocator is asked
-        // through an `f64` buffer of the same size first, so that a refusal
-        // is an error rather than an abort
-        reserve("the Fastfood permutations", &mut Vec::new(), len)?;
+        // for that much first, so that a refusal is an error, not an abort
+        ensure_room("the Fastfood permutations", &[&[len]])?;
         let mut swaps = Vec::with_capacity(len);
         let mut omega = zeros("a frequency, p values", &[p])?;
         for _ in 0..blocks {

@@ -1,6 +1,6 @@
 //! The error type of the score-matching crate.
 
-use kameleon_core::buffer::{BufferTooLarge, checked_len, reserve};
+use kameleon_core::buffer::BufferTooLarge;
 use kameleon_kernels::KernelError;
 
 /// What can go wrong when building, fitting or evaluating a score-matching model.
@@ -50,18 +50,6 @@ pub enum ScoreMatchingError {
     /// m × m system of a finite one) cannot be allocated.
     #[error(transparent)]
     BufferTooLarge(#[from] BufferTooLarge),
-}
-
-/// Checks that a buffer of the product of `factors` values can be
-/// allocated: its size is checked and the allocator asked (and the memory
-/// released again), so that a size the allocator refuses is an error
-/// rather than an abort when the matrices of that size are then made.
-pub(crate) fn check_allocatable(
-    what: &'static str,
-    factors: &[usize],
-) -> Result<(), ScoreMatchingError> {
-    reserve(what, &mut Vec::new(), checked_len(what, factors)?)?;
-    Ok(())
 }
 
 /// Checks that a parameter is finite and strictly positive.

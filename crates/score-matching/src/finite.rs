@@ -1,7 +1,7 @@
 //! The finite estimator (KMC Prop. 2): `f = θᵀφ(x)` on an explicit feature map.
 
 use crate::cholesky_update::rank_update;
-use crate::error::{check_allocatable, check_points, positive};
+use crate::error::{check_points, positive};
 use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor;
@@ -11,6 +11,7 @@ use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
 use faer::{Accum, Col, ColMut, Mat, MatRef, Par};
+use kameleon_core::buffer::ensure_room;
 use kameleon_features::FeatureMap;
 
 /// Refactorise when the point count exceeds the count at the last
@@ -182,10 +183,9 @@ impl<F: FeatureMap> FiniteEstimator<F> {
                 got: m.min(d),
             });
         }
-        check_allocatable("the finite system's two m × m matrices", &[2, m, m])?;
-        check_allocatable(
-            "the finite fit's three m × d derivative buffers",
-            &[3, m, d],
+        ensure_room(
+            "the finite system's two m × m matrices and three m × d derivative buffers",
+            &[&[2, m, m], &[3, m, d]],
         )?;
         Ok(Self {
             features,

@@ -3,7 +3,7 @@
 // (the docs) is a fifth of the file.
 //! The lite estimator (KMC Prop. 1): `f = Σ αᵢ k(zᵢ, ·)` with a Gaussian kernel.
 
-use crate::error::{check_allocatable, check_points, positive};
+use crate::error::{check_points, positive};
 use crate::{BaseMeasure, GradientModel, ScoreMatchingError};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -12,6 +12,7 @@ use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
+use kameleon_core::buffer::ensure_room;
 use kameleon_core::fastmath::exp_nonpositive_fma;
 use kameleon_kernels::Gaussian;
 use rayon::prelude::*;
@@ -739,7 +740,7 @@ impl LiteEstimator {
                 got: 0,
             });
         }
-        check_allocatable("the lite system's three n × n matrices", &[3, n, n])?;
+        ensure_room("the lite system's three n × n matrices", &[&[3, n, n]])?;
         check_points(points, points.ncols())?;
         let LiteSystem {
             kernel,

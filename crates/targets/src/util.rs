@@ -1,7 +1,7 @@
 //! Small helpers shared by the synthetic targets.
 
 use crate::TargetError;
-use kameleon_core::buffer::{BufferTooLarge, checked_len, reserve};
+use kameleon_core::buffer::{BufferTooLarge, ensure_room};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
@@ -58,15 +58,12 @@ pub(crate) fn too_large(name: &'static str) -> impl Fn(BufferTooLarge) -> Target
 }
 
 /// Checks that a buffer of the product of `factors` values (`what`, sized
-/// by the parameter `name`) can be allocated: its size is checked and the
-/// allocator asked (and the memory released again), so that a size the
-/// allocator refuses is an error rather than an abort when the matrices of
-/// that size are then made.
+/// by the parameter `name`) can be allocated ([`ensure_room`]), as a
+/// [`TargetError`] naming `name`.
 pub(crate) fn check_allocatable(
     name: &'static str,
     what: &'static str,
     factors: &[usize],
 ) -> Result<(), TargetError> {
-    let len = checked_len(what, factors).map_err(too_large(name))?;
-    reserve(what, &mut Vec::new(), len).map_err(too_large(name))
+    ensure_room(what, &[factors]).map_err(too_large(name))
 }

@@ -144,6 +144,8 @@ pub(crate) fn run_stretch(
         seed: ensemble_seed,
         chain_index: chain,
         config: RunConfig::new(burn_in * w, draws_wanted),
+        // every walker's move of every sweep, as accepted_total counts them
+        steps: (burn_in + sweeps) * w,
         accepted_total: out.accepted_total.iter().sum(),
         rejected_non_finite: out.rejected_non_finite,
         covariance_jitters: 0,

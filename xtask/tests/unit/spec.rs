@@ -27,6 +27,7 @@ fn chain_from(samples: Vec<f64>, dim: usize, accepted: Vec<bool>) -> Chain {
         seed: 0,
         chain_index: 0,
         config: RunConfig::new(0, n as u64),
+        steps: n as u64,
         accepted_total: 0,
         rejected_non_finite: 0,
         covariance_jitters: 0,
