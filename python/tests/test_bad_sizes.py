@@ -60,10 +60,12 @@ def test_more_iid_draws_than_memory_is_a_memory_error():
         km.PCAKameleon(subsample_size=2**40),
         km.CKAM(subsample_size=2**40),
         km.KMCLite(n=2**40),
+        km.FKAMH(features=2**40),
+        km.FKAMH(features=2**40, feature_map="fastfood"),
     ],
-    ids=lambda s: type(s).__name__,
+    ids=lambda s: f"{type(s).__name__}-{getattr(s, 'feature_map', '')}",
 )
-def test_a_subsample_beyond_memory_is_an_error(sampler):
+def test_a_subsample_or_features_beyond_memory_is_an_error(sampler):
     # each used to abort the interpreter ("memory allocation of … failed")
     with pytest.raises(ValueError, match="more than can be allocated"):
         km.sample(normal, np.zeros(2), sampler=sampler, draws=5, tune=5, chains=1, progress=False)
