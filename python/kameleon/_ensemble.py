@@ -13,7 +13,6 @@ import numpy as np
 
 from . import _core, _parallel
 from ._arviz import inference_data, posterior_variables
-from ._sample import _checkpoint_every
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -21,8 +20,10 @@ from ._sample import (
     _CHECK_MIN_DRAWS,
     Compiled,
     __version__,
+    _checkpoint_every,
     _density,
     _integer,
+    _points,
     _percent,
     _run,
     _seed,
@@ -127,7 +128,7 @@ def sample_ensemble(
     log_density, x0, parameter_names, constrained = with_prior(
         log_density, x0, walkers, seed, prior, bounds, parameter_names, _default_walkers
     )
-    x0 = np.asarray(x0, dtype=np.float64)
+    x0 = _points(x0)
     if x0.ndim not in (1, 2):
         raise ValueError(f"`x0` must have shape (d,) or (walkers, d), got {x0.shape}")
     if walkers is None:
@@ -142,7 +143,7 @@ def sample_ensemble(
     d = x0.shape[1]
     if isinstance(log_density, Compiled) and log_density.dim != d:
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    kind, function = _walkers_density(log_density, vectorize, cores, executor)
+    kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
@@ -172,9 +173,9 @@ def resume_ensemble(
     uninterrupted run. ``vectorize``, ``cores`` and ``executor`` are as in
     :func:`sample_ensemble` (they need not be the ones of the first run).
     The checkpoint is updated as the run goes on."""
-    kind, function = _walkers_density(log_density, vectorize, cores, executor)
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
+    kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),
         [header["tune"] + header["draws"]],
@@ -202,11 +203,12 @@ def _run_interruptible(call, totals, progress: bool):
         return _run(interruptible, totals, progress, labels=["sweeps"])
 
 
-def _walkers_density(log_density, vectorize: bool, cores, executor):
+def _walkers_density(log_density, vectorize: bool, cores, executor, walkers: int):
     """(kind, function) for the extension: the walkers evaluated one by one,
-    in one vectorised call, or on worker processes or an executor."""
+    in one vectorised call, or on worker processes or an executor (at most
+    one worker per walker of a half sweep: more would only idle)."""
     kind, function, _ = _density(log_density, None, False)
-    cores = _integer("cores", cores, 1)
+    cores = min(_integer("cores", cores, 1), max(1, walkers // 2))
     if vectorize or cores > 1 or executor is not None:
         if kind != "callable":
             raise ValueError(
@@ -215,8 +217,8 @@ def _walkers_density(log_density, vectorize: bool, cores, executor):
             )
         if vectorize and (cores > 1 or executor is not None):
             raise ValueError("`vectorize=True` evaluates the walkers in one call here: leave `cores`/`executor` unset")
-        if executor is not None and not isinstance(executor, concurrent.futures.Executor):
-            raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if executor is not None:
+            _parallel.check_executor(executor)
         if not vectorize:
             function = _parallel.rows_on_workers(function, cores, executor)
         kind = "vectorized"

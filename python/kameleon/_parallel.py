@@ -47,6 +47,25 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def check_executor(executor) -> None:
+    """``TypeError`` unless ``executor`` is a
+    :class:`concurrent.futures.Executor`; ``ValueError`` for a
+    ``ProcessPoolExecutor`` that forks its workers (the default start
+    method on Linux before Python 3.14): a fork copies the locks of this
+    process's sampler threads in whatever state they are, and a worker
+    that needs one of them waits for ever."""
+    if not isinstance(executor, concurrent.futures.Executor):
+        raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+    if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        context = getattr(executor, "_mp_context", None)
+        if context is not None and context.get_start_method() == "fork":
+            raise ValueError(
+                "`executor` is a ProcessPoolExecutor that forks its workers, which can hang once this process "
+                "has run a sampler (a fork copies its threads' locks, not the threads): make it with "
+                "mp_context=multiprocessing.get_context('forkserver') (or 'spawn')"
+            )
+
+
 def pickle_density(function: Callable, gradient: Callable | None) -> tuple[str, bytes]:
     """``(key, bytes)``: the log density (and gradient) pickled by
     cloudpickle, and a key under which a worker keeps it unpickled. A

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _core
 from ._arviz import inference_data, posterior_variables
-from ._sample import __version__, _integer, _seed
+from ._sample import __version__, _integer, _points, _seed
 from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
 
 __all__ = ["HABC"]
@@ -164,7 +164,7 @@ class HABC:
         chains = _integer("chains", chains, 1)
         thin = _integer("thin", thin, 1)
         seed = _seed(seed)
-        x0 = np.asarray(x0, dtype=np.float64)
+        x0 = _points(x0)
         if x0.ndim == 1:
             x0 = np.tile(x0, (chains, 1))
         if x0.ndim != 2 or x0.shape[0] != chains or x0.shape[1] == 0:

@@ -70,3 +70,18 @@ def test_a_subsample_or_features_beyond_memory_is_an_error(sampler):
     with pytest.raises(ValueError, match="more than can be allocated"):
         km.sample(normal, np.zeros(2), sampler=sampler, draws=5, tune=5, chains=1, progress=False)
 
+
+
+def test_more_cores_than_chains_start_no_more_workers_than_chains():
+    # cores=10**6 tried to start a million threads and hung
+    kwargs = dict(sampler=km.AM(), draws=50, tune=50, chains=2, seed=1, progress=False)
+    many = km.sample(normal, np.zeros(2), cores=10**6, parallel="thread", **kwargs)
+    two = km.sample(normal, np.zeros(2), cores=2, parallel="thread", **kwargs)
+    np.testing.assert_array_equal(many.posterior["x"].values, two.posterior["x"].values)
+
+
+def test_complex_starting_points_are_refused():
+    with pytest.raises(TypeError, match="real"):
+        km.sample(normal, np.array([1 + 2j, 0]), sampler=km.AM(), draws=5, tune=5, chains=1, progress=False)
+    with pytest.raises(TypeError, match="real"):
+        km.sample_ensemble(normal, np.array([1 + 2j, 0]), draws=5, tune=5, progress=False, seed=1)

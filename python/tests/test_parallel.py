@@ -408,3 +408,13 @@ def test_a_new_run_replaces_the_chain_checkpoints_of_an_old_one(tmp_path):
     idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint=path, **dict(RUN, chains=2))
     assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]
     assert_same_chains(km.resume(path, gaussian, progress=False), idata)
+
+
+def test_a_process_pool_that_forks_is_refused():
+    # a forked worker inherits this process's sampler threads' locks but not
+    # the threads: a run on it after any earlier run here could hang for ever
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        with pytest.raises(ValueError, match="forkserver"):
+            km.sample(gaussian, X0, executor=pool, **RUN)
+        with pytest.raises(ValueError, match="forkserver"):
+            km.sample_ensemble(gaussian, X0, executor=pool, draws=10, tune=10, progress=False, seed=1)
