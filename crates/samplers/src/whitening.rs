@@ -370,6 +370,58 @@ impl Curvature<'_> {
         self.target.log_density(&self.point, &mut self.rng)
     }
 
+    /// A step h along coordinate `i` and the second difference
+    /// c = log π(x₀ + h eᵢ) + log π(x₀ − h eᵢ) − 2 log π(x₀) at it, with |c|
+    /// near 1 (in [¼, 4], or the closest to 1 in 40 tries), so that c/h²
+    /// estimates the curvature at the scale of the target; `None` if no
+    /// step gave a finite c.
+    ///
+    /// Each try aims at |c| = 1 from c ≈ H_ii h² (by at most 10² per try)
+    /// but stays strictly between the largest step known to give |c| < ¼
+    /// and the smallest known to give |c| > 4 or a non-finite c, halving
+    /// that bracket (in log h) where the aim would leave it. Where log π
+    /// is linear on one side and doubly exponential on the other (the log
+    /// of a half-normal variable, in its left tail) the aim alone jumps
+    /// between two steps for ever.
+    fn second_difference(&mut self, x0: &[f64], i: usize, f0: f64) -> Option<(f64, f64)> {
+        let mut step = 1e-2 * x0[i].abs().max(1.0);
+        let (mut small, mut large) = (0.0f64, f64::INFINITY);
+        let mut best: Option<(f64, f64)> = None;
+        // how far |c| is from 1, in log terms
+        let miss = |c: f64| c.abs().ln().abs();
+        for _ in 0..40 {
+            let c = self.at(x0, &[(i, step)]) + self.at(x0, &[(i, -step)]) - 2.0 * f0;
+            let aim = if c.is_finite() {
+                if best.is_none_or(|(_, b)| miss(c) < miss(b)) {
+                    best = Some((step, c));
+                }
+                let size = c.abs();
+                if (0.25..=4.0).contains(&size) {
+                    break;
+                }
+                if size < 0.25 {
+                    small = step;
+                } else {
+                    large = step;
+                }
+                step * (1.0 / size.max(1e-300)).sqrt().clamp(1e-2, 1e2)
+            } else {
+                large = step;
+                step * 0.25
+            };
+            step = if aim > small && aim < large {
+                aim
+            } else if small > 0.0 && large.is_finite() {
+                (small * large).sqrt()
+            } else if small > 0.0 {
+                small * 4.0
+            } else {
+                large * 0.25
+            };
+        }
+        best
+    }
+
     /// The covariance (d × d, row-major) described in the type's docs.
     fn metric(&mut self, x0: &[f64], full: bool) -> Option<Vec<f64>> {
         let d = x0.len();
@@ -377,24 +429,7 @@ impl Curvature<'_> {
         let mut h = vec![0.0; d];
         let mut hessian = vec![0.0; d * d];
         for i in 0..d {
-            let mut step = 1e-2 * x0[i].abs().max(1.0);
-            let mut c = f64::NAN;
-            for _ in 0..40 {
-                c = self.at(x0, &[(i, step)]) + self.at(x0, &[(i, -step)]) - 2.0 * f0;
-                if !c.is_finite() {
-                    step *= 0.25;
-                    continue;
-                }
-                let size = c.abs();
-                if (0.25..=4.0).contains(&size) {
-                    break;
-                }
-                // c ≈ H_ii h²: aim at |c| = 1, by at most 10⁴ per try
-                step *= (1.0 / size.max(1e-300)).sqrt().clamp(1e-2, 1e2);
-            }
-            if !c.is_finite() {
-                return None;
-            }
+            let (step, c) = self.second_difference(x0, i, f0)?;
             h[i] = step;
             hessian[i * d + i] = c / (step * step);
         }
@@ -912,6 +947,28 @@ mod tests {
         }
         // bracketing plus 2d(d − 1) mixed evaluations
         assert!(c.evaluations > 2 * 3 * 2, "{}", c.evaluations);
+    }
+
+    #[test]
+    fn a_start_where_the_density_is_linear_on_one_side_gets_a_finite_scale() {
+        // log π(u) = u − e^{2u}/8 (log |z| for z ~ N(0, 2²)) at u = −1.77:
+        // linear to the left, doubly exponential to the right, so aiming at
+        // |c| = 1 jumped between h ≈ 0.08 and h ≈ 8 for all 40 tries and
+        // paired the last h with the c of the one before: a scale of 832
+        // where the target's sd is 1.1. The bracketed search ends inside
+        // [1/4, 4], with its own c.
+        let f = |u: f64| u - (2.0 * u).exp() / 8.0;
+        let target = FnTarget::new(1, move |x: &[f64]| f(x[0]));
+        let x0 = -1.77;
+        let mut curvature = curvature(&target);
+        let (step, c) = curvature
+            .second_difference(&[x0], 0, f(x0))
+            .expect("finite");
+        assert_eq!(c, f(x0 + step) + f(x0 - step) - 2.0 * f(x0));
+        assert!((0.25..=4.0).contains(&c.abs()), "c {c} at h {step}");
+        let cov = curvature.metric(&[x0], true).expect("finite");
+        let sd = cov[0].sqrt();
+        assert!((0.5..=5.0).contains(&sd), "sd {sd}");
     }
 
     #[test]
