@@ -529,11 +529,14 @@ fn with_bandwidth(mut config: SubsampleConfig, median: bool) -> SubsampleConfig 
     config
 }
 
-/// The paper's subsample settings with the isotropic term γ and, for the
-/// median heuristic, at most `median_points` subsample points.
+/// The paper's subsample settings with the isotropic term γ (also the
+/// standard deviation of the initial random walk, as in the paper and
+/// [`SubsampleConfig::scale_free`]) and, for the median heuristic, at most
+/// `median_points` subsample points.
 fn subsample(size: usize, gamma: f64, median_points: usize) -> SubsampleConfig {
     let mut config = SubsampleConfig::paper(size);
     config.gamma = Gamma::Fixed(gamma);
+    config.warmup_scale = gamma;
     config.bandwidth = Bandwidth::MedianHeuristic {
         max_points: median_points.min(size),
     };
