@@ -138,7 +138,12 @@ mod tests {
         // wraps in usize arithmetic: (2⁶²)·4 = 2⁶⁴ ≡ 0
         let wrapped = checked_len("x", &[1 << 62, 4]).unwrap_err();
         assert_eq!(wrapped.values, 1 << 64);
-        assert!(wrapped.to_string().starts_with("x: 18446744073709551616 values (128 EiB)"), "{wrapped}");
+        assert!(
+            wrapped
+                .to_string()
+                .starts_with("x: 18446744073709551616 values (128 EiB)"),
+            "{wrapped}"
+        );
         // fits in usize but not in isize::MAX bytes of f64
         assert!(checked_len("x", &[1 << 61]).is_err());
         assert!(checked_len("x", &[usize::MAX, usize::MAX, 2]).is_err());
