@@ -571,7 +571,7 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
         if not np.isnan(rhat).all():
             figures["rhat_max"] = float(np.nanmax(rhat))
         # the noise bars cost an ESS per chain and parameter: only past 1.01
-        if not np.isnan(rhat).all() and np.nanmax(rhat) > _RHAT_LIMIT:
+        if figures["rhat_max"] > _RHAT_LIMIT:
             limits = _rhat_limits(samples)
             # a chain's ESS is undefined where it is constant: 1.01 there
             limits[np.isnan(limits)] = _RHAT_LIMIT

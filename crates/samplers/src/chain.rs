@@ -309,6 +309,15 @@ pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
 /// would hang the start of a run.
 pub const MAX_CHAIN_INDEX: u64 = 1 << 20;
 
+/// Errors unless `chain_index` is at most [`MAX_CHAIN_INDEX`].
+pub(crate) fn check_chain_index(chain_index: u64) -> Result<()> {
+    ensure(
+        chain_index <= MAX_CHAIN_INDEX,
+        "chain_index",
+        "must be at most MAX_CHAIN_INDEX (2^20): each index is a jump of the generator",
+    )
+}
+
 /// The rng of chain `chain_index` for a base `seed`: seeded with
 /// `seed_from_u64(seed)` and advanced by `chain_index` jumps of 2¹²⁸ steps, so
 /// the streams never overlap and do not depend on the number of threads.
@@ -354,11 +363,7 @@ impl<P: Proposal> Run<P> {
         seed: u64,
         chain_index: u64,
     ) -> Result<Self> {
-        crate::error::ensure(
-            chain_index <= MAX_CHAIN_INDEX,
-            "chain_index",
-            "must be at most MAX_CHAIN_INDEX (2^20): each index is a jump of the generator",
-        )?;
+        check_chain_index(chain_index)?;
         Self::with_rng(
             target,
             proposal,

@@ -425,11 +425,7 @@ impl<S: SummarySimulator> Habc<S> {
         check_dim(d, start.len())?;
         check_finite_start(start)?;
         run.validate()?;
-        crate::error::ensure(
-            chain_index <= crate::chain::MAX_CHAIN_INDEX,
-            "chain_index",
-            "must be at most MAX_CHAIN_INDEX (2^20): each index is a jump of the generator",
-        )?;
+        crate::chain::check_chain_index(chain_index)?;
         let mut chain = Chain::empty(d, run, seed, chain_index, run.iterations / run.thin)?;
         let mut rng = chain_rng(seed, chain_index);
         let start_density = self.log_posterior(start, rng.next_u64());
