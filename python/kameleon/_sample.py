@@ -886,10 +886,11 @@ def sample(
     draws of the same run without the budget, bit for bit, whatever
     ``cores``, ``parallel`` or ``executor``. A share that cannot cover a
     chain's start and its steps to the first draw (``tune + thin`` steps)
-    is a ``ValueError``: before any evaluation if the steps alone exceed
-    it, else as soon as a chain's start has spent what the steps leave it,
-    so the run never exceeds the budget. The checks of the starting points
-    above (and the draws of starts from a prior) are not counted. With
+    is a ``ValueError``: before the chains evaluate anything if the steps
+    alone exceed it, else as soon as a chain's start has spent what the
+    steps leave it, so no chain exceeds its share. The checks of the
+    starting points above (and the draws of starts from a prior) are not
+    counted. With
     ``checkpoint=`` the chains' shares are saved with them: :func:`resume`
     stops where the run would have, and :func:`extend` lifts them. The output's
     ``attrs["stopped_by"]`` says which rule ended the run: "draws" (it ran
