@@ -106,7 +106,8 @@ def _init_worker(queue, stop) -> None:
 @dataclass(frozen=True)
 class ChainTask:
     """Chain ``chain`` of a run, started at ``x0`` (or, with ``resume``,
-    continued from its checkpoint ``part``)."""
+    continued from its checkpoint ``part``, which holds its evaluation
+    limit), at most ``evaluation_limit`` log-density evaluations."""
 
     key: str
     blob: bytes
@@ -122,6 +123,7 @@ class ChainTask:
     part: str | None
     checkpoint_every: float
     resume: bool
+    evaluation_limit: int | None
 
 
 def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
@@ -169,6 +171,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
             task.part,
             task.checkpoint_every,
             [task.chain],
+            task.evaluation_limit,
         )
     return result["chains"][0], bool(result["interrupted"]), steps[0]
 

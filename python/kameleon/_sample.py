@@ -874,14 +874,25 @@ def sample(
     one without ``checkpoint=``). ``max_seconds``: the run stops (within
     about 0.1 s) once that much wall time has passed since the call, with
     the draws so far (the shortest chain's length; not with a user's
-    ``executor``). ``max_evaluations``: ``draws`` is cut so that the run
-    makes at most that many log-density evaluations in all, counting one
-    per chain for its start and one per step (the case of every sampler
-    but the Hamiltonian ones, for which it counts steps). Not counted: a
-    whitened sampler's finite-difference curvature at each chain's start
-    (for an exact target in up to 32 dimensions about 2d² + 4d
-    evaluations, whose number is known only once it is done);
-    ``attrs["evaluations"]`` reports every evaluation. The output's
+    ``executor``). ``max_evaluations``: the chains make at most that many
+    log-density evaluations in all (``sum(attrs["evaluations"])``). Each
+    chain gets ``max_evaluations // chains`` of them (the remainder is not
+    spent), counting its start (the log density at its starting point and,
+    for a whitened sampler on an exact target, the finite-difference
+    curvature there: about 2d² + 4d evaluations in up to 32 dimensions, a
+    few per coordinate above), and stops before a step that could take it
+    past its share (a step evaluates the density once; HMC's gradients are
+    not counted). The draws are then the shortest chain's length: the first
+    draws of the same run without the budget, bit for bit, whatever
+    ``cores``, ``parallel`` or ``executor``. A share that cannot cover a
+    chain's start and its steps to the first draw (``tune + thin`` steps)
+    is a ``ValueError``: before the chains evaluate anything if the steps
+    alone exceed it, else as soon as a chain's start has spent what the
+    steps leave it, so no chain exceeds its share. The checks of the
+    starting points above (and the draws of starts from a prior) are not
+    counted. With
+    ``checkpoint=`` the chains' shares are saved with them: :func:`resume`
+    stops where the run would have, and :func:`extend` lifts them. The output's
     ``attrs["stopped_by"]`` says which rule ended the run: "draws" (it ran
     to ``draws``), "target", "max_seconds", "max_evaluations" or
     "interrupted" (Ctrl-C). With ``checkpoint=``, ``attrs["checkpoint"]``
@@ -930,6 +941,8 @@ def sample(
     chains = _integer("chains", chains, 1)
     thin = _integer("thin", thin, 1)
     seed = _seed(seed)
+    # checked before the starting points cost any evaluation
+    rules = _StopRules(target_ess, target_rhat, max_seconds, max_evaluations, chains)
     is_hmc = isinstance(sampler, HMC)
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -958,8 +971,6 @@ def sample(
     probe = _Timed(_log_density_probe(log_density))
     if x0.ndim == 1:
         x0 = _jittered_starts(x0, chains, seed, probe)
-    rules = _StopRules(target_ess, target_rhat, max_seconds, max_evaluations, chains)
-    draws, stopped_by = rules.capped_draws(draws, tune, thin, chains)
     settings = json.dumps(sampler.to_dict())
     workers = _cores(cores, chains)
     mode = _mode(
@@ -977,7 +988,7 @@ def sample(
         first = min(draws, _FIRST_ROUND) if rules.converging else draws
         result = launch.start(settings, x0, seed, first, tune, thin, path)
         header = {"settings": settings, "seed": seed, "draws": first, "tune": tune, "thin": thin}
-        result, header, stopped_by = launch.rounds(result, header, path, draws, stopped_by)
+        result, header, stopped_by = launch.rounds(result, header, path, draws)
     extra = {"stopped_by": stopped_by}
     if checkpoint is not None:
         extra["checkpoint"] = os.fspath(checkpoint)
@@ -1011,27 +1022,24 @@ class _StopRules:
             raise ValueError("`target_rhat` compares chains: it needs `chains` >= 2")
         self.ess = target_ess
         self.rhat = target_rhat
-        self.evaluations = None if max_evaluations is None else _integer("max_evaluations", max_evaluations, 1)
+        # each chain's share of the evaluation budget (the remainder of the
+        # division is not spent): a chain's steps then do not depend on the
+        # others', nor on where it runs
+        self.evaluation_limit = None
+        if max_evaluations is not None:
+            budget = _integer("max_evaluations", max_evaluations, 1)
+            if budget < chains:
+                raise ValueError(
+                    f"`max_evaluations` {budget} gives the {chains} chains less than one evaluation each "
+                    f"(each chain gets max_evaluations // chains)"
+                )
+            self.evaluation_limit = budget // chains
         self.deadline = None if max_seconds is None else time.monotonic() + float(max_seconds)
 
     @property
     def converging(self) -> bool:
         return self.ess is not None or self.rhat is not None
 
-    def capped_draws(self, draws: int, tune: int, thin: int, chains: int) -> tuple[int, str]:
-        """``draws`` cut to the evaluation budget (one evaluation per chain
-        for its start, one per step) and the stop rule that applies if the
-        run goes to its end: "max_evaluations" if cut, else "draws"."""
-        if self.evaluations is None:
-            return draws, "draws"
-        steps = self.evaluations // chains - 1
-        if steps < tune + thin:
-            raise ValueError(
-                f"`max_evaluations` {self.evaluations} does not cover one draw per chain: {chains} chains need "
-                f"{chains * (1 + tune + thin)} evaluations (1 for the start, {tune} tuning steps, {thin} per draw)"
-            )
-        budget = (steps - tune) // thin
-        return (budget, "max_evaluations") if budget < draws else (draws, "draws")
 
     def met(self, result: dict) -> bool:
         """Whether the chains of ``result`` meet the ESS and R-hat targets
@@ -1080,6 +1088,7 @@ class _Launch:
                 key, blob, self.kind, header["settings"], None if x0 is None else x0[k].tolist(), header["seed"],
                 header["draws"], header["tune"], header["thin"], k, run_id,
                 None if path is None else _parallel.part_path(path, k, chains), self.checkpoint_every, x0 is None,
+                self.rules.evaluation_limit,
             )
             for k in range(chains)
         ]
@@ -1109,6 +1118,7 @@ class _Launch:
                 # a copy: a user's array may be unaligned (e.g. read from a buffer)
                 np.array(x0, dtype=np.float64, order="C"),
                 seed, draws, tune, thin, self.workers, report, path, self.checkpoint_every,
+                evaluation_limit=self.rules.evaluation_limit,
             ),
             totals,
             path,
@@ -1131,23 +1141,32 @@ class _Launch:
             header["steps_done"],
         )
 
-    def rounds(self, result: dict, header: dict, path, draws: int, stopped_by: str):
+    def rounds(self, result: dict, header: dict, path, draws: int):
         """Until the ESS and R-hat targets are met: lengthens the run at
         ``path`` (``header`` the result's run) by rounds, doubling its
-        draws up to ``draws``. Returns the last result, its run's header and
-        the rule that stopped it."""
+        draws up to ``draws`` (the chains keep their evaluation limit).
+        Returns the last result, its run's header and the rule that stopped
+        it."""
         while True:
             if result["interrupted"]:
                 return result, header, "max_seconds" if self.rules.out_of_time() else "interrupted"
+            if _out_of_evaluations(result):
+                return result, header, "max_evaluations"
             if not self.rules.converging:
-                return result, header, stopped_by
+                return result, header, "draws"
             if self.rules.met(result):
                 return result, header, "target"
             if header["draws"] >= draws:
-                return result, header, stopped_by
-            _core.extend_checkpoint(path, min(header["draws"], draws - header["draws"]))
+                return result, header, "draws"
+            _core.extend_checkpoint(path, min(header["draws"], draws - header["draws"]), keep_evaluation_limit=True)
             header = _core.checkpoint_header(path)
             result = self.resume(path, header)
+
+
+def _out_of_evaluations(result: dict) -> bool:
+    """Whether the evaluation limit stopped some chain of ``result`` before
+    its last step."""
+    return any(c.get("out_of_evaluations", False) for c in result["chains"])
 
 
 def resume(
@@ -1179,6 +1198,10 @@ def resume(
     dimension can be checked. Resumed without them, the draws would come
     back on the unconstrained scale; with another prior, the run would
     silently continue with that one.
+
+    A run cut by ``max_evaluations`` keeps its chains' evaluation shares:
+    resumed, it stops where it would have (``attrs["stopped_by"]`` is then
+    "max_evaluations").
 
     ``cores``, ``parallel``, ``executor`` and ``vectorize`` choose where
     the chains run, as in :func:`sample` (the default rule times the log
@@ -1218,7 +1241,11 @@ def resume(
     rules = _StopRules(None, None, None, None, chains)
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
     result = launch.resume(path, header)
-    extra = {"stopped_by": "interrupted" if result["interrupted"] else "draws", "checkpoint": path}
+    if result["interrupted"]:
+        stopped_by = "interrupted"
+    else:
+        stopped_by = "max_evaluations" if _out_of_evaluations(result) else "draws"
+    extra = {"stopped_by": stopped_by, "checkpoint": path}
     if constrained is not None:
         constrained.constrain_result(result)
         extra["prior"] = constrained.joint.describe()
@@ -1249,7 +1276,9 @@ def extend(
     a run without a checkpoint cannot be continued, as its random streams'
     states are gone). The checkpoint is lengthened in place and updated as
     the run goes on. The other arguments are those of :func:`resume`,
-    ``log_density`` (with ``prior``/``bounds``) the same as the run's."""
+    ``log_density`` (with ``prior``/``bounds``) the same as the run's.
+    The chains' evaluation shares of ``max_evaluations`` are lifted: a run
+    cut by them goes on to its draws, as the run without the budget."""
     draws = _integer("draws", draws, 0)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)

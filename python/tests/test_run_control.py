@@ -103,8 +103,130 @@ def test_an_evaluation_budget_cuts_the_draws():
     assert idata.posterior.attrs["stopped_by"] == "max_evaluations"
     assert posterior(idata).shape[1] == 100
     assert len(calls) == sum(idata.posterior.attrs["evaluations"]) == 2 * 251 <= 503
-    with pytest.raises(ValueError, match="does not cover one draw per chain"):
-        km.sample(gaussian, X0, sampler=km.RandomWalk(whiten=False), tune=50, chains=2, max_evaluations=100, progress=False)
+    # 100 // 2 = 50 per chain cannot cover the start and 51 steps: refused before any call
+    calls.clear()
+    with pytest.raises(ValueError, match="does not cover the start and the 51 steps to the first draw"):
+        km.sample(counted, x0, sampler=km.RandomWalk(whiten=False), tune=50, chains=2, max_evaluations=100,
+                  progress=False, parallel="thread")
+    assert calls == []
+    with pytest.raises(ValueError, match="less than one evaluation each"):
+        km.sample(gaussian, X0, chains=4, max_evaluations=3, progress=False)
+
+
+# ── an exact evaluation budget for the whitened defaults ────────────────
+#
+# KAMH() estimates the curvature of log π at each chain's start (a
+# finite-difference Hessian: about 2d² + 4d evaluations at d = 10), then
+# makes one evaluation per step on a Gaussian (every draw is finite).
+
+D = 10
+SD2 = np.arange(1.0, D + 1.0)  # variances 1 … 10
+
+
+def gaussian10(x):
+    return -0.5 * float(np.sum(x * x / SD2))
+
+
+def starts(chains):
+    return np.random.default_rng(12).normal(size=(chains, D))
+
+
+WHITENED = dict(sampler=km.KAMH(), tune=300, seed=7, progress=False)
+
+
+def test_an_evaluation_budget_is_exact_for_a_whitened_sampler():
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return gaussian10(x)
+
+    # given starts and threads: every call of the density is the sampler's
+    cut = km.sample(counted, starts(4), draws=2000, chains=4, parallel="thread", max_evaluations=5000, **WHITENED)
+    attrs = cut.posterior.attrs
+    assert attrs["stopped_by"] == "max_evaluations"
+    assert len(calls) == sum(attrs["evaluations"]) <= 5000
+    # one evaluation per step: each chain stops with its share 5000 // 4 spent
+    assert attrs["evaluations"] == [1250] * 4
+    whole = km.sample(gaussian10, starts(4), draws=2000, chains=4, parallel="thread", **WHITENED)
+    assert whole.posterior.attrs["stopped_by"] == "draws"
+    # chain k's start cost (its curvature) is what it spent beyond one per
+    # step in the whole run; its share then leaves 1250 - cost - tune draws
+    cost = np.array(whole.posterior.attrs["evaluations"]) - (300 + 2000)
+    assert (cost > 2 * D * D).all()
+    n = posterior(cut).shape[1]
+    assert n == (1250 - cost - 300).min() > 0
+    # the draws are the first n of the run without a budget
+    np.testing.assert_array_equal(posterior(cut), posterior(whole)[:, :n])
+    for stat in ("lp", "accepted"):
+        np.testing.assert_array_equal(cut.sample_stats[stat].values, whole.sample_stats[stat].values[:, :n])
+
+
+def test_an_evaluation_budget_does_not_depend_on_where_the_chains_run():
+    import concurrent.futures
+    import multiprocessing
+
+    kwargs = dict(draws=2000, chains=4, max_evaluations=5000, **WHITENED)
+    threads = km.sample(gaussian10, starts(4), cores=1, parallel="thread", **kwargs)
+    processes = km.sample(gaussian10, starts(4), cores=2, parallel="process", **kwargs)
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        tasks = km.sample(gaussian10, starts(4), executor=pool, **kwargs)
+    # in lockstep, one call for the running chains' proposals
+    lockstep = km.sample(lambda x: -0.5 * (x * x / SD2).sum(axis=1), starts(4), vectorize=True, **kwargs)
+    for other in (processes, tasks, lockstep):
+        assert_same_chains(other, threads)
+        assert other.posterior.attrs["evaluations"] == threads.posterior.attrs["evaluations"] == [1250] * 4
+        assert other.posterior.attrs["stopped_by"] == "max_evaluations"
+
+
+def test_a_budget_cut_run_resumes_to_the_same_cut_and_extends_past_it(tmp_path):
+    kwargs = dict(chains=2, **WHITENED)
+    path = tmp_path / "run.ckpt"
+    # process workers write one part per chain, gathered at the end
+    cut = km.sample(gaussian10, starts(2), draws=1000, max_evaluations=2000, checkpoint=path, cores=2,
+                    parallel="process", **kwargs)
+    assert cut.posterior.attrs["stopped_by"] == "max_evaluations"
+    # the budget is saved with the chains: resumed, the run stops where it did
+    resumed = km.resume(path, gaussian10, progress=False, parallel="thread")
+    assert_same_chains(resumed, cut)
+    assert resumed.posterior.attrs["evaluations"] == cut.posterior.attrs["evaluations"] == [1000, 1000]
+    assert resumed.posterior.attrs["stopped_by"] == "max_evaluations"
+    # extend lifts it: the run goes on as the run without a budget
+    extended = km.extend(path, gaussian10, draws=100, progress=False, parallel="thread")
+    assert extended.posterior.attrs["stopped_by"] == "draws"
+    assert_same_chains(extended, km.sample(gaussian10, starts(2), draws=1100, parallel="thread", **kwargs))
+
+
+def test_rounds_toward_targets_keep_the_budget():
+    kwargs = dict(draws=2000, chains=4, parallel="thread", max_evaluations=5000, **WHITENED)
+    cut = km.sample(gaussian10, starts(4), **kwargs)
+    # the targets are out of reach: the rounds go on until the budget cuts them
+    rounds = km.sample(gaussian10, starts(4), target_ess=10**6, **kwargs)
+    assert rounds.posterior.attrs["stopped_by"] == "max_evaluations"
+    assert_same_chains(rounds, cut)
+    assert rounds.posterior.attrs["evaluations"] == cut.posterior.attrs["evaluations"]
+
+
+def test_a_budget_too_small_for_the_curvature_is_an_error_within_it():
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return gaussian10(x)
+
+    # 200 // 2 = 100 per chain; 51 set aside for the steps to the first
+    # draw leave 49 for chain 0's start, whose curvature needs about 240
+    with pytest.raises(ValueError, match=r"chain 0: the evaluation limit of 100 per chain leaves 49 evaluations "
+                                         r"for the start.*raise it"):
+        km.sample(counted, starts(2), sampler=km.KAMH(), tune=50, chains=2, seed=1, max_evaluations=200,
+                  progress=False, parallel="thread")
+    # chain 1 never started
+    assert len(calls) == 49
+    # the same budget without whitening starts (one evaluation) and runs
+    idata = km.sample(gaussian10, starts(2), sampler=km.KAMH(whiten=False), tune=50, chains=2, seed=1,
+                      max_evaluations=200, progress=False, parallel="thread")
+    assert idata.posterior.attrs["evaluations"] == [100, 100]
+    assert posterior(idata).shape[1] == 100 - 1 - 50
 
 
 @pytest.mark.parametrize("parallel", ["thread", "process"])

@@ -3,7 +3,9 @@
 
 use crate::density::Density;
 use crate::settings::{BuildResult, Job, Sampler};
-use kameleon_samplers::{Chain, MetropolisHastings, Run, RunConfig, advance_lockstep};
+use kameleon_samplers::{
+    Chain, MetropolisHastings, Run, RunConfig, SamplerError, advance_lockstep,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -112,6 +114,9 @@ pub fn checkpoint_interval(seconds: f64) -> PyResult<Option<Duration>> {
 pub struct Outcome {
     /// The chains (possibly partial).
     pub chains: Vec<Chain>,
+    /// For each chain, whether its evaluation limit stopped it before its
+    /// last step.
+    pub out_of_evaluations: Vec<bool>,
     /// Whether Ctrl-C stopped the run.
     pub interrupted: bool,
 }
@@ -127,6 +132,11 @@ pub struct Start<'a, 'py> {
     /// The index of each chain (its stream of the seed): a subset of a
     /// larger run's chains runs exactly as in that run.
     pub chain_ids: Vec<u64>,
+    /// Each chain's log-density evaluation limit, start included
+    /// ([`kameleon_samplers::RunConfig::max_evaluations`]): a chain stops
+    /// before a step that could take it past the limit. Kept in the
+    /// checkpoint, so a resumed run stops where this one would.
+    pub evaluation_limit: Option<u64>,
     /// How to run.
     pub control: Control<'py>,
 }
@@ -138,15 +148,26 @@ impl Job for Start<'_, '_> {
         self,
         build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
     ) -> PyResult<Outcome> {
-        let config = self.header.config()?;
+        let mut config = self.header.config()?;
+        if let Some(limit) = self.evaluation_limit {
+            config = config.max_evaluations(limit);
+        }
         let mut runs = Vec::with_capacity(self.x0.len());
+        // The chains start one after the other, so a limit too small for a
+        // start stops the run before the later chains evaluate anything.
         for (x0, &k) in self.x0.iter().zip(&self.chain_ids) {
             let proposal = build(self.header.seed, k).map_err(PyValueError::new_err)?;
             let run = Run::new(self.density, proposal, x0, config, self.header.seed, k);
             if let Some(err) = self.density.take_error() {
                 return Err(err);
             }
-            runs.push(run.map_err(|e| PyValueError::new_err(format!("chain {k}: {e}")))?);
+            runs.push(run.map_err(|e| match e {
+                SamplerError::EvaluationLimit { .. } => PyValueError::new_err(format!(
+                    "chain {k}: {e}. `max_evaluations` gives each chain max_evaluations // \
+                     chains evaluations: raise it, or run fewer chains or tuning steps"
+                )),
+                other => PyValueError::new_err(format!("chain {k}: {other}")),
+            })?);
         }
         drive(&self.header, self.density, runs, &self.control)
     }
@@ -314,8 +335,18 @@ fn drive<P: Sampler>(
         let counts: Vec<u64> = runs.iter().map(|r| r.steps_done()).collect();
         callback.call1((counts,))?;
     }
+    let (chains, out_of_evaluations) = runs
+        .into_iter()
+        .map(|run| {
+            let out = run.out_of_evaluations();
+            let chain = run.into_chain();
+            let cut = out && chain.steps < chain.config.total_steps();
+            (chain, cut)
+        })
+        .unzip();
     Ok(Outcome {
-        chains: runs.into_iter().map(Run::into_chain).collect(),
+        chains,
+        out_of_evaluations,
         interrupted,
     })
 }
@@ -515,6 +546,7 @@ impl Job for Positions<'_> {
 /// Lengthens every chain of a checkpoint by `draws` kept draws (`draws ×
 /// thin` steps): continuing it then gives the chains of a run started with
 /// that many more draws, since a chain's steps do not depend on its length.
+/// The chains' evaluation limit is kept or lifted as asked.
 ///
 /// A [`Run`] has no setter for its length, so its serialised form is read
 /// as the tuple of its fields in declaration order (engine, chain,
@@ -526,6 +558,9 @@ pub struct Extend {
     pub file: CheckpointFile,
     /// Kept draws to add per chain.
     pub draws: u64,
+    /// Whether the chains keep their evaluation limit
+    /// ([`kameleon_samplers::RunConfig::max_evaluations`]); `false` lifts it.
+    pub keep_evaluation_limit: bool,
 }
 
 impl Job for Extend {
@@ -554,6 +589,9 @@ impl Job for Extend {
                 .iterations
                 .checked_add(added)
                 .ok_or_else(|| PyValueError::new_err("the extended run's length overflows"))?;
+            if !self.keep_evaluation_limit {
+                chain.config.max_evaluations = None;
+            }
             chain
                 .config
                 .validate()
@@ -562,7 +600,10 @@ impl Job for Extend {
         let bytes = postcard::to_stdvec(&runs)
             .map_err(|e| PyValueError::new_err(format!("cannot encode the chains: {e}")))?;
         let check: Vec<Run<P>> = postcard::from_bytes(&bytes).map_err(corrupt)?;
-        if check.iter().any(|r| r.is_finished() && added > 0) {
+        if check
+            .iter()
+            .any(|r| r.is_finished() && !r.out_of_evaluations() && added > 0)
+        {
             return Err(PyValueError::new_err(
                 "the checkpoint's chains could not be lengthened (their layout is not the one expected)",
             ));

@@ -91,12 +91,15 @@ fn density(
     Ok(Density::new(dim, source))
 }
 
-/// The chains as a list of dicts of numpy arrays and counters.
+/// The chains as a list of dicts of numpy arrays and counters
+/// (`out_of_evaluations`: whether the chain's evaluation limit stopped it
+/// before its last step).
 fn outcome_to_python<'py>(py: Python<'py>, outcome: Outcome) -> PyResult<Bound<'py, PyDict>> {
     let chains = outcome
         .chains
         .into_iter()
-        .map(|chain| {
+        .zip(outcome.out_of_evaluations)
+        .map(|(chain, out)| {
             let dict = PyDict::new(py);
             let n = chain.len();
             let samples = PyArray1::from_vec(py, chain.samples).reshape([n, chain.dim])?;
@@ -113,6 +116,7 @@ fn outcome_to_python<'py>(py: Python<'py>, outcome: Outcome) -> PyResult<Bound<'
             dict.set_item("evaluations", chain.evaluations)?;
             dict.set_item("wall_time", chain.wall_time_secs)?;
             dict.set_item("scale", chain.adaptation.scale)?;
+            dict.set_item("out_of_evaluations", out)?;
             Ok(dict)
         })
         .collect::<PyResult<Vec<_>>>()?;
@@ -130,10 +134,12 @@ fn settings(json: &str) -> PyResult<SamplerSettings> {
 /// density and returns `{"chains": [...], "interrupted": bool}`. Row i of
 /// `x0` is chain `chain_ids[i]` of the seed (chain i if `chain_ids` is
 /// None), so a subset of a run's chains gives the same chains as the run.
+/// `evaluation_limit`: each chain's most log-density evaluations, start
+/// included (a chain stops before a step that could exceed it).
 #[pyfunction]
 // one argument per keyword of the Python function it implements
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every, chain_ids=None))]
+#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every, chain_ids=None, evaluation_limit=None))]
 fn sample<'py>(
     py: Python<'py>,
     settings_json: &str,
@@ -150,6 +156,7 @@ fn sample<'py>(
     checkpoint: Option<PathBuf>,
     checkpoint_every: f64,
     chain_ids: Option<Vec<u64>>,
+    evaluation_limit: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let parsed = settings(settings_json)?;
     let x0 = x0.as_array();
@@ -184,6 +191,7 @@ fn sample<'py>(
         density: &density,
         x0: x0.rows().into_iter().map(|r| r.to_vec()).collect(),
         chain_ids,
+        evaluation_limit,
         control: Control {
             py,
             cores,
@@ -280,14 +288,23 @@ fn regroup_checkpoints(
 }
 
 /// Lengthens the run checkpointed at `path` by `draws` kept draws per
-/// chain, in place (see [`Extend`]).
+/// chain, in place (see [`Extend`]); the chains' evaluation limit is lifted
+/// unless `keep_evaluation_limit`.
 #[pyfunction]
-fn extend_checkpoint(path: PathBuf, draws: u64) -> PyResult<()> {
+#[pyo3(signature = (path, draws, keep_evaluation_limit=false))]
+fn extend_checkpoint(path: PathBuf, draws: u64, keep_evaluation_limit: bool) -> PyResult<()> {
     let file = load_checkpoint(&path)?;
     let parsed = settings(&file.header.settings)?;
     let dim = file.header.dim;
     let file = parsed
-        .dispatch(dim, Extend { file, draws })
+        .dispatch(
+            dim,
+            Extend {
+                file,
+                draws,
+                keep_evaluation_limit,
+            },
+        )
         .map_err(PyValueError::new_err)??;
     save_checkpoint(&path, &file)
 }

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The output of one run.
@@ -173,6 +174,9 @@ pub struct RunConfig {
     pub thin: u64,
     /// When adaptation stops.
     pub adaptation: AdaptationStop,
+    /// The most log-density evaluations the chain may make, its start
+    /// included (`None`: no limit; see [`RunConfig::max_evaluations`]).
+    pub max_evaluations: Option<u64>,
 }
 
 impl RunConfig {
@@ -183,6 +187,7 @@ impl RunConfig {
             iterations,
             thin: 1,
             adaptation: AdaptationStop::AfterBurnIn,
+            max_evaluations: None,
         }
     }
 
@@ -217,6 +222,33 @@ impl RunConfig {
     /// Sets when adaptation stops.
     pub fn adaptation(mut self, stop: AdaptationStop) -> Self {
         self.adaptation = stop;
+        self
+    }
+
+    /// Limits the chain to `limit` log-density evaluations in all: the
+    /// start (log π at x₀ and whatever the proposal evaluates there, such
+    /// as [`crate::Whitened`]'s curvature) and every step. The chain stops
+    /// before a step that could take it past the limit (one evaluation per
+    /// step, two when the current state's estimate is refreshed: see
+    /// [`MetropolisHastings::most_step_evaluations`]), so its steps are
+    /// those of the unlimited chain, up to where it stops. [`Run::new`]
+    /// errors ([`SamplerError::EvaluationLimit`]) when the limit cannot
+    /// cover the start and the steps to the first draw.
+    ///
+    /// ```
+    /// use kameleon_samplers::{FnTarget, RandomWalk, RandomWalkConfig, Run, RunConfig};
+    /// let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + x[1] * x[1]));
+    /// let walk = RandomWalk::new(2, RandomWalkConfig::default())?;
+    /// let config = RunConfig::new(10, 1000).max_evaluations(101);
+    /// let mut run = Run::new(&target, walk, &[0.0, 0.0], config, 7, 0)?;
+    /// run.advance(&target, u64::MAX, None)?;
+    /// // the start, then 100 steps of one evaluation each
+    /// assert!(run.is_finished() && run.out_of_evaluations());
+    /// assert_eq!((run.steps_done(), run.evaluations()), (100, 101));
+    /// # Ok::<(), kameleon_samplers::SamplerError>(())
+    /// ```
+    pub fn max_evaluations(mut self, limit: u64) -> Self {
+        self.max_evaluations = Some(limit);
         self
     }
 
@@ -354,7 +386,9 @@ pub struct Run<P> {
 
 impl<P: Proposal> Run<P> {
     /// Starts chain `chain_index` of base `seed` at `x0` (see [`chain_rng`]);
-    /// errors if `chain_index` exceeds [`MAX_CHAIN_INDEX`].
+    /// errors if `chain_index` exceeds [`MAX_CHAIN_INDEX`], or if the
+    /// evaluation limit of `config` ([`RunConfig::max_evaluations`]) does
+    /// not cover the start and the steps to the first draw.
     pub fn new(
         target: &dyn Target,
         proposal: P,
@@ -385,7 +419,10 @@ impl<P: Proposal> Run<P> {
         rng: Xoshiro256PlusPlus,
     ) -> Result<Self> {
         config.validate()?;
-        let sampler = MetropolisHastings::new(target, proposal, x0, rng, config.adapt_until())?;
+        let sampler = match config.max_evaluations {
+            None => MetropolisHastings::new(target, proposal, x0, rng, config.adapt_until())?,
+            Some(limit) => Self::start_within(target, proposal, x0, config, rng, limit)?,
+        };
         // a proposal that already holds states (e.g. reused from another
         // chain) does not describe this chain alone: copy as usual
         let shares_states = sampler
@@ -404,6 +441,59 @@ impl<P: Proposal> Run<P> {
             chain,
             shares_states,
         })
+    }
+
+    /// Starts the engine under the evaluation limit `limit` of `config`:
+    /// the evaluations of the steps to the first draw (or of every step, if
+    /// the run records none) at their most are set aside first, and the
+    /// start may use the rest. Errors up front if nothing is left for it,
+    /// and after the start if it needed more than was left: its
+    /// evaluations past that are then not made (they are answered by NaN,
+    /// and the half-built engine is dropped).
+    fn start_within(
+        target: &dyn Target,
+        proposal: P,
+        x0: &[f64],
+        config: RunConfig,
+        rng: Xoshiro256PlusPlus,
+        limit: u64,
+    ) -> Result<MetropolisHastings<P>> {
+        let per_step = crate::engine::most_step_evaluations(&proposal);
+        let (steps, what) = if config.iterations >= config.thin {
+            (config.burn_in + config.thin, "steps to the first draw")
+        } else {
+            (config.total_steps(), "steps of a run without draws")
+        };
+        let reserved = steps.saturating_mul(per_step);
+        let left = limit.saturating_sub(reserved);
+        if left == 0 {
+            return Err(SamplerError::EvaluationLimit {
+                limit,
+                problem: format!(
+                    "does not cover the start and the {steps} {what} (1 + {steps} × \
+                     {per_step} evaluations at the most)"
+                ),
+            });
+        }
+        let rationed = Rationed {
+            target,
+            left: AtomicU64::new(left),
+            ran_out: AtomicBool::new(false),
+        };
+        let started = MetropolisHastings::new(&rationed, proposal, x0, rng, config.adapt_until());
+        if rationed.ran_out.load(Ordering::Relaxed) {
+            return Err(SamplerError::EvaluationLimit {
+                limit,
+                problem: format!(
+                    "leaves {left} evaluations for the start once the {steps} {what} are set \
+                     aside ({steps} × {per_step}), and the start needed \
+                     more (log π at x₀ and the proposal's own evaluations there: a whitened \
+                     sampler's finite-difference curvature takes about 2d² + 4d in \
+                     dimension d ≤ 32)"
+                ),
+            });
+        }
+        started
     }
 
     /// The last step whose state the proposal keeps for this run (0 if the
@@ -426,9 +516,28 @@ impl<P: Proposal> Run<P> {
         self.sampler.iteration()
     }
 
-    /// Whether all configured steps are done.
+    /// Whether the run takes no more steps: all configured steps are done,
+    /// or the next one could exceed its evaluation limit
+    /// ([`Run::out_of_evaluations`]).
     pub fn is_finished(&self) -> bool {
-        self.steps_done() >= self.chain.config.total_steps()
+        self.steps_done() >= self.chain.config.total_steps() || self.out_of_evaluations()
+    }
+
+    /// Log-density evaluations so far: the engine's
+    /// ([`MetropolisHastings::evaluations`]) and the proposal's own
+    /// ([`Proposal::target_evaluations`]).
+    pub fn evaluations(&self) -> u64 {
+        self.sampler.evaluations() + self.sampler.proposal().target_evaluations()
+    }
+
+    /// Whether the next step could take the chain past its evaluation limit
+    /// ([`RunConfig::max_evaluations`]; `false` without one), which stops
+    /// the run.
+    pub fn out_of_evaluations(&self) -> bool {
+        self.chain
+            .config
+            .max_evaluations
+            .is_some_and(|limit| self.evaluations() + self.sampler.most_step_evaluations() > limit)
     }
 
     /// Takes up to `max_steps` more steps (stopping at the end of the run),
@@ -477,9 +586,10 @@ impl<P: Proposal> Run<P> {
         let every = (total / 100).max(1);
         let kept_until = self.kept_until();
         let start = Instant::now();
-        while self.steps_done() < end && self.chain.len() < recorded {
+        while self.steps_done() < end && self.chain.len() < recorded && !self.out_of_evaluations() {
             let info = self.sampler.step(target);
             self.record(info, kept_until);
+            self.debug_check_limit();
             let t = self.sampler.iteration();
             if let Some(report) = progress
                 && (t.is_multiple_of(every) || t == total)
@@ -493,6 +603,19 @@ impl<P: Proposal> Run<P> {
         }
         self.chain.wall_time_secs += start.elapsed().as_secs_f64();
         Ok(())
+    }
+
+    /// Checks (in debug builds) that the chain kept within its evaluation
+    /// limit: proposals evaluate the target only at the start
+    /// ([`Proposal::target_evaluations`]).
+    fn debug_check_limit(&self) {
+        debug_assert!(
+            self.chain
+                .config
+                .max_evaluations
+                .is_none_or(|limit| self.evaluations() <= limit),
+            "a step made more evaluations than MetropolisHastings::most_step_evaluations"
+        );
     }
 
     /// Errors unless `target` has the run's dimension.
@@ -546,8 +669,7 @@ impl<P: Proposal> Run<P> {
         self.chain.accepted_total = self.sampler.accepted();
         self.chain.rejected_non_finite = self.sampler.rejected_non_finite();
         self.chain.covariance_jitters = self.sampler.proposal().covariance_jitters();
-        self.chain.evaluations =
-            self.sampler.evaluations() + self.sampler.proposal().target_evaluations();
+        self.chain.evaluations = self.evaluations();
         self.chain.adaptation = self.sampler.proposal().summary();
         if self.shares_states {
             let kept_steps = self.steps_done().min(self.kept_until());
@@ -672,6 +794,7 @@ pub fn advance_lockstep<P: Proposal>(
             let run = &mut runs[k];
             let info = run.sampler.finish_step(step, log_density);
             run.record(info, kept_until[k]);
+            run.debug_check_limit();
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -679,6 +802,44 @@ pub fn advance_lockstep<P: Proposal>(
         run.chain.wall_time_secs += seconds;
     }
     Ok(())
+}
+
+/// The target a chain's start sees under an evaluation limit
+/// ([`Run::start_within`]): `target` while evaluations are `left`, then NaN
+/// without evaluating, noting that it `ran_out`.
+struct Rationed<'a> {
+    target: &'a dyn Target,
+    left: AtomicU64,
+    ran_out: AtomicBool,
+}
+
+impl Target for Rationed<'_> {
+    fn dim(&self) -> usize {
+        self.target.dim()
+    }
+
+    fn log_density(&self, x: &[f64], rng: &mut dyn rand::Rng) -> f64 {
+        let spent = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if spent.is_err() {
+            self.ran_out.store(true, Ordering::Relaxed);
+            return f64::NAN;
+        }
+        self.target.log_density(x, rng)
+    }
+
+    fn is_exact(&self) -> bool {
+        self.target.is_exact()
+    }
+
+    fn grad_log_density(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+    ) -> std::result::Result<(), kameleon_core::TargetError> {
+        self.target.grad_log_density(x, out)
+    }
 }
 
 /// The checkpoint kind of a run of proposal `P` (its type name).

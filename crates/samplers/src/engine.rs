@@ -214,7 +214,10 @@ pub trait Proposal: Send {
 
     /// Log-density evaluations the proposal made itself, outside the
     /// engine's one per step (e.g. [`crate::Whitened`]'s curvature at the
-    /// start). Default 0.
+    /// start). A proposal evaluates the target only in
+    /// [`Proposal::initialise`], at the chain's start: an evaluation limit
+    /// ([`crate::RunConfig::max_evaluations`]) bounds a step's evaluations
+    /// by [`MetropolisHastings::most_step_evaluations`]. Default 0.
     fn target_evaluations(&self) -> u64 {
         0
     }
@@ -236,6 +239,12 @@ pub trait Proposal: Send {
     fn take_kept_states(&mut self) -> Vec<f64> {
         Vec::new()
     }
+}
+
+/// [`MetropolisHastings::most_step_evaluations`] of an engine running
+/// `proposal`.
+pub(crate) fn most_step_evaluations<P: Proposal>(proposal: &P) -> u64 {
+    1 + u64::from(proposal.reestimates_current_density())
 }
 
 /// The shape of the states a proposal keeps ([`Proposal::kept_states`]).
@@ -489,6 +498,14 @@ impl<P: Proposal> MetropolisHastings<P> {
     /// and the MCWM re-estimates.
     pub fn evaluations(&self) -> u64 {
         self.evaluations
+    }
+
+    /// The most log-density evaluations one step makes: one for the
+    /// proposed point, and one more when the proposal re-estimates the
+    /// current state's density ([`Proposal::reestimates_current_density`]).
+    /// A step whose draw is not finite makes none.
+    pub fn most_step_evaluations(&self) -> u64 {
+        most_step_evaluations(&self.proposal)
     }
 
     /// The last step at which adaptation is on (`None`: always).

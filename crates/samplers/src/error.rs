@@ -82,6 +82,15 @@ pub enum SamplerError {
         /// The target's dimension.
         target: usize,
     },
+    /// A chain's evaluation limit ([`crate::RunConfig::max_evaluations`])
+    /// is too small for its start and the steps to its first draw.
+    #[error("the evaluation limit of {limit} per chain {problem}")]
+    EvaluationLimit {
+        /// The limit.
+        limit: u64,
+        /// What it does not cover.
+        problem: String,
+    },
     /// A buffer the settings ask for cannot be allocated: its size
     /// overflows, or the allocator refuses it (e.g. a subsample of 2⁴⁰
     /// points, or d × d matrices at d = 10⁶).

@@ -8,6 +8,7 @@ mod ckam;
 mod ckam_runner;
 mod engine;
 mod ensemble;
+mod evaluation_limit;
 mod fkamh;
 mod habc;
 mod kamh_adaptive;
