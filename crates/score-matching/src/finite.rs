@@ -84,6 +84,7 @@ const BLOCK_COLUMNS: usize = 256;
 /// the objective adds `J(x) x` per point to `s` (`Σ_l ∂_lφ(x) x_l`; for
 /// random Fourier features `ψ'(x) ∘ (Ωx)`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "FiniteParts<F>")]
 pub struct FiniteEstimator<F: FeatureMap> {
     features: F,
     lambda: f64,
@@ -114,6 +115,71 @@ pub struct FiniteEstimator<F: FeatureMap> {
     /// Scratch buffers, not part of the state (rebuilt after deserialisation).
     #[serde(skip)]
     work: Workspace,
+}
+
+/// The serialised form of [`FiniteEstimator`]: the feature map and λ are
+/// validated by the constructor, the sums, factor and θ̂ must have the
+/// feature map's output dimension m, and the count of the last
+/// factorisation cannot exceed the point count.
+#[derive(serde::Deserialize)]
+struct FiniteParts<F> {
+    features: F,
+    lambda: f64,
+    #[serde(default)]
+    ridge_schedule: RidgeSchedule,
+    #[serde(default)]
+    base: BaseMeasure,
+    count: usize,
+    factor_count: usize,
+    factorised: bool,
+    #[serde(deserialize_with = "crate::serde_mat::deserialize")]
+    c_sum: Mat<f64>,
+    b_sum: Vec<f64>,
+    #[serde(deserialize_with = "crate::serde_mat::deserialize")]
+    cholesky: Mat<f64>,
+    theta: Vec<f64>,
+}
+
+impl<F: FeatureMap> TryFrom<FiniteParts<F>> for FiniteEstimator<F> {
+    type Error = ScoreMatchingError;
+    fn try_from(p: FiniteParts<F>) -> Result<Self, ScoreMatchingError> {
+        let model = Self::new(p.features, p.lambda)?.with_base_measure(p.base)?;
+        let m = model.features.dim_out();
+        let shape_error = |name, got: usize| ScoreMatchingError::InvalidParameter {
+            name,
+            value: got as f64,
+            reason: "must match the feature map's output dimension m (an m × m matrix, \
+                     an m-vector)",
+        };
+        for (name, matrix) in [("c_sum", &p.c_sum), ("cholesky", &p.cholesky)] {
+            if matrix.nrows() != m || matrix.ncols() != m {
+                return Err(shape_error(name, matrix.nrows().max(matrix.ncols())));
+            }
+        }
+        for (name, vector) in [("b_sum", &p.b_sum), ("theta", &p.theta)] {
+            if vector.len() != m {
+                return Err(shape_error(name, vector.len()));
+            }
+        }
+        if p.factor_count > p.count {
+            return Err(ScoreMatchingError::InvalidParameter {
+                name: "factor_count",
+                value: p.factor_count as f64,
+                reason: "cannot exceed the point count",
+            });
+        }
+        Ok(Self {
+            ridge_schedule: p.ridge_schedule,
+            count: p.count,
+            factor_count: p.factor_count,
+            factorised: p.factorised,
+            c_sum: p.c_sum,
+            b_sum: p.b_sum,
+            cholesky: p.cholesky,
+            theta: p.theta,
+            ..model
+        })
+    }
 }
 
 /// How the ridge of a [`FiniteEstimator`] relates to the number of points t.
