@@ -117,8 +117,8 @@ pub struct FiniteEstimator<F: FeatureMap> {
     work: Workspace,
 }
 
-/// The serialised form of [`FiniteEstimator`]: the feature map and λ are
-/// validated by the constructor, the sums, factor and θ̂ must have the
+/// The serialised form of [`FiniteEstimator`]: the feature map, λ and the
+/// base measure are validated as by the constructor, the sums, factor and θ̂ must have the
 /// feature map's output dimension m, and the count of the last
 /// factorisation cannot exceed the point count.
 #[derive(serde::Deserialize)]
@@ -143,8 +143,11 @@ struct FiniteParts<F> {
 impl<F: FeatureMap> TryFrom<FiniteParts<F>> for FiniteEstimator<F> {
     type Error = ScoreMatchingError;
     fn try_from(p: FiniteParts<F>) -> Result<Self, ScoreMatchingError> {
-        let model = Self::new(p.features, p.lambda)?.with_base_measure(p.base)?;
-        let m = model.features.dim_out();
+        // the checks of `new` and `with_base_measure`, without allocating
+        // the system a second time
+        let lambda = Self::check_parameters(&p.features, p.lambda)?;
+        p.base.validate()?;
+        let m = p.features.dim_out();
         let shape_error = |name, got: usize| ScoreMatchingError::InvalidParameter {
             name,
             value: got as f64,
@@ -169,7 +172,10 @@ impl<F: FeatureMap> TryFrom<FiniteParts<F>> for FiniteEstimator<F> {
             });
         }
         Ok(Self {
+            features: p.features,
+            lambda,
             ridge_schedule: p.ridge_schedule,
+            base: p.base,
             count: p.count,
             factor_count: p.factor_count,
             factorised: p.factorised,
@@ -177,7 +183,7 @@ impl<F: FeatureMap> TryFrom<FiniteParts<F>> for FiniteEstimator<F> {
             b_sum: p.b_sum,
             cholesky: p.cholesky,
             theta: p.theta,
-            ..model
+            work: Workspace::default(),
         })
     }
 }
@@ -241,18 +247,8 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     /// `λ > 0`. Errors with [`ScoreMatchingError::BufferTooLarge`] if its
     /// m × m system (m = `features.dim_out()`) cannot be allocated.
     pub fn new(features: F, lambda: f64) -> Result<Self, ScoreMatchingError> {
-        let lambda = positive("lambda", lambda)?;
+        let lambda = Self::check_parameters(&features, lambda)?;
         let (m, d) = (features.dim_out(), features.dim_in());
-        if m == 0 || d == 0 {
-            return Err(ScoreMatchingError::DimensionMismatch {
-                expected: 1,
-                got: m.min(d),
-            });
-        }
-        ensure_room(
-            "the finite system's two m × m matrices and three m × d derivative buffers",
-            &[&[2, m, m], &[3, m, d]],
-        )?;
         Ok(Self {
             features,
             lambda,
@@ -267,6 +263,25 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             theta: vec![0.0; m],
             work: Workspace::new(m, d),
         })
+    }
+
+    /// What [`FiniteEstimator::new`] checks before it allocates: `λ > 0`,
+    /// a feature map with non-zero dimensions, and room for the buffers.
+    /// Returns λ.
+    fn check_parameters(features: &F, lambda: f64) -> Result<f64, ScoreMatchingError> {
+        let lambda = positive("lambda", lambda)?;
+        let (m, d) = (features.dim_out(), features.dim_in());
+        if m == 0 || d == 0 {
+            return Err(ScoreMatchingError::DimensionMismatch {
+                expected: 1,
+                got: m.min(d),
+            });
+        }
+        ensure_room(
+            "the finite system's two m × m matrices and three m × d derivative buffers",
+            &[&[2, m, m], &[3, m, d]],
+        )?;
+        Ok(lambda)
     }
 
     /// The feature map.
