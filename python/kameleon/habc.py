@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _core
 from ._arviz import inference_data, posterior_variables
-from ._sample import __version__, _integer, _points, _seed
+from ._sample import __version__, _integer, _points, _run, _seed
 from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
 
 __all__ = ["HABC"]
@@ -149,11 +149,14 @@ class HABC:
         seed: int | None = None,
         thin: int = 1,
         parameter_names: Sequence[str] | None = None,
+        progress: bool = True,
     ):
         """Runs ``chains`` HABC chains of ``draws`` kept iterations after
         ``tune`` discarded ones, chain k from row k of ``x0`` (shape
         (chains, d)) or every chain from ``x0`` (shape (d,)), one after
-        another. Returns ArviZ data: ``posterior`` as :func:`kameleon.sample`
+        another, with a progress bar per chain unless ``progress=False``
+        (as :func:`kameleon.sample`); Ctrl-C stops the run with
+        ``KeyboardInterrupt``. Returns ArviZ data: ``posterior`` as :func:`kameleon.sample`
         names it, ``sample_stats`` with ``lp`` (log prior + synthetic log
         likelihood at the kept state, with that iteration's sticky seed) and
         ``accepted`` (False where the trajectory was non-finite), and attrs
@@ -184,18 +187,23 @@ class HABC:
             simulator, observed = None, None
         else:
             simulator, observed = self._simulate_one, self.observed.tolist()
-        result = _core.habc_sample(
-            simulator,
-            observed,
-            self.n_simulations,
-            self.epsilon,
-            self.prior_sd**2,
-            settings,
-            np.ascontiguousarray(x0),
-            seed,
-            tune,
-            draws,
-            thin,
+        result = _run(
+            lambda report: _core.habc_sample(
+                simulator,
+                observed,
+                self.n_simulations,
+                self.epsilon,
+                self.prior_sd**2,
+                settings,
+                np.ascontiguousarray(x0),
+                seed,
+                tune,
+                draws,
+                thin,
+                report,
+            ),
+            [tune + draws * thin] * chains,
+            progress,
         )
         runs = result["chains"]
         samples = np.stack([c["samples"] for c in runs])

@@ -2,6 +2,9 @@
 simulator against the built-in Rust target, and the HABC baseline."""
 
 import math
+import os
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +122,50 @@ def test_habc_on_a_python_simulator_lands_near_the_posterior():
         se = x.std() / math.sqrt(km.diagnostics.ess(x))
         assert abs(x.mean() - observed[j]) < 5 * se + 0.25 * tau, (name, x.mean(), se)
         assert 0.5 * tau < x.std() < 2 * tau, (name, x.std())
+
+
+@pytest.mark.parametrize("builtin", [True, False])
+def test_habc_shows_progress_by_default_and_not_when_asked(capsys, builtin):
+    """One bar per chain, on by default as in km.sample, for the built-in
+    simulator (run without the GIL) and a Python one; progress=False writes
+    nothing, and the bars do not change the chains."""
+    if builtin:
+        habc, x0 = km.HABC.kmc_paper(), SETUP["observed"]
+    else:
+        habc, x0 = km.HABC(gaussian_summary, [1.0, -0.5], steps=3), [0.0, 0.0]
+    run = dict(draws=6, tune=2, thin=2, chains=2, seed=4)
+    capsys.readouterr()
+    quiet = habc.sample(x0, progress=False, **run)
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "")
+    shown = habc.sample(x0, **run)
+    err = capsys.readouterr().err
+    # each chain takes tune + draws × thin = 14 steps
+    assert "chain 0" in err and "chain 1" in err and err.count("14/14") >= 2, err
+    np.testing.assert_array_equal(shown.posterior["x"].values, quiet.posterior["x"].values)
+
+
+def test_habc_stops_on_ctrl_c():
+    """SIGINT (sent by the simulator at its 100th call, from the worker
+    thread that runs the chains) stops a run of a million steps within
+    seconds with KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    calls = []
+
+    def interrupting(theta, rng):
+        calls.append(1)
+        if len(calls) == 100:
+            os.kill(os.getpid(), signal.SIGINT)
+        return gaussian_summary(theta, rng)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            km.HABC(interrupting, [0.0], steps=3).sample([0.0], draws=10**6, tune=0, chains=1, seed=0, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - started < 10.0
+    assert len(calls) < 10**5
 
 
 def test_habc_batched_simulator_is_called_one_simulation_at_a_time():

@@ -296,6 +296,32 @@ def test_sigint_returns_partial_draws_with_a_warning(tmp_path):
     assert took < 5.0
 
 
+def test_ctrl_c_inside_the_progress_bars_returns_partial_draws(tmp_path, gaussian_2d, monkeypatch):
+    # Python delivers Ctrl-C as a KeyboardInterrupt in whatever Python code
+    # runs, here the progress display the polling thread calls: that is the
+    # same stop as one the polling thread sees, with the draws so far
+    mean, _, logp, _ = gaussian_2d
+    calls = []
+
+    def interrupted_display(self, steps):
+        calls.append(steps)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(km._sample._Progress, "__call__", interrupted_display)
+    slow = lambda x: (time.sleep(0.001), logp(x))[1]  # noqa: E731 (a density of 1 ms a call)
+    kwargs = dict(sampler=km.AM(), draws=2000, tune=200, chains=2, seed=12, parallel="thread")
+    try:
+        with pytest.warns(UserWarning, match="interrupted"):
+            partial = km.sample(slow, mean, checkpoint=tmp_path / "run.ckpt", **kwargs)
+    except KeyboardInterrupt:  # not let through: it would end the test session
+        pytest.fail("the KeyboardInterrupt raised in the progress display escaped km.sample")
+    assert 0 < posterior(partial).shape[1] < 2000
+    resumed = km.resume(tmp_path / "run.ckpt", logp, progress=False)
+    whole = km.sample(logp, mean, progress=False, **kwargs)
+    np.testing.assert_array_equal(posterior(resumed), posterior(whole))
+
+
 def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path, gaussian_2d, sigint_raises):
     mean, _, logp, _ = gaussian_2d
     path = tmp_path / "run.ckpt"

@@ -10,8 +10,22 @@ use rand_distr::StandardNormal;
 ///
 /// Smooth everywhere. Spectral density: `ω ~ N(0, ℓ⁻² I)`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "GaussianParts")]
 pub struct Gaussian {
     length_scale: f64,
+}
+
+/// The serialised form of [`Gaussian`], validated by its constructor.
+#[derive(serde::Deserialize)]
+struct GaussianParts {
+    length_scale: f64,
+}
+
+impl TryFrom<GaussianParts> for Gaussian {
+    type Error = KernelError;
+    fn try_from(p: GaussianParts) -> Result<Self, KernelError> {
+        Self::new(p.length_scale)
+    }
 }
 
 impl Gaussian {

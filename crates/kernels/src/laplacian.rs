@@ -20,8 +20,22 @@ use rand_distr::StandardNormal;
 /// second derivative on either side (the Dirac mass of the kink is dropped).
 /// Away from the kinks `∂k/∂x_l = −sign(x_l − y_l) k/ℓ` and `∂²k/∂x_l² = k/ℓ²`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "LaplacianParts")]
 pub struct Laplacian {
     length_scale: f64,
+}
+
+/// The serialised form of [`Laplacian`], validated by its constructor.
+#[derive(serde::Deserialize)]
+struct LaplacianParts {
+    length_scale: f64,
+}
+
+impl TryFrom<LaplacianParts> for Laplacian {
+    type Error = KernelError;
+    fn try_from(p: LaplacianParts) -> Result<Self, KernelError> {
+        Self::new(p.length_scale)
+    }
 }
 
 impl Laplacian {

@@ -38,6 +38,11 @@
 //! of `x − y`, Matérn ν ≤ 1/2 at `x = y`), each type documents what its
 //! gradient and Hessian diagonal return there.
 //!
+//! Every kernel (de)serialises with serde. Deserialisation goes through the
+//! kernel's constructor (a private mirror of its fields and
+//! `#[serde(try_from)]`), so a file holding parameters the constructor
+//! refuses gives its error instead of a kernel that misbehaves.
+//!
 //! ```
 //! use kameleon_kernels::{Gaussian, Kernel};
 //! let k = Gaussian::new(1.5).unwrap();

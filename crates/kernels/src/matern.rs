@@ -37,10 +37,40 @@ use rand_distr::{Gamma, StandardNormal};
 /// and scale `ℓ⁻¹I`, drawn as `ω = ζ / (ℓ√g)` with `ζ ~ N(0, I)` and
 /// `g ~ Gamma(shape ν, rate ν)`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "MaternParts")]
 pub struct Matern {
     nu: f64,
     length_scale: f64,
     form: Form,
+}
+
+/// The serialised form of [`Matern`], validated by its constructors: a
+/// stored [`Form::Bessel`] goes through [`Matern::with_bessel`] (whose
+/// constants are recomputed), a closed form through [`Matern::new`], which
+/// must choose the same form.
+#[derive(serde::Deserialize)]
+struct MaternParts {
+    nu: f64,
+    length_scale: f64,
+    form: Form,
+}
+
+impl TryFrom<MaternParts> for Matern {
+    type Error = KernelError;
+    fn try_from(p: MaternParts) -> Result<Self, KernelError> {
+        let kernel = match p.form {
+            Form::Bessel { .. } => Self::with_bessel(p.nu, p.length_scale)?,
+            _ => Self::new(p.nu, p.length_scale)?,
+        };
+        if std::mem::discriminant(&kernel.form) != std::mem::discriminant(&p.form) {
+            return Err(KernelError::InvalidParameter {
+                name: "nu",
+                value: p.nu,
+                reason: "does not match the stored closed form (nu = 1/2, 3/2 or 5/2)",
+            });
+        }
+        Ok(kernel)
+    }
 }
 
 /// How the kernel is evaluated.

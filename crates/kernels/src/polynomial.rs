@@ -52,9 +52,24 @@ impl Kernel for Linear {
 /// `(0.2 + ⟨x, y⟩)³` in their code: `Polynomial::new(1.0, 3)` and
 /// `Polynomial::new(0.2, 3)`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PolynomialParts")]
 pub struct Polynomial {
     offset: f64,
     degree: u32,
+}
+
+/// The serialised form of [`Polynomial`], validated by its constructor.
+#[derive(serde::Deserialize)]
+struct PolynomialParts {
+    offset: f64,
+    degree: u32,
+}
+
+impl TryFrom<PolynomialParts> for Polynomial {
+    type Error = KernelError;
+    fn try_from(p: PolynomialParts) -> Result<Self, KernelError> {
+        Self::new(p.offset, p.degree)
+    }
 }
 
 impl Polynomial {

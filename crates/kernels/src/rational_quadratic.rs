@@ -15,9 +15,24 @@ use rand_distr::{Gamma, StandardNormal};
 /// `τ ~ Gamma(shape α, rate α)`, so its spectral density draws
 /// `ω = √τ ζ / ℓ` with `ζ ~ N(0, I)`. Smooth everywhere.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "RationalQuadraticParts")]
 pub struct RationalQuadratic {
     length_scale: f64,
     alpha: f64,
+}
+
+/// The serialised form of [`RationalQuadratic`], validated by its constructor.
+#[derive(serde::Deserialize)]
+struct RationalQuadraticParts {
+    length_scale: f64,
+    alpha: f64,
+}
+
+impl TryFrom<RationalQuadraticParts> for RationalQuadratic {
+    type Error = KernelError;
+    fn try_from(p: RationalQuadraticParts) -> Result<Self, KernelError> {
+        Self::new(p.length_scale, p.alpha)
+    }
 }
 
 impl RationalQuadratic {
@@ -102,9 +117,26 @@ impl SpectralDensity for RationalQuadratic {
 /// its spectral density and derivatives are those of that kernel. Smooth
 /// everywhere.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "InverseMultiquadricParts")]
 pub struct InverseMultiquadric {
     length_scale: f64,
     rational_quadratic: RationalQuadratic,
+}
+
+/// The serialised form of [`InverseMultiquadric`], validated by its
+/// constructor (the equivalent rational quadratic kernel is rebuilt from
+/// `ℓ` and its exponent).
+#[derive(serde::Deserialize)]
+struct InverseMultiquadricParts {
+    length_scale: f64,
+    rational_quadratic: RationalQuadratic,
+}
+
+impl TryFrom<InverseMultiquadricParts> for InverseMultiquadric {
+    type Error = KernelError;
+    fn try_from(p: InverseMultiquadricParts) -> Result<Self, KernelError> {
+        Self::with_exponent(p.length_scale, p.rational_quadratic.alpha)
+    }
 }
 
 impl InverseMultiquadric {

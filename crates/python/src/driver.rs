@@ -6,7 +6,7 @@ use crate::settings::{BuildResult, Job, Sampler};
 use kameleon_samplers::{
     Chain, MetropolisHastings, Run, RunConfig, SamplerError, advance_lockstep,
 };
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -211,6 +211,88 @@ impl Drop for SetOnDrop<'_> {
 /// How often the calling thread wakes to draw progress and check signals.
 const POLL: Duration = Duration::from_millis(100);
 
+/// What the calling thread saw while [`poll_while`] ran its work.
+pub struct Polled {
+    /// Whether the run was asked to stop: the progress callback returned a
+    /// truthy value, or Ctrl-C was pressed.
+    pub interrupted: bool,
+    /// The exception the progress callback raised (it is not called again).
+    pub callback_error: Option<PyErr>,
+}
+
+/// Runs `work` on a scoped thread while the calling thread, which holds the
+/// GIL only between sleeps, wakes every [`POLL`] to call `progress` (if
+/// any) with the counts in `steps` and to check for Ctrl-C and `failed()`;
+/// a truthy return, an exception, Ctrl-C (also when it arrives as a
+/// `KeyboardInterrupt` raised inside `progress`) or a failure sets `cancel`, which
+/// `work` is expected to watch. Once `work` is done, `progress` is called a
+/// last time with the final counts (unless it raised; its return value is
+/// then ignored). Returns `work`'s result; a panic in `work` is resumed
+/// here.
+pub fn poll_while<R: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> R + Send,
+    steps: &[AtomicU64],
+    progress: Option<&Bound<'_, PyAny>>,
+    cancel: &AtomicBool,
+    failed: impl Fn() -> bool,
+) -> (R, Polled) {
+    let mut polled = Polled {
+        interrupted: false,
+        callback_error: None,
+    };
+    // the callback's answer, or None once it has raised (or if there is none)
+    let report = |polled: &mut Polled| -> Option<bool> {
+        let callback = progress.filter(|_| polled.callback_error.is_none())?;
+        let counts: Vec<u64> = steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        match callback.call1((counts,)).and_then(|v| v.is_truthy()) {
+            Ok(stop) => Some(stop),
+            // Ctrl-C that Python delivered inside the callback: the same
+            // stop as one seen by `check_signals`, with the draws so far
+            Err(err) if err.is_instance_of::<PyKeyboardInterrupt>(py) => {
+                polled.interrupted = true;
+                None
+            }
+            Err(err) => {
+                polled.callback_error = Some(err);
+                None
+            }
+        }
+    };
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        let done = &done;
+        let worker = scope.spawn(move || {
+            let _done = SetOnDrop(done);
+            work()
+        });
+        // This thread holds the GIL only between sleeps, and leaves the
+        // loop only once the worker is done, so the join never waits while
+        // holding it.
+        while !done.load(Ordering::Acquire) {
+            py.detach(|| {
+                let until = Instant::now() + POLL;
+                while !done.load(Ordering::Acquire) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            });
+            let stop = report(&mut polled) == Some(true);
+            let errored = polled.callback_error.is_some();
+            if stop || py.check_signals().is_err() {
+                polled.interrupted = true;
+            }
+            if polled.interrupted || errored || failed() {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        }
+        worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    report(&mut polled);
+    (result, polled)
+}
+
 /// Runs every chain to its end (or until Ctrl-C or a Python error), writing
 /// checkpoints every `checkpoint_every` seconds and at the end.
 fn drive<P: Sampler>(
@@ -235,81 +317,44 @@ fn drive<P: Sampler>(
     // the first sampler error of any chain (e.g. a resumed run whose target
     // has another dimension)
     let failure = std::sync::Mutex::new(None::<String>);
-    let mut interrupted = false;
-    let mut callback_error = None;
     let segment = control.checkpoint.as_ref().and(control.checkpoint_every);
-    loop {
+    let interrupted = loop {
         // an interval too long to add to now is no deadline at all
         let deadline = segment.and_then(|s| Instant::now().checked_add(s));
-        let done = AtomicBool::new(false);
-        std::thread::scope(|scope| {
-            let runs = &mut runs;
-            let (steps, cancel, done, pool, failure) = (&steps, &cancel, &done, &pool, &failure);
-            scope.spawn(move || {
-                let _done = SetOnDrop(done);
-                let chunks = Chunks {
-                    density,
-                    deadline,
-                    cancel,
-                };
-                let fail = |err: kameleon_samplers::SamplerError| {
-                    cancel.store(true, Ordering::Relaxed);
-                    let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
-                    first.get_or_insert(err.to_string());
-                };
-                if density.is_batched() {
-                    if let Err(err) = chunks.lockstep(runs, steps) {
-                        fail(err);
-                    }
-                } else {
-                    pool.install(|| {
-                        runs.par_iter_mut()
-                            .zip(steps.par_iter())
-                            .for_each(|(run, counter)| {
-                                if let Err(err) = chunks.run(run, counter, hold_gil) {
-                                    fail(err);
-                                }
-                            })
-                    });
+        let runs_ref = &mut runs;
+        let (steps, cancel, pool, failure) = (&steps, &cancel, &pool, &failure);
+        let work = move || {
+            let chunks = Chunks {
+                density,
+                deadline,
+                cancel,
+            };
+            let fail = |err: kameleon_samplers::SamplerError| {
+                cancel.store(true, Ordering::Relaxed);
+                let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert(err.to_string());
+            };
+            if density.is_batched() {
+                if let Err(err) = chunks.lockstep(runs_ref, steps) {
+                    fail(err);
                 }
-            });
-            // This thread holds the GIL only between sleeps, and leaves the
-            // loop only once every worker is done, so the scope's join
-            // never waits while holding it.
-            while !done.load(Ordering::Acquire) {
-                py.detach(|| {
-                    let until = Instant::now() + POLL;
-                    while !done.load(Ordering::Acquire) && Instant::now() < until {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
+            } else {
+                pool.install(|| {
+                    runs_ref
+                        .par_iter_mut()
+                        .zip(steps.par_iter())
+                        .for_each(|(run, counter)| {
+                            if let Err(err) = chunks.run(run, counter, hold_gil) {
+                                fail(err);
+                            }
+                        })
                 });
-                if let Some(callback) = &control.progress
-                    && callback_error.is_none()
-                {
-                    let counts: Vec<u64> =
-                        steps.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-                    match callback.call1((counts,)).and_then(|v| v.is_truthy()) {
-                        Ok(false) => {}
-                        Ok(true) => {
-                            interrupted = true;
-                            cancel.store(true, Ordering::Relaxed);
-                        }
-                        Err(err) => {
-                            callback_error = Some(err);
-                            cancel.store(true, Ordering::Relaxed);
-                        }
-                    }
-                }
-                if py.check_signals().is_err() {
-                    interrupted = true;
-                    cancel.store(true, Ordering::Relaxed);
-                }
-                if density.has_failed() {
-                    cancel.store(true, Ordering::Relaxed);
-                }
             }
+        };
+        let ((), polled) = poll_while(py, work, steps, control.progress.as_ref(), cancel, || {
+            density.has_failed()
         });
-        if let Some(err) = density.take_error().or(callback_error.take()) {
+        if let Some(err) = density.take_error().or(polled.callback_error) {
             return Err(err);
         }
         if let Some(message) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -327,14 +372,10 @@ fn drive<P: Sampler>(
                 },
             )?;
         }
-        if finished || interrupted {
-            break;
+        if finished || polled.interrupted {
+            break polled.interrupted;
         }
-    }
-    if let Some(callback) = &control.progress {
-        let counts: Vec<u64> = runs.iter().map(|r| r.steps_done()).collect();
-        callback.call1((counts,))?;
-    }
+    };
     let (chains, out_of_evaluations) = runs
         .into_iter()
         .map(|run| {

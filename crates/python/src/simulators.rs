@@ -4,9 +4,12 @@
 //! that target's simulator or on a Python simulator.
 //!
 //! [`Habc`] is biased by design (no Metropolis–Hastings correction; see
-//! `kameleon_samplers::habc`). Its chains run one after another on the
-//! calling thread: a Python simulator needs the GIL for every simulation.
+//! `kameleon_samplers::habc`). Its chains run one after another on a worker
+//! thread (a Python simulator takes the GIL for every simulation) while the
+//! calling thread draws progress and watches for Ctrl-C, as
+//! [`crate::driver::poll_while`] does for every run.
 
+use crate::driver::poll_while;
 use kameleon_samplers::{
     Chain, Habc, HabcConfig, RunConfig, SummarySimulator, SyntheticLikelihood, chain_rng,
 };
@@ -15,14 +18,14 @@ use kameleon_targets::{
     LikelihoodEstimator, abc_skew_normal_posterior,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rand::{Rng, RngExt};
 use rand_distr::{Open01, StandardNormal};
 use std::cell::RefCell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The C signature of a compiled simulator:
 /// `int64_t simulate(const double *theta, int64_t dim, const double *noise,
@@ -443,18 +446,42 @@ fn chains_to_python<'py>(py: Python<'py>, chains: Vec<Chain>) -> PyResult<Vec<Bo
         .collect()
 }
 
-/// Runs one chain per row of `starts` (chain k with stream k of `seed`).
-fn run_chains<S: SummarySimulator>(
+/// Runs one chain per row of `starts` (chain k with stream k of `seed`),
+/// one after another on a worker thread, while this thread calls
+/// `progress` with the steps done per chain and watches for Ctrl-C, which
+/// stops the run with a `KeyboardInterrupt` ([`poll_while`]).
+fn run_chains<S: SummarySimulator + Send>(
+    py: Python<'_>,
     habc: &mut Habc<S>,
     starts: &[Vec<f64>],
     run: RunConfig,
     seed: u64,
+    progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Chain>> {
-    starts
-        .iter()
-        .enumerate()
-        .map(|(k, start)| habc.run(start, run, seed, k as u64).map_err(value_error))
-        .collect()
+    let steps: Vec<AtomicU64> = starts.iter().map(|_| AtomicU64::new(0)).collect();
+    let cancel = AtomicBool::new(false);
+    let chains = || {
+        starts
+            .iter()
+            .zip(&steps)
+            .enumerate()
+            .map(|(k, (start, done))| {
+                habc.run_observed(start, run, seed, k as u64, done, &cancel)
+                    .map_err(value_error)
+            })
+            .collect::<PyResult<Vec<Chain>>>()
+    };
+    // attached once, the worker keeps its Python thread state, so each
+    // simulation of a Python simulator re-takes the GIL cheaply
+    let work = || Python::attach(|py| py.detach(chains));
+    let (chains, polled) = poll_while(py, work, &steps, progress, &cancel, || false);
+    if let Some(err) = polled.callback_error {
+        return Err(err);
+    }
+    if polled.interrupted {
+        return Err(PyKeyboardInterrupt::new_err("the HABC run was interrupted"));
+    }
+    chains
 }
 
 /// Runs HABC and returns `{"chains": [...]}` (see [`chains_to_python`]).
@@ -464,11 +491,13 @@ fn run_chains<S: SummarySimulator>(
 /// `observed` must be None), or a Python function as in
 /// [`PythonSimulator`] with the `observed` summary. `settings`: (step-size
 /// low, high, steps, friction, perturbation). `x0`: one start per chain,
-/// shape (chains, d).
+/// shape (chains, d). `progress`: None, or called with the steps done per
+/// chain about every 0.1 s and at the end ([`poll_while`]); a truthy return
+/// stops the run as Ctrl-C does.
 #[pyfunction]
 // one argument per setting of the Python class it implements
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (simulator, observed, n_simulations, epsilon, prior_variance, settings, x0, seed, tune, draws, thin))]
+#[pyo3(signature = (simulator, observed, n_simulations, epsilon, prior_variance, settings, x0, seed, tune, draws, thin, progress=None))]
 fn habc_sample<'py>(
     py: Python<'py>,
     simulator: Option<Py<PyAny>>,
@@ -482,7 +511,9 @@ fn habc_sample<'py>(
     tune: u64,
     draws: u64,
     thin: u64,
+    progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let progress = progress.as_ref();
     let (low, high, steps, friction, perturbation) = settings;
     let config = HabcConfig::kmc_paper()
         .with_step_size((low, high))
@@ -505,7 +536,7 @@ fn habc_sample<'py>(
             let likelihood =
                 SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
-            let chains = py.detach(|| run_chains(&mut habc, &starts, run, seed));
+            let chains = run_chains(py, &mut habc, &starts, run, seed, progress);
             if let Some(error) = habc.likelihood().simulator().take_error() {
                 return Err(error);
             }
@@ -516,8 +547,7 @@ fn habc_sample<'py>(
             let likelihood =
                 SyntheticLikelihood::new(abc, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
-            // the Rust simulator needs no GIL
-            py.detach(|| run_chains(&mut habc, &starts, run, seed))?
+            run_chains(py, &mut habc, &starts, run, seed, progress)?
         }
         (None, Some(function), Some(observed)) => {
             let simulator = PythonSimulator {
@@ -529,7 +559,7 @@ fn habc_sample<'py>(
             let likelihood =
                 SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
-            let chains = run_chains(&mut habc, &starts, run, seed);
+            let chains = run_chains(py, &mut habc, &starts, run, seed, progress);
             if let Some(error) = habc.likelihood().simulator().take_error() {
                 return Err(error);
             }

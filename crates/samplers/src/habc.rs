@@ -78,6 +78,7 @@ use kameleon_core::{IsotropicGaussianPrior, LogPrior, SummarySimulator};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The Gaussian synthetic likelihood with sticky random numbers and its SPSA
@@ -421,6 +422,24 @@ impl<S: SummarySimulator> Habc<S> {
         seed: u64,
         chain_index: u64,
     ) -> Result<Chain> {
+        let (steps_done, stop) = (AtomicU64::new(0), AtomicBool::new(false));
+        self.run_observed(start, run, seed, chain_index, &steps_done, &stop)
+    }
+
+    /// [`Habc::run`] watched from another thread: `steps_done` holds the
+    /// number of steps taken (stored after each step), and once `stop` is
+    /// set the run ends after the current step, returning the chain so far
+    /// ([`Chain::steps`] says how many steps it took). Unstopped, the chain
+    /// is [`Habc::run`]'s.
+    pub fn run_observed(
+        &mut self,
+        start: &[f64],
+        run: RunConfig,
+        seed: u64,
+        chain_index: u64,
+        steps_done: &AtomicU64,
+        stop: &AtomicBool,
+    ) -> Result<Chain> {
         let d = self.likelihood.dim();
         check_dim(d, start.len())?;
         check_finite_start(start)?;
@@ -440,7 +459,11 @@ impl<S: SummarySimulator> Habc<S> {
         let mut noise = RunningMoments::new(d);
         let (lo, hi) = self.config.step_size;
         let friction = self.config.friction;
+        let mut taken = 0;
         for step in 0..run.total_steps() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let sticky_seed = rng.next_u64();
             let eps = if lo < hi {
                 rng.random_range(lo..hi)
@@ -496,9 +519,11 @@ impl<S: SummarySimulator> Habc<S> {
                     .accept_probabilities
                     .push(if finite { 1.0 } else { 0.0 });
             }
+            taken = step + 1;
+            steps_done.store(taken, Ordering::Relaxed);
         }
         chain.wall_time_secs = clock.elapsed().as_secs_f64();
-        chain.steps = run.total_steps();
+        chain.steps = taken;
         chain.adaptation.extra = (0..d)
             .map(|i| {
                 (

@@ -20,12 +20,31 @@ pub struct Hyperparameters {
 /// Settings of [`cross_validate`]: the folds, the seed of the fold
 /// assignment, the search grids and the refinement budget.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "CrossValidationParts")]
 pub struct CrossValidation {
     folds: usize,
     seed: u64,
     sigmas: Vec<f64>,
     lambdas: Vec<f64>,
     refinement_steps: usize,
+}
+
+/// The serialised form of [`CrossValidation`], validated by its constructor.
+#[derive(serde::Deserialize)]
+struct CrossValidationParts {
+    folds: usize,
+    seed: u64,
+    sigmas: Vec<f64>,
+    lambdas: Vec<f64>,
+    refinement_steps: usize,
+}
+
+impl TryFrom<CrossValidationParts> for CrossValidation {
+    type Error = ScoreMatchingError;
+    fn try_from(p: CrossValidationParts) -> Result<Self, ScoreMatchingError> {
+        Ok(Self::new(p.folds, p.seed, &p.sigmas, &p.lambdas)?
+            .with_refinement_steps(p.refinement_steps))
+    }
 }
 
 impl CrossValidation {

@@ -84,6 +84,7 @@ const BLOCK_COLUMNS: usize = 256;
 /// the objective adds `J(x) x` per point to `s` (`Σ_l ∂_lφ(x) x_l`; for
 /// random Fourier features `ψ'(x) ∘ (Ωx)`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "FiniteParts<F>")]
 pub struct FiniteEstimator<F: FeatureMap> {
     features: F,
     lambda: f64,
@@ -114,6 +115,77 @@ pub struct FiniteEstimator<F: FeatureMap> {
     /// Scratch buffers, not part of the state (rebuilt after deserialisation).
     #[serde(skip)]
     work: Workspace,
+}
+
+/// The serialised form of [`FiniteEstimator`]: the feature map, λ and the
+/// base measure are validated as by the constructor, the sums, factor and θ̂ must have the
+/// feature map's output dimension m, and the count of the last
+/// factorisation cannot exceed the point count.
+#[derive(serde::Deserialize)]
+struct FiniteParts<F> {
+    features: F,
+    lambda: f64,
+    #[serde(default)]
+    ridge_schedule: RidgeSchedule,
+    #[serde(default)]
+    base: BaseMeasure,
+    count: usize,
+    factor_count: usize,
+    factorised: bool,
+    #[serde(deserialize_with = "crate::serde_mat::deserialize")]
+    c_sum: Mat<f64>,
+    b_sum: Vec<f64>,
+    #[serde(deserialize_with = "crate::serde_mat::deserialize")]
+    cholesky: Mat<f64>,
+    theta: Vec<f64>,
+}
+
+impl<F: FeatureMap> TryFrom<FiniteParts<F>> for FiniteEstimator<F> {
+    type Error = ScoreMatchingError;
+    fn try_from(p: FiniteParts<F>) -> Result<Self, ScoreMatchingError> {
+        // the checks of `new` and `with_base_measure`, without allocating
+        // the system a second time
+        let lambda = Self::check_parameters(&p.features, p.lambda)?;
+        p.base.validate()?;
+        let m = p.features.dim_out();
+        let shape_error = |name, got: usize| ScoreMatchingError::InvalidParameter {
+            name,
+            value: got as f64,
+            reason: "must match the feature map's output dimension m (an m × m matrix, \
+                     an m-vector)",
+        };
+        for (name, matrix) in [("c_sum", &p.c_sum), ("cholesky", &p.cholesky)] {
+            if matrix.nrows() != m || matrix.ncols() != m {
+                return Err(shape_error(name, matrix.nrows().max(matrix.ncols())));
+            }
+        }
+        for (name, vector) in [("b_sum", &p.b_sum), ("theta", &p.theta)] {
+            if vector.len() != m {
+                return Err(shape_error(name, vector.len()));
+            }
+        }
+        if p.factor_count > p.count {
+            return Err(ScoreMatchingError::InvalidParameter {
+                name: "factor_count",
+                value: p.factor_count as f64,
+                reason: "cannot exceed the point count",
+            });
+        }
+        Ok(Self {
+            features: p.features,
+            lambda,
+            ridge_schedule: p.ridge_schedule,
+            base: p.base,
+            count: p.count,
+            factor_count: p.factor_count,
+            factorised: p.factorised,
+            c_sum: p.c_sum,
+            b_sum: p.b_sum,
+            cholesky: p.cholesky,
+            theta: p.theta,
+            work: Workspace::default(),
+        })
+    }
 }
 
 /// How the ridge of a [`FiniteEstimator`] relates to the number of points t.
@@ -175,18 +247,8 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     /// `λ > 0`. Errors with [`ScoreMatchingError::BufferTooLarge`] if its
     /// m × m system (m = `features.dim_out()`) cannot be allocated.
     pub fn new(features: F, lambda: f64) -> Result<Self, ScoreMatchingError> {
-        let lambda = positive("lambda", lambda)?;
+        let lambda = Self::check_parameters(&features, lambda)?;
         let (m, d) = (features.dim_out(), features.dim_in());
-        if m == 0 || d == 0 {
-            return Err(ScoreMatchingError::DimensionMismatch {
-                expected: 1,
-                got: m.min(d),
-            });
-        }
-        ensure_room(
-            "the finite system's two m × m matrices and three m × d derivative buffers",
-            &[&[2, m, m], &[3, m, d]],
-        )?;
         Ok(Self {
             features,
             lambda,
@@ -201,6 +263,25 @@ impl<F: FeatureMap> FiniteEstimator<F> {
             theta: vec![0.0; m],
             work: Workspace::new(m, d),
         })
+    }
+
+    /// What [`FiniteEstimator::new`] checks before it allocates: `λ > 0`,
+    /// a feature map with non-zero dimensions, and room for the buffers.
+    /// Returns λ.
+    fn check_parameters(features: &F, lambda: f64) -> Result<f64, ScoreMatchingError> {
+        let lambda = positive("lambda", lambda)?;
+        let (m, d) = (features.dim_out(), features.dim_in());
+        if m == 0 || d == 0 {
+            return Err(ScoreMatchingError::DimensionMismatch {
+                expected: 1,
+                got: m.min(d),
+            });
+        }
+        ensure_room(
+            "the finite system's two m × m matrices and three m × d derivative buffers",
+            &[&[2, m, m], &[3, m, d]],
+        )?;
+        Ok(lambda)
     }
 
     /// The feature map.

@@ -23,6 +23,12 @@
 //! points say little, the ridge shrinks `f` to 0 and the model falls back
 //! to the Gaussian instead of to a flat density.
 //!
+//! The estimators and [`CrossValidation`] (de)serialise with serde, so a
+//! fitted model can be saved. Deserialisation goes through the constructors
+//! (a private mirror of the fields and `#[serde(try_from)]`, as for the
+//! kernels and feature maps) and checks the fitted state's shapes, so a
+//! damaged file gives an error instead of a model that misbehaves.
+//!
 //! ```
 //! use faer::Mat;
 //! use kameleon_score_matching::{GradientModel, LiteEstimator};

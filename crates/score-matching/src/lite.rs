@@ -46,6 +46,7 @@ pub enum LiteRegulariser {
 /// the model is `f(x) − ‖x‖²/2`; the base measure's term `E[∇f·(−x)]` of the
 /// objective adds `eᵢ = Σⱼ K_ij ⟨z_j − z_i, z_j⟩` to `b`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "LiteParts")]
 pub struct LiteEstimator {
     sigma: f64,
     lambda: f64,
@@ -63,6 +64,46 @@ pub struct LiteEstimator {
     /// after a deserialisation).
     #[serde(skip)]
     packed: Packed,
+}
+
+/// The serialised form of [`LiteEstimator`]: its parameters are validated
+/// by the constructor, and a fitted basis must be `n × d` finite points
+/// with `n = alpha.len()` (both empty before a fit).
+#[derive(serde::Deserialize)]
+struct LiteParts {
+    sigma: f64,
+    lambda: f64,
+    regulariser: LiteRegulariser,
+    #[serde(default)]
+    base: BaseMeasure,
+    dim: usize,
+    basis: Vec<f64>,
+    alpha: Vec<f64>,
+}
+
+impl TryFrom<LiteParts> for LiteEstimator {
+    type Error = ScoreMatchingError;
+    fn try_from(p: LiteParts) -> Result<Self, ScoreMatchingError> {
+        let model = Self::new(p.sigma, p.lambda)?
+            .with_regulariser(p.regulariser)
+            .with_base_measure(p.base)?;
+        let n = p.alpha.len();
+        if (n == 0) != (p.dim == 0) || n.checked_mul(p.dim) != Some(p.basis.len()) {
+            return Err(ScoreMatchingError::InvalidParameter {
+                name: "basis",
+                value: p.basis.len() as f64,
+                reason: "must hold n × d values, n the length of alpha and d = dim \
+                         (none before a fit)",
+            });
+        }
+        check_points(MatRef::from_column_major_slice(&p.basis, n, p.dim), p.dim)?;
+        Ok(Self {
+            dim: p.dim,
+            basis: p.basis,
+            alpha: p.alpha,
+            ..model
+        })
+    }
 }
 
 /// Basis points per block of the evaluation layout: one AVX2 vector of

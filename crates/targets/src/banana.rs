@@ -1,7 +1,9 @@
 //! The banana-shaped target of Haario et al. (1999), as used by KAMH and KMC.
 
 use crate::quantile::chi_squared_quantile;
-use crate::util::{LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal};
+use crate::util::{
+    LN_2PI, check_dim, check_finite, check_point_dim, check_positive, fill_standard_normal,
+};
 use crate::{QuantileRegions, Target, TargetError};
 use rand::Rng;
 
@@ -25,7 +27,7 @@ pub struct Banana {
 impl Banana {
     /// The banana with twist `bananicity = b` (any finite value; 0 gives a
     /// Gaussian) and first-coordinate variance `variance = v > 0` in
-    /// dimension `dim ≥ 2`.
+    /// dimension `dim ≥ 2` (small enough that a point can be allocated).
     pub fn new(dim: usize, bananicity: f64, variance: f64) -> Result<Self, TargetError> {
         if dim < 2 {
             return Err(TargetError::InvalidParameter {
@@ -33,6 +35,7 @@ impl Banana {
                 reason: format!("the banana needs dimension ≥ 2, got {dim}"),
             });
         }
+        check_point_dim(dim)?;
         check_finite("bananicity", bananicity)?;
         check_positive("variance", variance)?;
         Ok(Self {
@@ -147,6 +150,13 @@ mod tests {
     #[test]
     fn rejects_invalid_parameters() {
         assert!(Banana::new(1, 0.1, 100.0).is_err());
+        for dim in [usize::MAX, 1 << 61] {
+            let message = Banana::new(dim, 0.1, 100.0).unwrap_err().to_string();
+            assert!(
+                message.contains("`dim`") && message.contains("allocated"),
+                "{message}"
+            );
+        }
         assert!(Banana::new(2, f64::NAN, 100.0).is_err());
         assert!(Banana::new(2, 0.1, 0.0).is_err());
         assert!(Banana::new(2, 0.1, -1.0).is_err());

@@ -2,7 +2,9 @@
 //! lacks, and the KAMH code's variant that takes the norm of the whole vector.
 
 use crate::quantile::chi_squared_quantile;
-use crate::util::{LN_2PI, check_dim, check_finite, check_positive, fill_standard_normal};
+use crate::util::{
+    LN_2PI, check_dim, check_finite, check_point_dim, check_positive, fill_standard_normal,
+};
 use crate::{QuantileRegions, Target, TargetError};
 use kameleon_core::normal_cdf;
 use rand::{Rng, RngExt};
@@ -84,7 +86,8 @@ const MAX_PETALS: u32 = 1024;
 impl Flower {
     /// The flower with base radius `radius = r₀ > 0`, petal amplitude
     /// `amplitude = A` (finite), `petals = ω` petals and radial width
-    /// `sigma = σ > 0`, in dimension `dim ≥ 2`. The normaliser is computed by
+    /// `sigma = σ > 0`, in dimension `dim ≥ 2` (small enough that a point
+    /// can be allocated). The normaliser is computed by
     /// quadrature with 2048 nodes per petal, so at most 1024 petals are
     /// accepted (a few milliseconds of setup).
     pub fn new(
@@ -100,6 +103,7 @@ impl Flower {
                 reason: format!("the flower needs dimension ≥ 2, got {dim}"),
             });
         }
+        check_point_dim(dim)?;
         check_positive("radius", radius)?;
         check_finite("amplitude", amplitude)?;
         check_positive("sigma", sigma)?;
@@ -495,6 +499,14 @@ mod tests {
     #[test]
     fn rejects_invalid_parameters() {
         assert!(Flower::new(1, 10.0, 6.0, 6, 1.0).is_err());
+        for dim in [usize::MAX, 1 << 61] {
+            let message = Flower::new(dim, 10.0, 6.0, 6, 1.0).unwrap_err().to_string();
+            assert!(
+                message.contains("`dim`") && message.contains("allocated"),
+                "{message}"
+            );
+            assert!(Flower::ring(dim, 10.0, 1.0).is_err());
+        }
         assert!(Flower::new(2, 0.0, 6.0, 6, 1.0).is_err());
         assert!(Flower::new(2, 10.0, f64::NAN, 6, 1.0).is_err());
         assert!(Flower::new(2, 10.0, 6.0, 6, 0.0).is_err());

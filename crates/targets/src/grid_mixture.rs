@@ -1,7 +1,7 @@
 //! The high-dimensional grid mixture of cKAM (Appendix A.3), as the paper
 //! describes it.
 
-use crate::util::{check_dim, check_positive};
+use crate::util::{check_dim, check_point_dim, check_positive};
 use crate::{GaussianMixture, Target, TargetError};
 use rand::Rng;
 
@@ -26,7 +26,8 @@ pub struct GridMixture {
 }
 
 impl GridMixture {
-    /// The grid mixture in dimension `dim ≥ 1` with per-axis centres
+    /// The grid mixture in dimension `dim ≥ 1` (small enough that a point
+    /// can be allocated) with per-axis centres
     /// `centres` (non-empty, finite) and component variance `variance > 0`.
     pub fn new(dim: usize, centres: &[f64], variance: f64) -> Result<Self, TargetError> {
         if dim == 0 {
@@ -35,6 +36,7 @@ impl GridMixture {
                 reason: "the dimension must be ≥ 1".into(),
             });
         }
+        check_point_dim(dim)?;
         check_positive("variance", variance)?;
         let means: Vec<Vec<f64>> = centres.iter().map(|&c| vec![c]).collect();
         let factor = GaussianMixture::isotropic(
@@ -112,6 +114,13 @@ mod tests {
     #[test]
     fn rejects_invalid_parameters() {
         assert!(GridMixture::new(0, &[0.0], 1.0).is_err());
+        for dim in [usize::MAX, 1 << 61] {
+            let message = GridMixture::new(dim, &[0.0], 1.0).unwrap_err().to_string();
+            assert!(
+                message.contains("`dim`") && message.contains("allocated"),
+                "{message}"
+            );
+        }
         assert!(GridMixture::new(2, &[], 1.0).is_err());
         assert!(GridMixture::new(2, &[0.0], 0.0).is_err());
         assert!(GridMixture::new(2, &[f64::NAN], 1.0).is_err());

@@ -57,6 +57,13 @@ pub(crate) fn too_large(name: &'static str) -> impl Fn(BufferTooLarge) -> Target
     }
 }
 
+/// Checks that a point of dimension `dim` can be allocated: a target whose
+/// points cannot exist (e.g. `dim = usize::MAX`) is refused at construction,
+/// not when a sampler asks for its first point.
+pub(crate) fn check_point_dim(dim: usize) -> Result<(), TargetError> {
+    check_allocatable("dim", "a point of the target, d values", &[dim])
+}
+
 /// Checks that a buffer of the product of `factors` values (`what`, sized
 /// by the parameter `name`) can be allocated ([`ensure_room`]), as a
 /// [`TargetError`] naming `name`.

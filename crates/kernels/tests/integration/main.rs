@@ -3,5 +3,6 @@
 
 mod derivatives;
 mod matern;
+mod serde;
 mod spectral;
 mod validation;

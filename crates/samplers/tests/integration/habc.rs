@@ -277,3 +277,75 @@ fn habc_runs_on_the_abc_skew_normal_target() {
         assert!(chain.sample(i).iter().all(|x| (x - 10.0).abs() < 5.0));
     }
 }
+
+/// [`GaussianSimulator`] that sets `stop` once it has run `calls_before_stop`
+/// simulations.
+struct StoppingSimulator<'a> {
+    inner: GaussianSimulator,
+    calls: std::sync::atomic::AtomicU64,
+    calls_before_stop: u64,
+    stop: &'a std::sync::atomic::AtomicBool,
+}
+
+impl SummarySimulator for StoppingSimulator<'_> {
+    fn parameter_dim(&self) -> usize {
+        self.inner.parameter_dim()
+    }
+    fn observed_summary(&self) -> &[f64] {
+        self.inner.observed_summary()
+    }
+    fn simulate_summary(&self, theta: &[f64], rng: &mut dyn Rng, out: &mut [f64]) {
+        use std::sync::atomic::Ordering;
+        if self.calls.fetch_add(1, Ordering::Relaxed) + 1 == self.calls_before_stop {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        self.inner.simulate_summary(theta, rng, out);
+    }
+}
+
+/// A watched run counts its steps; unstopped it is the plain run, stopped
+/// it ends after the step in progress with the chain so far, which is the
+/// start of the plain run's chain.
+#[test]
+fn a_watched_run_counts_its_steps_and_stops_when_asked() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let config = HabcConfig::kmc_paper().with_steps(3).unwrap();
+    let prior = IsotropicGaussianPrior::new(25.0).unwrap();
+    let run = RunConfig::new(4, 20);
+    let build = |calls_before_stop, stop| {
+        let simulator = StoppingSimulator {
+            inner: GaussianSimulator {
+                observed: vec![0.5, -0.5],
+            },
+            calls: AtomicU64::new(0),
+            calls_before_stop,
+            stop,
+        };
+        let lik = SyntheticLikelihood::new(simulator, 10, 0.5).unwrap();
+        Habc::new(lik, prior, config).unwrap()
+    };
+    let never = AtomicBool::new(false);
+    let plain = build(0, &never).run(&[0.0, 0.0], run, 5, 2).unwrap();
+    assert_eq!(plain.steps, 24);
+    let steps_done = AtomicU64::new(0);
+    let watched = build(0, &never)
+        .run_observed(&[0.0, 0.0], run, 5, 2, &steps_done, &never)
+        .unwrap();
+    assert_eq!(watched.samples, plain.samples);
+    assert_eq!(watched.log_densities, plain.log_densities);
+    assert_eq!(steps_done.load(Ordering::Relaxed), 24);
+    // the start costs 10 simulations, each step 3 × 2 × 10 (plus 10 per
+    // recorded step): the flag is set inside step 3 (of 1 … 24)
+    let stop = AtomicBool::new(false);
+    let stopped = build(10 + 3 * 60, &stop)
+        .run_observed(&[0.0, 0.0], run, 5, 2, &steps_done, &stop)
+        .unwrap();
+    assert_eq!(stopped.steps, 3);
+    assert_eq!(steps_done.load(Ordering::Relaxed), 3);
+    assert_eq!(stopped.len(), 0, "the 4 burn-in steps were not all taken");
+    let stop = AtomicBool::new(true);
+    let none = build(0, &never)
+        .run_observed(&[0.0, 0.0], run, 5, 2, &steps_done, &stop)
+        .unwrap();
+    assert_eq!((none.steps, none.len()), (0, 0));
+}

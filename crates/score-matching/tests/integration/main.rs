@@ -5,3 +5,4 @@ mod common;
 mod cross_validation;
 mod finite;
 mod lite;
+mod serde;
