@@ -1040,7 +1040,6 @@ class _StopRules:
     def converging(self) -> bool:
         return self.ess is not None or self.rhat is not None
 
-
     def met(self, result: dict) -> bool:
         """Whether the chains of ``result`` meet the ESS and R-hat targets
         for every parameter (rank-normalised, so the scale of the chains,
