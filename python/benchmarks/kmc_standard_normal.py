@@ -6,7 +6,7 @@ tuning steps), long trajectories are rejected more often but, accepted,
 move the chain further. This script measures both sides of that trade on
 N(0, I_d), d = 2, 5, 10, 20, for each sampler on its defaults and with the
 step-size range halved (``step_size=(0.05, 0.1)``, i.e. trajectories half as
-long), after ``tune`` = 1 000 (``km.sample``'s default) and 5 000 (the
+long), after ``tune`` = 1 000 (``km.sample``'s default), 2 000 and 5 000 (the
 real-posterior suite's) tuning steps: 2 chains × 2 000 draws from 0, seeds
 1–3. Each cell gives the range over the seeds of the acceptance rate and
 of the minimum bulk ESS over the d coordinates (of the 4 000 draws). Writes
@@ -71,7 +71,7 @@ def main() -> None:
         "| sampler | tune | " + " | ".join(f"d = {d}" for d in DIMS) + " |",
         "|---|---:|" + "---|" * len(DIMS),
     ]
-    for tune in (1000, 5000):
+    for tune in (1000, 2000, 5000):
         for name, make in VARIANTS.items():
             cells = []
             for d in DIMS:
