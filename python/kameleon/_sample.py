@@ -501,8 +501,7 @@ def _rhat_limits(samples: np.ndarray) -> np.ndarray:
     by 1 sd at ESS 180 in 99.5 % of runs. On this function's defaults (4 ×
     1 000 draws from 0, d = 4, 100 seeds) it warned in 1–2 % of the runs of
     AM and KAMH on N(0, I) and on Student's t₁₀, and on t₃ in 22 % (AM) to
-    40–63 % (the random walk and the kernel samplers, which tune to a lower
-    acceptance and so take smaller steps in the tails): mostly the folded
+    40–63 % (the random walk and the kernel samplers): mostly the folded
     R-hat, chains that disagree on the scale, which 1 000 draws of so heavy
     a tail do not settle."""
     chains, _, d = samples.shape
