@@ -6,7 +6,10 @@ tuning steps), long trajectories are rejected more often but, accepted,
 move the chain further. This script measures both sides of that trade on
 N(0, I_d), d = 2, 5, 10, 20, for each sampler on its defaults and with the
 step-size range halved (``step_size=(0.05, 0.1)``, i.e. trajectories half as
-long), after ``tune`` = 1 000 (``km.sample``'s default), 2 000 and 5 000 (the
+long) and with it halved and the leapfrog steps doubled (``steps=(20, 40)``:
+trajectories as long as the defaults', with a quarter of the leapfrog's
+energy error, which tells the integrator's share of the rejections from the
+surrogate's), after ``tune`` = 1 000 (``km.sample``'s default), 2 000 and 5 000 (the
 real-posterior suite's) tuning steps: 2 chains × 2 000 draws from 0, seeds
 1–3. Each cell gives the range over the seeds of the acceptance rate and
 of the minimum bulk ESS over the d coordinates (of the 4 000 draws). Writes
@@ -31,8 +34,11 @@ from kameleon import diagnostics
 VARIANTS = {
     "KMCLite()": lambda: km.KMCLite(),
     "KMCLite(step_size=(0.05, 0.1))": lambda: km.KMCLite(step_size=(0.05, 0.1)),
+    "KMCLite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCLite(step_size=(0.05, 0.1), steps=(20, 40)),
     "KMCFinite()": lambda: km.KMCFinite(),
     "KMCFinite(step_size=(0.05, 0.1))": lambda: km.KMCFinite(step_size=(0.05, 0.1)),
+    "KMCFinite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCFinite(step_size=(0.05, 0.1),
+                                                                             steps=(20, 40)),
 }
 DIMS = (2, 5, 10, 20)
 SEEDS = (1, 2, 3)
