@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import _core, _parallel, diagnostics
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_parameter_names, inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
@@ -964,6 +964,7 @@ def sample(
         raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
     if isinstance(log_density, Target) and log_density.dim != d:
         raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
+    parameter_names = check_parameter_names(parameter_names, d)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:
@@ -1225,6 +1226,7 @@ def resume(
             )
         parameter_names = constrained.names(parameter_names)
         log_density = constrained.density
+    parameter_names = check_parameter_names(parameter_names, header["dim"])
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:

@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import _core
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_parameter_names, inference_data, posterior_variables
 from ._sample import __version__, _integer, _points, _run, _seed
 from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
 
@@ -172,6 +172,7 @@ class HABC:
             x0 = np.tile(x0, (chains, 1))
         if x0.ndim != 2 or x0.shape[0] != chains or x0.shape[1] == 0:
             raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
+        parameter_names = check_parameter_names(parameter_names, x0.shape[1])
         if self.simulator is None and x0.shape[1] != 10:
             raise ValueError(f"the built-in skew-normal simulator has 10 parameters, but `x0` has {x0.shape[1]}")
         settings = (*self.step_size, self.steps, float(self.friction), self.perturbation)

@@ -1,0 +1,61 @@
+"""Inputs a user's model brings to sample, sample_ensemble and HABC:
+parameter names, compiled functions, target parameters."""
+
+import numpy as np
+import pytest
+
+import kameleon as km
+
+
+def counting_gaussian():
+    """A standard normal log density that counts its calls."""
+    calls = []
+
+    def logp(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    return logp, calls
+
+
+@pytest.mark.parametrize(
+    "names, error, message",
+    [
+        (["a", "a"], ValueError, r"distinct, got \['a'\] more than once"),
+        (["chain", "b"], ValueError, r"cannot use \['chain'\]"),
+        (["a", "draw"], ValueError, r"cannot use \['draw'\]"),
+        (["a"], ValueError, "1 names for dimension 2"),
+        ([1, 2], TypeError, "must be strings, got 1"),
+        ("ab", TypeError, "single string 'ab'"),
+    ],
+)
+def test_bad_parameter_names_are_refused_before_any_sampling(names, error, message):
+    # repeated names or a sample dimension's name used to drop a variable
+    # from the output without a word (["a", "a"] gave one variable `a`,
+    # ["chain", "b"] only `b`), and a wrong count surfaced after the run
+    logp, calls = counting_gaussian()
+    with pytest.raises(error, match=message):
+        km.sample(logp, [0.0, 0.0], sampler=km.AM(), draws=20, tune=20, chains=2, seed=1, progress=False,
+                  parameter_names=names)
+    with pytest.raises(error, match=message):
+        km.sample_ensemble(logp, [0.0, 0.0], draws=5, tune=0, seed=1, progress=False, parameter_names=names)
+    assert calls == []
+    habc = km.HABC(lambda theta, rng: theta + rng.normal(size=2), [0.0, 0.0], n_simulations=3, steps=2)
+    with pytest.raises(error, match=message):
+        habc.sample([0.0, 0.0], draws=2, tune=0, chains=1, seed=1, progress=False, parameter_names=names)
+
+
+def test_the_keys_of_a_prior_dict_are_checked_as_names():
+    with pytest.raises(ValueError, match=r"cannot use \['chain'\]"):
+        km.sample(lambda x: 0.0, None, prior={"chain": km.priors.Normal(), "b": km.priors.Normal()},
+                  draws=5, tune=0, chains=1, progress=False)
+
+
+def test_resume_checks_the_names_against_the_checkpoint(tmp_path, quiet):
+    logp, _ = counting_gaussian()
+    path = tmp_path / "run.ckpt"
+    km.sample(logp, [0.0, 0.0], sampler=km.AM(), draws=10, tune=0, chains=1, seed=1, progress=False, checkpoint=path)
+    logp, calls = counting_gaussian()
+    with pytest.raises(ValueError, match="distinct"):
+        km.resume(path, logp, progress=False, parameter_names=["a", "a"])
+    assert calls == []
