@@ -165,6 +165,24 @@ class Compiled:
     dim: int
     owner: Any = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", _address("Compiled", self.address))
+        object.__setattr__(self, "dim", _integer("dim", self.dim, 1))
+
+
+def _address(what: str, value) -> int:
+    """A C function's ``address`` as an ``int`` in [1, 2**64): calling a
+    null, negative or truncated (float) address would crash the
+    interpreter, so anything else is a ``ValueError`` (naming the
+    ``.address`` attribute when ``value`` is the numba cfunc itself)."""
+    number = _as_int(value)
+    if number is None or not 0 < number < 2**64:
+        hint = ""
+        if hasattr(value, "address"):
+            hint = f" (pass the function's `.address`, not the {type(value).__name__} itself)"
+        raise ValueError(f"{what}: `address` must be a non-null integer address{hint}, got {value!r}")
+    return number
+
 
 def _density(log_density, gradient: Callable | None, needs_gradient: bool):
     """(kind, function, gradient) for the Rust side."""

@@ -59,3 +59,59 @@ def test_resume_checks_the_names_against_the_checkpoint(tmp_path, quiet):
     with pytest.raises(ValueError, match="distinct"):
         km.resume(path, logp, progress=False, parameter_names=["a", "a"])
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        (0, "non-null integer address, got 0"),
+        (-8, "non-null integer address, got -8"),
+        (2**64, "non-null integer address"),
+        (1.5e14, "non-null integer address, got 1"),
+        (None, "non-null integer address, got None"),
+        (True, "non-null integer address, got True"),
+    ],
+)
+def test_a_compiled_function_needs_a_valid_address(address, message):
+    # a null or negative address reached ctypes (the check of the jittered
+    # starts) and crashed the interpreter with a segmentation fault
+    with pytest.raises(ValueError, match=message):
+        km.Compiled(address, 2)
+
+
+def test_a_compiled_function_given_the_cfunc_itself_says_to_pass_its_address():
+    numba = pytest.importorskip("numba")
+
+    @numba.cfunc("float64(CPointer(float64), int64)")
+    def logp(x, d):
+        return -0.5 * x[0] * x[0]
+
+    with pytest.raises(ValueError, match=r"pass the function's `.address`, not the CFunc itself"):
+        km.Compiled(logp, 1)
+    with pytest.raises(ValueError, match=r"pass the function's `.address`"):
+        km.CompiledSimulator(logp, dim=1, n_summaries=1, n_noise=1)
+    compiled = km.Compiled(logp.address, np.int64(1), owner=logp)
+    assert type(compiled.dim) is int and compiled.dim == 1
+
+
+@pytest.mark.parametrize("dim", [0, -1, 2.0, True])
+def test_a_compiled_function_needs_an_integer_dimension(dim):
+    with pytest.raises(ValueError, match="`dim` must be an integer >= 1"):
+        km.Compiled(12345, dim)
+
+
+def test_a_compiled_function_in_a_subprocess_with_address_zero_is_an_error_not_a_crash():
+    # the crash took the whole interpreter down: run it where it cannot take pytest along
+    import subprocess
+    import sys
+
+    code = (
+        "import kameleon as km\n"
+        "try:\n"
+        "    km.sample(km.Compiled(0, 2), [0.0, 0.0], draws=5, tune=0, chains=2, progress=False)\n"
+        "except ValueError as err:\n"
+        "    print('ValueError', err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "ValueError" in out.stdout
