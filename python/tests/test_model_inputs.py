@@ -115,3 +115,35 @@ def test_a_compiled_function_in_a_subprocess_with_address_zero_is_an_error_not_a
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ValueError" in out.stdout
+
+
+def test_built_in_targets_take_numpy_scalars_as_parameters():
+    # numpy scalars failed in json.dumps: "Object of type int64 is not JSON serializable"
+    from kameleon import targets
+
+    banana = targets.Banana(dim=np.int64(3), b=np.float32(0.25), v=np.int64(4))
+    assert banana.dim == 3
+    reference = targets.Banana(dim=3, b=float(np.float32(0.25)), v=4.0)
+    x = np.array([0.3, -0.2, 0.1])
+    assert banana.log_density(x) == reference.log_density(x)
+    assert targets.Flower(petals=np.int64(4), radius=np.float32(5.0)).dim == 2
+    assert targets.GridMixture(np.int64(2), [-1.0, 1.0], np.float32(0.5)).dim == 2
+    assert targets.CkamBimodal(code_weights=np.bool_(True)).dim == 2
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda t: t.Banana(b=float("nan")), "b"),
+        (lambda t: t.Ring(radius=float("inf")), "radius"),
+        (lambda t: t.Gaussian([0.0, float("nan")], np.eye(2)), "means"),
+        (lambda t: t.GridMixture(2, [0.0, 1.0], np.float64("nan")), "variance"),
+    ],
+)
+def test_a_non_finite_target_parameter_is_named(make, name):
+    # NaN used to reach the Rust side as a JSON token it cannot read:
+    # "invalid target description: expected value at line 1 column 35"
+    from kameleon import targets
+
+    with pytest.raises(ValueError, match=f"invalid target parameter `{name}`: must be finite"):
+        make(targets)
