@@ -58,11 +58,19 @@ class Target:
 
     def log_density(self, x, seed: int = 0) -> float:
         """The log density at ``x`` (pseudo-marginal targets: an estimate drawn with ``seed``)."""
-        return self._inner.log_density(np.ascontiguousarray(x, dtype=np.float64), seed)
+        return self._inner.log_density(self._point(x), seed)
 
     def grad_log_density(self, x) -> np.ndarray:
         """The gradient of the log density at ``x``."""
-        return self._inner.grad_log_density(np.ascontiguousarray(x, dtype=np.float64))
+        return self._inner.grad_log_density(self._point(x))
+
+    def _point(self, x) -> np.ndarray:
+        """``x`` as a contiguous float64 vector; ``ValueError`` unless it is
+        one point of shape (dim,) (a scalar counts as shape (1,))."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.ndim > 1:
+            raise ValueError(f"x must be one point of shape ({self.dim},), got shape {x.shape}")
+        return x
 
     def sample_iid(self, n: int, seed: int = 0) -> np.ndarray:
         """``n`` exact independent draws, shape (n, dim)."""

@@ -147,3 +147,15 @@ def test_a_non_finite_target_parameter_is_named(make, name):
 
     with pytest.raises(ValueError, match=f"invalid target parameter `{name}`: must be finite"):
         make(targets)
+
+
+def test_a_target_evaluated_at_several_points_says_it_takes_one():
+    # a (1, d) array gave "TypeError: dimensionality mismatch: from=2, to=1"
+    from kameleon import targets
+
+    banana = targets.Banana()
+    with pytest.raises(ValueError, match=r"one point of shape \(2,\), got shape \(1, 2\)"):
+        banana.log_density([[0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"one point of shape \(2,\), got shape \(3, 2\)"):
+        banana.grad_log_density(np.zeros((3, 2)))
+    assert banana.log_density([0, 0]) == banana.log_density(np.zeros(2))
