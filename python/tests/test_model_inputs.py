@@ -159,3 +159,17 @@ def test_a_target_evaluated_at_several_points_says_it_takes_one():
     with pytest.raises(ValueError, match=r"one point of shape \(2,\), got shape \(3, 2\)"):
         banana.grad_log_density(np.zeros((3, 2)))
     assert banana.log_density([0, 0]) == banana.log_density(np.zeros(2))
+
+
+@pytest.mark.parametrize("friction", [np.float32(0.25), np.int64(0), np.float64(0.25), 0])
+def test_habc_takes_a_numpy_friction(friction):
+    # np.float32(0.25) and np.int64(0) were refused: "`friction` must be a
+    # finite number >= 0, got np.float32(0.25)"
+    habc = km.HABC(lambda theta, rng: theta + rng.normal(size=1), [0.0], friction=friction)
+    assert type(habc.friction) is float and habc.friction == float(friction)
+
+
+def test_habc_refuses_a_negative_or_boolean_friction():
+    for friction in (-0.5, np.float32(-1), True, float("nan")):
+        with pytest.raises(ValueError, match="`friction` must be a finite number >= 0"):
+            km.HABC(lambda theta, rng: theta, [0.0], friction=friction)
