@@ -185,7 +185,14 @@ def _address(what: str, value) -> int:
 
 
 def _density(log_density, gradient: Callable | None, needs_gradient: bool):
-    """(kind, function, gradient) for the Rust side."""
+    """(kind, function, gradient) for the Rust side; ``ValueError`` when
+    ``needs_gradient`` (HMC) and the log density cannot give a gradient."""
+    if needs_gradient and (isinstance(log_density, Compiled) or _noisy_function(log_density) is not None):
+        raise ValueError(
+            f"HMC needs the gradient of the log density, which a {type(log_density).__name__} does not give "
+            "(HMC's `grad_log_density` serves a plain Python callable; built-in targets have their own): "
+            "use a gradient-free sampler such as km.KAMH() or km.AM()"
+        )
     if isinstance(log_density, Target):
         return "builtin", log_density._inner, None
     if isinstance(log_density, Compiled):

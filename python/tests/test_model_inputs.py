@@ -173,3 +173,14 @@ def test_habc_refuses_a_negative_or_boolean_friction():
     for friction in (-0.5, np.float32(-1), True, float("nan")):
         with pytest.raises(ValueError, match="`friction` must be a finite number >= 0"):
             km.HABC(lambda theta, rng: theta, [0.0], friction=friction)
+
+
+def test_hmc_on_a_density_without_a_gradient_says_so_before_the_run():
+    # the run failed at its start with "chain 0: this target does not
+    # support gradient", which did not say why a given grad_log_density was not used
+    hmc = km.HMC(grad_log_density=lambda x: -x)
+    noisy = km.PseudoMarginal(lambda x, rng: -0.5 * float(x @ x))
+    abc = km.ABC(lambda theta, rng: theta + rng.normal(size=1), [0.0], 0.5, 5)
+    for density, name in ((noisy, "PseudoMarginal"), (abc, "ABC"), (km.Compiled(12345, 1), "Compiled")):
+        with pytest.raises(ValueError, match=f"HMC needs the gradient of the log density, which a {name} does not give"):
+            km.sample(density, [0.0], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
