@@ -944,7 +944,7 @@ def sample(
     above. ``prior``: a list or tuple of :mod:`kameleon.priors` marginals, one
     per parameter (or one marginal for one parameter); a dict name → marginal
     (the names then label the output, as ``parameter_names`` would); or a
-    callable log prior ``f(x) -> float`` with ``bounds``. ``bounds``: one (low, high) pair per parameter, None or
+    callable log prior ``f(x) -> float`` with ``bounds``. ``bounds``: one (low, high) pair per parameter (a list, or an array of shape (d, 2)), None or
     ±inf for an open end; alone, the prior is flat on the box (so
     ``log_density`` is then both the log-likelihood and the log posterior).
     The marginals' supports are the bounds. The chains run on the

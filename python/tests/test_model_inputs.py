@@ -184,3 +184,21 @@ def test_hmc_on_a_density_without_a_gradient_says_so_before_the_run():
     for density, name in ((noisy, "PseudoMarginal"), (abc, "ABC"), (km.Compiled(12345, 1), "Compiled")):
         with pytest.raises(ValueError, match=f"HMC needs the gradient of the log density, which a {name} does not give"):
             km.sample(density, [0.0], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
+
+
+def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
+    # np.array([[0, 1], [0, inf]]) was refused as "not a list of (low, high) pairs"
+    from kameleon.priors import JointPrior
+
+    as_array = JointPrior(None, np.array([[0.0, 1.0], [0.0, np.inf]]))
+    as_pairs = JointPrior(None, [np.array([0.0, 1.0]), np.array([0.0, np.inf])])
+    for joint in (as_array, as_pairs):
+        np.testing.assert_array_equal(joint.low, [0.0, 0.0])
+        np.testing.assert_array_equal(joint.high, [1.0, np.inf])
+    kwargs = dict(sampler=km.AM(), draws=30, tune=30, chains=2, seed=3, progress=False)
+    a = km.sample(lambda x: 0.0, [0.5, 1.0], bounds=np.array([[0.0, 1.0], [0.0, np.inf]]), **kwargs)
+    b = km.sample(lambda x: 0.0, [0.5, 1.0], bounds=[(0.0, 1.0), (0.0, None)], **kwargs)
+    np.testing.assert_array_equal(a.posterior["x"].values, b.posterior["x"].values)
+    for bad in (np.array([0.0, 1.0]), np.zeros((1, 3)), np.array([[1.0, 0.0]]), np.array([[np.nan, 1.0]])):
+        with pytest.raises(ValueError, match=r"bounds"):
+            JointPrior(None, bad)
