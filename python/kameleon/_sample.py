@@ -73,11 +73,18 @@ def _integer(name: str, value, minimum: int) -> int:
 
 def _points(x0, name: str = "x0") -> np.ndarray:
     """``x0`` as a float64 array; ``TypeError`` for complex values (numpy
-    would drop their imaginary parts with only a ComplexWarning)."""
-    array = np.asarray(x0)
-    if np.iscomplexobj(array):
-        raise TypeError(f"`{name}` must be real, got complex values")
-    return np.asarray(array, dtype=np.float64)
+    would drop their imaginary parts with only a ComplexWarning) and for
+    anything that is not an array of numbers (a dict, a ragged list), whose
+    numpy error would not name ``x0``."""
+    try:
+        array = np.asarray(x0)
+        if not np.iscomplexobj(array):
+            return np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"`{name}` must be an array of numbers, shape (d,) or (chains, d), got {type(x0).__name__} {x0!r:.200}"
+        ) from err
+    raise TypeError(f"`{name}` must be real, got complex values")
 
 
 def _checkpoint_every(value) -> float:

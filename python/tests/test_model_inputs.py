@@ -202,3 +202,19 @@ def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
     for bad in (np.array([0.0, 1.0]), np.zeros((1, 3)), np.array([[1.0, 0.0]]), np.array([[np.nan, 1.0]])):
         with pytest.raises(ValueError, match=r"bounds"):
             JointPrior(None, bad)
+
+
+@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "dict {'mu': 0.5}"), ([[0.0, 1.0], [0.0]], "list"),
+                                       (["a", "b"], "list ['a', 'b']")])
+def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
+    # a dict (a PyMC-style point) gave "float() argument must be a string or
+    # a real number, not 'dict'", which does not say which argument
+    logp, calls = counting_gaussian()
+    with pytest.raises(TypeError, match=r"`x0` must be an array of numbers, shape \(d,\) or \(chains, d\), got "
+                       + shown.replace("[", r"\[").replace("]", r"\]")):
+        km.sample(logp, x0, draws=5, tune=0, chains=2, progress=False)
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        km.sample_ensemble(logp, x0, draws=5, tune=0, progress=False)
+    assert calls == []
+    with pytest.raises(TypeError, match="`x0` must be real"):
+        km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
