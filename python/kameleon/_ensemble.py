@@ -18,7 +18,7 @@ from ._sample import (
     _ACCEPTANCE_HIGH,
     _ACCEPTANCE_LOW,
     _CHECK_MIN_DRAWS,
-    Compiled,
+    _check_dimension,
     __version__,
     _checkpoint_every,
     _density,
@@ -142,8 +142,7 @@ def sample_ensemble(
         raise ValueError(f"`a` must be a finite number > 1, got {a!r}")
     d = x0.shape[1]
     parameter_names = check_parameter_names(parameter_names, d)
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
+    _check_dimension(log_density, d, "`x0`")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
@@ -177,6 +176,7 @@ def resume_ensemble(
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
+    _check_dimension(log_density, header["dim"], "the checkpointed run")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),

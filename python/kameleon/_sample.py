@@ -191,6 +191,15 @@ def _address(what: str, value) -> int:
     return number
 
 
+def _check_dimension(log_density, d: int, what: str) -> None:
+    """``ValueError`` when ``log_density`` is a :class:`Compiled` function
+    or a built-in target whose dimension is not ``d``, the dimension of
+    ``what`` (the starting points, a checkpointed run)."""
+    if isinstance(log_density, (Compiled, Target)) and log_density.dim != d:
+        kind = "compiled function" if isinstance(log_density, Compiled) else "target"
+        raise ValueError(f"{what} has dimension {d} but the {kind} has dimension {log_density.dim}")
+
+
 def _density(log_density, gradient: Callable | None, needs_gradient: bool):
     """(kind, function, gradient) for the Rust side; ``ValueError`` when
     ``needs_gradient`` (HMC) and the log density cannot give a gradient."""
@@ -992,10 +1001,7 @@ def sample(
     if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
     d = x0.shape[-1]
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    if isinstance(log_density, Target) and log_density.dim != d:
-        raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
+    _check_dimension(log_density, d, "`x0`")
     parameter_names = check_parameter_names(parameter_names, d)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
@@ -1245,9 +1251,26 @@ def resume(
     density at a chain's current point). The per-chain parts ``PATH.chainK-of-N``
     that process workers write are gathered into ``path`` first. ``what``
     names the caller in warnings."""
+    return _continue(
+        path, log_density, None, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
+        parallel=parallel, executor=executor, vectorize=vectorize, what=what,
+    )
+
+
+def _continue(
+    path, log_density, extend_by: int | None, *, grad_log_density, progress, cores, checkpoint_every,
+    parameter_names, prior, bounds, parallel, executor, vectorize, what: str,
+):
+    """:func:`resume`, after lengthening the checkpoint by ``extend_by``
+    draws per chain (and lifting its evaluation shares) unless it is None,
+    as :func:`extend` does. The checkpoint is changed only once the
+    arguments have been checked against it: a call refused for a wrong
+    density, prior or names leaves it as it was."""
     path = os.fspath(path)
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
+    _check_dimension(log_density, header["dim"], "the checkpointed run")
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -1265,6 +1288,9 @@ def resume(
             raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
         kind, vectorized = "vectorized", log_density
         log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+    if extend_by is not None:
+        _core.extend_checkpoint(path, extend_by)
+        header = _core.checkpoint_header(path)
     chains = header["chains"]
     workers = _cores(cores, chains)
     remaining = chains * (header["tune"] + header["draws"] * header["thin"]) - sum(header["steps_done"])
@@ -1328,10 +1354,8 @@ def extend(
                 "made with `checkpoint=` (this one has no `checkpoint` in its attrs)"
             )
         path = attrs["checkpoint"]
-    _parallel.gather_parts(path)
-    _core.extend_checkpoint(path, draws)
-    return resume(
-        path, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+    return _continue(
+        path, log_density, draws, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
         parallel=parallel, executor=executor, vectorize=vectorize, what="kameleon.extend",
     )

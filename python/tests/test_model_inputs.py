@@ -218,3 +218,36 @@ def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
     assert calls == []
     with pytest.raises(TypeError, match="`x0` must be real"):
         km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
+
+
+def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path, quiet):
+    # extend lengthened the checkpoint before checking the density against
+    # it: after a call refused for a wrong target, the next extend(draws=10)
+    # ran 20 more draws; a Compiled function of the wrong dim was not refused at all
+    from kameleon import targets
+
+    path = tmp_path / "run.ckpt"
+    kwargs = dict(sampler=km.AM(), tune=10, chains=2, seed=1, progress=False)
+    km.sample(targets.Banana(), [0.0, 0.0], draws=30, checkpoint=path, **kwargs)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the target has dimension 3"):
+        km.extend(path, targets.Banana(dim=3), draws=10, progress=False)
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function has dimension 5"):
+        km.extend(path, km.Compiled(12345, 5), draws=10, progress=False)
+    with pytest.raises(ValueError, match="distinct"):
+        km.extend(path, targets.Banana(), draws=10, progress=False, parameter_names=["a", "a"])
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function"):
+        km.resume(path, km.Compiled(12345, 5), progress=False)
+    assert path.read_bytes() == before
+    extended = km.extend(path, targets.Banana(), draws=10, progress=False)
+    longer = km.sample(targets.Banana(), [0.0, 0.0], draws=40, **kwargs)
+    np.testing.assert_array_equal(extended.posterior["x"].values, longer.posterior["x"].values)
+
+
+def test_resume_ensemble_checks_a_targets_dimension(tmp_path):
+    from kameleon import targets
+
+    path = tmp_path / "ensemble.ckpt"
+    km.sample_ensemble(targets.Banana(), [0.0, 0.0], draws=5, tune=0, seed=1, progress=False, checkpoint=path)
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function has dimension 3"):
+        km.resume_ensemble(path, km.Compiled(12345, 3), progress=False)
