@@ -191,6 +191,29 @@ def _address(what: str, value) -> int:
     return number
 
 
+def _one_point(vectorized: Callable) -> Callable:
+    """The per-point log density ``f(x)`` of a vectorized one: its value
+    at the single row ``x[None]``, for the checks of the starting points
+    and the timing call, which run it from Python. A value that is not one
+    float per row is the ``TypeError`` the run itself would raise."""
+
+    def log_density(x: np.ndarray) -> float:
+        value = vectorized(x[None, :])
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.shape != (1,):
+            name = getattr(vectorized, "__qualname__", repr(vectorized))
+            raise TypeError(
+                f"vectorized log density `{name}` must return 1 floats (an array of shape (1,)) for an array of "
+                f"1 points, got {value!r}"
+            )
+        return float(array[0])
+
+    return log_density
+
+
 def _check_dimension(log_density, d: int, what: str) -> None:
     """``ValueError`` when ``log_density`` is a :class:`Compiled` function
     or a built-in target whose dimension is not ``d``, the dimension of
@@ -1011,7 +1034,7 @@ def sample(
                 "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
             )
         kind, vectorized = "vectorized", log_density
-        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+        log_density = _one_point(vectorized)
     probe = _Timed(_log_density_probe(log_density))
     if x0.ndim == 1:
         x0 = _jittered_starts(x0, chains, seed, probe)
@@ -1287,7 +1310,7 @@ def _continue(
         if kind != "callable" or constrained is not None:
             raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
         kind, vectorized = "vectorized", log_density
-        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+        log_density = _one_point(vectorized)
     if extend_by is not None:
         _core.extend_checkpoint(path, extend_by)
         header = _core.checkpoint_header(path)

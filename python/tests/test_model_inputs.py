@@ -251,3 +251,10 @@ def test_resume_ensemble_checks_a_targets_dimension(tmp_path):
     km.sample_ensemble(targets.Banana(), [0.0, 0.0], draws=5, tune=0, seed=1, progress=False, checkpoint=path)
     with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function has dimension 3"):
         km.resume_ensemble(path, km.Compiled(12345, 3), progress=False)
+
+
+@pytest.mark.parametrize("value", [lambda X: -0.5 * float((X**2).sum()), lambda X: None, lambda X: "a"])
+def test_a_vectorized_density_returning_no_array_names_what_it_must_return(value):
+    # a scalar failed in the start checks with "'float' object is not subscriptable"
+    with pytest.raises(TypeError, match=r"must return 1 floats \(an array of shape \(1,\)\) for an array of 1 points"):
+        km.sample(value, [0.0, 0.0], vectorize=True, draws=5, tune=5, chains=2, progress=False)
