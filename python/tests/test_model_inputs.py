@@ -215,6 +215,8 @@ def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
         km.sample(logp, x0, draws=5, tune=0, chains=2, progress=False)
     with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
         km.sample_ensemble(logp, x0, draws=5, tune=0, progress=False)
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        km.sample_ensemble(logp, x0, bounds=[(None, None)] * 2, draws=5, tune=0, progress=False)
     assert calls == []
     with pytest.raises(TypeError, match="`x0` must be real"):
         km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
