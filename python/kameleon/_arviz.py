@@ -8,16 +8,46 @@ from typing import Sequence
 import numpy as np
 
 
+# The dimensions every posterior variable has: no parameter may take their names.
+SAMPLE_DIMS = ("chain", "draw")
+
+
+def check_parameter_names(parameter_names, d: int) -> list[str] | None:
+    """``parameter_names`` as a list of ``d`` distinct strings (None stays
+    None), checked before a run so that a bad list costs no sampling:
+    ``ValueError`` for a wrong count, a repeated name (its variables would
+    overwrite each other) or a name of a sample dimension (``chain``,
+    ``draw``, which the variable would replace); ``TypeError`` for a name
+    that is not a string, or a single string in place of the list."""
+    if parameter_names is None:
+        return None
+    if isinstance(parameter_names, (str, bytes)):
+        raise TypeError(f"`parameter_names` must be a list of {d} names, got the single string {parameter_names!r}")
+    names = list(parameter_names)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"`parameter_names` must be strings, got {name!r} ({type(name).__name__})")
+    if len(names) != d:
+        raise ValueError(f"`parameter_names` has {len(names)} names for dimension {d}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"`parameter_names` must be distinct, got {repeated} more than once")
+    reserved = [name for name in names if name in SAMPLE_DIMS]
+    if reserved:
+        raise ValueError(
+            f"`parameter_names` cannot use {reserved}: {' and '.join(SAMPLE_DIMS)} name the sample dimensions"
+        )
+    return names
+
+
 def posterior_variables(samples: np.ndarray, parameter_names: Sequence[str] | None) -> dict:
     """The posterior group of draws shaped (chain, draw, d): one variable per
-    named parameter, or a single variable ``x`` with the parameters on its
-    last axis."""
-    d = samples.shape[2]
-    if parameter_names is None:
+    named parameter (names checked by :func:`check_parameter_names`), or a
+    single variable ``x`` with the parameters on its last axis."""
+    names = check_parameter_names(parameter_names, samples.shape[2])
+    if names is None:
         return {"x": samples}
-    if len(parameter_names) != d:
-        raise ValueError(f"parameter_names has {len(parameter_names)} names for dimension {d}")
-    return {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
+    return {name: samples[:, :, j] for j, name in enumerate(names)}
 
 
 def arviz_major_version() -> int:

@@ -12,13 +12,13 @@ from typing import Sequence
 import numpy as np
 
 from . import _core, _parallel
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_parameter_names, inference_data, posterior_variables
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
     _ACCEPTANCE_LOW,
     _CHECK_MIN_DRAWS,
-    Compiled,
+    _check_dimension,
     __version__,
     _checkpoint_every,
     _density,
@@ -141,8 +141,8 @@ def sample_ensemble(
     if not isinstance(a, numbers.Real) or isinstance(a, (bool, np.bool_)) or not np.isfinite(a) or a <= 1:
         raise ValueError(f"`a` must be a finite number > 1, got {a!r}")
     d = x0.shape[1]
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
+    parameter_names = check_parameter_names(parameter_names, d)
+    _check_dimension(log_density, d, "`x0`")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
@@ -175,6 +175,8 @@ def resume_ensemble(
     The checkpoint is updated as the run goes on."""
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
+    parameter_names = check_parameter_names(parameter_names, header["dim"])
+    _check_dimension(log_density, header["dim"], "the checkpointed run")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),

@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._sample import _integer, _Unconstrained, _with_prior
+from ._sample import _integer, _points, _Unconstrained, _with_prior
 
 
 def with_prior(
@@ -36,6 +36,6 @@ def with_prior(
     if x0 is None:
         count = default_walkers(constrained.joint.dim) if walkers is None else _integer("walkers", walkers, 2)
         return constrained.density, constrained.starts(None, count, seed), names, constrained
-    x0 = np.asarray(x0, dtype=np.float64)
+    x0 = _points(x0)
     rows = x0.shape[0] if x0.ndim == 2 else 1
     return constrained.density, constrained.starts(x0, rows, seed), names, constrained

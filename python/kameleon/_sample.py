@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import _core, _parallel, diagnostics
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_parameter_names, inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
@@ -73,11 +73,18 @@ def _integer(name: str, value, minimum: int) -> int:
 
 def _points(x0, name: str = "x0") -> np.ndarray:
     """``x0`` as a float64 array; ``TypeError`` for complex values (numpy
-    would drop their imaginary parts with only a ComplexWarning)."""
-    array = np.asarray(x0)
-    if np.iscomplexobj(array):
-        raise TypeError(f"`{name}` must be real, got complex values")
-    return np.asarray(array, dtype=np.float64)
+    would drop their imaginary parts with only a ComplexWarning) and for
+    anything that is not an array of numbers (a dict, a ragged list), whose
+    numpy error would not name ``x0``."""
+    try:
+        array = np.asarray(x0)
+        if not np.iscomplexobj(array):
+            return np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"`{name}` must be an array of numbers, shape (d,) or (chains, d), got {type(x0).__name__} {x0!r:.200}"
+        ) from err
+    raise TypeError(f"`{name}` must be real, got complex values")
 
 
 def _checkpoint_every(value) -> float:
@@ -165,9 +172,66 @@ class Compiled:
     dim: int
     owner: Any = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", _address("Compiled", self.address))
+        object.__setattr__(self, "dim", _integer("dim", self.dim, 1))
+
+
+def _address(what: str, value) -> int:
+    """A C function's ``address`` as an ``int`` in [1, 2**64): calling a
+    null, negative or truncated (float) address would crash the
+    interpreter, so anything else is a ``ValueError`` (naming the
+    ``.address`` attribute when ``value`` is the numba cfunc itself)."""
+    number = _as_int(value)
+    if number is None or not 0 < number < 2**64:
+        hint = ""
+        if hasattr(value, "address"):
+            hint = f" (pass the function's `.address`, not the {type(value).__name__} itself)"
+        raise ValueError(f"{what}: `address` must be a non-null integer address{hint}, got {value!r}")
+    return number
+
+
+def _one_point(vectorized: Callable) -> Callable:
+    """The per-point log density ``f(x)`` of a vectorized one: its value
+    at the single row ``x[None]``, for the checks of the starting points
+    and the timing call, which run it from Python. A value that is not one
+    float per row is the ``TypeError`` the run itself would raise."""
+
+    def log_density(x: np.ndarray) -> float:
+        value = vectorized(x[None, :])
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.shape != (1,):
+            name = getattr(vectorized, "__qualname__", repr(vectorized))
+            raise TypeError(
+                f"vectorized log density `{name}` must return 1 floats (an array of shape (1,)) for an array of "
+                f"1 points, got {value!r}"
+            )
+        return float(array[0])
+
+    return log_density
+
+
+def _check_dimension(log_density, d: int, what: str) -> None:
+    """``ValueError`` when ``log_density`` is a :class:`Compiled` function
+    or a built-in target whose dimension is not ``d``, the dimension of
+    ``what`` (the starting points, a checkpointed run)."""
+    if isinstance(log_density, (Compiled, Target)) and log_density.dim != d:
+        kind = "compiled function" if isinstance(log_density, Compiled) else "target"
+        raise ValueError(f"{what} has dimension {d} but the {kind} has dimension {log_density.dim}")
+
 
 def _density(log_density, gradient: Callable | None, needs_gradient: bool):
-    """(kind, function, gradient) for the Rust side."""
+    """(kind, function, gradient) for the Rust side; ``ValueError`` when
+    ``needs_gradient`` (HMC) and the log density cannot give a gradient."""
+    if needs_gradient and (isinstance(log_density, Compiled) or _noisy_function(log_density) is not None):
+        raise ValueError(
+            f"HMC needs the gradient of the log density, which a {type(log_density).__name__} does not give "
+            "(HMC's `grad_log_density` serves a plain Python callable; built-in targets have their own): "
+            "use a gradient-free sampler such as km.KAMH() or km.AM()"
+        )
     if isinstance(log_density, Target):
         return "builtin", log_density._inner, None
     if isinstance(log_density, Compiled):
@@ -919,7 +983,7 @@ def sample(
     above. ``prior``: a list or tuple of :mod:`kameleon.priors` marginals, one
     per parameter (or one marginal for one parameter); a dict name → marginal
     (the names then label the output, as ``parameter_names`` would); or a
-    callable log prior ``f(x) -> float`` with ``bounds``. ``bounds``: one (low, high) pair per parameter, None or
+    callable log prior ``f(x) -> float`` with ``bounds``. ``bounds``: one (low, high) pair per parameter (a list, or an array of shape (d, 2)), None or
     ±inf for an open end; alone, the prior is flat on the box (so
     ``log_density`` is then both the log-likelihood and the log posterior).
     The marginals' supports are the bounds. The chains run on the
@@ -960,10 +1024,8 @@ def sample(
     if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
     d = x0.shape[-1]
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    if isinstance(log_density, Target) and log_density.dim != d:
-        raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
+    _check_dimension(log_density, d, "`x0`")
+    parameter_names = check_parameter_names(parameter_names, d)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:
@@ -972,7 +1034,7 @@ def sample(
                 "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
             )
         kind, vectorized = "vectorized", log_density
-        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+        log_density = _one_point(vectorized)
     probe = _Timed(_log_density_probe(log_density))
     if x0.ndim == 1:
         x0 = _jittered_starts(x0, chains, seed, probe)
@@ -1212,9 +1274,26 @@ def resume(
     density at a chain's current point). The per-chain parts ``PATH.chainK-of-N``
     that process workers write are gathered into ``path`` first. ``what``
     names the caller in warnings."""
+    return _continue(
+        path, log_density, None, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
+        parallel=parallel, executor=executor, vectorize=vectorize, what=what,
+    )
+
+
+def _continue(
+    path, log_density, extend_by: int | None, *, grad_log_density, progress, cores, checkpoint_every,
+    parameter_names, prior, bounds, parallel, executor, vectorize, what: str,
+):
+    """:func:`resume`, after lengthening the checkpoint by ``extend_by``
+    draws per chain (and lifting its evaluation shares) unless it is None,
+    as :func:`extend` does. The checkpoint is changed only once the
+    arguments have been checked against it: a call refused for a wrong
+    density, prior or names leaves it as it was."""
     path = os.fspath(path)
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
+    _check_dimension(log_density, header["dim"], "the checkpointed run")
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -1225,12 +1304,16 @@ def resume(
             )
         parameter_names = constrained.names(parameter_names)
         log_density = constrained.density
+    parameter_names = check_parameter_names(parameter_names, header["dim"])
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:
             raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
         kind, vectorized = "vectorized", log_density
-        log_density = lambda x: vectorized(x[None, :])[0]  # noqa: E731
+        log_density = _one_point(vectorized)
+    if extend_by is not None:
+        _core.extend_checkpoint(path, extend_by)
+        header = _core.checkpoint_header(path)
     chains = header["chains"]
     workers = _cores(cores, chains)
     remaining = chains * (header["tune"] + header["draws"] * header["thin"]) - sum(header["steps_done"])
@@ -1294,10 +1377,8 @@ def extend(
                 "made with `checkpoint=` (this one has no `checkpoint` in its attrs)"
             )
         path = attrs["checkpoint"]
-    _parallel.gather_parts(path)
-    _core.extend_checkpoint(path, draws)
-    return resume(
-        path, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+    return _continue(
+        path, log_density, draws, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
         parallel=parallel, executor=executor, vectorize=vectorize, what="kameleon.extend",
     )

@@ -30,18 +30,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import _core
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_parameter_names, inference_data, posterior_variables
 from ._sample import __version__, _integer, _points, _run, _seed
 from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
 
 __all__ = ["HABC"]
 
 
-def _positive(name: str, value) -> float:
+def _finite(name: str, value, positive: bool) -> float:
+    """``value`` as a float if it is a finite Python or numpy number, > 0
+    when ``positive`` else >= 0; ``ValueError`` naming ``name`` otherwise."""
+    what = "a positive finite number" if positive else "a finite number >= 0"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
+        raise ValueError(f"`{name}` must be {what}, got {value!r}")
+    if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+        raise ValueError(f"`{name}` must be {what}, got {value!r}")
     return float(value)
 
 
@@ -111,11 +114,8 @@ class HABC:
         object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
         object.__setattr__(self, "batched", _flag("batched", self.batched))
         for name in ("epsilon", "prior_sd", "perturbation"):
-            object.__setattr__(self, name, _positive(name, getattr(self, name)))
-        if isinstance(self.friction, (bool, np.bool_)) or not (
-            isinstance(self.friction, (int, float)) and math.isfinite(self.friction) and self.friction >= 0
-        ):
-            raise ValueError(f"`friction` must be a finite number >= 0, got {self.friction!r}")
+            object.__setattr__(self, name, _finite(name, getattr(self, name), positive=True))
+        object.__setattr__(self, "friction", _finite("friction", self.friction, positive=False))
         try:
             low, high = (float(v) for v in self.step_size)
         except (TypeError, ValueError):
@@ -172,9 +172,10 @@ class HABC:
             x0 = np.tile(x0, (chains, 1))
         if x0.ndim != 2 or x0.shape[0] != chains or x0.shape[1] == 0:
             raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
+        parameter_names = check_parameter_names(parameter_names, x0.shape[1])
         if self.simulator is None and x0.shape[1] != 10:
             raise ValueError(f"the built-in skew-normal simulator has 10 parameters, but `x0` has {x0.shape[1]}")
-        settings = (*self.step_size, self.steps, float(self.friction), self.perturbation)
+        settings = (*self.step_size, self.steps, self.friction, self.perturbation)
         if isinstance(self.simulator, CompiledSimulator):
             sim = self.simulator
             if x0.shape[1] != sim.dim:

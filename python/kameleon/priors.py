@@ -383,7 +383,10 @@ class StudentT(Marginal):
 
 def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
     """The (low, high) arrays of a sequence of (low, high) pairs, None for
-    an infinite end; ``ValueError`` naming ``bounds`` otherwise."""
+    an infinite end (a numpy array of shape (d, 2), or of pairs, counts as
+    such a sequence); ``ValueError`` naming ``bounds`` otherwise."""
+    if isinstance(bounds, np.ndarray):
+        bounds = list(bounds)
     if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) == 0:
         raise ValueError(f"`bounds` must be a non-empty list of (low, high) pairs, got {bounds!r}")
     low, high = [], []
@@ -392,6 +395,8 @@ def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
             f"`bounds[{j}]` must be a pair (low, high) of numbers with low < high "
             f"(None or ±inf for no bound), got {pair!r}"
         )
+        if isinstance(pair, np.ndarray) and pair.ndim == 1:
+            pair = pair.tolist()
         if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise ValueError(message)
         ends = []

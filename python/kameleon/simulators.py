@@ -49,7 +49,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from . import _core
-from ._sample import SimulationEstimator, _integer, _noisy_function
+from ._sample import SimulationEstimator, _address, _integer, _noisy_function
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
@@ -160,10 +160,9 @@ class CompiledSimulator:
     SIGNATURE: ClassVar[str] = "int64(CPointer(float64), int64, CPointer(float64), int64, CPointer(float64), int64)"
 
     def __post_init__(self) -> None:
-        _integer("address", self.address, 1)
-        _integer("dim", self.dim, 1)
-        _integer("n_summaries", self.n_summaries, 1)
-        _integer("n_noise", self.n_noise, 0)
+        object.__setattr__(self, "address", _address("CompiledSimulator", self.address))
+        for name, minimum in (("dim", 1), ("n_summaries", 1), ("n_noise", 0)):
+            object.__setattr__(self, name, _integer(name, getattr(self, name), minimum))
         if self.noise not in ("normal", "uniform"):
             raise ValueError(f"`noise` must be 'normal' or 'uniform', got {self.noise!r}")
 

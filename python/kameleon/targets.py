@@ -9,11 +9,28 @@ Python.
 from __future__ import annotations
 
 import json
+import math
 from typing import Sequence
 
 import numpy as np
 
 from ._core import BuiltinTarget
+
+
+def _plain(name: str, value):
+    """A target parameter as plain Python numbers for the JSON description:
+    numpy scalars (``np.int64(3)``, ``np.float32(0.1)``) and arrays become
+    ints, floats and lists; a NaN or infinite number is a ``ValueError``
+    naming the parameter (JSON has no such numbers)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(name, v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"invalid target parameter `{name}`: must be finite, got {value!r}")
+    return value
 
 
 class Target:
@@ -22,8 +39,8 @@ class Target:
     supports them (otherwise ``ValueError``)."""
 
     def __init__(self, kind: str, **params) -> None:
-        self._spec = {"kind": kind, **params}
-        self._inner = BuiltinTarget(json.dumps(self._spec))
+        self._spec = {"kind": kind, **{name: _plain(name, value) for name, value in params.items()}}
+        self._inner = BuiltinTarget(json.dumps(self._spec, allow_nan=False))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._spec.items() if k != "kind")
@@ -41,11 +58,19 @@ class Target:
 
     def log_density(self, x, seed: int = 0) -> float:
         """The log density at ``x`` (pseudo-marginal targets: an estimate drawn with ``seed``)."""
-        return self._inner.log_density(np.ascontiguousarray(x, dtype=np.float64), seed)
+        return self._inner.log_density(self._point(x), seed)
 
     def grad_log_density(self, x) -> np.ndarray:
         """The gradient of the log density at ``x``."""
-        return self._inner.grad_log_density(np.ascontiguousarray(x, dtype=np.float64))
+        return self._inner.grad_log_density(self._point(x))
+
+    def _point(self, x) -> np.ndarray:
+        """``x`` as a contiguous float64 vector; ``ValueError`` unless it is
+        one point of shape (dim,) (a scalar counts as shape (1,))."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.ndim > 1:
+            raise ValueError(f"x must be one point of shape ({self.dim},), got shape {x.shape}")
+        return x
 
     def sample_iid(self, n: int, seed: int = 0) -> np.ndarray:
         """``n`` exact independent draws, shape (n, dim)."""

@@ -186,7 +186,7 @@ def test_nan_summaries_are_rejections_and_the_chain_stays_out_of_them():
         (lambda: km.ABC(compiled(_shifted, 2, 2, 2), [0.0], 0.3, 5), "writes 2 summaries but `observed` has 1"),
         (lambda: km.ABC(MEAN_OF_DRAWS, [0.0], 0.3, 5, batched=True), "`batched` does not apply"),
         (lambda: compiled(_mean_of_draws, noise="gaussian"), "`noise` must be 'normal' or 'uniform'"),
-        (lambda: km.CompiledSimulator(0, 1, 1, 1), "`address` must be an integer >= 1"),
+        (lambda: km.CompiledSimulator(0, 1, 1, 1), "`address` must be a non-null integer address"),
         (lambda: compiled(_mean_of_draws, n_noise=-1), "`n_noise` must be an integer >= 0"),
         (lambda: km.SyntheticLikelihood(compiled(_shifted, 2, 2, 2), [0.0, 0.0], 4, unbiased=True),
          "at least 5"),

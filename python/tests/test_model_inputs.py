@@ -1,0 +1,262 @@
+"""Inputs a user's model brings to sample, sample_ensemble and HABC:
+parameter names, compiled functions, target parameters."""
+
+import numpy as np
+import pytest
+
+import kameleon as km
+
+
+def counting_gaussian():
+    """A standard normal log density that counts its calls."""
+    calls = []
+
+    def logp(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    return logp, calls
+
+
+@pytest.mark.parametrize(
+    "names, error, message",
+    [
+        (["a", "a"], ValueError, r"distinct, got \['a'\] more than once"),
+        (["chain", "b"], ValueError, r"cannot use \['chain'\]"),
+        (["a", "draw"], ValueError, r"cannot use \['draw'\]"),
+        (["a"], ValueError, "1 names for dimension 2"),
+        ([1, 2], TypeError, "must be strings, got 1"),
+        ("ab", TypeError, "single string 'ab'"),
+    ],
+)
+def test_bad_parameter_names_are_refused_before_any_sampling(names, error, message):
+    # repeated names or a sample dimension's name used to drop a variable
+    # from the output without a word (["a", "a"] gave one variable `a`,
+    # ["chain", "b"] only `b`), and a wrong count surfaced after the run
+    logp, calls = counting_gaussian()
+    with pytest.raises(error, match=message):
+        km.sample(logp, [0.0, 0.0], sampler=km.AM(), draws=20, tune=20, chains=2, seed=1, progress=False,
+                  parameter_names=names)
+    with pytest.raises(error, match=message):
+        km.sample_ensemble(logp, [0.0, 0.0], draws=5, tune=0, seed=1, progress=False, parameter_names=names)
+    assert calls == []
+    habc = km.HABC(lambda theta, rng: theta + rng.normal(size=2), [0.0, 0.0], n_simulations=3, steps=2)
+    with pytest.raises(error, match=message):
+        habc.sample([0.0, 0.0], draws=2, tune=0, chains=1, seed=1, progress=False, parameter_names=names)
+
+
+def test_the_keys_of_a_prior_dict_are_checked_as_names():
+    with pytest.raises(ValueError, match=r"cannot use \['chain'\]"):
+        km.sample(lambda x: 0.0, None, prior={"chain": km.priors.Normal(), "b": km.priors.Normal()},
+                  draws=5, tune=0, chains=1, progress=False)
+
+
+def test_resume_checks_the_names_against_the_checkpoint(tmp_path, quiet):
+    logp, _ = counting_gaussian()
+    path = tmp_path / "run.ckpt"
+    km.sample(logp, [0.0, 0.0], sampler=km.AM(), draws=10, tune=0, chains=1, seed=1, progress=False, checkpoint=path)
+    logp, calls = counting_gaussian()
+    with pytest.raises(ValueError, match="distinct"):
+        km.resume(path, logp, progress=False, parameter_names=["a", "a"])
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        (0, "non-null integer address, got 0"),
+        (-8, "non-null integer address, got -8"),
+        (2**64, "non-null integer address"),
+        (1.5e14, "non-null integer address, got 1"),
+        (None, "non-null integer address, got None"),
+        (True, "non-null integer address, got True"),
+    ],
+)
+def test_a_compiled_function_needs_a_valid_address(address, message):
+    # a null or negative address reached ctypes (the check of the jittered
+    # starts) and crashed the interpreter with a segmentation fault
+    with pytest.raises(ValueError, match=message):
+        km.Compiled(address, 2)
+
+
+def test_a_compiled_function_given_the_cfunc_itself_says_to_pass_its_address():
+    numba = pytest.importorskip("numba")
+
+    @numba.cfunc("float64(CPointer(float64), int64)")
+    def logp(x, d):
+        return -0.5 * x[0] * x[0]
+
+    with pytest.raises(ValueError, match=r"pass the function's `.address`, not the CFunc itself"):
+        km.Compiled(logp, 1)
+    with pytest.raises(ValueError, match=r"pass the function's `.address`"):
+        km.CompiledSimulator(logp, dim=1, n_summaries=1, n_noise=1)
+    compiled = km.Compiled(logp.address, np.int64(1), owner=logp)
+    assert type(compiled.dim) is int and compiled.dim == 1
+
+
+@pytest.mark.parametrize("dim", [0, -1, 2.0, True])
+def test_a_compiled_function_needs_an_integer_dimension(dim):
+    with pytest.raises(ValueError, match="`dim` must be an integer >= 1"):
+        km.Compiled(12345, dim)
+
+
+def test_a_compiled_function_in_a_subprocess_with_address_zero_is_an_error_not_a_crash():
+    # the crash took the whole interpreter down: run it where it cannot take pytest along
+    import subprocess
+    import sys
+
+    code = (
+        "import kameleon as km\n"
+        "try:\n"
+        "    km.sample(km.Compiled(0, 2), [0.0, 0.0], draws=5, tune=0, chains=2, progress=False)\n"
+        "except ValueError as err:\n"
+        "    print('ValueError', err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "ValueError" in out.stdout
+
+
+def test_built_in_targets_take_numpy_scalars_as_parameters():
+    # numpy scalars failed in json.dumps: "Object of type int64 is not JSON serializable"
+    from kameleon import targets
+
+    banana = targets.Banana(dim=np.int64(3), b=np.float32(0.25), v=np.int64(4))
+    assert banana.dim == 3
+    reference = targets.Banana(dim=3, b=float(np.float32(0.25)), v=4.0)
+    x = np.array([0.3, -0.2, 0.1])
+    assert banana.log_density(x) == reference.log_density(x)
+    assert targets.Flower(petals=np.int64(4), radius=np.float32(5.0)).dim == 2
+    assert targets.GridMixture(np.int64(2), [-1.0, 1.0], np.float32(0.5)).dim == 2
+    assert targets.CkamBimodal(code_weights=np.bool_(True)).dim == 2
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda t: t.Banana(b=float("nan")), "b"),
+        (lambda t: t.Ring(radius=float("inf")), "radius"),
+        (lambda t: t.Gaussian([0.0, float("nan")], np.eye(2)), "means"),
+        (lambda t: t.GridMixture(2, [0.0, 1.0], np.float64("nan")), "variance"),
+    ],
+)
+def test_a_non_finite_target_parameter_is_named(make, name):
+    # NaN used to reach the Rust side as a JSON token it cannot read:
+    # "invalid target description: expected value at line 1 column 35"
+    from kameleon import targets
+
+    with pytest.raises(ValueError, match=f"invalid target parameter `{name}`: must be finite"):
+        make(targets)
+
+
+def test_a_target_evaluated_at_several_points_says_it_takes_one():
+    # a (1, d) array gave "TypeError: dimensionality mismatch: from=2, to=1"
+    from kameleon import targets
+
+    banana = targets.Banana()
+    with pytest.raises(ValueError, match=r"one point of shape \(2,\), got shape \(1, 2\)"):
+        banana.log_density([[0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"one point of shape \(2,\), got shape \(3, 2\)"):
+        banana.grad_log_density(np.zeros((3, 2)))
+    assert banana.log_density([0, 0]) == banana.log_density(np.zeros(2))
+
+
+@pytest.mark.parametrize("friction", [np.float32(0.25), np.int64(0), np.float64(0.25), 0])
+def test_habc_takes_a_numpy_friction(friction):
+    # np.float32(0.25) and np.int64(0) were refused: "`friction` must be a
+    # finite number >= 0, got np.float32(0.25)"
+    habc = km.HABC(lambda theta, rng: theta + rng.normal(size=1), [0.0], friction=friction)
+    assert type(habc.friction) is float and habc.friction == float(friction)
+
+
+def test_habc_refuses_a_negative_or_boolean_friction():
+    for friction in (-0.5, np.float32(-1), True, float("nan")):
+        with pytest.raises(ValueError, match="`friction` must be a finite number >= 0"):
+            km.HABC(lambda theta, rng: theta, [0.0], friction=friction)
+
+
+def test_hmc_on_a_density_without_a_gradient_says_so_before_the_run():
+    # the run failed at its start with "chain 0: this target does not
+    # support gradient", which did not say why a given grad_log_density was not used
+    hmc = km.HMC(grad_log_density=lambda x: -x)
+    noisy = km.PseudoMarginal(lambda x, rng: -0.5 * float(x @ x))
+    abc = km.ABC(lambda theta, rng: theta + rng.normal(size=1), [0.0], 0.5, 5)
+    for density, name in ((noisy, "PseudoMarginal"), (abc, "ABC"), (km.Compiled(12345, 1), "Compiled")):
+        with pytest.raises(ValueError, match=f"HMC needs the gradient of the log density, which a {name} does not give"):
+            km.sample(density, [0.0], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
+
+
+def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
+    # np.array([[0, 1], [0, inf]]) was refused as "not a list of (low, high) pairs"
+    from kameleon.priors import JointPrior
+
+    as_array = JointPrior(None, np.array([[0.0, 1.0], [0.0, np.inf]]))
+    as_pairs = JointPrior(None, [np.array([0.0, 1.0]), np.array([0.0, np.inf])])
+    for joint in (as_array, as_pairs):
+        np.testing.assert_array_equal(joint.low, [0.0, 0.0])
+        np.testing.assert_array_equal(joint.high, [1.0, np.inf])
+    kwargs = dict(sampler=km.AM(), draws=30, tune=30, chains=2, seed=3, progress=False)
+    a = km.sample(lambda x: 0.0, [0.5, 1.0], bounds=np.array([[0.0, 1.0], [0.0, np.inf]]), **kwargs)
+    b = km.sample(lambda x: 0.0, [0.5, 1.0], bounds=[(0.0, 1.0), (0.0, None)], **kwargs)
+    np.testing.assert_array_equal(a.posterior["x"].values, b.posterior["x"].values)
+    for bad in (np.array([0.0, 1.0]), np.zeros((1, 3)), np.array([[1.0, 0.0]]), np.array([[np.nan, 1.0]])):
+        with pytest.raises(ValueError, match=r"bounds"):
+            JointPrior(None, bad)
+
+
+@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "dict {'mu': 0.5}"), ([[0.0, 1.0], [0.0]], "list"),
+                                       (["a", "b"], "list ['a', 'b']")])
+def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
+    # a dict (a PyMC-style point) gave "float() argument must be a string or
+    # a real number, not 'dict'", which does not say which argument
+    logp, calls = counting_gaussian()
+    with pytest.raises(TypeError, match=r"`x0` must be an array of numbers, shape \(d,\) or \(chains, d\), got "
+                       + shown.replace("[", r"\[").replace("]", r"\]")):
+        km.sample(logp, x0, draws=5, tune=0, chains=2, progress=False)
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        km.sample_ensemble(logp, x0, draws=5, tune=0, progress=False)
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        km.sample_ensemble(logp, x0, bounds=[(None, None)] * 2, draws=5, tune=0, progress=False)
+    assert calls == []
+    with pytest.raises(TypeError, match="`x0` must be real"):
+        km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
+
+
+def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path, quiet):
+    # extend lengthened the checkpoint before checking the density against
+    # it: after a call refused for a wrong target, the next extend(draws=10)
+    # ran 20 more draws; a Compiled function of the wrong dim was not refused at all
+    from kameleon import targets
+
+    path = tmp_path / "run.ckpt"
+    kwargs = dict(sampler=km.AM(), tune=10, chains=2, seed=1, progress=False)
+    km.sample(targets.Banana(), [0.0, 0.0], draws=30, checkpoint=path, **kwargs)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the target has dimension 3"):
+        km.extend(path, targets.Banana(dim=3), draws=10, progress=False)
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function has dimension 5"):
+        km.extend(path, km.Compiled(12345, 5), draws=10, progress=False)
+    with pytest.raises(ValueError, match="distinct"):
+        km.extend(path, targets.Banana(), draws=10, progress=False, parameter_names=["a", "a"])
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function"):
+        km.resume(path, km.Compiled(12345, 5), progress=False)
+    assert path.read_bytes() == before
+    extended = km.extend(path, targets.Banana(), draws=10, progress=False)
+    longer = km.sample(targets.Banana(), [0.0, 0.0], draws=40, **kwargs)
+    np.testing.assert_array_equal(extended.posterior["x"].values, longer.posterior["x"].values)
+
+
+def test_resume_ensemble_checks_a_targets_dimension(tmp_path):
+    from kameleon import targets
+
+    path = tmp_path / "ensemble.ckpt"
+    km.sample_ensemble(targets.Banana(), [0.0, 0.0], draws=5, tune=0, seed=1, progress=False, checkpoint=path)
+    with pytest.raises(ValueError, match="the checkpointed run has dimension 2 but the compiled function has dimension 3"):
+        km.resume_ensemble(path, km.Compiled(12345, 3), progress=False)
+
+
+@pytest.mark.parametrize("value", [lambda X: -0.5 * float((X**2).sum()), lambda X: None, lambda X: "a"])
+def test_a_vectorized_density_returning_no_array_names_what_it_must_return(value):
+    # a scalar failed in the start checks with "'float' object is not subscriptable"
+    with pytest.raises(TypeError, match=r"must return 1 floats \(an array of shape \(1,\)\) for an array of 1 points"):
+        km.sample(value, [0.0, 0.0], vectorize=True, draws=5, tune=5, chains=2, progress=False)
