@@ -305,7 +305,8 @@ impl GaussianMixture {
     /// normal-CDF differences (the bin masses of the binned KL metric).
     /// Needs `Σ_k[i, j] = 0` in every component
     /// (true of all cKAM targets) and errors with
-    /// [`TargetError::Unsupported`] otherwise.
+    /// [`TargetError::Unsupported`] otherwise. Each interval needs
+    /// `lo ≤ hi` (infinite ends allowed, NaN not).
     pub fn pair_box_probability(
         &self,
         i: usize,
@@ -317,6 +318,15 @@ impl GaussianMixture {
         self.check_coordinate(j)?;
         if i == j {
             return Err(invalid("j", "a pair marginal needs two coordinates".into()));
+        }
+        for (name, (lo, hi)) in [("s", s), ("t", t)] {
+            // also false for a NaN end
+            if !(lo <= hi) {
+                return Err(invalid(
+                    name,
+                    format!("the interval [{lo}, {hi}] needs lo ≤ hi (and no NaN)"),
+                ));
+            }
         }
         let k_max = self.num_components();
         if (0..k_max).any(|k| self.covariance_entry(k, i, j) != 0.0) {
@@ -494,6 +504,26 @@ mod tests {
         assert_gradient_matches_finite_differences, assert_within_mc_error, draw_iid, midpoint_2d,
         rng,
     };
+
+    /// A reversed or NaN interval is an error, not a negative or NaN
+    /// probability; an empty interval `[a, a]` has probability 0.
+    #[test]
+    fn pair_box_probability_refuses_reversed_intervals() {
+        let mixture = GaussianMixture::ckam_bimodal(false);
+        let whole = (f64::NEG_INFINITY, f64::INFINITY);
+        for bad in [(1.0, -1.0), (f64::NAN, 1.0), (0.0, f64::NAN)] {
+            assert!(mixture.pair_box_probability(0, 1, bad, whole).is_err());
+            assert!(mixture.pair_box_probability(0, 1, whole, bad).is_err());
+        }
+        assert_eq!(
+            mixture
+                .pair_box_probability(0, 1, (2.0, 2.0), whole)
+                .unwrap(),
+            0.0
+        );
+        let all = mixture.pair_box_probability(0, 1, whole, whole).unwrap();
+        assert!((all - 1.0).abs() < 1e-15);
+    }
 
     /// A 3-d mixture with correlated covariances, for checks that diagonal
     /// covariances would not exercise.
