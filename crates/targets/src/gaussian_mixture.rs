@@ -146,6 +146,22 @@ impl GaussianMixture {
             let l = llt.L();
             let precision = llt.inverse();
             let log_det = 2.0 * (0..dim).map(|i| l[(i, i)].ln()).sum::<f64>();
+            // a factorable but (sub)normal-tiny or huge covariance can have
+            // an inverse or a log-determinant that is not finite: its log
+            // density would be NaN
+            if !log_det.is_finite()
+                || precision
+                    .col_iter()
+                    .any(|col| col.iter().any(|p| !p.is_finite()))
+            {
+                return Err(invalid(
+                    "covariances",
+                    format!(
+                        "component {c} has a log-determinant or an inverse that is not finite \
+                         (its scale is beyond what f64 holds: rescale the problem)"
+                    ),
+                ));
+            }
             running += mixture.weights[c];
             mixture.cumulative_weights.push(running);
             mixture
@@ -504,6 +520,20 @@ mod tests {
         assert_gradient_matches_finite_differences, assert_within_mc_error, draw_iid, midpoint_2d,
         rng,
     };
+
+    /// A covariance that factors but whose inverse overflows (variance
+    /// 1e-320) is refused: its log density at the mean was NaN.
+    #[test]
+    fn covariances_without_a_finite_inverse_are_refused() {
+        for variance in [1e-320, 1e-310] {
+            let result = GaussianMixture::isotropic(&[1.0], &[vec![0.0, 0.0]], &[variance]);
+            assert!(result.is_err(), "variance {variance} accepted");
+        }
+        let tiny = GaussianMixture::isotropic(&[1.0], &[vec![0.0]], &[1e-300]).unwrap();
+        let expected = -0.5 * (LN_2PI + 1e-300f64.ln());
+        let value = tiny.log_density(&[0.0], &mut rng(1));
+        assert!((value - expected).abs() < 1e-12 * expected.abs());
+    }
 
     /// A reversed or NaN interval is an error, not a negative or NaN
     /// probability; an empty interval `[a, a]` has probability 0.
