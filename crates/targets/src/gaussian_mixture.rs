@@ -336,8 +336,7 @@ impl GaussianMixture {
             return Err(invalid("j", "a pair marginal needs two coordinates".into()));
         }
         for (name, (lo, hi)) in [("s", s), ("t", t)] {
-            // also false for a NaN end
-            if !(lo <= hi) {
+            if lo.is_nan() || hi.is_nan() || lo > hi {
                 return Err(invalid(
                     name,
                     format!("the interval [{lo}, {hi}] needs lo ≤ hi (and no NaN)"),
