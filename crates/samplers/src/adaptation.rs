@@ -553,7 +553,8 @@ impl History {
     /// Draws `m = out.len() / dim` distinct points uniformly without
     /// replacement (a uniformly random m-subset in uniformly random order)
     /// into `out`, by a partial Fisher–Yates shuffle of the index permutation:
-    /// O(m d), no allocation. Errors if m exceeds the history length.
+    /// O(m d), no allocation. Errors if m exceeds the history length, or if
+    /// the points have dimension 0.
     ///
     /// The indices are `rng.random_range(i..n)` for i = 0, 1, …, m − 1, and
     /// `rng` is left as those draws leave it, for the generators of
@@ -561,11 +562,16 @@ impl History {
     /// words are drawn from `rng` in blocks ahead of the draws.
     pub fn subsample_into(&mut self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<()> {
         ensure(
-            out.len().is_multiple_of(self.dim.max(1)),
+            self.dim >= 1,
+            "dim",
+            "a history of points of dimension 0 has no subsamples",
+        )?;
+        ensure(
+            out.len().is_multiple_of(self.dim),
             "out",
             "length must be a multiple of the dimension",
         )?;
-        let m = out.len() / self.dim.max(1);
+        let m = out.len() / self.dim;
         let n = self.len();
         ensure(
             m <= n,
@@ -1005,6 +1011,22 @@ mod tests {
 
     /// The points start a cache line through every growth, clone, take and
     /// serde round trip, and serialise exactly as a plain vector would.
+    /// A history of 0-dimensional points (which `History::new(0)` allows)
+    /// has no subsamples: an error, not a panic of the gather.
+    #[test]
+    fn subsampling_points_of_dimension_zero_is_an_error() {
+        let mut h = History::new(0);
+        h.push(&[]);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        for len in [0, 1] {
+            let mut out = vec![0.0; len];
+            assert!(matches!(
+                h.subsample_into(&mut rng, &mut out),
+                Err(crate::SamplerError::InvalidParameter { name: "dim", .. })
+            ));
+        }
+    }
+
     #[test]
     fn history_points_stay_aligned_and_serialise_plainly() {
         #[derive(Serialize)]

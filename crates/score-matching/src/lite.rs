@@ -213,12 +213,30 @@ struct Totals {
     weighted_exponents: [f64; LANES],
 }
 
+/// Checks a lite bandwidth σ: finite and positive, and such that the
+/// Gaussian kernel of length-scale `√(σ/2)` exists (see
+/// [`LiteEstimator::kernel`]), which holds for σ within about
+/// 1e-154 … 1e154.
+fn check_sigma(sigma: f64) -> Result<f64, ScoreMatchingError> {
+    let sigma = positive("sigma", sigma)?;
+    match Gaussian::from_lite_sigma(sigma) {
+        Ok(_) => Ok(sigma),
+        Err(_) => Err(ScoreMatchingError::InvalidParameter {
+            name: "sigma",
+            value: sigma,
+            reason: "must give a length-scale √(σ/2) that the Gaussian kernel accepts \
+                     (σ within about 1e-154 … 1e154)",
+        }),
+    }
+}
+
 impl LiteEstimator {
-    /// An unfitted estimator with lite bandwidth `σ > 0` and ridge `λ > 0`,
+    /// An unfitted estimator with lite bandwidth `σ > 0` (within about
+    /// 1e-154 … 1e154, see [`LiteEstimator::kernel`]) and ridge `λ > 0`,
     /// regularised with `λI`.
     pub fn new(sigma: f64, lambda: f64) -> Result<Self, ScoreMatchingError> {
         Ok(Self {
-            sigma: positive("sigma", sigma)?,
+            sigma: check_sigma(sigma)?,
             lambda: positive("lambda", lambda)?,
             regulariser: LiteRegulariser::Identity,
             base: BaseMeasure::Flat,
@@ -249,11 +267,12 @@ impl LiteEstimator {
         self.base
     }
 
-    /// Sets the lite bandwidth σ > 0 for the next fit. The fitted α
+    /// Sets the lite bandwidth σ > 0 (checked as in [`LiteEstimator::new`])
+    /// for the next fit; a refused σ leaves the current one. The fitted α
     /// belong to the σ they were fitted with: refit (or set the old σ back)
     /// before evaluating the model again.
     pub fn set_sigma(&mut self, sigma: f64) -> Result<(), ScoreMatchingError> {
-        self.sigma = positive("sigma", sigma)?;
+        self.sigma = check_sigma(sigma)?;
         Ok(())
     }
 

@@ -126,6 +126,17 @@ impl Flower {
         let integral_z = TAU * sum_z / nodes as f64;
         let log_normaliser =
             (sigma * sigma * TAU.sqrt() * integral_z).ln() + 0.5 * (dim - 2) as f64 * LN_2PI;
+        if !log_normaliser.is_finite() {
+            // σ² or the radial integral under- or overflows: the log density
+            // would be NaN or −∞ everywhere
+            return Err(TargetError::InvalidParameter {
+                name: "sigma",
+                reason: format!(
+                    "the flower's normaliser is not finite for radius {radius}, amplitude \
+                     {amplitude} and sigma {sigma} (rescale the problem)"
+                ),
+            });
+        }
         Ok(Self {
             dim,
             radius,
@@ -469,6 +480,25 @@ mod tests {
         assert_gradient_matches_finite_differences, assert_within_mc_error, draw_iid, midpoint_2d,
         rng,
     };
+
+    /// A σ whose normaliser under- or overflows is refused: the flower was
+    /// built, and its log density was NaN (σ = 1e-200) or −∞ (σ = 1e200)
+    /// everywhere.
+    #[test]
+    fn sigma_with_a_non_finite_normaliser_is_refused() {
+        for sigma in [1e-200, 1e200] {
+            assert!(
+                Flower::new(2, 10.0, 6.0, 6, sigma).is_err(),
+                "sigma {sigma} accepted"
+            );
+        }
+        let flower = Flower::new(2, 10.0, 6.0, 6, 1e-3).unwrap();
+        assert!(
+            flower
+                .log_density(&[10.0 + 6.0, 0.0], &mut rng(1))
+                .is_finite()
+        );
+    }
 
     /// Cartesian midpoint quadrature over the box `±(r₀ + |A| + 10σ)`: the
     /// neglected tail is < e⁻⁵⁰. The integrand is smooth except at the

@@ -146,6 +146,22 @@ impl GaussianMixture {
             let l = llt.L();
             let precision = llt.inverse();
             let log_det = 2.0 * (0..dim).map(|i| l[(i, i)].ln()).sum::<f64>();
+            // a factorable but (sub)normal-tiny or huge covariance can have
+            // an inverse or a log-determinant that is not finite: its log
+            // density would be NaN
+            if !log_det.is_finite()
+                || precision
+                    .col_iter()
+                    .any(|col| col.iter().any(|p| !p.is_finite()))
+            {
+                return Err(invalid(
+                    "covariances",
+                    format!(
+                        "component {c} has a log-determinant or an inverse that is not finite \
+                         (its scale is beyond what f64 holds: rescale the problem)"
+                    ),
+                ));
+            }
             running += mixture.weights[c];
             mixture.cumulative_weights.push(running);
             mixture
@@ -305,7 +321,8 @@ impl GaussianMixture {
     /// normal-CDF differences (the bin masses of the binned KL metric).
     /// Needs `Σ_k[i, j] = 0` in every component
     /// (true of all cKAM targets) and errors with
-    /// [`TargetError::Unsupported`] otherwise.
+    /// [`TargetError::Unsupported`] otherwise. Each interval needs
+    /// `lo ≤ hi` (infinite ends allowed, NaN not).
     pub fn pair_box_probability(
         &self,
         i: usize,
@@ -317,6 +334,14 @@ impl GaussianMixture {
         self.check_coordinate(j)?;
         if i == j {
             return Err(invalid("j", "a pair marginal needs two coordinates".into()));
+        }
+        for (name, (lo, hi)) in [("s", s), ("t", t)] {
+            if lo.is_nan() || hi.is_nan() || lo > hi {
+                return Err(invalid(
+                    name,
+                    format!("the interval [{lo}, {hi}] needs lo ≤ hi (and no NaN)"),
+                ));
+            }
         }
         let k_max = self.num_components();
         if (0..k_max).any(|k| self.covariance_entry(k, i, j) != 0.0) {
@@ -494,6 +519,40 @@ mod tests {
         assert_gradient_matches_finite_differences, assert_within_mc_error, draw_iid, midpoint_2d,
         rng,
     };
+
+    /// A covariance that factors but whose inverse overflows (variance
+    /// 1e-320) is refused: its log density at the mean was NaN.
+    #[test]
+    fn covariances_without_a_finite_inverse_are_refused() {
+        for variance in [1e-320, 1e-310] {
+            let result = GaussianMixture::isotropic(&[1.0], &[vec![0.0, 0.0]], &[variance]);
+            assert!(result.is_err(), "variance {variance} accepted");
+        }
+        let tiny = GaussianMixture::isotropic(&[1.0], &[vec![0.0]], &[1e-300]).unwrap();
+        let expected = -0.5 * (LN_2PI + 1e-300f64.ln());
+        let value = tiny.log_density(&[0.0], &mut rng(1));
+        assert!((value - expected).abs() < 1e-12 * expected.abs());
+    }
+
+    /// A reversed or NaN interval is an error, not a negative or NaN
+    /// probability; an empty interval `[a, a]` has probability 0.
+    #[test]
+    fn pair_box_probability_refuses_reversed_intervals() {
+        let mixture = GaussianMixture::ckam_bimodal(false);
+        let whole = (f64::NEG_INFINITY, f64::INFINITY);
+        for bad in [(1.0, -1.0), (f64::NAN, 1.0), (0.0, f64::NAN)] {
+            assert!(mixture.pair_box_probability(0, 1, bad, whole).is_err());
+            assert!(mixture.pair_box_probability(0, 1, whole, bad).is_err());
+        }
+        assert_eq!(
+            mixture
+                .pair_box_probability(0, 1, (2.0, 2.0), whole)
+                .unwrap(),
+            0.0
+        );
+        let all = mixture.pair_box_probability(0, 1, whole, whole).unwrap();
+        assert!((all - 1.0).abs() < 1e-15);
+    }
 
     /// A 3-d mixture with correlated covariances, for checks that diagonal
     /// covariances would not exercise.

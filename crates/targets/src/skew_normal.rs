@@ -45,8 +45,23 @@ impl SkewNormal {
                 reason: "must be non-empty and finite".into(),
             });
         }
-        let norm = (1.0 + alpha.iter().map(|a| a * a).sum::<f64>()).sqrt();
-        let delta: Vec<f64> = alpha.iter().map(|a| a / norm).collect();
+        let squared_norm = alpha.iter().map(|a| a * a).sum::<f64>();
+        let (norm, delta): (f64, Vec<f64>) = if squared_norm.is_finite() {
+            let norm = (1.0 + squared_norm).sqrt();
+            (norm, alpha.iter().map(|a| a / norm).collect())
+        } else {
+            // αᵀα overflows (|α| beyond about 1e154): scale by the largest
+            // |αᵢ| first, so that δ = α/√(1 + αᵀα) is the unit vector it
+            // is to within rounding, not 0
+            let largest = alpha.iter().fold(0.0, |m: f64, a| m.max(a.abs()));
+            let scaled = ((1.0 / largest).powi(2)
+                + alpha.iter().map(|a| (a / largest).powi(2)).sum::<f64>())
+            .sqrt();
+            (
+                largest * scaled,
+                alpha.iter().map(|a| a / largest / scaled).collect(),
+            )
+        };
         // 1 − δᵀδ = 1/(1 + αᵀα), computed without cancellation.
         let beta = 1.0 / (1.0 + 1.0 / norm);
         Ok(Self {
@@ -125,6 +140,28 @@ mod tests {
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use std::f64::consts::PI;
+
+    /// A shape whose αᵀα overflows still gives δ = α/√(1 + αᵀα), the
+    /// unit vector along α to within rounding (it gave δ = 0, a normal
+    /// instead of a half-normal), and β = 1/(1 + √(1 − δᵀδ)) = 1.
+    #[test]
+    fn delta_of_a_huge_shape_is_the_unit_vector() {
+        let one = SkewNormal::new(vec![1e300]).unwrap();
+        assert_eq!(one.delta(), &[1.0]);
+        let two = SkewNormal::new(vec![1e200, -1e200, 0.0]).unwrap();
+        let half = std::f64::consts::FRAC_1_SQRT_2;
+        for (d, expected) in two.delta().iter().zip([half, -half, 0.0]) {
+            assert!((d - expected).abs() < 1e-15, "{d} against {expected}");
+        }
+        assert_eq!((one.beta, two.beta), (1.0, 1.0));
+        // the draws are then θ + δ|z₀| + w with w ⟂ δ: the half-normal along δ
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut y = [0.0];
+        for _ in 0..100 {
+            one.sample(&[0.0], &mut rng, &mut y);
+            assert!(y[0] >= 0.0);
+        }
+    }
 
     #[test]
     fn delta_and_beta_give_the_intended_covariance_factor() {

@@ -409,3 +409,33 @@ fn student_base_measure_derivatives_match_finite_differences() {
         );
     }
 }
+
+/// Every σ the estimator accepts has a kernel: `kernel()` must not panic.
+/// A σ whose length-scale `√(σ/2)` the Gaussian kernel refuses (its fourth
+/// power under- or overflows) is refused by `new` and `set_sigma` instead.
+#[test]
+fn sigma_without_a_gaussian_kernel_is_refused() {
+    for sigma in [1e-300, 1e-160, 1e160, 1e300] {
+        assert!(
+            Gaussian::from_lite_sigma(sigma).is_err(),
+            "the kernels crate refuses σ = {sigma}"
+        );
+        assert!(
+            matches!(
+                LiteEstimator::new(sigma, 1.0),
+                Err(ScoreMatchingError::InvalidParameter { name: "sigma", .. })
+            ),
+            "σ = {sigma} accepted by new"
+        );
+        let mut model = LiteEstimator::new(1.0, 1.0).unwrap();
+        assert!(
+            model.set_sigma(sigma).is_err(),
+            "σ = {sigma} accepted by set_sigma"
+        );
+        assert_eq!(model.sigma(), 1.0, "a refused σ leaves the old one");
+    }
+    for sigma in [1e-150, 1e-3, 2.0, 1e150] {
+        let model = LiteEstimator::new(sigma, 1.0).unwrap();
+        assert_eq!(model.kernel(), Gaussian::from_lite_sigma(sigma).unwrap());
+    }
+}
