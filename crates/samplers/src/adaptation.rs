@@ -1009,8 +1009,6 @@ mod tests {
         (h.points().as_ptr() as usize).is_multiple_of(64)
     }
 
-    /// The points start a cache line through every growth, clone, take and
-    /// serde round trip, and serialise exactly as a plain vector would.
     /// A history of 0-dimensional points (which `History::new(0)` allows)
     /// has no subsamples: an error, not a panic of the gather.
     #[test]
@@ -1027,6 +1025,8 @@ mod tests {
         }
     }
 
+    /// The points start a cache line through every growth, clone, take and
+    /// serde round trip, and serialise exactly as a plain vector would.
     #[test]
     fn history_points_stay_aligned_and_serialise_plainly() {
         #[derive(Serialize)]
