@@ -167,6 +167,10 @@ impl Matern {
         let nu = self.nu;
         let q = 2.0 * nu / (self.length_scale * self.length_scale);
         let u = (q * s).sqrt();
+        if u == f64::INFINITY {
+            // K_ν(u) = 0 and uⁿ = ∞ would give ∞ · 0
+            return (0.0, -0.0, 0.0);
+        }
         if u <= tiny_u {
             if s == 0.0 || nu <= 2.0 {
                 // for ν ≤ 2, tiny_u < 1e-130: the u → 0 limits are exact
@@ -218,6 +222,11 @@ impl Matern {
         let r = s.sqrt();
         let cr = c * r;
         let e = (-cr).exp();
+        if e == 0.0 {
+            // every term is a polynomial in cr times e, and would be 0 or,
+            // where the polynomial or r·s overflows, NaN (∞ · 0)
+            return (0.0, -0.0, 0.0);
+        }
         match self.form {
             // f = e^{−cr}: a = −c e/r, b = c e (1 + cr)/r³.
             Form::Half => (e, -c * e / r, c * e * (1.0 + cr) / (r * s)),
@@ -319,6 +328,7 @@ impl SpectralDensity for Matern {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Kernel;
 
     /// The asymptotic expansion against puruspe where both are valid, for
     /// half-integer orders (where it terminates: exact) and others.
@@ -346,5 +356,38 @@ mod tests {
             assert!(Matern::from_kamh_rho(bad, 1.0).is_err());
         }
         assert!(Matern::new(1e-3, 1e-3).is_ok());
+    }
+
+    /// Far apart, where e^{−cr} (or K_ν) underflows to 0 and the
+    /// polynomial factors or the squared distance overflow, the kernel, its
+    /// gradient and its Hessian's diagonal are 0, as every other radial
+    /// kernel's are (they were NaN: ∞ · 0). Nearer, where e^{−cr} > 0, they
+    /// are what the closed forms and the Bessel terms give, so the values at
+    /// r = 10³ must be positive and finite.
+    #[test]
+    fn far_apart_the_kernel_and_its_derivatives_are_zero() {
+        let kernels = [
+            Matern::new(0.5, 1.0).unwrap(),
+            Matern::new(1.5, 1.0).unwrap(),
+            Matern::new(2.5, 1.0).unwrap(),
+            Matern::new(1.7, 1.0).unwrap(),
+            Matern::with_bessel(2.5, 1.0).unwrap(),
+            Matern::new(4.0, 1.0).unwrap(),
+        ];
+        let x = [0.0, 0.0];
+        for kernel in &kernels {
+            let near = kernel.eval(&x, &[1e2, 0.0]);
+            assert!(near > 0.0 && near.is_finite(), "{kernel:?} at 100: {near}");
+            for r in [1e154, 2e154, 1e155, 1e200, 1e300, f64::MAX] {
+                let y = [r, -r];
+                let mut gradient = [f64::NAN; 2];
+                let mut curvature = [f64::NAN; 2];
+                assert_eq!(kernel.eval(&x, &y), 0.0, "{kernel:?} at r = {r}");
+                assert_eq!(kernel.grad_x(&x, &y, &mut gradient), 0.0);
+                assert_eq!(kernel.hessian_diag_x(&x, &y, &mut curvature), 0.0);
+                assert_eq!(gradient, [0.0, 0.0], "{kernel:?} at r = {r}");
+                assert_eq!(curvature, [0.0, 0.0], "{kernel:?} at r = {r}");
+            }
+        }
     }
 }
