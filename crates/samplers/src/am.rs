@@ -563,6 +563,10 @@ impl AdaptiveMetropolis {
 }
 
 impl Proposal for AdaptiveMetropolis {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         if adapts {

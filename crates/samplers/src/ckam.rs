@@ -767,6 +767,10 @@ impl<K: Kernel> Ckam<K> {
 }
 
 impl<K: Kernel> Proposal for Ckam<K> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         check_dim(self.dim, x.len())

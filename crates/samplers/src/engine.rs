@@ -144,6 +144,14 @@ pub trait Proposal: Send {
         let _ = adapt_until;
     }
 
+    /// The dimension of the states the proposal was built for, if it has
+    /// one (every sampler of this crate does). [`crate::Whitened`] checks
+    /// the proposal it wraps against its own dimension with it. Default
+    /// `None`: not known until [`Proposal::initialise`] sees the target.
+    fn state_dim(&self) -> Option<usize> {
+        None
+    }
+
     /// Called once when a chain starts at `x` (a point of finite log density):
     /// build caches, check the target offers what the proposal needs.
     /// `adapts` says whether the chain's first step adapts: if not, the

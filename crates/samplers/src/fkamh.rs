@@ -571,6 +571,10 @@ impl ColumnGroup<'_> {
 }
 
 impl<F: FeatureMap> Proposal for FKamh<F> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         jacobian_into(&self.features, x, &mut self.jacobian);

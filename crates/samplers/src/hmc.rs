@@ -203,6 +203,10 @@ impl Hmc {
 }
 
 impl Proposal for Hmc {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         let mut g = vec![0.0; self.dim];

@@ -759,6 +759,10 @@ impl<K: LengthScale> Kamh<K> {
 }
 
 impl<K: LengthScale> Proposal for Kamh<K> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.adaptation.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.adaptation.dim, target.dim())?;
         self.current_valid = false;

@@ -928,6 +928,10 @@ impl<S: KmcSurrogate> Kmc<S> {
 }
 
 impl<S: KmcSurrogate> Proposal for Kmc<S> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         self.walk.initialise(target, x, adapts)?;

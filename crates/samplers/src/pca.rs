@@ -235,6 +235,10 @@ impl PrincipalComponents {
 }
 
 impl Proposal for PrincipalComponents {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         if adapts {

@@ -349,6 +349,10 @@ fn double_centre(mut k: MatMut<'_, f64>) {
 }
 
 impl<K: LengthScale> Proposal for PcaKameleon<K> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.adaptation.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.adaptation.dim, target.dim())?;
         self.current_valid = false;

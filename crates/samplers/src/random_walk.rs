@@ -75,6 +75,10 @@ impl RandomWalk {
 }
 
 impl Proposal for RandomWalk {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
         crate::error::check_dim(self.dim, target.dim())
     }

@@ -545,8 +545,13 @@ pub struct Whitened<P> {
 impl<P: Proposal> Whitened<P> {
     /// `inner` (a proposal in dimension `dim`, to run in whitened
     /// coordinates) after a pilot, with the settings `config` (checked).
+    /// Errors if `inner` was built for another dimension
+    /// ([`Proposal::state_dim`]).
     pub fn new(inner: P, dim: usize, config: WhiteningConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
+        if let Some(inner_dim) = inner.state_dim() {
+            check_dim(dim, inner_dim)?;
+        }
         ensure_room("the whitening's d × d matrices", &[&[8, dim, dim]])?;
         config.validate()?;
         let mut pilot = Pilot::new(dim)?;
@@ -717,6 +722,10 @@ impl Target for WhitenedTarget<'_> {
 }
 
 impl<P: Proposal> Proposal for Whitened<P> {
+    fn state_dim(&self) -> Option<usize> {
+        Some(self.dim)
+    }
+
     fn plan_adaptation(&mut self, adapt_until: Option<u64>) {
         self.adapt_until = adapt_until;
         if self.config.enabled {
@@ -794,7 +803,8 @@ impl<P: Proposal> Proposal for Whitened<P> {
                 .initialise(&view, &self.current, self.inner_adapts)
                 .is_err()
             {
-                // Unreachable for the samplers here (the dimension matches);
+                // Unreachable for a wrapped proposal of this dimension
+                // (checked by `new`) on a target that offers what it needs;
                 // a NaN correction rejects the step rather than panicking.
                 return f64::NAN;
             }

@@ -561,3 +561,25 @@ fn the_rewhitening_fraction_must_follow_the_pilots() {
         );
     }
 }
+
+/// A wrapped proposal built for another dimension is refused when the
+/// wrapper is made: before, it failed to start only once the pilot ended,
+/// and the wrapper then rejected every later step without a word.
+#[test]
+fn a_wrapped_proposal_of_another_dimension_is_refused() {
+    for (inner_dim, dim) in [(2, 3), (3, 2)] {
+        let inner = RandomWalk::new(inner_dim, RandomWalkConfig::default()).unwrap();
+        assert_eq!(inner.state_dim(), Some(inner_dim));
+        let result = Whitened::new(inner, dim, WhiteningConfig::default());
+        assert!(
+            matches!(
+                result,
+                Err(kameleon_samplers::SamplerError::DimensionMismatch { expected, got })
+                    if expected == dim && got == inner_dim
+            ),
+            "inner {inner_dim}, wrapper {dim}"
+        );
+    }
+    let kamh = Whitened::new(unit_scale_kamh(3), 3, WhiteningConfig::default()).unwrap();
+    assert_eq!(kamh.state_dim(), Some(3));
+}
