@@ -95,6 +95,24 @@ def _checkpoint_every(value) -> float:
     return seconds
 
 
+def _checkpoint_path(checkpoint) -> str | None:
+    """``checkpoint`` as a path (None stays None), checked before the run
+    costs anything: its folder must exist and be writable, and the path must
+    not be a folder; else the ``OSError`` that saving would raise only at
+    the first save (after ``checkpoint_every`` seconds, or at the end)."""
+    if checkpoint is None:
+        return None
+    path = os.fspath(checkpoint)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"the folder of `checkpoint` {path!r} does not exist: create it first")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"`checkpoint` {path!r} is a folder: name a file in it")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"the folder of `checkpoint` {path!r} is not writable")
+    return path
+
+
 def _seed(seed) -> int:
     """The run's seed as an ``int`` in [0, 2**64): ``seed`` checked, or 64
     bits of OS entropy if None."""
@@ -801,7 +819,8 @@ def sample(
     (drawn from OS entropy and recorded if None), so the result does not
     depend on ``cores``. With ``checkpoint`` the whole run is saved there
     every ``checkpoint_every`` seconds (``math.inf``: only then) and at the
-    end or on Ctrl-C;
+    end or on Ctrl-C (a folder that does not exist or cannot be written is
+    an ``OSError`` before the run);
     :func:`resume` continues it. Ctrl-C returns the draws so far with a
     warning. Returns ArviZ data with ``posterior`` and ``sample_stats``.
 
@@ -948,6 +967,7 @@ def sample(
     seed = _seed(seed)
     # checked before the starting points cost any evaluation
     rules = _StopRules(target_ess, target_rhat, max_seconds, max_evaluations, chains)
+    path = _checkpoint_path(checkpoint)
     is_hmc = isinstance(sampler, HMC)
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -985,7 +1005,6 @@ def sample(
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
-    path = None if checkpoint is None else os.fspath(checkpoint)
     with contextlib.ExitStack() as cleanup:
         if rules.converging and path is None:
             # the rounds continue the run from a checkpoint of their own

@@ -370,3 +370,22 @@ def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path):
         km.resume(bad, lambda x: 0.0)
     with pytest.raises(OSError, match="missing.ckpt"):
         km.resume(tmp_path / "missing.ckpt", lambda x: 0.0)
+
+
+def test_a_checkpoint_that_cannot_be_saved_is_refused_before_the_run(tmp_path):
+    # it used to fail only at the first save (after `checkpoint_every`
+    # seconds, or at the end of the run), losing the draws made so far
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    missing = tmp_path / "no-such-folder" / "run.ckpt"
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        km.sample(counted, np.zeros(2), draws=10, tune=10, chains=2, progress=False, checkpoint=missing)
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        km.sample_ensemble(counted, np.zeros(2), draws=10, tune=10, progress=False, checkpoint=missing)
+    with pytest.raises(IsADirectoryError, match="a folder"):
+        km.sample(counted, np.zeros(2), draws=10, tune=10, chains=2, progress=False, checkpoint=tmp_path)
+    assert calls == []
