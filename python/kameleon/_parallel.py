@@ -94,13 +94,28 @@ _densities: dict[str, tuple[Callable, Callable | None]] = {}
 _KEPT_DENSITIES = 4
 
 
-def _init_worker(queue, stop) -> None:
+def _init_worker(queue, stop, parent_alive) -> None:
     """Runs in each worker of a pool started here: Ctrl-C in a terminal
     reaches the whole process group, but only the parent decides (it sets
-    the stop event), so the workers ignore SIGINT."""
+    the stop event), so the workers ignore SIGINT. ``parent_alive`` is the
+    reading end of a pipe whose only writing end the parent holds: it
+    reaches its end when the parent dies, however it dies (a SIGKILL runs
+    no clean-up), and the worker then exits instead of finishing its chain
+    and waiting for tasks for ever."""
     global _channel
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _channel = (queue, stop)
+    threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
+
+
+def _exit_with_parent(parent_alive) -> None:
+    """Waits for the end of ``parent_alive`` (nothing is ever sent), then
+    ends this worker at once."""
+    try:
+        parent_alive.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -200,8 +215,11 @@ class _Pool:
         self.workers = workers
         self.queue = context.Queue()
         self.stop = context.Event()
+        # the workers are started by the forkserver (or spawned), so the
+        # writing end stays in this process only
+        parent_alive, self.alive = context.Pipe(duplex=False)
         self.executor = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop)
+            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop, parent_alive)
         )
 
     @classmethod
@@ -217,6 +235,7 @@ class _Pool:
     def close(self) -> None:
         """Ends the worker processes (waiting for them)."""
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.alive.close()
         self.queue.close()
         self.queue.join_thread()
         if _Pool.current is self:

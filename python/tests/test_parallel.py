@@ -352,6 +352,38 @@ def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(t
     assert [pid for pid in workers if alive(pid)] == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_workers_end_when_the_parent_is_killed(tmp_path):
+    # a parent killed outright (SIGKILL, the OOM killer) runs no clean-up:
+    # its workers kept running their chains, then waited for tasks for ever
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    started = tmp_path / "started"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True)
+    workers = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 60
+        while len(set(os.listdir(started)) - {str(proc.pid)}) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = descendants(proc.pid)
+        assert len(workers) >= 5  # the forkserver (or spawn's tracker) too
+        proc.kill()
+        proc.wait()  # not communicate(): the workers hold its stdout open
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if alive(pid)] == []
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 KILLED_RUN = textwrap.dedent(
     """
     import sys, time, warnings
