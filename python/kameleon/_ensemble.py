@@ -18,10 +18,10 @@ from ._sample import (
     _ACCEPTANCE_HIGH,
     _ACCEPTANCE_LOW,
     _CHECK_MIN_DRAWS,
-    Compiled,
     __version__,
     _checkpoint_every,
     _checkpoint_path,
+    _check_dim,
     _density,
     _integer,
     _points,
@@ -143,8 +143,7 @@ def sample_ensemble(
     if not isinstance(a, numbers.Real) or isinstance(a, (bool, np.bool_)) or not np.isfinite(a) or a <= 1:
         raise ValueError(f"`a` must be a finite number > 1, got {a!r}")
     d = x0.shape[1]
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
+    _check_dim(log_density, d, "`x0` has")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
@@ -177,6 +176,7 @@ def resume_ensemble(
     The checkpoint is updated as the run goes on."""
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
+    _check_dim(log_density, header["dim"], "the checkpointed run has")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),

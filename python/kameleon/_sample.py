@@ -205,6 +205,17 @@ def _density(log_density, gradient: Callable | None, needs_gradient: bool):
     )
 
 
+def _check_dim(log_density, dim: int, what: str) -> None:
+    """``ValueError`` if ``log_density`` is a :class:`Compiled` function or
+    a target of another dimension than ``dim`` (``what`` names the
+    points: "`x0` has", "the checkpointed run has"): a compiled function
+    would read past the end of the points it is given."""
+    if isinstance(log_density, Compiled) and log_density.dim != dim:
+        raise ValueError(f"{what} dimension {dim} but the compiled function has dim {log_density.dim}")
+    if isinstance(log_density, Target) and log_density.dim != dim:
+        raise ValueError(f"{what} dimension {dim} but the target has dimension {log_density.dim}")
+
+
 class _Progress:
     """One tqdm bar per chain (or per entry of ``labels``), updated by the
     polling thread."""
@@ -980,10 +991,7 @@ def sample(
     if x0.ndim not in (1, 2) or (x0.ndim == 2 and x0.shape[0] != chains):
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
     d = x0.shape[-1]
-    if isinstance(log_density, Compiled) and log_density.dim != d:
-        raise ValueError(f"`x0` has dimension {d} but the compiled function has dim {log_density.dim}")
-    if isinstance(log_density, Target) and log_density.dim != d:
-        raise ValueError(f"x0 has dimension {d} but the target has dimension {log_density.dim}")
+    _check_dim(log_density, d, "`x0` has")
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:
@@ -1244,6 +1252,7 @@ def resume(
             )
         parameter_names = constrained.names(parameter_names)
         log_density = constrained.density
+    _check_dim(log_density, header["dim"], "the checkpointed run has")
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:

@@ -389,3 +389,29 @@ def test_a_checkpoint_that_cannot_be_saved_is_refused_before_the_run(tmp_path):
     with pytest.raises(IsADirectoryError, match="a folder"):
         km.sample(counted, np.zeros(2), draws=10, tune=10, chains=2, progress=False, checkpoint=tmp_path)
     assert calls == []
+
+
+def test_continuing_a_run_checks_the_dimension_of_a_compiled_function(tmp_path):
+    # resume, extend and resume_ensemble handed a compiled function of
+    # another dimension the checkpoint's points, which it read past the end
+    nb = pytest.importorskip("numba")
+
+    @nb.cfunc("float64(CPointer(float64), int64)")
+    def normal(x, d):
+        s = 0.0
+        for i in range(d):
+            s += x[i] * x[i]
+        return -0.5 * s
+
+    two, three = km.Compiled(normal.address, 2, owner=normal), km.Compiled(normal.address, 3, owner=normal)
+    path, ens_path = tmp_path / "run.ckpt", tmp_path / "ens.ckpt"
+    km.sample(two, np.zeros(2), sampler=km.AM(), draws=10, tune=10, chains=2, seed=1, progress=False, checkpoint=path)
+    km.sample_ensemble(two, np.zeros(2), walkers=8, draws=10, tune=5, seed=1, progress=False, checkpoint=ens_path)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dim 3"):
+        km.extend(path, three, draws=10, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dim 3"):
+        km.resume(path, three, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dim 3"):
+        km.resume_ensemble(ens_path, three, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the target has dimension 3"):
+        km.resume(path, km.targets.Banana(3), progress=False)
