@@ -1239,9 +1239,39 @@ def resume(
     density at a chain's current point). The per-chain parts ``PATH.chainK-of-N``
     that process workers write are gathered into ``path`` first. ``what``
     names the caller in warnings."""
-    path = os.fspath(path)
+    return _continue(
+        os.fspath(path), None, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
+        parallel=parallel, executor=executor, vectorize=vectorize, what=what,
+    )
+
+
+def _continue(
+    path: str,
+    added: int | None,
+    log_density,
+    *,
+    grad_log_density,
+    progress,
+    cores,
+    checkpoint_every,
+    parameter_names,
+    prior,
+    bounds,
+    parallel,
+    executor,
+    vectorize,
+    what: str,
+):
+    """:func:`resume` (``added`` None) or :func:`extend` (``added`` more
+    draws per chain) of the run checkpointed at ``path``. Every argument is
+    checked, and the chains' place and the mode chosen, before the
+    checkpoint is lengthened: a refused call leaves it as it was."""
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
+    if added is not None:
+        # the header of the run once lengthened
+        header = {**header, "draws": header["draws"] + added}
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -1272,6 +1302,8 @@ def resume(
     )
     rules = _StopRules(None, None, None, None, chains)
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    if added is not None:
+        _core.extend_checkpoint(path, added)
     result = launch.resume(path, header)
     if result["interrupted"]:
         stopped_by = "interrupted"
@@ -1322,10 +1354,8 @@ def extend(
                 "made with `checkpoint=` (this one has no `checkpoint` in its attrs)"
             )
         path = attrs["checkpoint"]
-    _parallel.gather_parts(path)
-    _core.extend_checkpoint(path, draws)
-    return resume(
-        path, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+    return _continue(
+        os.fspath(path), draws, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
         parallel=parallel, executor=executor, vectorize=vectorize, what="kameleon.extend",
     )
