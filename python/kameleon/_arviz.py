@@ -12,12 +12,25 @@ def posterior_variables(samples: np.ndarray, parameter_names: Sequence[str] | No
     """The posterior group of draws shaped (chain, draw, d): one variable per
     named parameter, or a single variable ``x`` with the parameters on its
     last axis."""
-    d = samples.shape[2]
     if parameter_names is None:
         return {"x": samples}
+    check_names(parameter_names, samples.shape[2])
+    return {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
+
+
+def check_names(parameter_names: Sequence[str] | None, d: int) -> None:
+    """``ValueError`` unless ``parameter_names`` is None or ``d`` distinct
+    names (a repeated name would keep one of its parameters only); the
+    samplers check them before they run."""
+    if parameter_names is None:
+        return
     if len(parameter_names) != d:
         raise ValueError(f"parameter_names has {len(parameter_names)} names for dimension {d}")
-    return {name: samples[:, :, j] for j, name in enumerate(parameter_names)}
+    seen = set()
+    for name in parameter_names:
+        if name in seen:
+            raise ValueError(f"parameter_names names {name!r} twice: each parameter needs its own name")
+        seen.add(name)
 
 
 def arviz_major_version() -> int:

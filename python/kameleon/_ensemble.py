@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from . import _core, _parallel
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_names, inference_data, posterior_variables
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -144,6 +144,7 @@ def sample_ensemble(
         raise ValueError(f"`a` must be a finite number > 1, got {a!r}")
     d = x0.shape[1]
     _check_dim(log_density, d, "`x0` has")
+    check_names(parameter_names, d)
     kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
@@ -177,6 +178,7 @@ def resume_ensemble(
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     _check_dim(log_density, header["dim"], "the checkpointed run has")
+    check_names(parameter_names, header["dim"])
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),

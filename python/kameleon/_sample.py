@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import _core, _parallel, diagnostics
-from ._arviz import inference_data, posterior_variables
+from ._arviz import check_names, inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
 from .targets import Target
@@ -992,6 +992,7 @@ def sample(
         raise ValueError(f"`x0` must have shape (d,) or ({chains}, d), got {x0.shape}")
     d = x0.shape[-1]
     _check_dim(log_density, d, "`x0` has")
+    check_names(parameter_names, d)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:
@@ -1283,6 +1284,7 @@ def _continue(
         parameter_names = constrained.names(parameter_names)
         log_density = constrained.density
     _check_dim(log_density, header["dim"], "the checkpointed run has")
+    check_names(parameter_names, header["dim"])
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:
         if kind != "callable" or constrained is not None:

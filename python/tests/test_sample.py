@@ -415,3 +415,26 @@ def test_continuing_a_run_checks_the_dimension_of_a_compiled_function(tmp_path):
         km.resume_ensemble(ens_path, three, progress=False)
     with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the target has dimension 3"):
         km.resume(path, km.targets.Banana(3), progress=False)
+
+
+@pytest.mark.parametrize("names", [["a"], ["a", "a"]], ids=["too-few", "repeated"])
+def test_bad_parameter_names_are_refused_before_the_run(tmp_path, names):
+    # too few names failed only after the run, throwing its draws away; a
+    # repeated name silently kept one of its parameters only
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    run = dict(draws=10, tune=10, progress=False)
+    path = tmp_path / "run.ckpt"
+    km.sample(counted, np.zeros(2), sampler=km.AM(), chains=2, seed=1, checkpoint=path, **run)
+    calls.clear()
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.sample(counted, np.zeros(2), sampler=km.AM(), chains=2, seed=1, parameter_names=names, **run)
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.sample_ensemble(counted, np.zeros(2), walkers=8, seed=1, parameter_names=names, **run)
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.extend(path, counted, draws=10, progress=False, parameter_names=names)
+    assert calls == []
