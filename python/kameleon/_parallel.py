@@ -338,7 +338,10 @@ def run(
     here, and returns the extension's result dict of the chains in order.
     ``bars`` (or None) is called with the steps done per chain about every
     0.1 s; a truthy return value stops every chain, as Ctrl-C does (the
-    partial chains come back, marked interrupted), but keeps the pool."""
+    partial chains come back, marked interrupted), but keeps the pool. The
+    first exception of a chain is raised once the other chains have
+    stopped, or at once on ``executor`` (whose running tasks cannot be
+    stopped)."""
     pool = None if executor is not None else _Pool.get(workers)
     futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
@@ -383,6 +386,10 @@ def run(
                 if failed:
                     error = failed[0].exception()
                     stop()
+                    if pool is None:
+                        # a user's executor cannot stop its running tasks:
+                        # raise now rather than when they end
+                        raise error
             if interrupt.is_set() and not interrupted:
                 interrupted = True
                 stop()

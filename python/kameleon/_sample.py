@@ -891,8 +891,8 @@ def sample(
     start worker processes need the ``if __name__ == "__main__":`` guard,
     as with :mod:`multiprocessing`. With workers, Ctrl-C stops every chain
     and returns the partial draws with a warning (on a user's ``executor``,
-    Ctrl-C cancels the chains not started and re-raises, as the running
-    tasks cannot be told to stop); progress bars are updated every 0.1 s
+    Ctrl-C, or an exception in one chain, cancels the chains not started
+    and raises at once, as the running tasks cannot be told to stop); progress bars are updated every 0.1 s
     (on a user's ``executor``, when a chain ends); with ``checkpoint``,
     each worker writes its chain to ``PATH.chainK-of-N`` and the parts are
     gathered into ``PATH`` at the end (:func:`resume` also gathers the

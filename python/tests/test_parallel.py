@@ -233,6 +233,38 @@ def test_an_exception_in_a_worker_keeps_its_type_message_and_traceback(process_p
         assert "in failing" in str(caught.value.__cause__)
 
 
+def held_until(release: str):
+    """``gaussian``, whose calls at (-1, 0, 0) (chain 0's start below) wait
+    for the file ``release``, 20 s at the most in all (a wait that ran out
+    is noted in ``release + ".timed-out"``)."""
+
+    def density(x):
+        if x[0] == -1.0 and not os.path.exists(release + ".timed-out"):
+            deadline = time.monotonic() + 20
+            while not os.path.exists(release):
+                if time.monotonic() > deadline:
+                    open(release + ".timed-out", "w").close()
+                    break
+                time.sleep(0.01)
+        return gaussian(x)
+
+    return density
+
+
+def test_an_exception_on_an_executor_is_raised_without_waiting_for_the_other_chains(tmp_path, process_pool):
+    # the running chains of a user's executor cannot be stopped, and the
+    # exception of another chain waited for them to end (hours, on a cluster)
+    release = str(tmp_path / "release")
+    starts = np.array([[-1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # chain 1 starts where `failing` raises
+    density = held_until(release)
+    with pytest.raises(ArithmeticError, match="no density at"):
+        km.sample(lambda x: failing(x) if x[0] != -1.0 else density(x), starts,
+                  **{**RUN, "chains": 2}, executor=process_pool)
+    open(release, "w").close()
+    process_pool.submit(int).result()  # the held chain's worker is free again
+    assert not os.path.exists(release + ".timed-out")
+
+
 def test_an_unpicklable_density_gets_an_error_saying_what_to_do():
     lock = threading.Lock()
 
