@@ -96,14 +96,17 @@ def _checkpoint_every(value) -> float:
 
 
 def _checkpoint_path(checkpoint) -> str | None:
-    """``checkpoint`` as a path (None stays None), checked before the run
-    costs anything: its folder must exist and be writable, and the path must
-    not be a folder; else the ``OSError`` that saving would raise only at
-    the first save (after ``checkpoint_every`` seconds, or at the end)."""
+    """``checkpoint`` as an absolute path (None stays None): worker
+    processes keep the folder they started in, and the output's
+    ``attrs["checkpoint"]`` must name the file wherever it is read. Checked
+    before the run costs anything: its folder must exist and be writable,
+    and the path must not be a folder; else the ``OSError`` that saving
+    would raise only at the first save (after ``checkpoint_every`` seconds,
+    or at the end)."""
     if checkpoint is None:
         return None
-    path = os.fspath(checkpoint)
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.abspath(os.fspath(checkpoint))
+    folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"the folder of `checkpoint` {path!r} does not exist: create it first")
     if os.path.isdir(path):
@@ -1024,7 +1027,7 @@ def sample(
         result, header, stopped_by = launch.rounds(result, header, path, draws)
     extra = {"stopped_by": stopped_by}
     if checkpoint is not None:
-        extra["checkpoint"] = os.fspath(checkpoint)
+        extra["checkpoint"] = path
     if constrained is not None:
         constrained.constrain_result(result)
         extra["prior"] = constrained.joint.describe()
@@ -1241,7 +1244,7 @@ def resume(
     that process workers write are gathered into ``path`` first. ``what``
     names the caller in warnings."""
     return _continue(
-        os.fspath(path), None, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        os.path.abspath(os.fspath(path)), None, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
         parallel=parallel, executor=executor, vectorize=vectorize, what=what,
     )
@@ -1357,7 +1360,7 @@ def extend(
             )
         path = attrs["checkpoint"]
     return _continue(
-        os.fspath(path), draws, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
+        os.path.abspath(os.fspath(path)), draws, log_density, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,
         parallel=parallel, executor=executor, vectorize=vectorize, what="kameleon.extend",
     )

@@ -474,6 +474,25 @@ def test_a_new_run_replaces_the_chain_checkpoints_of_an_old_one(tmp_path):
     assert_same_chains(km.resume(path, gaussian, progress=False), idata)
 
 
+def test_a_relative_checkpoint_goes_where_the_run_was_called(tmp_path, monkeypatch):
+    # the pool's workers keep the folder they started in: after a chdir, a
+    # relative checkpoint's chain parts went there, and no checkpoint was
+    # gathered where the attrs said it was
+    run = dict(RUN, chains=2)
+    (tmp_path / "first").mkdir()
+    (tmp_path / "then").mkdir()
+    km._parallel.shutdown_pool()
+    monkeypatch.chdir(tmp_path / "first")
+    km.sample(gaussian, X0, cores=2, parallel="process", **run)
+    monkeypatch.chdir(tmp_path / "then")
+    idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint="run.ckpt", **run)
+    assert os.listdir(tmp_path / "first") == []
+    assert os.listdir(tmp_path / "then") == ["run.ckpt"]
+    monkeypatch.chdir(tmp_path)
+    assert idata.posterior.attrs["checkpoint"] == str(tmp_path / "then" / "run.ckpt")
+    assert_same_chains(km.extend(idata, gaussian, draws=0, progress=False), idata)
+
+
 def test_a_process_pool_that_forks_is_refused():
     # a forked worker inherits this process's sampler threads' locks but not
     # the threads: a run on it after any earlier run here could hang for ever
