@@ -224,13 +224,25 @@ class _Pool:
 
     @classmethod
     def get(cls, workers: int) -> _Pool:
+        """The pool of ``workers`` processes: the current one, or a new one
+        if it has another size or is broken (a worker died)."""
         pool = cls.current
-        if pool is None or pool.workers != workers:
+        if pool is None or pool.workers != workers or pool.broken():
             if pool is not None:
                 pool.close()
             pool = cls.current = cls(workers)
         pool.stop.clear()
         return pool
+
+    def broken(self) -> bool:
+        """Whether a worker died, so the pool runs no more tasks: it then
+        refuses a task at once (this no-op task otherwise costs nothing
+        to wait for, as nobody waits)."""
+        try:
+            self.executor.submit(int)
+        except BrokenProcessPool:
+            return True
+        return False
 
     def close(self) -> None:
         """Ends the worker processes (waiting for them)."""
@@ -404,11 +416,9 @@ def run(
     report()
     if checkpoint is not None:
         gather_parts(checkpoint)
-    if pool is not None and (
-        interrupt.is_set() or isinstance(error, BrokenProcessPool)
-    ):
-        # after Ctrl-C, leave no process behind; a pool whose worker died
-        # cannot run more tasks
+    if pool is not None and interrupt.is_set():
+        # after Ctrl-C, leave no process behind (a pool whose worker died
+        # is replaced by the next run's `_Pool.get`)
         pool.close()
     if error is not None:
         raise error
