@@ -328,6 +328,20 @@ def gather_parts(checkpoint: str) -> bool:
     return True
 
 
+def explained(error: BaseException) -> BaseException:
+    """``error``, or for a ``BrokenProcessPool`` (whose own message names
+    no cause) one that says what happened and what to look for."""
+    if not isinstance(error, BrokenProcessPool):
+        return error
+    broken = BrokenProcessPool(
+        "a worker process died while running the log density (killed by a signal, e.g. by the out-of-memory "
+        "killer, or a crash in native code the density calls), so its pool runs no more tasks; if memory is "
+        f"short, run fewer chains or cores at once ({error})"
+    )
+    broken.__cause__ = error.__cause__
+    return broken
+
+
 def split_checkpoint(checkpoint: str, chains: int) -> list[str]:
     """Writes each chain of ``checkpoint`` to its own part file (for process
     workers to resume) and returns their paths."""
@@ -396,7 +410,7 @@ def run(
             if error is None:
                 failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
                 if failed:
-                    error = failed[0].exception()
+                    error = explained(failed[0].exception())
                     stop()
                     if pool is None:
                         # a user's executor cannot stop its running tasks:
@@ -446,7 +460,10 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
         tasks = len(xs) if executor is not None and workers == 1 else workers
         chunks = np.array_split(xs, min(len(xs), tasks))
         futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
-        values = [v for future in futures for v in future.result()]
+        try:
+            values = [v for future in futures for v in future.result()]
+        except BrokenProcessPool as err:
+            raise explained(err) from err.__cause__
         return np.array([float(v) for v in values], dtype=np.float64)
 
     return evaluate

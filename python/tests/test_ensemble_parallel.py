@@ -86,8 +86,11 @@ def dying(x):
 def test_a_worker_that_dies_does_not_break_later_runs(reference):
     # the pool shared with kameleon.sample stayed broken, so every later run
     # on as many worker processes raised BrokenProcessPool
-    with pytest.raises(concurrent.futures.process.BrokenProcessPool):
+    with pytest.raises(concurrent.futures.process.BrokenProcessPool, match="a worker process died"):
         km.sample_ensemble(dying, np.zeros(3), cores=2, **RUN)
+    with pytest.raises(concurrent.futures.process.BrokenProcessPool, match="a worker process died"):
+        km.sample(dying, [0.0, 1.0, 0.0], sampler=km.RandomWalk(), chains=2, cores=2, parallel="process",
+                  draws=10, tune=10, seed=1, progress=False)
     assert_same_walkers(km.sample_ensemble(log_density, np.ones(3), cores=2, **RUN), reference)
 
 
