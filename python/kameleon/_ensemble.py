@@ -21,6 +21,7 @@ from ._sample import (
     _check_dimension,
     __version__,
     _checkpoint_every,
+    _checkpoint_path,
     _density,
     _integer,
     _points,
@@ -123,6 +124,7 @@ def sample_ensemble(
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
     seed = _seed(seed)
+    checkpoint = _checkpoint_path(checkpoint)
     if vectorize and (prior is not None or bounds is not None):
         raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
     log_density, x0, parameter_names, constrained = with_prior(
@@ -147,7 +149,7 @@ def sample_ensemble(
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
-            None if checkpoint is None else os.fspath(checkpoint), _checkpoint_every(checkpoint_every),
+            checkpoint, _checkpoint_every(checkpoint_every),
         ),
         [tune + draws],
         progress,

@@ -94,13 +94,28 @@ _densities: dict[str, tuple[Callable, Callable | None]] = {}
 _KEPT_DENSITIES = 4
 
 
-def _init_worker(queue, stop) -> None:
+def _init_worker(queue, stop, parent_alive) -> None:
     """Runs in each worker of a pool started here: Ctrl-C in a terminal
     reaches the whole process group, but only the parent decides (it sets
-    the stop event), so the workers ignore SIGINT."""
+    the stop event), so the workers ignore SIGINT. ``parent_alive`` is the
+    reading end of a pipe whose only writing end the parent holds: it
+    reaches its end when the parent dies, however it dies (a SIGKILL runs
+    no clean-up), and the worker then exits instead of finishing its chain
+    and waiting for tasks for ever."""
     global _channel
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _channel = (queue, stop)
+    threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
+
+
+def _exit_with_parent(parent_alive) -> None:
+    """Waits for the end of ``parent_alive`` (nothing is ever sent), then
+    ends this worker at once."""
+    try:
+        parent_alive.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -200,23 +215,39 @@ class _Pool:
         self.workers = workers
         self.queue = context.Queue()
         self.stop = context.Event()
+        # the workers are started by the forkserver (or spawned), so the
+        # writing end stays in this process only
+        parent_alive, self.alive = context.Pipe(duplex=False)
         self.executor = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop)
+            workers, mp_context=context, initializer=_init_worker, initargs=(self.queue, self.stop, parent_alive)
         )
 
     @classmethod
     def get(cls, workers: int) -> _Pool:
+        """The pool of ``workers`` processes: the current one, or a new one
+        if it has another size or is broken (a worker died)."""
         pool = cls.current
-        if pool is None or pool.workers != workers:
+        if pool is None or pool.workers != workers or pool.broken():
             if pool is not None:
                 pool.close()
             pool = cls.current = cls(workers)
         pool.stop.clear()
         return pool
 
+    def broken(self) -> bool:
+        """Whether a worker died, so the pool runs no more tasks: it then
+        refuses a task at once (this no-op task otherwise costs nothing
+        to wait for, as nobody waits)."""
+        try:
+            self.executor.submit(int)
+        except BrokenProcessPool:
+            return True
+        return False
+
     def close(self) -> None:
         """Ends the worker processes (waiting for them)."""
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.alive.close()
         self.queue.close()
         self.queue.join_thread()
         if _Pool.current is self:
@@ -297,6 +328,20 @@ def gather_parts(checkpoint: str) -> bool:
     return True
 
 
+def explained(error: BaseException) -> BaseException:
+    """``error``, or for a ``BrokenProcessPool`` (whose own message names
+    no cause) one that says what happened and what to look for."""
+    if not isinstance(error, BrokenProcessPool):
+        return error
+    broken = BrokenProcessPool(
+        "a worker process died while running the log density (killed by a signal, e.g. by the out-of-memory "
+        "killer, or a crash in native code the density calls), so its pool runs no more tasks; if memory is "
+        f"short, run fewer chains or cores at once ({error})"
+    )
+    broken.__cause__ = error.__cause__
+    return broken
+
+
 def split_checkpoint(checkpoint: str, chains: int) -> list[str]:
     """Writes each chain of ``checkpoint`` to its own part file (for process
     workers to resume) and returns their paths."""
@@ -319,7 +364,10 @@ def run(
     here, and returns the extension's result dict of the chains in order.
     ``bars`` (or None) is called with the steps done per chain about every
     0.1 s; a truthy return value stops every chain, as Ctrl-C does (the
-    partial chains come back, marked interrupted), but keeps the pool."""
+    partial chains come back, marked interrupted), but keeps the pool. The
+    first exception of a chain is raised once the other chains have
+    stopped, or at once on ``executor`` (whose running tasks cannot be
+    stopped)."""
     pool = None if executor is not None else _Pool.get(workers)
     futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
@@ -362,8 +410,12 @@ def run(
             if error is None:
                 failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
                 if failed:
-                    error = failed[0].exception()
+                    error = explained(failed[0].exception())
                     stop()
+                    if pool is None:
+                        # a user's executor cannot stop its running tasks:
+                        # raise now rather than when they end
+                        raise error
             if interrupt.is_set() and not interrupted:
                 interrupted = True
                 stop()
@@ -378,11 +430,9 @@ def run(
     report()
     if checkpoint is not None:
         gather_parts(checkpoint)
-    if pool is not None and (
-        interrupt.is_set() or isinstance(error, BrokenProcessPool)
-    ):
-        # after Ctrl-C, leave no process behind; a pool whose worker died
-        # cannot run more tasks
+    if pool is not None and interrupt.is_set():
+        # after Ctrl-C, leave no process behind (a pool whose worker died
+        # is replaced by the next run's `_Pool.get`)
         pool.close()
     if error is not None:
         raise error
@@ -410,7 +460,10 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
         tasks = len(xs) if executor is not None and workers == 1 else workers
         chunks = np.array_split(xs, min(len(xs), tasks))
         futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
-        values = [v for future in futures for v in future.result()]
+        try:
+            values = [v for future in futures for v in future.result()]
+        except BrokenProcessPool as err:
+            raise explained(err) from err.__cause__
         return np.array([float(v) for v in values], dtype=np.float64)
 
     return evaluate

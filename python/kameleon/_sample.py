@@ -102,6 +102,27 @@ def _checkpoint_every(value) -> float:
     return seconds
 
 
+def _checkpoint_path(checkpoint) -> str | None:
+    """``checkpoint`` as an absolute path (None stays None): worker
+    processes keep the folder they started in, and the output's
+    ``attrs["checkpoint"]`` must name the file wherever it is read. Checked
+    before the run costs anything: its folder must exist and be writable,
+    and the path must not be a folder; else the ``OSError`` that saving
+    would raise only at the first save (after ``checkpoint_every`` seconds,
+    or at the end)."""
+    if checkpoint is None:
+        return None
+    path = os.path.abspath(os.fspath(checkpoint))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"the folder of `checkpoint` {path!r} does not exist: create it first")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"`checkpoint` {path!r} is a folder: name a file in it")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"the folder of `checkpoint` {path!r} is not writable")
+    return path
+
+
 def _seed(seed) -> int:
     """The run's seed as an ``int`` in [0, 2**64): ``seed`` checked, or 64
     bits of OS entropy if None."""
@@ -865,7 +886,8 @@ def sample(
     (drawn from OS entropy and recorded if None), so the result does not
     depend on ``cores``. With ``checkpoint`` the whole run is saved there
     every ``checkpoint_every`` seconds (``math.inf``: only then) and at the
-    end or on Ctrl-C;
+    end or on Ctrl-C (a folder that does not exist or cannot be written is
+    an ``OSError`` before the run);
     :func:`resume` continues it. Ctrl-C returns the draws so far with a
     warning. Returns ArviZ data with ``posterior`` and ``sample_stats``.
 
@@ -925,8 +947,8 @@ def sample(
     start worker processes need the ``if __name__ == "__main__":`` guard,
     as with :mod:`multiprocessing`. With workers, Ctrl-C stops every chain
     and returns the partial draws with a warning (on a user's ``executor``,
-    Ctrl-C cancels the chains not started and re-raises, as the running
-    tasks cannot be told to stop); progress bars are updated every 0.1 s
+    Ctrl-C, or an exception in one chain, cancels the chains not started
+    and raises at once, as the running tasks cannot be told to stop); progress bars are updated every 0.1 s
     (on a user's ``executor``, when a chain ends); with ``checkpoint``,
     each worker writes its chain to ``PATH.chainK-of-N`` and the parts are
     gathered into ``PATH`` at the end (:func:`resume` also gathers the
@@ -1012,6 +1034,7 @@ def sample(
     seed = _seed(seed)
     # checked before the starting points cost any evaluation
     rules = _StopRules(target_ess, target_rhat, max_seconds, max_evaluations, chains)
+    path = _checkpoint_path(checkpoint)
     is_hmc = isinstance(sampler, HMC)
     constrained = _with_prior(log_density, prior, bounds, is_hmc)
     if constrained is not None:
@@ -1047,7 +1070,6 @@ def sample(
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
-    path = None if checkpoint is None else os.fspath(checkpoint)
     with contextlib.ExitStack() as cleanup:
         if rules.converging and path is None:
             # the rounds continue the run from a checkpoint of their own
@@ -1058,7 +1080,7 @@ def sample(
         result, header, stopped_by = launch.rounds(result, header, path, draws)
     extra = {"stopped_by": stopped_by}
     if checkpoint is not None:
-        extra["checkpoint"] = os.fspath(checkpoint)
+        extra["checkpoint"] = path
     if constrained is not None:
         constrained.constrain_result(result)
         extra["prior"] = constrained.joint.describe()
@@ -1287,10 +1309,11 @@ def _continue(
 ):
     """:func:`resume`, after lengthening the checkpoint by ``extend_by``
     draws per chain (and lifting its evaluation shares) unless it is None,
-    as :func:`extend` does. The checkpoint is changed only once the
-    arguments have been checked against it: a call refused for a wrong
-    density, prior or names leaves it as it was."""
-    path = os.fspath(path)
+    as :func:`extend` does. The checkpoint is changed only once every
+    argument has been checked against it and the mode chosen: a refused
+    call leaves it as it was."""
+    # absolute: worker processes keep the folder they started in
+    path = os.path.abspath(os.fspath(path))
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
     _check_dimension(log_density, header["dim"], "the checkpointed run")
@@ -1312,8 +1335,9 @@ def _continue(
         kind, vectorized = "vectorized", log_density
         log_density = _one_point(vectorized)
     if extend_by is not None:
-        _core.extend_checkpoint(path, extend_by)
-        header = _core.checkpoint_header(path)
+        # the run's header once lengthened, so that the cores and the mode
+        # are checked and chosen before the file changes
+        header = {**header, "draws": header["draws"] + extend_by}
     chains = header["chains"]
     workers = _cores(cores, chains)
     remaining = chains * (header["tune"] + header["draws"] * header["thin"]) - sum(header["steps_done"])
@@ -1327,6 +1351,9 @@ def _continue(
     )
     rules = _StopRules(None, None, None, None, chains)
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    if extend_by is not None:
+        _core.extend_checkpoint(path, extend_by)
+        header = _core.checkpoint_header(path)
     result = launch.resume(path, header)
     if result["interrupted"]:
         stopped_by = "interrupted"

@@ -41,6 +41,19 @@ def test_an_endless_checkpoint_interval_saves_at_the_end(tmp_path, every):
     np.testing.assert_array_equal(again.posterior["x"].values, ens.posterior["x"].values)
 
 
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_a_tiny_checkpoint_interval_still_advances_the_chains(tmp_path, vectorize):
+    # an interval shorter than starting a segment of the run took no step
+    # between saves: the run saved for ever (stopped here by max_seconds)
+    kwargs = dict(sampler=km.AM(), draws=20, tune=10, chains=2, seed=4, progress=False)
+    density = (lambda xs: -0.5 * np.sum(xs * xs, axis=1)) if vectorize else normal
+    run = km.sample(density, np.zeros(2), checkpoint=tmp_path / "run.ckpt", checkpoint_every=1e-9,
+                    max_seconds=20, vectorize=vectorize, **kwargs)
+    assert run.posterior.attrs["stopped_by"] == "draws"
+    reference = km.sample(normal, np.zeros(2), **kwargs)
+    np.testing.assert_array_equal(run.posterior["x"].values, reference.posterior["x"].values)
+
+
 def test_draws_times_thin_that_overflows_is_an_error():
     # 2**40 · 2**30 = 2**70 steps wrapped to an empty run
     with pytest.raises(ValueError, match="overflows"):

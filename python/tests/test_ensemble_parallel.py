@@ -4,6 +4,7 @@ per-point calls."""
 
 import concurrent.futures
 import multiprocessing
+import os
 import signal
 import warnings
 
@@ -71,6 +72,26 @@ def test_an_exception_in_a_worker_surfaces_with_its_traceback():
     with pytest.raises(FloatingPointError, match="bad point") as caught:
         km.sample_ensemble(failing, np.zeros(3), cores=2, **RUN)
     assert "in failing" in str(caught.value.__cause__)
+
+
+TESTS = int(os.environ.setdefault("KAMELEON_TESTS_PID", str(os.getpid())))
+
+
+def dying(x):
+    if os.getpid() != TESTS and x[1] > 0.05:
+        os._exit(3)  # a worker killed, e.g. by the out-of-memory killer
+    return log_density(x)
+
+
+def test_a_worker_that_dies_does_not_break_later_runs(reference):
+    # the pool shared with kameleon.sample stayed broken, so every later run
+    # on as many worker processes raised BrokenProcessPool
+    with pytest.raises(concurrent.futures.process.BrokenProcessPool, match="a worker process died"):
+        km.sample_ensemble(dying, np.zeros(3), cores=2, **RUN)
+    with pytest.raises(concurrent.futures.process.BrokenProcessPool, match="a worker process died"):
+        km.sample(dying, [0.0, 1.0, 0.0], sampler=km.RandomWalk(), chains=2, cores=2, parallel="process",
+                  draws=10, tune=10, seed=1, progress=False)
+    assert_same_walkers(km.sample_ensemble(log_density, np.ones(3), cores=2, **RUN), reference)
 
 
 def test_walkers_together_need_a_plain_callable():

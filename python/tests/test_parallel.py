@@ -233,6 +233,38 @@ def test_an_exception_in_a_worker_keeps_its_type_message_and_traceback(process_p
         assert "in failing" in str(caught.value.__cause__)
 
 
+def held_until(release: str):
+    """``gaussian``, whose calls at (-1, 0, 0) (chain 0's start below) wait
+    for the file ``release``, 20 s at the most in all (a wait that ran out
+    is noted in ``release + ".timed-out"``)."""
+
+    def density(x):
+        if x[0] == -1.0 and not os.path.exists(release + ".timed-out"):
+            deadline = time.monotonic() + 20
+            while not os.path.exists(release):
+                if time.monotonic() > deadline:
+                    open(release + ".timed-out", "w").close()
+                    break
+                time.sleep(0.01)
+        return gaussian(x)
+
+    return density
+
+
+def test_an_exception_on_an_executor_is_raised_without_waiting_for_the_other_chains(tmp_path, process_pool):
+    # the running chains of a user's executor cannot be stopped, and the
+    # exception of another chain waited for them to end (hours, on a cluster)
+    release = str(tmp_path / "release")
+    starts = np.array([[-1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # chain 1 starts where `failing` raises
+    density = held_until(release)
+    with pytest.raises(ArithmeticError, match="no density at"):
+        km.sample(lambda x: failing(x) if x[0] != -1.0 else density(x), starts,
+                  **{**RUN, "chains": 2}, executor=process_pool)
+    open(release, "w").close()
+    process_pool.submit(int).result()  # the held chain's worker is free again
+    assert not os.path.exists(release + ".timed-out")
+
+
 def test_an_unpicklable_density_gets_an_error_saying_what_to_do():
     lock = threading.Lock()
 
@@ -352,6 +384,38 @@ def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(t
     assert [pid for pid in workers if alive(pid)] == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_workers_end_when_the_parent_is_killed(tmp_path):
+    # a parent killed outright (SIGKILL, the OOM killer) runs no clean-up:
+    # its workers kept running their chains, then waited for tasks for ever
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    started = tmp_path / "started"
+    started.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True)
+    workers = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 60
+        while len(set(os.listdir(started)) - {str(proc.pid)}) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = descendants(proc.pid)
+        assert len(workers) >= 5  # the forkserver (or spawn's tracker) too
+        proc.kill()
+        proc.wait()  # not communicate(): the workers hold its stdout open
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if alive(pid)] == []
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 KILLED_RUN = textwrap.dedent(
     """
     import sys, time, warnings
@@ -408,6 +472,25 @@ def test_a_new_run_replaces_the_chain_checkpoints_of_an_old_one(tmp_path):
     idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint=path, **dict(RUN, chains=2))
     assert sorted(os.listdir(tmp_path)) == ["run.ckpt"]
     assert_same_chains(km.resume(path, gaussian, progress=False), idata)
+
+
+def test_a_relative_checkpoint_goes_where_the_run_was_called(tmp_path, monkeypatch):
+    # the pool's workers keep the folder they started in: after a chdir, a
+    # relative checkpoint's chain parts went there, and no checkpoint was
+    # gathered where the attrs said it was
+    run = dict(RUN, chains=2)
+    (tmp_path / "first").mkdir()
+    (tmp_path / "then").mkdir()
+    km._parallel.shutdown_pool()
+    monkeypatch.chdir(tmp_path / "first")
+    km.sample(gaussian, X0, cores=2, parallel="process", **run)
+    monkeypatch.chdir(tmp_path / "then")
+    idata = km.sample(gaussian, X0, cores=2, parallel="process", checkpoint="run.ckpt", **run)
+    assert os.listdir(tmp_path / "first") == []
+    assert os.listdir(tmp_path / "then") == ["run.ckpt"]
+    monkeypatch.chdir(tmp_path)
+    assert idata.posterior.attrs["checkpoint"] == str(tmp_path / "then" / "run.ckpt")
+    assert_same_chains(km.extend(idata, gaussian, draws=0, progress=False), idata)
 
 
 def test_a_process_pool_that_forks_is_refused():

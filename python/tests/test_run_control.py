@@ -58,6 +58,21 @@ def test_extend_with_process_workers_equals_a_longer_run(tmp_path):
     assert_same_chains(extended, longer)
 
 
+def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path):
+    # the checkpoint was lengthened before the other arguments were checked,
+    # so the next extend by 10 draws added 20
+    kwargs = dict(sampler=km.AM(), tune=50, chains=2, seed=4, progress=False)
+    path = tmp_path / "run.ckpt"
+    km.sample(gaussian, X0, draws=40, checkpoint=path, **kwargs)
+    for bad in (dict(cores=0), dict(parallel="gpu"), dict(checkpoint_every=0), dict(executor="pool"),
+                dict(vectorize=True, log_density=km.targets.Banana(2)), dict(prior=[km.priors.Normal(0, 1)])):
+        density = bad.pop("log_density", gaussian)
+        with pytest.raises((ValueError, TypeError)):
+            km.extend(path, density, draws=10, progress=False, **bad)
+    extended = km.extend(path, gaussian, draws=10, progress=False)
+    assert_same_chains(extended, km.sample(gaussian, X0, draws=50, **kwargs))
+
+
 def test_extend_needs_a_checkpoint():
     idata = km.sample(gaussian, X0, sampler=km.AM(), draws=20, tune=10, chains=2, seed=1, progress=False)
     with pytest.raises(ValueError, match="continues a run from its checkpoint"):

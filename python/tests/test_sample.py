@@ -370,3 +370,71 @@ def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path):
         km.resume(bad, lambda x: 0.0)
     with pytest.raises(OSError, match="missing.ckpt"):
         km.resume(tmp_path / "missing.ckpt", lambda x: 0.0)
+
+
+def test_a_checkpoint_that_cannot_be_saved_is_refused_before_the_run(tmp_path):
+    # it used to fail only at the first save (after `checkpoint_every`
+    # seconds, or at the end of the run), losing the draws made so far
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    missing = tmp_path / "no-such-folder" / "run.ckpt"
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        km.sample(counted, np.zeros(2), draws=10, tune=10, chains=2, progress=False, checkpoint=missing)
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        km.sample_ensemble(counted, np.zeros(2), draws=10, tune=10, progress=False, checkpoint=missing)
+    with pytest.raises(IsADirectoryError, match="a folder"):
+        km.sample(counted, np.zeros(2), draws=10, tune=10, chains=2, progress=False, checkpoint=tmp_path)
+    assert calls == []
+
+
+def test_continuing_a_run_checks_the_dimension_of_a_compiled_function(tmp_path):
+    # resume, extend and resume_ensemble handed a compiled function of
+    # another dimension the checkpoint's points, which it read past the end
+    nb = pytest.importorskip("numba")
+
+    @nb.cfunc("float64(CPointer(float64), int64)")
+    def normal(x, d):
+        s = 0.0
+        for i in range(d):
+            s += x[i] * x[i]
+        return -0.5 * s
+
+    two, three = km.Compiled(normal.address, 2, owner=normal), km.Compiled(normal.address, 3, owner=normal)
+    path, ens_path = tmp_path / "run.ckpt", tmp_path / "ens.ckpt"
+    km.sample(two, np.zeros(2), sampler=km.AM(), draws=10, tune=10, chains=2, seed=1, progress=False, checkpoint=path)
+    km.sample_ensemble(two, np.zeros(2), walkers=8, draws=10, tune=5, seed=1, progress=False, checkpoint=ens_path)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dimension 3"):
+        km.extend(path, three, draws=10, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dimension 3"):
+        km.resume(path, three, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the compiled function has dimension 3"):
+        km.resume_ensemble(ens_path, three, progress=False)
+    with pytest.raises(ValueError, match="checkpointed run has dimension 2 but the target has dimension 3"):
+        km.resume(path, km.targets.Banana(3), progress=False)
+
+
+@pytest.mark.parametrize("names", [["a"], ["a", "a"]], ids=["too-few", "repeated"])
+def test_bad_parameter_names_are_refused_before_the_run(tmp_path, names):
+    # too few names failed only after the run, throwing its draws away; a
+    # repeated name silently kept one of its parameters only
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return -0.5 * float(x @ x)
+
+    run = dict(draws=10, tune=10, progress=False)
+    path = tmp_path / "run.ckpt"
+    km.sample(counted, np.zeros(2), sampler=km.AM(), chains=2, seed=1, checkpoint=path, **run)
+    calls.clear()
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.sample(counted, np.zeros(2), sampler=km.AM(), chains=2, seed=1, parameter_names=names, **run)
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.sample_ensemble(counted, np.zeros(2), walkers=8, seed=1, parameter_names=names, **run)
+    with pytest.raises(ValueError, match="parameter_names"):
+        km.extend(path, counted, draws=10, progress=False, parameter_names=names)
+    assert calls == []

@@ -407,16 +407,20 @@ struct Chunks<'a> {
 impl Chunks<'_> {
     /// Calls `advance(chunk)`, which takes up to `chunk` steps and says
     /// whether the chains are finished, until they are or the run stops;
-    /// chunking does not change the chains.
+    /// chunking does not change the chains. The first chunk is taken even
+    /// if the deadline has passed, so that a checkpoint interval shorter
+    /// than starting a segment still lets the chains advance between saves.
     fn in_chunks(
         &self,
         mut advance: impl FnMut(u64) -> kameleon_samplers::Result<bool>,
     ) -> kameleon_samplers::Result<()> {
         let mut chunk = 1u64;
+        let mut first = true;
         while !self.cancel.load(Ordering::Relaxed)
             && !self.density.has_failed()
-            && self.deadline.is_none_or(|d| Instant::now() < d)
+            && (first || self.deadline.is_none_or(|d| Instant::now() < d))
         {
+            first = false;
             let start = Instant::now();
             if advance(chunk)? {
                 break;
