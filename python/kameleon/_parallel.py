@@ -26,6 +26,7 @@ import queue
 import re
 import signal
 import threading
+import warnings
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -428,8 +429,17 @@ def run(
         if not future.cancelled() and future.exception() is None and future.result()[2] is not None:
             steps[i] = max(steps[i], future.result()[2])
     report()
-    if checkpoint is not None:
-        gather_parts(checkpoint)
+    if checkpoint is not None and not gather_parts(checkpoint) and any(steps):
+        # every chain saves its part at least when it ends: none here means
+        # the executor's workers wrote them on a file system of their own
+        warnings.warn(
+            f"the chains' checkpoints ({checkpoint!r}.chainK-of-N) were not found on this machine, so "
+            f"{checkpoint!r} was not written: the executor's workers saved them where they run. Give "
+            "`checkpoint=` a path on a file system the workers share with this process to resume or "
+            "extend the run",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     if pool is not None and interrupt.is_set():
         # after Ctrl-C, leave no process behind (a pool whose worker died
         # is replaced by the next run's `_Pool.get`)

@@ -501,3 +501,28 @@ def test_a_process_pool_that_forks_is_refused():
             km.sample(gaussian, X0, executor=pool, **RUN)
         with pytest.raises(ValueError, match="forkserver"):
             km.sample_ensemble(gaussian, X0, executor=pool, draws=10, tune=10, progress=False, seed=1)
+
+
+class _ElsewhereExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs tasks on threads, then removes the chain checkpoints they wrote,
+    as an executor whose workers have their own file system leaves none
+    where the caller looks."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        def run_elsewhere():
+            result = fn(*args, **kwargs)
+            os.remove(args[0].part)
+            return result
+
+        return super().submit(run_elsewhere)
+
+
+def test_checkpoints_written_where_the_caller_cannot_see_them_are_reported(tmp_path):
+    # the draws come back through the futures, but the checkpoint the
+    # caller asked for was never written: that must not pass in silence
+    path = tmp_path / "run.ckpt"
+    with _ElsewhereExecutor(2) as executor:
+        with pytest.warns(RuntimeWarning, match="were not found on this machine"):
+            idata = km.sample(gaussian, X0, executor=executor, checkpoint=path, **RUN)
+    assert posterior(idata).shape == (4, 200, 3)
+    assert not path.exists()
