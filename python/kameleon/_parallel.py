@@ -17,6 +17,7 @@ channel: progress then counts finished chains.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import contextlib
 import hashlib
@@ -25,6 +26,7 @@ import os
 import queue
 import re
 import signal
+import sys
 import threading
 import warnings
 from concurrent.futures.process import BrokenProcessPool
@@ -201,6 +203,63 @@ def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
 # ── in the parent ────────────────────────────────────────────────────────
 
 
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning raised by the caller of this
+    function names the first frame outside this package: the user's line."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package:
+        level += 1
+        frame = frame.f_back
+    return level
+
+
+def unguarded_script_line() -> tuple[str, int] | None:
+    """``(path, line)`` of the main script's top-level statement running now
+    when it is not under ``if __name__ == "__main__":``, else None (no
+    script: a notebook, the REPL, ``python -c``; or a guarded statement).
+    Worker processes started by forkserver or spawn run the main script
+    again as they start, so such a statement, and the run it makes, would
+    run again in every worker, which cannot start processes of its own."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None:
+        return None
+    frame = sys._getframe()
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    line = frame.f_lineno
+    try:
+        with open(path, encoding="utf-8") as source:
+            tree = ast.parse(source.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.lineno <= line <= node.end_lineno:
+            return None
+    return path, line
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    return sides == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
+
+
+def unguarded_script_advice(where: tuple[str, int]) -> str:
+    """What to do about the unguarded statement at ``where``."""
+    path, line = where
+    return (
+        f"worker processes run the main script again as they start, and line {line} of {path!r}, which "
+        'makes this run, is not under `if __name__ == "__main__":`. Put the code that samples under that '
+        "guard to run the chains in processes"
+    )
+
+
 class _Pool:
     """The process pool started here (one at a time, reused by later runs
     with as many workers), with its progress queue and stop event."""
@@ -227,6 +286,12 @@ class _Pool:
     def get(cls, workers: int) -> _Pool:
         """The pool of ``workers`` processes: the current one, or a new one
         if it has another size or is broken (a worker died)."""
+        where = unguarded_script_line()
+        if where is not None:
+            raise RuntimeError(
+                f"cannot start worker processes: {unguarded_script_advice(where)}, or run on threads "
+                '(`parallel="thread"` in km.sample, `cores=1` in km.sample_ensemble)'
+            )
         pool = cls.current
         if pool is None or pool.workers != workers or pool.broken():
             if pool is not None:
@@ -438,7 +503,7 @@ def run(
             "`checkpoint=` a path on a file system the workers share with this process to resume or "
             "extend the run",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=outside_stacklevel(),
         )
     if pool is not None and interrupt.is_set():
         # after Ctrl-C, leave no process behind (a pool whose worker died

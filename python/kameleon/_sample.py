@@ -831,7 +831,17 @@ def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callab
     elif parallel is not None:
         mode = parallel
     elif kind in _PYTHON_KINDS and min(workers, chains) > 1 and work() >= _PROCESS_WORTH_SECONDS:
-        mode = "process"
+        where = _parallel.unguarded_script_line()
+        if where is None:
+            mode = "process"
+        else:
+            warnings.warn(
+                "the chains run on threads, where a Python density takes turns: "
+                + _parallel.unguarded_script_advice(where),
+                RuntimeWarning,
+                stacklevel=_parallel.outside_stacklevel(),
+            )
+            mode = "thread"
     else:
         mode = "thread"
     if mode != "thread" and kind not in _PYTHON_KINDS:
@@ -843,8 +853,6 @@ def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callab
             f"process workers and `executor=` run Python callables and PseudoMarginal densities, not {what}"
         )
     return mode
-
-
 
 
 def sample(
@@ -939,7 +947,10 @@ def sample(
     log density's estimated work in the run (the time of one call, the one
     at ``x0`` that checks the jittered starts, or one more call at the
     first start if ``x0`` gives every chain's start, times the steps of
-    all chains) is at least 2 s, else on threads.
+    all chains) is at least 2 s, else on threads (and on threads, with a
+    ``RuntimeWarning``, when the run is made at a script's top level
+    outside ``if __name__ == "__main__":``, which every worker would run
+    again).
     ``executor``: any :class:`concurrent.futures.Executor`
     (``ProcessPoolExecutor`` with a forkserver or spawn ``mp_context``, not
     fork, loky's, a ``dask.distributed`` client's ``get_executor()``,

@@ -2,6 +2,7 @@
 cluster, MPI) and in lockstep: the same chains as cores=1, errors, Ctrl-C,
 checkpoints."""
 
+import ast
 import concurrent.futures
 import math
 import multiprocessing
@@ -526,3 +527,44 @@ def test_checkpoints_written_where_the_caller_cannot_see_them_are_reported(tmp_p
             idata = km.sample(gaussian, X0, executor=executor, checkpoint=path, **RUN)
     assert posterior(idata).shape == (4, 200, 3)
     assert not path.exists()
+
+
+def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path):
+    # worker processes run the main script again as they start: a run made
+    # at its top level would start once more in every worker, which cannot
+    # start processes, and the pool broke with a message about crashes
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import time, warnings
+        import numpy as np, kameleon as km
+        calls = []
+        def f(x):
+            if not calls:
+                time.sleep(0.01)  # the call that prices the run: processes are worth it
+            calls.append(1)
+            return -0.5 * float(x @ x)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            idata = km.sample(f, np.zeros(2), sampler=km.AM(), tune=100, draws=100, chains=2, cores=2, seed=1,
+                              progress=False)
+        print([str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])
+        print("draws", idata.posterior.sizes["draw"])
+        try:
+            km.sample(f, np.zeros(2), sampler=km.AM(), tune=10, draws=10, chains=2, cores=2, seed=1,
+                      progress=False, parallel="process")
+        except RuntimeError as err:
+            print(err)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "the chains run on threads" in out and "line 12 of" in out and 'if __name__ == "__main__":' in out
+    assert "draws 100" in out
+    assert "cannot start worker processes" in out and "line 17 of" in out
+
+
+@pytest.mark.parametrize(
+    "test, guard",
+    [('__name__ == "__main__"', True), ("'__main__' == __name__", True), ('__name__ != "__main__"', False),
+     ('__file__ == "__main__"', False), ("__name__", False)],
+)
+def test_the_main_guard_is_recognised(test, guard):
+    assert km._parallel._is_main_guard(ast.parse(test, mode="eval").body) is guard
