@@ -265,6 +265,24 @@ def test_a_wall_time_budget_stops_the_run_with_the_draws_so_far(parallel):
     assert took < 4.0
 
 
+def test_a_wall_time_budget_advances_every_chain_when_chains_outnumber_threads():
+    # on fewer threads than chains the chains take turns of 0.1 s: before,
+    # the first chains ran to the budget and the others never started, so
+    # the output, cut to the shortest chain, had no draws
+    def slow(x):
+        time.sleep(0.001)
+        return gaussian(x)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        idata = km.sample(slow, X0, sampler=km.AM(), draws=10**5, tune=0, chains=3, cores=1, parallel="thread",
+                          seed=2, progress=False, max_seconds=0.6)
+    assert idata.posterior.attrs["stopped_by"] == "max_seconds"
+    # ~0.6 s at ≥ 1 ms a step: at most ~200 steps a chain, of which the
+    # shortest chain lags by at most one turn (≤ 100 steps)
+    assert 10 < posterior(idata).shape[1] < 300
+
+
 def test_stop_rules_reject_bad_values():
     for bad in (dict(target_ess=0), dict(target_rhat=1.0), dict(max_seconds=float("nan")), dict(target_ess=True)):
         with pytest.raises(ValueError):

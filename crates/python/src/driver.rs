@@ -324,10 +324,15 @@ fn drive<P: Sampler>(
         let runs_ref = &mut runs;
         let (steps, cancel, pool, failure) = (&steps, &cancel, &pool, &failure);
         let work = move || {
+            // more chains than threads: they take turns, so that a run
+            // stopped early (a wall-time budget, Ctrl-C) has advanced every
+            // chain, not finished some and left the others at their start
+            let turns = runs_ref.len() > pool.current_num_threads();
             let chunks = Chunks {
                 density,
                 deadline,
                 cancel,
+                turn: turns.then_some(TURN),
             };
             let fail = |err: kameleon_samplers::SamplerError| {
                 cancel.store(true, Ordering::Relaxed);
@@ -340,14 +345,20 @@ fn drive<P: Sampler>(
                 }
             } else {
                 pool.install(|| {
-                    runs_ref
-                        .par_iter_mut()
-                        .zip(steps.par_iter())
-                        .for_each(|(run, counter)| {
-                            if let Err(err) = chunks.run(run, counter, hold_gil) {
-                                fail(err);
-                            }
-                        })
+                    loop {
+                        runs_ref
+                            .par_iter_mut()
+                            .zip(steps.par_iter())
+                            .for_each(|(run, counter)| {
+                                if let Err(err) = chunks.run(run, counter, hold_gil) {
+                                    fail(err);
+                                }
+                            });
+                        if !turns || !chunks.may_go_on() || runs_ref.iter().all(|r| r.is_finished())
+                        {
+                            break;
+                        }
+                    }
                 });
             }
         };
@@ -396,18 +407,24 @@ fn drive<P: Sampler>(
 /// lasts roughly 10–40 ms whatever one step costs.
 const CHUNK: Duration = Duration::from_millis(10);
 
+/// How long a chain advances at a turn when there are more chains than
+/// threads.
+const TURN: Duration = Duration::from_millis(100);
+
 /// How chains advance: until they end, the deadline passes or the run is
-/// cancelled, in chunks whose steps are counted in the chains' counters.
+/// cancelled (or, with `turn`, for about that long at a time), in chunks
+/// whose steps are counted in the chains' counters.
 struct Chunks<'a> {
     density: &'a Density,
     deadline: Option<Instant>,
     cancel: &'a AtomicBool,
+    turn: Option<Duration>,
 }
 
 impl Chunks<'_> {
     /// Calls `advance(chunk)`, which takes up to `chunk` steps and says
-    /// whether the chains are finished, until they are or the run stops;
-    /// chunking does not change the chains. The first chunk is taken even
+    /// whether the chains are finished, until they are, the run stops or
+    /// the turn (if any) ends; chunking does not change the chains. The first chunk is taken even
     /// if the deadline has passed, so that a checkpoint interval shorter
     /// than starting a segment still lets the chains advance between saves.
     fn in_chunks(
@@ -416,9 +433,10 @@ impl Chunks<'_> {
     ) -> kameleon_samplers::Result<()> {
         let mut chunk = 1u64;
         let mut first = true;
+        let turn_end = self.turn.and_then(|t| Instant::now().checked_add(t));
         while !self.cancel.load(Ordering::Relaxed)
             && !self.density.has_failed()
-            && (first || self.deadline.is_none_or(|d| Instant::now() < d))
+            && (first || (self.may_go_on() && turn_end.is_none_or(|t| Instant::now() < t)))
         {
             first = false;
             let start = Instant::now();
@@ -433,6 +451,14 @@ impl Chunks<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the run may take more steps: not cancelled, no density
+    /// failure, the deadline not passed.
+    fn may_go_on(&self) -> bool {
+        !self.cancel.load(Ordering::Relaxed)
+            && !self.density.has_failed()
+            && self.deadline.is_none_or(|d| Instant::now() < d)
     }
 
     /// Advances one chain; `hold_gil`: keep the GIL for a whole chunk (a
