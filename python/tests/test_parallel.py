@@ -359,22 +359,34 @@ def alive(pid):
         return False
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
-def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(tmp_path):
+def start_slow_run(tmp_path) -> subprocess.Popen:
+    """``SLOW_RUN`` in a subprocess, once its four workers sample (their
+    start-up is not what the tests time)."""
     script = tmp_path / "slow_run.py"
     script.write_text(SLOW_RUN)
     started = tmp_path / "started"
     started.mkdir()
     proc = subprocess.Popen([sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    # the workers' start-up is not what is timed: wait until all four sample
-    deadline = time.monotonic() + 60
-    sampling = lambda: set(os.listdir(started)) - {str(proc.pid)}  # noqa: E731 (the parent checks the starts)
-    while len(sampling()) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 60
+        sampling = lambda: set(os.listdir(started)) - {str(proc.pid)}  # noqa: E731 (the parent checks the starts)
+        while len(sampling()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(sampling()) == 4
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(tmp_path):
+    proc = start_slow_run(tmp_path)
     time.sleep(0.5)
     workers = descendants(proc.pid)
-    assert len(sampling()) == 4 and len(workers) >= 5  # the forkserver (or spawn's tracker) too
+    assert len(workers) >= 5  # the forkserver (or spawn's tracker) too
     returncode, out, took = interrupt_and_wait(proc)
     assert returncode == 0, out
     words = out.split()
@@ -389,17 +401,9 @@ def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(t
 def test_workers_end_when_the_parent_is_killed(tmp_path):
     # a parent killed outright (SIGKILL, the OOM killer) runs no clean-up:
     # its workers kept running their chains, then waited for tasks for ever
-    script = tmp_path / "slow_run.py"
-    script.write_text(SLOW_RUN)
-    started = tmp_path / "started"
-    started.mkdir()
-    proc = subprocess.Popen([sys.executable, str(script), str(started)], stdout=subprocess.PIPE, text=True)
+    proc = start_slow_run(tmp_path)
     workers = []
     try:
-        assert proc.stdout.readline().strip() == "ready"
-        deadline = time.monotonic() + 60
-        while len(set(os.listdir(started)) - {str(proc.pid)}) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
         workers = descendants(proc.pid)
         assert len(workers) >= 5  # the forkserver (or spawn's tracker) too
         proc.kill()
