@@ -354,7 +354,10 @@ fn drive<P: Sampler>(
                                     fail(err);
                                 }
                             });
-                        if !turns || !chunks.may_go_on() || runs_ref.iter().all(|r| r.is_finished())
+                        if !turns
+                            || chunks.stopped()
+                            || !chunks.before_deadline()
+                            || runs_ref.iter().all(|r| r.is_finished())
                         {
                             break;
                         }
@@ -434,9 +437,8 @@ impl Chunks<'_> {
         let mut chunk = 1u64;
         let mut first = true;
         let turn_end = self.turn.and_then(|t| Instant::now().checked_add(t));
-        while !self.cancel.load(Ordering::Relaxed)
-            && !self.density.has_failed()
-            && (first || (self.may_go_on() && turn_end.is_none_or(|t| Instant::now() < t)))
+        while !self.stopped()
+            && (first || (self.before_deadline() && turn_end.is_none_or(|t| Instant::now() < t)))
         {
             first = false;
             let start = Instant::now();
@@ -453,12 +455,14 @@ impl Chunks<'_> {
         Ok(())
     }
 
-    /// Whether the run may take more steps: not cancelled, no density
-    /// failure, the deadline not passed.
-    fn may_go_on(&self) -> bool {
-        !self.cancel.load(Ordering::Relaxed)
-            && !self.density.has_failed()
-            && self.deadline.is_none_or(|d| Instant::now() < d)
+    /// Whether the run was cancelled or the density failed.
+    fn stopped(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || self.density.has_failed()
+    }
+
+    /// Whether the segment's deadline (if any) is still ahead.
+    fn before_deadline(&self) -> bool {
+        self.deadline.is_none_or(|d| Instant::now() < d)
     }
 
     /// Advances one chain; `hold_gil`: keep the GIL for a whole chunk (a
