@@ -19,11 +19,13 @@ from ._sample import (
     _ACCEPTANCE_LOW,
     _CHECK_MIN_DRAWS,
     _check_dimension,
+    _check_same_density,
     __version__,
     _checkpoint_every,
     _checkpoint_path,
     _density,
     _integer,
+    _one_point,
     _points,
     _percent,
     _run,
@@ -174,11 +176,21 @@ def resume_ensemble(
     with the same log density: the result is bit-identical to an
     uninterrupted run. ``vectorize``, ``cores`` and ``executor`` are as in
     :func:`sample_ensemble` (they need not be the ones of the first run).
-    The checkpoint is updated as the run goes on."""
+    The checkpoint is updated as the run goes on. An exact log density is
+    checked against the run first: at walker 0's starting point it must
+    give the value the run recorded there (one evaluation), so another
+    model or data set is refused with a ``ValueError``."""
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
     _check_dimension(log_density, header["dim"], "the checkpointed run")
+    if vectorize:
+        one_point, kind = _one_point(log_density), "vectorized"
+    else:
+        one_point, kind = log_density, _density(log_density, None, False)[0]
+    _check_same_density(
+        one_point, kind, header["first_point"], header["first_log_density"], "kameleon.resume_ensemble"
+    )
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
         lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),

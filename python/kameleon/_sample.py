@@ -235,6 +235,31 @@ def _one_point(vectorized: Callable) -> Callable:
     return log_density
 
 
+def _check_same_density(log_density, kind: str, point, stored: float, what: str) -> None:
+    """``ValueError`` when an exact ``log_density`` (of the Rust ``kind``)
+    is not a checkpointed run's: its value at ``point`` must be ``stored``,
+    the value the run recorded there (one evaluation, not counted;
+    pseudo-marginal estimates are noisy and are not checked). The
+    tolerance, 10⁻⁹ relative, allows the rounding of a vectorised density
+    evaluated on another batch size; a changed model, data set or prior
+    moves the value by far more."""
+    exact = kind in ("callable", "vectorized", "compiled") or (kind == "builtin" and log_density.is_exact)
+    if not exact or stored is None or not math.isfinite(stored):
+        return
+    # an exact built-in target ignores the seed its probe draws
+    value = _log_density_probe(log_density)(np.array(point, dtype=np.float64), np.random.default_rng(0))
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not abs(value - stored) <= 1e-9 * max(1.0, abs(stored)):
+        raise ValueError(
+            f"{what}: this log density is not the checkpointed run's: at a point of the run it is {value!r}, "
+            f"where the run recorded {stored!r}. Continue a run with the log density it was started with (and "
+            "the same `prior`/`bounds`); a changed model or data set needs a new run"
+        )
+
+
 def _check_dimension(log_density, d: int, what: str) -> None:
     """``ValueError`` when ``log_density`` is a :class:`Compiled` function
     or a built-in target whose dimension is not ``d``, the dimension of
@@ -1293,10 +1318,12 @@ def resume(
     A run started with ``prior=`` or ``bounds=`` must be resumed with the
     same ``prior`` and ``bounds`` (and ``log_density`` is then the
     log-likelihood, as in :func:`sample`): the checkpoint holds the chains on
-    the unconstrained scale and does not record the prior, so only its
-    dimension can be checked. Resumed without them, the draws would come
-    back on the unconstrained scale; with another prior, the run would
-    silently continue with that one.
+    the unconstrained scale. An exact log density is checked against the run
+    before anything runs: its value at chain 0's current point (one
+    evaluation, not counted) must be the one the run stored there, so
+    another model, data set, prior or bounds, or a run resumed without its
+    prior, is refused with a ``ValueError``. A :class:`PseudoMarginal`
+    estimate is noisy and cannot be checked this way.
 
     A run cut by ``max_evaluations`` keeps its chains' evaluation shares:
     resumed, it stops where it would have (``attrs["stopped_by"]`` is then
@@ -1345,6 +1372,7 @@ def _continue(
             raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
         kind, vectorized = "vectorized", log_density
         log_density = _one_point(vectorized)
+    _check_same_density(log_density, kind, header["positions"][0], header["log_densities"][0], what)
     if extend_by is not None:
         # the run's header once lengthened, so that the cores and the mode
         # are checked and chosen before the file changes

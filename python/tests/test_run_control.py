@@ -289,3 +289,54 @@ def test_stop_rules_reject_bad_values():
             km.sample(gaussian, X0, progress=False, **bad)
     with pytest.raises(ValueError, match="needs `chains` >= 2"):
         km.sample(gaussian, X0, chains=1, target_rhat=1.01, progress=False)
+
+
+# ── continuing with another density ───────────────────────────────────────
+
+
+def wider(x):
+    return -0.5 * (x[0] * x[0] + x[1] * x[1])
+
+
+def test_resume_and_extend_refuse_another_log_density(tmp_path):
+    # both continued the run on the new density without a word, so its
+    # chains mixed two posteriors
+    kwargs = dict(sampler=km.AM(), tune=50, chains=2, seed=4, progress=False)
+    path = tmp_path / "run.ckpt"
+    km.sample(gaussian, X0, draws=40, checkpoint=path, **kwargs)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="kameleon.extend: this log density is not the checkpointed run's"):
+        km.extend(path, wider, draws=10, progress=False)
+    with pytest.raises(ValueError, match="kameleon.resume: this log density is not the checkpointed run's"):
+        km.resume(path, wider, progress=False)
+    assert path.read_bytes() == before
+    # the same density written as a vectorised function passes the check
+    extended = km.extend(path, lambda xs: -0.5 * (xs[:, 0] ** 2 + 4.0 * xs[:, 1] ** 2), draws=10,
+                         vectorize=True, progress=False)
+    assert_same_chains(extended, km.sample(gaussian, X0, draws=50, **kwargs))
+
+
+def test_resume_refuses_a_prior_run_continued_without_its_prior_or_with_another(tmp_path):
+    def log_likelihood(x):
+        return -0.5 * float(np.sum((np.log(x) - 1.0) ** 2))
+
+    prior = [km.priors.LogNormal(0.0, 1.0), km.priors.Gamma(2.0, 1.0)]
+    path = tmp_path / "run.ckpt"
+    km.sample(log_likelihood, [1.0, 2.0], prior=prior, sampler=km.AM(), draws=30, tune=20, chains=2, seed=3,
+              checkpoint=path, progress=False)
+    for other in (None, [km.priors.LogNormal(0.0, 2.0), km.priors.Gamma(2.0, 1.0)]):
+        with pytest.raises(ValueError, match="not the checkpointed run's"):
+            km.resume(path, log_likelihood, prior=other, progress=False)
+    resumed = km.resume(path, log_likelihood, prior=prior, progress=False)
+    assert (resumed.posterior["x"].values > 0).all()
+
+
+def test_resume_ensemble_refuses_another_log_density(tmp_path):
+    path = tmp_path / "ensemble.ckpt"
+    kwargs = dict(walkers=8, draws=20, tune=0, seed=1, progress=False)
+    km.sample_ensemble(gaussian, X0, checkpoint=path, **kwargs)
+    with pytest.raises(ValueError, match="kameleon.resume_ensemble: this log density is not the checkpointed run's"):
+        km.resume_ensemble(path, wider, progress=False)
+    resumed = km.resume_ensemble(path, lambda xs: -0.5 * (xs[:, 0] ** 2 + 4.0 * xs[:, 1] ** 2), vectorize=True,
+                                 progress=False)
+    np.testing.assert_array_equal(posterior(resumed), posterior(km.sample_ensemble(gaussian, X0, **kwargs)))

@@ -593,29 +593,42 @@ impl Job for Regroup {
     }
 }
 
-/// The current point and the steps done of each chain of a checkpoint.
+/// The current point, its stored log density and the steps done of each
+/// chain of a checkpoint.
 pub struct Positions<'a> {
     /// The checkpoint.
     pub file: &'a CheckpointFile,
 }
 
 impl Job for Positions<'_> {
-    type Output = PyResult<(Vec<Vec<f64>>, Vec<u64>)>;
+    type Output = PyResult<ChainPositions>;
 
     fn run<P: Sampler>(
         self,
         _build: &(dyn Fn(u64, u64) -> BuildResult<P> + Sync),
-    ) -> PyResult<(Vec<Vec<f64>>, Vec<u64>)> {
+    ) -> PyResult<ChainPositions> {
         let runs: Vec<Run<P>> = postcard::from_bytes(&self.file.runs).map_err(|e| {
             PyValueError::new_err(format!(
                 "the checkpoint's chains do not match its sampler settings: {e}"
             ))
         })?;
-        Ok(runs
-            .iter()
-            .map(|r| (r.sampler().position().to_vec(), r.steps_done()))
-            .unzip())
+        Ok(ChainPositions {
+            positions: runs.iter().map(|r| r.sampler().position().to_vec()).collect(),
+            log_densities: runs.iter().map(|r| r.sampler().log_density()).collect(),
+            steps_done: runs.iter().map(Run::steps_done).collect(),
+        })
     }
+}
+
+/// Each chain's current point, the log density stored for it, and its
+/// steps done, as [`Positions`] reads them.
+pub struct ChainPositions {
+    /// The current points.
+    pub positions: Vec<Vec<f64>>,
+    /// The log density the chain stored for its current point.
+    pub log_densities: Vec<f64>,
+    /// The steps each chain has made.
+    pub steps_done: Vec<u64>,
 }
 
 /// Lengthens every chain of a checkpoint by `draws` kept draws (`draws ×

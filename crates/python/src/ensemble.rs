@@ -124,8 +124,10 @@ pub fn resume_ensemble<'py>(
 }
 
 /// The settings of the ensemble run checkpointed at `path`: `dim`,
-/// `walkers`, `a`, `seed`, `draws`, `tune` and `evaluations` (how many log
-/// densities it holds).
+/// `walkers`, `a`, `seed`, `draws`, `tune`, `evaluations` (how many log
+/// densities it holds), and walker 0's starting point with the log density
+/// recorded there (`first_point`, `first_log_density`, None before the
+/// first evaluation).
 #[pyfunction]
 pub fn ensemble_checkpoint_header<'py>(
     py: Python<'py>,
@@ -140,6 +142,8 @@ pub fn ensemble_checkpoint_header<'py>(
     dict.set_item("draws", run.draws)?;
     dict.set_item("tune", run.tune)?;
     dict.set_item("evaluations", run.values.len())?;
+    dict.set_item("first_point", &run.initial[..run.dim])?;
+    dict.set_item("first_log_density", run.values.first())?;
     Ok(dict)
 }
 

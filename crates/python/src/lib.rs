@@ -205,18 +205,19 @@ fn sample<'py>(
 }
 
 /// The header of a checkpoint as a dict (settings JSON, seed, draws, …),
-/// with each chain's current point (`positions`) and steps done
-/// (`steps_done`).
+/// with each chain's current point (`positions`), the log density it
+/// stored there (`log_densities`) and its steps done (`steps_done`).
 #[pyfunction]
 fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let file = load_checkpoint(&path)?;
-    let (positions, steps_done) = settings(&file.header.settings)?
+    let chains = settings(&file.header.settings)?
         .dispatch(file.header.dim, Positions { file: &file })
         .map_err(PyValueError::new_err)??;
     let header = file.header;
     let dict = PyDict::new(py);
-    dict.set_item("positions", positions)?;
-    dict.set_item("steps_done", steps_done)?;
+    dict.set_item("positions", chains.positions)?;
+    dict.set_item("log_densities", chains.log_densities)?;
+    dict.set_item("steps_done", chains.steps_done)?;
     dict.set_item("settings", header.settings)?;
     dict.set_item("dim", header.dim)?;
     dict.set_item("seed", header.seed)?;
