@@ -613,7 +613,10 @@ impl Job for Positions<'_> {
             ))
         })?;
         Ok(ChainPositions {
-            positions: runs.iter().map(|r| r.sampler().position().to_vec()).collect(),
+            positions: runs
+                .iter()
+                .map(|r| r.sampler().position().to_vec())
+                .collect(),
             log_densities: runs.iter().map(|r| r.sampler().log_density()).collect(),
             steps_done: runs.iter().map(Run::steps_done).collect(),
         })
