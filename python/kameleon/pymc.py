@@ -213,7 +213,9 @@ class PyMCPosterior:
         from ._arviz import dataset, from_datasets
 
         posterior = data["posterior"]
-        if "x" in posterior.data_vars and len(posterior.data_vars) == 1:
+        # unnamed draws are one variable x of shape (chain, draw, dim); named
+        # ones are (chain, draw) each, whatever their names (x too)
+        if list(posterior.data_vars) == ["x"] and posterior["x"].ndim == 3:
             z = np.asarray(posterior["x"])
         else:
             missing = [n for n in self.unconstrained_names if n not in posterior.data_vars]
