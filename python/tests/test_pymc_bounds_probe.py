@@ -29,3 +29,71 @@ def test_a_model_whose_one_scalar_variable_is_named_x():
     idata = km.from_pymc(model).sample(draws=20, tune=0, chains=2, seed=1, progress=False)
     assert idata.posterior["x"].dims == ("chain", "draw")
     assert idata.posterior["x"].shape == (2, 20)
+
+
+def data_model():
+    with pm.Model(coords={"obs": [10, 20, 30, 40], "k": ["u", "v", "w"]}) as model:
+        x = pm.Data("x", np.arange(4.0), dims="obs")
+        scale = pm.Data("scale", 2.0)
+        slope = pm.Normal("slope", 0.0, scale)
+        pm.Normal("y", slope * x, 1.0, observed=np.array([0.1, 1.9, 4.2, 5.8]), dims="obs")
+        pm.Deterministic("fit", slope * x, dims="obs")
+        w = pm.Dirichlet("w", np.ones(3), dims="k")
+        pm.Multinomial("n", 10, w, observed=np.array([2, 3, 5]), dims="k")
+    return model
+
+
+def layout(data):
+    """Each group's variables (name, dims, shape, dtype) and coordinates."""
+    out = {}
+    for group in ("posterior", "observed_data", "constant_data"):
+        if group not in data.groups():
+            continue
+        ds = data[group]
+        variables = [(k, ds[k].dims, ds[k].shape, str(ds[k].dtype)) for k in ds.data_vars]
+        coords = {k: list(ds[k].values) for k in ds.coords if k not in ("chain", "draw")}
+        out[group] = (variables, coords)
+    return out
+
+
+def test_groups_names_dims_and_coords_are_pm_samples():
+    model = data_model()
+    ours = km.from_pymc(model).sample(**SHORT)
+    theirs = pm.sample(
+        step=pm.Metropolis(model=model), draws=5, tune=0, chains=1, random_seed=1, progressbar=False,
+        compute_convergence_checks=False, model=model,
+    )
+    assert layout(ours) == layout(theirs)
+    np.testing.assert_array_equal(ours.constant_data["x"], np.arange(4.0))
+    assert float(ours.constant_data["scale"]) == 2.0
+
+
+def test_posterior_predictive_keeps_the_draws_of_a_variable_whose_prior_reads_data():
+    # with the data recorded (constant_data), PyMC knows they have not
+    # changed since the run and takes `slope` from the draws instead of
+    # drawing it afresh from its prior; y = slope·x + N(0, 1e-9²) then
+    # gives the slope back to about 1e-9
+    with pm.Model() as model:
+        x = pm.Data("x", np.array([1.0, 2.0]))
+        scale = pm.Data("scale", 2.0)
+        slope = pm.Normal("slope", 0.0, scale)
+        pm.Normal("y", slope * x, 1e-9, observed=np.array([0.5, 1.0]))
+    idata = km.from_pymc(model).sample(draws=20, tune=0, chains=2, seed=1, progress=False)
+    predictive = pm.sample_posterior_predictive(idata, model=model, random_seed=1, progressbar=False)
+    y = predictive.posterior_predictive["y"].values
+    np.testing.assert_allclose(y[:, :, 0], idata.posterior["slope"].values, atol=1e-7)
+
+
+def test_the_output_shows_the_data_the_log_density_was_compiled_with():
+    # the data containers are compiled in as constants: set_data after
+    # from_pymc does not change what is sampled, so neither does it change
+    # the data the output reports
+    model = data_model()
+    post = km.from_pymc(model)
+    observed = np.array([0.1, 1.9, 4.2, 5.8])
+    with model:
+        pm.set_data({"x": np.full(4, 9.0), "scale": 5.0})
+    idata = post.sample(**SHORT)
+    np.testing.assert_array_equal(idata.constant_data["x"], np.arange(4.0))
+    assert float(idata.constant_data["scale"]) == 2.0
+    np.testing.assert_array_equal(idata.observed_data["y"], observed)
