@@ -31,12 +31,16 @@ def test_a_model_whose_one_scalar_variable_is_named_x():
     assert idata.posterior["x"].shape == (2, 20)
 
 
+OBSERVED = np.array([0.1, 1.9, 4.2, 5.8])
+
+
 def data_model():
     with pm.Model(coords={"obs": [10, 20, 30, 40], "k": ["u", "v", "w"]}) as model:
         x = pm.Data("x", np.arange(4.0), dims="obs")
         scale = pm.Data("scale", 2.0)
         slope = pm.Normal("slope", 0.0, scale)
-        pm.Normal("y", slope * x, 1.0, observed=np.array([0.1, 1.9, 4.2, 5.8]), dims="obs")
+        observed = pm.Data("observed", OBSERVED, dims="obs")
+        pm.Normal("y", slope * x, 1.0, observed=observed, dims="obs")
         pm.Deterministic("fit", slope * x, dims="obs")
         w = pm.Dirichlet("w", np.ones(3), dims="k")
         pm.Multinomial("n", 10, w, observed=np.array([2, 3, 5]), dims="k")
@@ -90,10 +94,9 @@ def test_the_output_shows_the_data_the_log_density_was_compiled_with():
     # the data the output reports
     model = data_model()
     post = km.from_pymc(model)
-    observed = np.array([0.1, 1.9, 4.2, 5.8])
     with model:
-        pm.set_data({"x": np.full(4, 9.0), "scale": 5.0})
+        pm.set_data({"x": np.full(4, 9.0), "scale": 5.0, "observed": np.zeros(4)})
     idata = post.sample(**SHORT)
     np.testing.assert_array_equal(idata.constant_data["x"], np.arange(4.0))
     assert float(idata.constant_data["scale"]) == 2.0
-    np.testing.assert_array_equal(idata.observed_data["y"], observed)
+    np.testing.assert_array_equal(idata.observed_data["y"], OBSERVED)
