@@ -100,3 +100,20 @@ def test_the_output_shows_the_data_the_log_density_was_compiled_with():
     np.testing.assert_array_equal(idata.constant_data["x"], np.arange(4.0))
     assert float(idata.constant_data["scale"]) == 2.0
     np.testing.assert_array_equal(idata.observed_data["y"], OBSERVED)
+
+
+# ── bounds ───────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("pair", [(-1e308, 1e308), (-1.7e308, 0.5e308)])
+def test_bounds_too_wide_for_a_float_are_refused(pair):
+    # high − low overflows: the scaled logit put every point outside the
+    # bounds, and the run failed saying the start (inside) was outside
+    with pytest.raises(ValueError, match=r"`bounds\[0\]`.*high − low"):
+        km.sample(lambda x: 0.0, [0.0], bounds=[pair], **SHORT)
+
+
+def test_a_uniform_too_wide_for_a_float_is_refused():
+    # its log density was −inf everywhere
+    with pytest.raises(ValueError, match="high − low"):
+        priors.Uniform(-1e308, 1e308)
