@@ -51,7 +51,7 @@ def layout(data):
     """Each group's variables (name, dims, shape, dtype) and coordinates."""
     out = {}
     for group in ("posterior", "observed_data", "constant_data"):
-        if group not in data.groups():
+        if group not in data:
             continue
         ds = data[group]
         variables = [(k, ds[k].dims, ds[k].shape, str(ds[k].dtype)) for k in ds.data_vars]
@@ -67,6 +67,7 @@ def test_groups_names_dims_and_coords_are_pm_samples():
         step=pm.Metropolis(model=model), draws=5, tune=0, chains=1, random_seed=1, progressbar=False,
         compute_convergence_checks=False, model=model,
     )
+    assert set(layout(ours)) == {"posterior", "observed_data", "constant_data"}
     assert layout(ours) == layout(theirs)
     np.testing.assert_array_equal(ours.constant_data["x"], np.arange(4.0))
     assert float(ours.constant_data["scale"]) == 2.0
