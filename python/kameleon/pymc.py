@@ -41,6 +41,7 @@ PyMC 6 ArviZ ≥ 1).
 from __future__ import annotations
 
 import ctypes
+import pickle
 import warnings
 from typing import Callable
 
@@ -115,6 +116,34 @@ def _cfunc(jitted) -> Compiled:
     return log_density
 
 
+class _PythonLogDensity:
+    """``f(z) -> float``: the compiled log density called from Python. It
+    pickles (for worker processes) as that function alone, and unpickles
+    (compiling it again) without PyTensor's object-mode warning, which
+    :func:`from_pymc` does not pass on either."""
+
+    def __init__(self, function) -> None:
+        self._function = function
+
+    def __call__(self, z: np.ndarray) -> float:
+        # the jitted function itself, not the pytensor.function around it:
+        # that keeps its inputs in shared storage, so it is not reentrant,
+        # and the chains' threads take turns calling this
+        return float(self._function.vm.jit_fn(z)[0])
+
+    def __reduce__(self):
+        import cloudpickle
+
+        # cloudpickle: an Op defined in a script travels by value
+        return _load_python_log_density, (cloudpickle.dumps(self._function),)
+
+
+def _load_python_log_density(blob: bytes) -> _PythonLogDensity:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_OBJECT_MODE)
+        return _PythonLogDensity(pickle.loads(blob))
+
+
 class PyMCPosterior:
     """The posterior of a PyMC model on its unconstrained space (see
     :mod:`kameleon.pymc`); made by :func:`from_pymc`.
@@ -158,7 +187,7 @@ class PyMCPosterior:
             cfunc = _cfunc(self._logp.vm.jit_fn)
             self.log_density: Compiled | Callable = Compiled(cfunc.address, self.dim, owner=cfunc)
         else:
-            self.log_density = self._python_log_density
+            self.log_density = _PythonLogDensity(self._logp)
 
         # the posterior's variables as functions of z: pm.sample's default
         # names (those ending in "__" are PyMC's internal ones)
@@ -174,12 +203,6 @@ class PyMCPosterior:
         self._observed_data = self._observed()
         self._constant_data = self._constant()
 
-    def _python_log_density(self, z: np.ndarray) -> float:
-        # the jitted function itself, not the pytensor.function around it:
-        # that keeps its inputs in shared storage, so it is not reentrant,
-        # and the chains' threads take turns calling this
-        return float(self._logp.vm.jit_fn(z)[0])
-
     def log_density_at(self, z) -> float:
         """The log density at the unconstrained point ``z`` (shape (dim,)),
         evaluated the way the sampler evaluates it."""
@@ -187,7 +210,7 @@ class PyMCPosterior:
         if z.shape != (self.dim,):
             raise ValueError(f"`z` must have shape ({self.dim},), got {z.shape}")
         if not self.compiled:
-            return self._python_log_density(z)
+            return self.log_density(z)
         pointer = ctypes.POINTER(ctypes.c_double)
         function = ctypes.CFUNCTYPE(ctypes.c_double, pointer, ctypes.c_int64)(self.log_density.address)
         return function(z.ctypes.data_as(pointer), self.dim)

@@ -3,7 +3,10 @@ of km.from_pymc's output next to pm.sample's, data containers, and bounds
 that cannot be transformed."""
 
 import math
+import pickle
+import warnings
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -11,6 +14,8 @@ import kameleon as km
 from kameleon import priors
 
 pm = pytest.importorskip("pymc")
+pt = pytest.importorskip("pytensor.tensor")
+from pytensor.graph import Apply, Op  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning"),
@@ -118,3 +123,35 @@ def test_a_uniform_too_wide_for_a_float_is_refused():
     # its log density was −inf everywhere
     with pytest.raises(ValueError, match="high − low"):
         priors.Uniform(-1e308, 1e308)
+
+
+# ── the Python log density in worker processes ──────────────────────────
+
+
+
+class Quadratic(Op):
+    """A black box −z²/2 without a numba implementation: PyTensor runs it
+    in Python (numba's object mode)."""
+
+    def make_node(self, value):
+        return Apply(self, [pt.as_tensor_variable(value)], [pt.dscalar()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = np.asarray(-0.5 * float(inputs[0]) ** 2)
+
+
+def test_the_python_log_density_travels_to_workers_alone_and_quietly():
+    # worker processes unpickle the log density: it must bring neither
+    # PyTensor's object-mode warning, which from_pymc keeps to itself, nor
+    # the model and the functions of the output, compiled again for nothing
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        pm.Potential("black_box", Quadratic()(mu))
+    post = km.from_pymc(model)
+    assert not post.compiled
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log_density = pickle.loads(cloudpickle.dumps(post.log_density))
+    assert [str(w.message) for w in caught] == []
+    assert not isinstance(getattr(log_density, "__self__", None), km.pymc.PyMCPosterior)
+    assert log_density(np.array([0.7])) == post.log_density(np.array([0.7]))
