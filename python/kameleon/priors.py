@@ -401,6 +401,11 @@ def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
         bounds = list(bounds)
     if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) == 0:
         raise ValueError(f"`bounds` must be a non-empty list of (low, high) pairs, got {bounds!r}")
+    if len(bounds) == 2 and all(end is None or isinstance(end, numbers.Real) for end in bounds):
+        raise ValueError(
+            f"`bounds` must be a list of one (low, high) pair per parameter, got the single pair {bounds!r}: "
+            "for one parameter pass [(low, high)]"
+        )
     low, high = [], []
     for j, pair in enumerate(bounds):
         message = (

@@ -31,9 +31,13 @@ def test_a_model_whose_one_scalar_variable_is_named_x():
     # variable must not be mistaken for them
     with pm.Model() as model:
         pm.Normal("x", 1.0, 2.0)
-    idata = km.from_pymc(model).sample(draws=20, tune=0, chains=2, seed=1, progress=False)
+    post = km.from_pymc(model)
+    idata = post.sample(draws=20, tune=0, chains=2, seed=1, progress=False)
     assert idata.posterior["x"].dims == ("chain", "draw")
     assert idata.posterior["x"].shape == (2, 20)
+    # and kameleon's unnamed draws of it still read as such
+    unnamed = km.sample(post.log_density, post.x0, draws=20, tune=0, chains=2, seed=1, progress=False)
+    np.testing.assert_array_equal(post.to_inference_data(unnamed).posterior["x"], idata.posterior["x"])
 
 
 OBSERVED = np.array([0.1, 1.9, 4.2, 5.8])
@@ -117,6 +121,12 @@ def test_bounds_too_wide_for_a_float_are_refused(pair):
     # bounds, and the run failed saying the start (inside) was outside
     with pytest.raises(ValueError, match=r"`bounds\[0\]`.*high − low"):
         km.sample(lambda x: 0.0, [0.0], bounds=[pair], **SHORT)
+
+
+@pytest.mark.parametrize("bounds", [(0, 1), (None, 1.0), [0.0, np.inf], np.array([0.0, 1.0])])
+def test_one_pair_in_place_of_a_list_of_pairs_says_so(bounds):
+    with pytest.raises(ValueError, match=r"one \(low, high\) pair per parameter.*\[\(low, high\)\]"):
+        km.sample(lambda x: 0.0, [0.5], bounds=bounds, **SHORT)
 
 
 def test_a_uniform_too_wide_for_a_float_is_refused():
