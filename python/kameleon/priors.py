@@ -59,6 +59,17 @@ def _number(name: str, value, positive: bool = True) -> float:
     return float(value)
 
 
+def _check_width(what: str, low: float, high: float) -> None:
+    """``ValueError`` naming ``what`` when both ends are finite but
+    high − low overflows to inf: the interval transform (and a uniform
+    density) needs the width."""
+    if math.isfinite(low) and math.isfinite(high) and not math.isfinite(high - low):
+        raise ValueError(
+            f"{what}: high − low = {high!r} − {low!r} overflows a float; narrow the interval, "
+            "or leave an end open (None or ±inf) if the parameter has no bound there"
+        )
+
+
 # ── transforms (elementwise; low and high broadcast against x or z) ──────
 
 
@@ -260,6 +271,7 @@ class Uniform(Marginal):
         object.__setattr__(self, "high", _number("high", self.high, positive=False))
         if not self.low < self.high:
             raise ValueError(f"`low` must be below `high`, got low={self.low!r}, high={self.high!r}")
+        _check_width("Uniform", self.low, self.high)
 
     @property
     def support(self):
@@ -389,6 +401,11 @@ def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
         bounds = list(bounds)
     if isinstance(bounds, (str, bytes)) or not isinstance(bounds, Sequence) or len(bounds) == 0:
         raise ValueError(f"`bounds` must be a non-empty list of (low, high) pairs, got {bounds!r}")
+    if len(bounds) == 2 and all(end is None or isinstance(end, numbers.Real) for end in bounds):
+        raise ValueError(
+            f"`bounds` must be a list of one (low, high) pair per parameter, got the single pair {bounds!r}: "
+            "for one parameter pass [(low, high)]"
+        )
     low, high = [], []
     for j, pair in enumerate(bounds):
         message = (
@@ -408,6 +425,7 @@ def _bounds(bounds) -> tuple[np.ndarray, np.ndarray]:
             ends.append(float(end))
         if not (ends[0] < ends[1] and ends[0] < math.inf and ends[1] > -math.inf):
             raise ValueError(message)
+        _check_width(f"`bounds[{j}]`", *ends)
         low.append(ends[0])
         high.append(ends[1])
     return np.array(low), np.array(high)

@@ -22,9 +22,16 @@ for the Python callable in any case.
 the draws as ``pm.sample`` does: ArviZ data (an ``arviz.InferenceData``,
 or an ``xarray.DataTree`` with ArviZ ≥ 1) whose ``posterior`` holds every
 free variable on its own (constrained) scale and every deterministic, with
-the model's names, shapes, dims and coords, and an ``observed_data`` group.
-``sample_stats`` are kameleon's (``lp`` is the log density of z, Jacobian
-included).
+the model's names, shapes, dims and coords, an ``observed_data`` group and
+a ``constant_data`` group (the ``pm.Data`` containers, with which
+``pm.sample_posterior_predictive`` tells that the data have not changed
+since the run). ``sample_stats`` are kameleon's (``lp`` is the log density
+of z, Jacobian included).
+
+Data containers (``pm.Data``) are compiled in at their values when
+:func:`from_pymc` is called, and the output reports those values and the
+coords of that moment: after ``pm.set_data``, call :func:`from_pymc` again
+to sample with the new data.
 
 Discrete free variables are not supported (the samplers move in ℝᵈ).
 Needs ``pymc`` (which brings PyTensor and ArviZ: PyMC 5 brings ArviZ < 1,
@@ -34,6 +41,7 @@ PyMC 6 ArviZ ≥ 1).
 from __future__ import annotations
 
 import ctypes
+import pickle
 import warnings
 from typing import Callable
 
@@ -108,6 +116,34 @@ def _cfunc(jitted) -> Compiled:
     return log_density
 
 
+class _PythonLogDensity:
+    """``f(z) -> float``: the compiled log density called from Python. It
+    pickles (for worker processes) as that function alone, and unpickles
+    (compiling it again) without PyTensor's object-mode warning, which
+    :func:`from_pymc` does not pass on either."""
+
+    def __init__(self, function) -> None:
+        self._function = function
+
+    def __call__(self, z: np.ndarray) -> float:
+        # the jitted function itself, not the pytensor.function around it:
+        # that keeps its inputs in shared storage, so it is not reentrant,
+        # and the chains' threads take turns calling this
+        return float(self._function.vm.jit_fn(z)[0])
+
+    def __reduce__(self):
+        import cloudpickle
+
+        # cloudpickle: an Op defined in a script travels by value
+        return _load_python_log_density, (cloudpickle.dumps(self._function),)
+
+
+def _load_python_log_density(blob: bytes) -> _PythonLogDensity:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_OBJECT_MODE)
+        return _PythonLogDensity(pickle.loads(blob))
+
+
 class PyMCPosterior:
     """The posterior of a PyMC model on its unconstrained space (see
     :mod:`kameleon.pymc`); made by :func:`from_pymc`.
@@ -151,7 +187,7 @@ class PyMCPosterior:
             cfunc = _cfunc(self._logp.vm.jit_fn)
             self.log_density: Compiled | Callable = Compiled(cfunc.address, self.dim, owner=cfunc)
         else:
-            self.log_density = self._python_log_density
+            self.log_density = _PythonLogDensity(self._logp)
 
         # the posterior's variables as functions of z: pm.sample's default
         # names (those ending in "__" are PyMC's internal ones)
@@ -160,12 +196,12 @@ class PyMCPosterior:
         values, flat_values = join_nonshared_inputs(point, model.replace_rvs_by_values(shown), value_vars)
         self._constrain, _ = _compile(pytensor, flat_values, _without_shared(values))
         self._at_x0 = [np.asarray(v) for v in self._constrain(self.x0)]
-
-    def _python_log_density(self, z: np.ndarray) -> float:
-        # the jitted function itself, not the pytensor.function around it:
-        # that keeps its inputs in shared storage, so it is not reentrant,
-        # and the chains' threads take turns calling this
-        return float(self._logp.vm.jit_fn(z)[0])
+        # the coords and data as compiled in: what the draws are of, even
+        # after a later pm.set_data
+        self._coords = {k: list(v) for k, v in model.coords.items() if v is not None}
+        self._dims = {k: list(v) for k, v in model.named_vars_to_dims.items()}
+        self._observed_data = self._observed()
+        self._constant_data = self._constant()
 
     def log_density_at(self, z) -> float:
         """The log density at the unconstrained point ``z`` (shape (dim,)),
@@ -174,7 +210,7 @@ class PyMCPosterior:
         if z.shape != (self.dim,):
             raise ValueError(f"`z` must have shape ({self.dim},), got {z.shape}")
         if not self.compiled:
-            return self._python_log_density(z)
+            return self.log_density(z)
         pointer = ctypes.POINTER(ctypes.c_double)
         function = ctypes.CFUNCTYPE(ctypes.c_double, pointer, ctypes.c_int64)(self.log_density.address)
         return function(z.ctypes.data_as(pointer), self.dim)
@@ -209,11 +245,13 @@ class PyMCPosterior:
         unconstrained_names`` or without names (one variable ``x``) — as
         ``pm.sample`` shapes it: the posterior's variables on their own scale
         with the model's dims and coords, kameleon's ``sample_stats`` and
-        attrs, and the observed data."""
+        attrs, and the observed and constant data."""
         from ._arviz import dataset, from_datasets
 
         posterior = data["posterior"]
-        if "x" in posterior.data_vars and len(posterior.data_vars) == 1:
+        # unnamed draws are one variable x of shape (chain, draw, dim); named
+        # ones are (chain, draw) each, whatever their names (x too)
+        if list(posterior.data_vars) == ["x"] and posterior["x"].ndim == 3:
             z = np.asarray(posterior["x"])
         else:
             missing = [n for n in self.unconstrained_names if n not in posterior.data_vars]
@@ -234,27 +272,53 @@ class PyMCPosterior:
         variables = {
             name: column.reshape(chains, draws, *column.shape[1:]) for name, column in zip(self.variables, columns)
         }
-        coords = {k: list(v) for k, v in self.model.coords.items() if v is not None}
-        dims = {k: list(v) for k, v in self.model.named_vars_to_dims.items()}
         attrs = dict(posterior.attrs)
         groups = {
-            "posterior": dataset(variables, coords=coords, dims=dims, attrs=attrs),
+            "posterior": dataset(variables, coords=self._coords, dims=self._dims, attrs=attrs),
             "sample_stats": data["sample_stats"],
         }
-        observed = self._observed()
-        if observed:
-            groups["observed_data"] = dataset(observed, coords=coords, dims=dims, attrs=attrs, sample_dims=())
+        for group, values in (("observed_data", self._observed_data), ("constant_data", self._constant_data)):
+            if values:
+                groups[group] = dataset(values, coords=self._coords, dims=self._dims, attrs=attrs, sample_dims=())
+        for name, value in self._constant_data.items():
+            constant = groups["constant_data"]
+            if value.ndim == 0 and constant[name].ndim == 1:
+                # a scalar stays one, as in pm.sample's output (ArviZ gives
+                # it a dimension of length 1)
+                groups["constant_data"] = constant.squeeze(constant[name].dims[0], drop=True)
         return from_datasets(groups)
 
     def _observed(self) -> dict[str, np.ndarray]:
         """The observed variables' data."""
         out = {}
         for rv in self.model.observed_RVs:
-            value = self.model.rvs_to_values[rv]
-            data = value.get_value() if hasattr(value, "get_value") else getattr(value, "data", None)
+            data = _data_value(self.model.rvs_to_values[rv])
             if data is not None:
-                out[rv.name] = np.asarray(data)
+                out[rv.name] = data
         return out
+
+    def _constant(self) -> dict[str, np.ndarray]:
+        """The data containers (``pm.Data``) other than those only observed,
+        as ``pm.sample``'s ``constant_data``: ``pm.sample_posterior_predictive``
+        compares them with the model's to tell which variables it must draw
+        afresh (without them, every variable whose prior reads data)."""
+        from pytensor.graph.traversal import ancestors
+
+        model = self.model
+        observed = {model.rvs_to_values[rv] for rv in model.observed_RVs}
+        used = set(ancestors(model.basic_RVs + model.deterministics + model.potentials))
+        out = {}
+        for var in model.data_vars:
+            data = _data_value(var)
+            if data is not None and (var not in observed or var in used):
+                out[var.name] = data
+        return out
+
+
+def _data_value(var) -> np.ndarray | None:
+    """The value of a shared variable or a constant (None for neither)."""
+    data = var.get_value() if hasattr(var, "get_value") else getattr(var, "data", None)
+    return None if data is None else np.asarray(data)
 
 
 def _labels(name: str, shape: tuple[int, ...]) -> list[str]:
