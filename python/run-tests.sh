@@ -47,6 +47,7 @@ echo "run-tests.sh: the 3.11 venv and the extension ready after ${SECONDS} s" >&
 subset=(
     python/tests/test_arviz_versions.py
     python/tests/test_pymc.py
+    python/tests/test_pymc_bounds_probe.py
     python/tests/test_sample.py
     python/tests/test_run_checks.py
     python/tests/test_run_control.py
@@ -92,6 +93,7 @@ beside=(
     python/tests/test_parallel.py
     python/tests/test_examples.py
     python/tests/test_pymc.py
+    python/tests/test_pymc_bounds_probe.py
     python/tests/test_ricker_vs_elfi.py
     python/tests/test_simulators.py
 )
