@@ -194,10 +194,7 @@ class HABC:
             sim = self.simulator
             if x0.shape[1] != sim.dim:
                 raise ValueError(f"the CompiledSimulator has {sim.dim} parameters, but `x0` has {x0.shape[1]}")
-            simulator = _core.CompiledLikelihood(
-                sim.address, sim.dim, self.observed.tolist(), sim.n_noise, sim.noise, self.n_simulations
-            )
-            observed = None
+            simulator, observed = (sim.address, sim.dim, sim.n_noise, sim.noise), self.observed.tolist()
         elif self.simulator is None:
             simulator, observed = None, None
         else:

@@ -82,3 +82,23 @@ def test_observed_none_is_refused_as_missing_not_as_nan(make):
 def test_abc_refuses_a_bool_epsilon_as_habc_does(epsilon):
     with pytest.raises(ValueError, match="`epsilon`"):
         km.ABC(gaussian_summary, [0.0], epsilon, 3)
+
+
+@numba.cfunc(SIGNATURE)
+def _theta_plus_noise(theta, dim, noise, n_noise, out, n_summaries):
+    for i in range(n_summaries):
+        out[i] = theta[i] + noise[i]
+    return 0
+
+
+@pytest.mark.parametrize("s, n_simulations", [(2, 2), (10, 10)])
+def test_habc_takes_as_few_simulations_from_a_compiled_simulator_as_from_python(s, n_simulations):
+    # HABC's covariance Σ̂ + ε²I is invertible for any S >= 2 (the KMC
+    # paper's run: S = 10 simulations of 10 summaries); a compiled simulator
+    # gives the same chain as a Python one would accept, not an error
+    # asking for the S >= s + 1 of the (ridge-free) synthetic likelihood
+    simulator = km.CompiledSimulator(_theta_plus_noise.address, s, s, s, owner=_theta_plus_noise)
+    habc = km.HABC(simulator, np.zeros(s), n_simulations=n_simulations, steps=3)
+    idata = habc.sample(np.zeros(s), draws=3, tune=0, chains=1, seed=0, progress=False)
+    assert np.isfinite(idata.posterior["x"].values).all()
+    assert np.isfinite(idata.sample_stats["lp"].values).all()
