@@ -36,6 +36,9 @@ from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_t
 
 __all__ = ["HABC"]
 
+# the integrator counts its steps per trajectory in 32 bits
+_MAX_STEPS = 2**32 - 1
+
 
 def _finite(name: str, value, positive: bool) -> float:
     """``value`` as a float if it is a finite Python or numpy number, > 0
@@ -63,7 +66,9 @@ class HABC:
     None: the built-in skew-normal simulator of the KMC paper's ABC target
     (:func:`kameleon.simulators.kmc_skew_normal_setup`), run without Python,
     with its observed summary (then ``observed`` must be None).
-    ``epsilon``: the ridge ε of Σ̂ + ε²I (> 0). ``n_simulations``: S ≥ 2.
+    ``epsilon``: the ridge ε of Σ̂ + ε²I, and ``prior_sd``: the prior's sd
+    (each > 0 with a positive finite square: about 1e-154 to 1e154).
+    ``n_simulations``: S ≥ 2. ``steps``: at most 2³² − 1.
 
     A simulator that raises stops the run: the rest of the run rejects every
     trajectory without calling it, and :meth:`sample` raises its exception
@@ -112,9 +117,18 @@ class HABC:
                     )
         object.__setattr__(self, "n_simulations", _integer("n_simulations", self.n_simulations, 2))
         object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
+        if self.steps > _MAX_STEPS:
+            raise ValueError(f"`steps` must be at most {_MAX_STEPS}, got {self.steps}")
         object.__setattr__(self, "batched", _flag("batched", self.batched))
         for name in ("epsilon", "prior_sd", "perturbation"):
             object.__setattr__(self, name, _finite(name, getattr(self, name), positive=True))
+        for name in ("epsilon", "prior_sd"):
+            # used squared: the ridge ε²I, the prior's variance
+            value = getattr(self, name)
+            if not 0.0 < value * value < math.inf:
+                raise ValueError(
+                    f"`{name}` must have a positive finite square (about 1e-154 to 1e154), got {value!r}"
+                )
         object.__setattr__(self, "friction", _finite("friction", self.friction, positive=False))
         try:
             low, high = (float(v) for v in self.step_size)
@@ -180,10 +194,7 @@ class HABC:
             sim = self.simulator
             if x0.shape[1] != sim.dim:
                 raise ValueError(f"the CompiledSimulator has {sim.dim} parameters, but `x0` has {x0.shape[1]}")
-            simulator = _core.CompiledLikelihood(
-                sim.address, sim.dim, self.observed.tolist(), sim.n_noise, sim.noise, self.n_simulations
-            )
-            observed = None
+            simulator, observed = (sim.address, sim.dim, sim.n_noise, sim.noise), self.observed.tolist()
         elif self.simulator is None:
             simulator, observed = None, None
         else:

@@ -58,6 +58,9 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 def _observed(value) -> np.ndarray:
     """``value`` as a read-only float64 vector of finite summaries."""
+    if value is None:
+        # numpy would make None a NaN summary
+        raise ValueError("`observed` must be a vector of numbers, got None")
     try:
         observed = np.array(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
@@ -297,6 +300,8 @@ class ABC(_Simulations):
         self._check_simulations()
         s = self.observed.shape[0]
         try:
+            if np.asarray(self.epsilon).dtype == bool:
+                raise TypeError("a bool is not a width")
             epsilon = np.array(self.epsilon, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"`epsilon` must be a positive number, got {self.epsilon!r}") from err

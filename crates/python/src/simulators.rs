@@ -190,6 +190,63 @@ enum Estimate {
     Synthetic { unbiased: bool },
 }
 
+/// What a [`CompiledSimulator`] is made of, checked once: the function,
+/// its `dim` parameters, the observed summaries and the noise it is given.
+struct SimulatorParts {
+    function: CompiledSimulatorFn,
+    dim: usize,
+    observed: Vec<f64>,
+    n_noise: usize,
+    noise: Noise,
+}
+
+impl SimulatorParts {
+    /// The simulator at `address` (see [`CompiledSimulatorFn`]) with `dim`
+    /// parameters, the `observed` summaries and `n_noise` values of `noise`
+    /// (`"normal"` or `"uniform"`) per simulation.
+    fn new(
+        address: usize,
+        dim: usize,
+        observed: Vec<f64>,
+        n_noise: usize,
+        noise: &str,
+    ) -> PyResult<Self> {
+        // each simulation fills a buffer of n_noise values: refuse one that
+        // could never be had, rather than abort at the first simulation
+        kameleon_core::buffer::ensure_room("the simulator's noise (n_noise values)", &[&[n_noise]])
+            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+        let noise = match noise {
+            "normal" => Noise::Normal,
+            "uniform" => Noise::Uniform,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "`noise` must be 'normal' or 'uniform', got {other:?}"
+                )));
+            }
+        };
+        Ok(Self {
+            function: crate::density::function_at(address, "CompiledSimulator")?,
+            dim,
+            observed,
+            n_noise,
+            noise,
+        })
+    }
+
+    /// The simulator, with a fresh failure record.
+    fn simulator(&self) -> CompiledSimulator {
+        CompiledSimulator {
+            function: self.function,
+            dim: self.dim,
+            observed: self.observed.clone(),
+            n_noise: self.n_noise,
+            noise: self.noise,
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+}
+
 /// A likelihood estimated in Rust from a compiled simulator: ABC with a
 /// Gaussian kernel or a Gaussian synthetic likelihood. `kameleon.ABC` and
 /// `kameleon.SyntheticLikelihood` build it for a
@@ -197,11 +254,7 @@ enum Estimate {
 /// [`CompiledLikelihood::build`]) and evaluates it on its own threads.
 #[pyclass(frozen, module = "kameleon._core")]
 pub struct CompiledLikelihood {
-    function: CompiledSimulatorFn,
-    dim: usize,
-    observed: Vec<f64>,
-    n_noise: usize,
-    noise: Noise,
+    parts: SimulatorParts,
     n_simulations: usize,
     estimate: Estimate,
 }
@@ -228,25 +281,8 @@ impl CompiledLikelihood {
         epsilon: Option<Vec<f64>>,
         unbiased: bool,
     ) -> PyResult<Self> {
-        // each simulation fills a buffer of n_noise values: refuse one that
-        // could never be had, rather than abort at the first simulation
-        kameleon_core::buffer::ensure_room("the simulator's noise (n_noise values)", &[&[n_noise]])
-            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
-        let noise = match noise {
-            "normal" => Noise::Normal,
-            "uniform" => Noise::Uniform,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "`noise` must be 'normal' or 'uniform', got {other:?}"
-                )));
-            }
-        };
         let likelihood = Self {
-            function: crate::density::function_at(address, "CompiledSimulator")?,
-            dim,
-            observed,
-            n_noise,
-            noise,
+            parts: SimulatorParts::new(address, dim, observed, n_noise, noise)?,
             n_simulations,
             estimate: match epsilon {
                 Some(epsilon) => Estimate::Abc { epsilon },
@@ -261,7 +297,7 @@ impl CompiledLikelihood {
     /// The number of parameters.
     #[getter]
     fn dim(&self) -> usize {
-        self.dim
+        self.parts.dim
     }
 
     /// The log likelihood estimate at `theta` from simulations drawn with a
@@ -284,7 +320,7 @@ impl CompiledLikelihood {
         seed: u64,
     ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
         let likelihood = self.build(theta.len())?;
-        let (n, s) = (likelihood.n_simulations(), self.observed.len());
+        let (n, s) = (likelihood.n_simulations(), self.parts.observed.len());
         let summaries = py.detach(|| {
             let mut rng = chain_rng(seed, 0);
             let mut out = vec![0.0; n * s];
@@ -303,29 +339,16 @@ impl CompiledLikelihood {
 }
 
 impl CompiledLikelihood {
-    /// The simulator alone, with a fresh failure record.
-    fn simulator(&self) -> CompiledSimulator {
-        CompiledSimulator {
-            function: self.function,
-            dim: self.dim,
-            observed: self.observed.clone(),
-            n_noise: self.n_noise,
-            noise: self.noise,
-            failed: AtomicBool::new(false),
-            failure: Mutex::new(None),
-        }
-    }
-
     /// A new estimator (with a fresh failure record) for points of
     /// dimension `dim`, which must be the simulator's.
     pub fn build(&self, dim: usize) -> PyResult<SimulationLikelihood> {
-        if dim != self.dim {
+        if dim != self.parts.dim {
             return Err(PyValueError::new_err(format!(
                 "the compiled simulator has {} parameters, but theta (or x0) has dimension {dim}",
-                self.dim
+                self.parts.dim
             )));
         }
-        let simulator = self.simulator();
+        let simulator = self.parts.simulator();
         let likelihood = match &self.estimate {
             Estimate::Abc { epsilon } => AbcLikelihood::new(simulator, epsilon, self.n_simulations)
                 .map(SimulationLikelihood::Abc),
@@ -486,10 +509,10 @@ fn run_chains<S: SummarySimulator + Send>(
 
 /// Runs HABC and returns `{"chains": [...]}` (see [`chains_to_python`]).
 /// `simulator`: None for the KMC skew-normal simulator with its observed
-/// summary (then `observed` must be None), a [`CompiledLikelihood`] (its
-/// simulator, run without the GIL, with its own observed summary; then
-/// `observed` must be None), or a Python function as in
-/// [`PythonSimulator`] with the `observed` summary. `settings`: (step-size
+/// summary (then `observed` must be None), a compiled simulator given as
+/// `(address, dim, n_noise, noise)` (see [`SimulatorParts::new`]; run
+/// without the GIL), or a Python function as in [`PythonSimulator`]; the
+/// latter two with the `observed` summary. `settings`: (step-size
 /// low, high, steps, friction, perturbation). `x0`: one start per chain,
 /// shape (chains, d). `progress`: None, or called with the steps done per
 /// chain about every 0.1 s and at the end ([`poll_while`]); a truthy return
@@ -525,14 +548,13 @@ fn habc_sample<'py>(
     let x0 = x0.as_array();
     let starts: Vec<Vec<f64>> = x0.rows().into_iter().map(|r| r.to_vec()).collect();
     let run = RunConfig::for_draws(tune, draws, thin).map_err(value_error)?;
-    let compiled = simulator.as_ref().and_then(|f| {
-        f.bind(py)
-            .cast::<CompiledLikelihood>()
-            .ok()
-            .map(|c| c.get().simulator())
-    });
+    let compiled = simulator
+        .as_ref()
+        .and_then(|f| f.bind(py).extract::<(usize, usize, usize, String)>().ok());
     let chains = match (compiled, simulator, observed) {
-        (Some(simulator), _, None) => {
+        (Some((address, dim, n_noise, noise)), _, Some(observed)) => {
+            let simulator =
+                SimulatorParts::new(address, dim, observed, n_noise, &noise)?.simulator();
             let likelihood =
                 SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;

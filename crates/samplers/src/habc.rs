@@ -99,7 +99,8 @@ pub struct SyntheticLikelihood<S> {
 
 impl<S: SummarySimulator> SyntheticLikelihood<S> {
     /// `n_simulations = S ≥ 2` simulations per estimate and the ridge ε
-    /// (finite, > 0) added as ε²I to the sample covariance. The simulator
+    /// (> 0, with ε² a positive finite double) added as ε²I to the sample
+    /// covariance. The simulator
     /// needs θ and summary dimensions ≥ 1 and a finite observed summary.
     pub fn new(simulator: S, n_simulations: usize, epsilon: f64) -> Result<Self> {
         let (d, m) = (
@@ -118,10 +119,12 @@ impl<S: SummarySimulator> SyntheticLikelihood<S> {
             "HABC's simulated summaries (S × m) and their covariance (m × m)",
             &[&[n_simulations, m], &[m, m]],
         )?;
+        // used as the ridge ε²I: its square must be a positive double too
+        let ridge = epsilon * epsilon;
         ensure(
-            epsilon.is_finite() && epsilon > 0.0,
+            ridge.is_finite() && ridge > 0.0 && epsilon > 0.0,
             "epsilon",
-            "must be finite and positive",
+            "must be positive with a finite positive square (about 1e-154 to 1e154)",
         )?;
         Ok(Self {
             simulator,
@@ -504,7 +507,9 @@ impl<S: SummarySimulator> Habc<S> {
                     position[i] += eps * momentum[i];
                 }
             }
-            if finite && position.iter().chain(&momentum).all(|v| v.is_finite()) {
+            // a finite gradient at every step can still end in an overflow
+            let moved = finite && position.iter().chain(&momentum).all(|v| v.is_finite());
+            if moved {
                 current.copy_from_slice(&position);
                 chain.accepted_total += 1;
             } else {
@@ -513,11 +518,11 @@ impl<S: SummarySimulator> Habc<S> {
             if step >= run.burn_in && (step - run.burn_in + 1).is_multiple_of(run.thin) {
                 let density = self.log_posterior(&current, sticky_seed);
                 chain.samples.extend_from_slice(&current);
-                chain.accepted.push(finite);
+                chain.accepted.push(moved);
                 chain.log_densities.push(density);
                 chain
                     .accept_probabilities
-                    .push(if finite { 1.0 } else { 0.0 });
+                    .push(if moved { 1.0 } else { 0.0 });
             }
             taken = step + 1;
             steps_done.store(taken, Ordering::Relaxed);

@@ -19,6 +19,7 @@
 
 use crate::TargetError;
 use crate::pseudo_marginal::LikelihoodEstimator;
+use crate::util::check_allocatable;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 use kameleon_core::SummarySimulator;
@@ -251,6 +252,12 @@ impl<S: SummarySimulator> GaussianSyntheticLikelihood<S> {
             (1, "the sample covariance is singular below s + 1")
         };
         check_simulator(&simulator, n_simulations, s + extra, why)?;
+        // each thread that estimates holds n × s simulated summaries
+        check_allocatable(
+            "n_simulations",
+            "the simulated summaries (n_simulations × s)",
+            &[n_simulations, s],
+        )?;
         let (n, s) = (n_simulations as f64, s as f64);
         let constant = if unbiased {
             let k = n / (n - 1.0);
@@ -551,6 +558,11 @@ mod tests {
         assert!(sl(3, false).is_ok() && sl(5, true).is_ok());
         assert_eq!(named(sl(2, false).unwrap_err()), "n_simulations");
         assert_eq!(named(sl(4, true).unwrap_err()), "n_simulations");
+        // n × s simulated summaries that could never be allocated: refused
+        // here, not a panic or an abort at the first estimate
+        for n in [1 << 62, 1 << 45] {
+            assert_eq!(named(sl(n, false).unwrap_err()), "n_simulations");
+        }
         let bad = Shifted::new(vec![f64::NAN, 0.0], vec![1.0, 0.0, 0.0, 1.0]);
         assert_eq!(
             named(GaussianSyntheticLikelihood::new(bad, 10, false).unwrap_err()),

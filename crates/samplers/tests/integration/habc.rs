@@ -65,6 +65,9 @@ fn bad_parameters_are_typed_errors() {
     assert!(invalid(SyntheticLikelihood::new(sim(), 1, 0.5)));
     assert!(invalid(SyntheticLikelihood::new(sim(), 10, 0.0)));
     assert!(invalid(SyntheticLikelihood::new(sim(), 10, f64::NAN)));
+    // finite, but the ridge ε² overflows or underflows
+    assert!(invalid(SyntheticLikelihood::new(sim(), 10, 1e200)));
+    assert!(invalid(SyntheticLikelihood::new(sim(), 10, 1e-200)));
     assert!(invalid(SyntheticLikelihood::new(
         GaussianSimulator {
             observed: vec![f64::INFINITY]
@@ -348,4 +351,39 @@ fn a_watched_run_counts_its_steps_and_stops_when_asked() {
         .run_observed(&[0.0, 0.0], run, 5, 2, &steps_done, &stop)
         .unwrap();
     assert_eq!((none.steps, none.len()), (0, 0));
+}
+
+/// A trajectory whose end overflows (a step size so large that the first
+/// step, before the friction's running variance exists, takes the position
+/// past the largest double while every gradient is finite) is rejected,
+/// and the recorded `accepted` flags and acceptance probabilities say so
+/// at every step, in agreement with the counts.
+#[test]
+fn a_trajectory_that_overflows_is_recorded_as_rejected() {
+    let lik = SyntheticLikelihood::new(
+        GaussianSimulator {
+            observed: vec![1.0],
+        },
+        10,
+        0.5,
+    )
+    .unwrap();
+    let config = HabcConfig::default()
+        .with_step_size((1e200, 1e200))
+        .unwrap()
+        .with_steps(1)
+        .unwrap()
+        .with_friction(0.0)
+        .unwrap();
+    let prior = IsotropicGaussianPrior::new(25.0).unwrap();
+    let mut habc = Habc::new(lik, prior, config).unwrap();
+    let chain = habc.run(&[0.0], RunConfig::new(0, 5), 1, 0).unwrap();
+    assert_eq!(chain.samples[0], 0.0);
+    assert!(!chain.accepted[0]);
+    let accepted = chain.accepted.iter().filter(|a| **a).count() as u64;
+    assert_eq!(accepted, chain.accepted_total);
+    assert_eq!(5 - accepted, chain.rejected_non_finite);
+    for (a, p) in chain.accepted.iter().zip(&chain.accept_probabilities) {
+        assert_eq!(*p, if *a { 1.0 } else { 0.0 });
+    }
 }
