@@ -102,3 +102,15 @@ def test_habc_takes_as_few_simulations_from_a_compiled_simulator_as_from_python(
     idata = habc.sample(np.zeros(s), draws=3, tune=0, chains=1, seed=0, progress=False)
     assert np.isfinite(idata.posterior["x"].values).all()
     assert np.isfinite(idata.sample_stats["lp"].values).all()
+
+
+def test_a_start_where_the_synthetic_likelihood_fails_says_why_it_may():
+    # summaries that never vary give a singular covariance at every θ: the
+    # start's estimate is −inf, which the error called only "outside the
+    # support" (bad advice here: the start is inside the prior's support)
+    def constant(theta, rng):
+        return np.array([1.0, 2.0])
+
+    likelihood = km.SyntheticLikelihood(constant, [0.0, 0.0], n_simulations=10)
+    with pytest.raises(ValueError, match="a noisy likelihood estimate can also fail there"):
+        km.sample(likelihood, [0.0], sampler=km.AM(), draws=10, tune=10, chains=1, progress=False)

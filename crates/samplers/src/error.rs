@@ -23,8 +23,13 @@ pub enum SamplerError {
         got: usize,
     },
     /// The starting point has a log density that is not finite (outside the
-    /// support, or NaN): a chain cannot start there.
-    #[error("the starting point has log density {0}; start inside the support")]
+    /// support, or NaN, or a likelihood estimate that failed there): a chain
+    /// cannot start there.
+    #[error(
+        "the starting point has log density {0}; start inside the support (a noisy likelihood \
+         estimate can also fail there: e.g. simulated summaries far from the observed ones, or \
+         with a singular covariance)"
+    )]
     StartOutsideSupport(f64),
     /// A coordinate of the starting point is NaN or infinite.
     #[error("the starting point's coordinate {index} is {value}; start at a finite point")]
