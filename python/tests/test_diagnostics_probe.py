@@ -95,3 +95,105 @@ def test_ess_and_rhat_equal_arviz_on_awkward_draws(name):
     if xf.shape[0] >= 2:  # ArviZ gives no R-hat for one chain; ours splits it
         np.testing.assert_allclose(diagnostics.rhat(x), _arviz(lambda a: az.rhat(a, method="rank"), xf), rtol=RTOL)
 
+
+
+# ── MMD against a brute-force computation ────────────────────────────────
+
+
+def _kernels(bandwidth, offset, degree):
+    def sq(a, b):
+        return ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+
+    return {
+        "gaussian": lambda a, b: np.exp(-sq(a, b) / (2 * bandwidth**2)),
+        "laplacian": lambda a, b: np.exp(-np.abs(a[:, None, :] - b[None, :, :]).sum(-1) / bandwidth),
+        "polynomial": lambda a, b: (offset + a @ b.T) ** degree,
+    }
+
+
+def _mmd_brute(x, y, k, unbiased):
+    kxx, kyy, kxy = k(x, x), k(y, y), k(x, y)
+    n, m = len(x), len(y)
+    if unbiased:
+        return (
+            (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
+            + (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
+            - 2 * kxy.mean()
+        )
+    return kxx.mean() + kyy.mean() - 2 * kxy.mean()
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "polynomial"])
+@pytest.mark.parametrize("unbiased", [False, True])
+def test_mmd_equals_the_documented_formula(kernel, unbiased):
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((30, 3)), rng.standard_normal((20, 3)) + 0.5
+    params = dict(bandwidth=0.7, offset=0.2, degree=2)
+    k = _kernels(**params)[kernel]
+    got = diagnostics.mmd(x, y, kernel=kernel, unbiased=unbiased, **params)
+    # compensated sums there, numpy's pairwise sums here: rounding only
+    assert got == pytest.approx(_mmd_brute(x, y, k, unbiased), rel=1e-10, abs=1e-13)
+
+
+def test_mmd_of_one_dimensional_samples_treats_each_value_as_a_draw():
+    """1-d arrays are n scalar draws, not one draw of dimension n."""
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal(50), rng.standard_normal(40) + 3.0
+    expected = _mmd_brute(x[:, None], y[:, None], _kernels(1.0, 1.0, 3)["gaussian"], False)
+    assert diagnostics.mmd(x, y) == pytest.approx(expected, rel=1e-10)
+    assert diagnostics.mmd(x, y[:, None]) == pytest.approx(expected, rel=1e-10)
+
+
+def test_mmd_polynomial_of_high_degree_is_finite_and_exact():
+    """The multinomial coefficients of degree 200 overflow factorials (200!
+    is past the largest double) though the kernel values do not."""
+    rng = np.random.default_rng(7)
+    x, y = 0.1 * rng.standard_normal((10, 2)), 0.1 * rng.standard_normal((12, 2))
+    for degree in (30, 200):
+        k = _kernels(1.0, 1.0, degree)["polynomial"]
+        for unbiased in (False, True):
+            got = diagnostics.mmd(x, y, kernel="polynomial", offset=1.0, degree=degree, unbiased=unbiased)
+            # the kernel values are ~1 with differences ~degree·0.01: the
+            # three sums cancel to about 1e-2 of their size
+            assert got == pytest.approx(_mmd_brute(x, y, k, unbiased), rel=1e-8, abs=1e-12)
+
+
+@pytest.mark.parametrize("degree", [2.5, "3", True, 0])
+def test_mmd_refuses_a_degree_that_is_not_an_integer(degree):
+    x = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="degree"):
+        diagnostics.mmd(x, x + 1, kernel="polynomial", degree=degree)
+
+
+def test_mmd_refuses_samples_of_more_than_two_dimensions():
+    x = np.zeros((3, 2, 2))
+    with pytest.raises(ValueError, match=r"\(n, d\)"):
+        diagnostics.mmd(x, x)
+
+
+# ── bad draws ────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    "function, name", [("ess_bulk", "ess_bulk"), ("ess_tail", "ess_tail"), ("ess", "ess_multi_chain"), ("rhat", "rhat_rank")]
+)
+def test_errors_name_the_diagnostic_that_was_called(function, name):
+    """The Rust function behind the one called, not an inner step such as
+    the chain splitting."""
+    f = getattr(diagnostics, function)
+    with pytest.raises(ValueError, match=rf"{name}\b.*at least 4.*got 3"):
+        f(np.zeros((2, 3)))
+    bad = np.random.default_rng(0).standard_normal((2, 10))
+    bad[1, 4] = np.nan
+    with pytest.raises(ValueError, match=rf"non-finite value in {name}\b"):
+        f(bad)
+    with pytest.raises(ValueError, match=rf"empty input: {name}\b"):
+        f(np.zeros((0, 10)))
+
+
+@pytest.mark.parametrize("name", ["ess_bulk", "ess_tail", "ess", "rhat"])
+def test_complex_draws_are_refused(name):
+    """numpy would drop the imaginary parts with only a ComplexWarning."""
+    x = np.random.default_rng(0).standard_normal((2, 10)) + 1j
+    with pytest.raises(TypeError, match="draws"):
+        getattr(diagnostics, name)(x)

@@ -155,7 +155,12 @@ fn sample_variance(x: &[f64]) -> f64 {
 /// Splits each chain of length n into its first ⌊n/2⌋ and last ⌊n/2⌋ draws (the middle draw of
 /// an odd-length chain is dropped), turning M chains into 2M.
 pub fn split_chains(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
-    let n = check_chains(chains, "split_chains")?;
+    split_checked(chains, "split_chains")
+}
+
+/// [`split_chains`] with errors naming the diagnostic `what`.
+fn split_checked(chains: &[&[f64]], what: &'static str) -> Result<Vec<Vec<f64>>> {
+    let n = check_chains(chains, what)?;
     let half = n / 2;
     Ok(chains
         .iter()
@@ -208,7 +213,7 @@ fn as_slices(chains: &[Vec<f64>]) -> Vec<&[f64]> {
 /// may have two). Below about ten draws per half-chain the autocorrelation sum has hardly a pair
 /// to work with and the result is mostly the cap M·N·log₁₀(M·N) of [`ess_multi_chain`].
 pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
-    let z = rank_normalize(&as_slices(&split_chains(chains)?))?;
+    let z = rank_normalize(&as_slices(&split_checked(chains, "ess_bulk")?))?;
     vehtari_ess(&as_slices(&z), "ess_bulk")
 }
 
@@ -219,7 +224,7 @@ pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
 /// them at their maximum) carries no tail information and counts as all S split draws, as in
 /// ArviZ. Errors as [`ess_bulk`], and on draws that are all equal.
 pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
+    let split = split_checked(chains, "ess_tail")?;
     let mut pooled: Vec<f64> = chains.iter().flat_map(|c| c.iter().copied()).collect();
     pooled.sort_by(f64::total_cmp);
     if pooled[0] == pooled[pooled.len() - 1] {
@@ -248,12 +253,12 @@ pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
 /// two chains of at least two draws, as split chains are):
 /// R̂ = √(((N−1)/N·W + B/N)/W) with B/N the variance of the chain means (divisor M − 1) and W the
 /// mean within-chain variance (divisor N − 1).
-fn rhat_of(chains: &[&[f64]]) -> Result<f64> {
+fn rhat_of(chains: &[&[f64]], what: &'static str) -> Result<f64> {
     let nf = chains[0].len() as f64;
     let means: Vec<f64> = chains.iter().map(|c| c.iter().sum::<f64>() / nf).collect();
     let w = chains.iter().map(|c| sample_variance(c)).sum::<f64>() / chains.len() as f64;
     if w <= 0.0 {
-        return Err(DiagnosticsError::ZeroVariance("rhat"));
+        return Err(DiagnosticsError::ZeroVariance(what));
     }
     let b_over_n = sample_variance(&means);
     Ok((((nf - 1.0) / nf * w + b_over_n) / w).sqrt())
@@ -263,8 +268,8 @@ fn rhat_of(chains: &[&[f64]]) -> Result<f64> {
 /// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared); each chain
 /// needs [`MIN_DRAWS`] draws.
 pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
-    rhat_of(&as_slices(&split))
+    let split = split_checked(chains, "rhat_split")?;
+    rhat_of(&as_slices(&split), "rhat_split")
 }
 
 /// Rank-normalised split-R̂ (Vehtari et al. 2021, what Stan reports): the maximum of the split-R̂
@@ -272,8 +277,11 @@ pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
 /// |x − median| (scale). Values above 1.01 indicate non-convergence. Each chain needs
 /// [`MIN_DRAWS`] draws.
 pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
-    let bulk = rhat_of(&as_slices(&rank_normalize(&as_slices(&split))?))?;
+    let split = split_checked(chains, "rhat_rank")?;
+    let bulk = rhat_of(
+        &as_slices(&rank_normalize(&as_slices(&split))?),
+        "rhat_rank",
+    )?;
     let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
     pooled.sort_by(f64::total_cmp);
     let median = quantile_sorted(&pooled, 0.5);
@@ -281,7 +289,10 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
         .collect();
-    let tail = rhat_of(&as_slices(&rank_normalize(&as_slices(&folded))?))?;
+    let tail = rhat_of(
+        &as_slices(&rank_normalize(&as_slices(&folded))?),
+        "rhat_rank",
+    )?;
     Ok(bulk.max(tail))
 }
 
