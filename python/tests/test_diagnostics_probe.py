@@ -197,3 +197,24 @@ def test_complex_draws_are_refused(name):
     x = np.random.default_rng(0).standard_normal((2, 10)) + 1j
     with pytest.raises(TypeError, match="draws"):
         getattr(diagnostics, name)(x)
+
+
+@pytest.mark.parametrize("values", [[0.0, 1.0, 2.0], [0.1, 0.7, 0.3], [5.0, -3.0], [1e-3, 2e-3, 3e-3, 4e-3]])
+@pytest.mark.parametrize("n", [37, 100, 1000])
+def test_chains_stuck_at_different_points_have_infinite_r_hat(values, n):
+    """No variance within the chains, some between them: R-hat is +inf, not
+    a rounding residue of 1e14-1e15 (nor, for other values, an error)."""
+    x = np.repeat(np.array(values)[:, None], n, axis=1)
+    assert diagnostics.rhat(x) == np.inf
+    with pytest.raises(ValueError, match="zero variance"):
+        diagnostics.rhat(np.full((3, n), values[0]))
+
+
+def test_r_hat_of_binary_draws_split_half_and_half():
+    """|x − median| is the same for every draw, so the scale R-hat is
+    undefined and the location R-hat stands alone (ArviZ's value)."""
+    rng = np.random.default_rng(9)
+    x = rng.permutation(np.repeat([0.0, 1.0], 400)).reshape(4, 200)
+    expected = _arviz(lambda a: az.rhat(a, method="rank"), x)
+    assert np.isfinite(expected)
+    np.testing.assert_allclose(diagnostics.rhat(x), expected, rtol=RTOL)

@@ -9,8 +9,9 @@
 //!
 //! Chains are scalar series `&[f64]`; several chains are `&[&[f64]]` of equal length. For
 //! multivariate draws stored row-major (n rows of d values), use [`column`] or
-//! [`per_dimension`]. A constant series has no defined ESS or R-hat and gives
-//! [`DiagnosticsError::ZeroVariance`].
+//! [`per_dimension`]. Draws that are all equal have no defined ESS or R-hat and give
+//! [`DiagnosticsError::ZeroVariance`]; chains that are each constant but at different points have
+//! a small ESS and an infinite R-hat.
 
 use crate::autocov::autocovariance;
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
@@ -143,13 +144,16 @@ fn vehtari_ess(chains: &[&[f64]], what: &'static str) -> Result<f64> {
     Ok(total / tau)
 }
 
-/// Unbiased sample variance (divisor len − 1); 0 for fewer than two values.
+/// Unbiased sample variance (divisor len − 1); 0 for fewer than two values. The values are
+/// shifted by the first one before averaging, so a constant series has variance exactly 0
+/// (not the square of a rounding error of its mean).
 fn sample_variance(x: &[f64]) -> f64 {
     if x.len() < 2 {
         return 0.0;
     }
-    let mean = x.iter().sum::<f64>() / x.len() as f64;
-    x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (x.len() - 1) as f64
+    let shift = x[0];
+    let mean = x.iter().map(|v| v - shift).sum::<f64>() / x.len() as f64;
+    x.iter().map(|v| (v - shift - mean).powi(2)).sum::<f64>() / (x.len() - 1) as f64
 }
 
 /// Splits each chain of length n into its first ⌊n/2⌋ and last ⌊n/2⌋ draws (the middle draw of
@@ -252,15 +256,20 @@ pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
 /// Potential scale reduction of chains already checked to be finite and of one length (at least
 /// two chains of at least two draws, as split chains are):
 /// R̂ = √(((N−1)/N·W + B/N)/W) with B/N the variance of the chain means (divisor M − 1) and W the
-/// mean within-chain variance (divisor N − 1).
+/// mean within-chain variance (divisor N − 1). Chains that are each constant but not all at one
+/// point (W = 0 < B) give +∞; all draws equal give [`DiagnosticsError::ZeroVariance`].
 fn rhat_of(chains: &[&[f64]], what: &'static str) -> Result<f64> {
     let nf = chains[0].len() as f64;
     let means: Vec<f64> = chains.iter().map(|c| c.iter().sum::<f64>() / nf).collect();
     let w = chains.iter().map(|c| sample_variance(c)).sum::<f64>() / chains.len() as f64;
-    if w <= 0.0 {
-        return Err(DiagnosticsError::ZeroVariance(what));
-    }
     let b_over_n = sample_variance(&means);
+    if w <= 0.0 {
+        return if b_over_n > 0.0 {
+            Ok(f64::INFINITY)
+        } else {
+            Err(DiagnosticsError::ZeroVariance(what))
+        };
+    }
     Ok((((nf - 1.0) / nf * w + b_over_n) / w).sqrt())
 }
 
@@ -275,7 +284,8 @@ pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
 /// Rank-normalised split-R̂ (Vehtari et al. 2021, what Stan reports): the maximum of the split-R̂
 /// of the rank-normalised draws (location) and of the rank-normalised folded draws
 /// |x − median| (scale). Values above 1.01 indicate non-convergence. Each chain needs
-/// [`MIN_DRAWS`] draws.
+/// [`MIN_DRAWS`] draws. Chains that are each constant but not all at one point give +∞; all
+/// draws equal give [`DiagnosticsError::ZeroVariance`].
 pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
     let split = split_checked(chains, "rhat_rank")?;
     let bulk = rhat_of(
@@ -289,11 +299,16 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
         .collect();
-    let tail = rhat_of(
+    // Folded draws that are all equal (two values symmetric about the median, as binary draws
+    // split half and half) have no scale to compare: the location R̂ stands alone.
+    match rhat_of(
         &as_slices(&rank_normalize(&as_slices(&folded))?),
         "rhat_rank",
-    )?;
-    Ok(bulk.max(tail))
+    ) {
+        Ok(tail) => Ok(bulk.max(tail)),
+        Err(DiagnosticsError::ZeroVariance(_)) => Ok(bulk),
+        Err(e) => Err(e),
+    }
 }
 
 /// Column `j` of row-major draws with `d` values per row.

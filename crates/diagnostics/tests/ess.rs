@@ -296,3 +296,34 @@ fn tail_ess_of_discrete_draws_ignores_a_constant_indicator() {
     assert_eq!(tail, ess_multi_chain(&lower_refs).unwrap());
     assert!(ess_tail(&[&[3.0; 8]]).is_err());
 }
+
+/// Chains frozen at different points: no variance within, some between, so R̂ = +∞ exactly
+/// (a mean off by one rounding used to leave a within-chain variance of ~1e-33 and R̂ ≈ 1e15).
+/// Binary draws split half and half fold to one value: the location R̂ alone is reported.
+#[test]
+fn r_hat_of_frozen_chains_and_of_an_even_binary_split() {
+    let frozen: Vec<Vec<f64>> = [0.1, 0.7, 0.3].iter().map(|&v| vec![v; 100]).collect();
+    let refs: Vec<&[f64]> = frozen.iter().map(Vec::as_slice).collect();
+    assert_eq!(rhat_rank(&refs).unwrap(), f64::INFINITY);
+    assert_eq!(rhat_split(&refs).unwrap(), f64::INFINITY);
+    assert!(matches!(
+        rhat_rank(&[&[0.3; 50], &[0.3; 50]]),
+        Err(DiagnosticsError::ZeroVariance("rhat_rank"))
+    ));
+    let a = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0];
+    let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0];
+    let binary = rhat_rank(&[&a, &b]).unwrap();
+    // The location R̂ by its formula on the rank-normalised halves.
+    let halves = split_chains(&[&a, &b]).unwrap();
+    let z = rank_normalize(&halves.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+    let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len() as f64;
+    let var = |c: &[f64]| {
+        let m = mean(c);
+        c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (c.len() - 1) as f64
+    };
+    let n = z[0].len() as f64;
+    let w = z.iter().map(|c| var(c)).sum::<f64>() / z.len() as f64;
+    let means: Vec<f64> = z.iter().map(|c| mean(c)).collect();
+    let location = (((n - 1.0) / n * w + var(&means)) / w).sqrt();
+    assert!((binary - location).abs() < 1e-12, "{binary} vs {location}");
+}
