@@ -678,11 +678,9 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
         problems.append(f"{', '.join(described)}: {_HINT_STUCK}")
     problems += _acceptance_problems(rates, stuck, sampler_kind in _HAMILTONIAN)
     if chains >= 2:
+        # infinite for chains frozen at different points, NaN for a
+        # parameter with one value in every draw
         rhat = _per_parameter(diagnostics.rhat, samples)
-        # undefined when every chain is constant: infinite if they sit at
-        # different points (no variance within, some between), else NaN
-        differ = samples.max(axis=(0, 1)) > samples.min(axis=(0, 1))
-        rhat[np.isnan(rhat) & differ] = math.inf
         if not np.isnan(rhat).all():
             figures["rhat_max"] = float(np.nanmax(rhat))
         # the noise bars cost an ESS per chain and parameter: only past 1.01

@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
+from ._sample import _integer, _points
 
 __all__ = ["ess_bulk", "ess_tail", "ess", "rhat", "mmd"]
 
 
 def _per_dim(draws, f):
-    a = np.asarray(draws, dtype=np.float64)
+    a = _points(draws, "draws")
     if a.ndim == 2:
         return f(np.ascontiguousarray(a))
     if a.ndim == 3:
@@ -44,14 +45,26 @@ def rhat(draws):
     return _per_dim(draws, _core.rhat_2d)
 
 
+def _sample(value, name: str) -> np.ndarray:
+    """A sample as a contiguous (n, d) float64 array; 1-d means n scalar draws."""
+    a = _points(value, name)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise ValueError(f"`{name}` must have shape (n, d), or (n,) for scalar draws, got {a.shape}")
+    return np.ascontiguousarray(a)
+
+
 def mmd(x, y, *, kernel: str = "gaussian", bandwidth: float = 1.0, offset: float = 1.0,
         degree: int = 3, unbiased: bool = False) -> float:
-    """Squared MMD between samples ``x`` (n, d) and ``y`` (m, d).
+    """Squared MMD between samples ``x`` (n, d) and ``y`` (m, d); a 1-d
+    array is n scalar draws.
 
-    ``kernel``: ``"gaussian"`` or ``"laplacian"`` with length-scale
-    ``bandwidth``, or ``"polynomial"`` (offset + xᵀy)^degree. ``unbiased``:
-    the U-statistic (can be negative) instead of the V-statistic.
+    ``kernel``: ``"gaussian"`` exp(−‖x − y‖²/(2·bandwidth²)), ``"laplacian"``
+    exp(−‖x − y‖₁/bandwidth) (the L1 distance), or ``"polynomial"``
+    (offset + xᵀy)^degree with an integer ``degree`` >= 1. ``unbiased``: the
+    U-statistic (can be negative) instead of the V-statistic.
     """
-    x = np.ascontiguousarray(np.atleast_2d(np.asarray(x, dtype=np.float64)))
-    y = np.ascontiguousarray(np.atleast_2d(np.asarray(y, dtype=np.float64)))
-    return _core.mmd2_2d(x, y, kernel, float(bandwidth), float(offset), int(degree), bool(unbiased))
+    x, y = _sample(x, "x"), _sample(y, "y")
+    degree = _integer("degree", degree, 1)
+    return _core.mmd2_2d(x, y, kernel, float(bandwidth), float(offset), degree, bool(unbiased))

@@ -9,8 +9,9 @@
 //!
 //! Chains are scalar series `&[f64]`; several chains are `&[&[f64]]` of equal length. For
 //! multivariate draws stored row-major (n rows of d values), use [`column`] or
-//! [`per_dimension`]. A constant series has no defined ESS or R-hat and gives
-//! [`DiagnosticsError::ZeroVariance`].
+//! [`per_dimension`]. Draws that are all equal have no defined ESS or R-hat and give
+//! [`DiagnosticsError::ZeroVariance`]; chains that are each constant but at different points have
+//! a small ESS and an infinite R-hat.
 
 use crate::autocov::autocovariance;
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
@@ -84,13 +85,25 @@ pub fn ess_geyer(x: &[f64]) -> Result<f64> {
 /// Multi-chain ESS of Vehtari et al. (2021) on the given chains as they are (no splitting,
 /// no rank normalisation; see [`ess_bulk`] for the recommended diagnostic).
 ///
-/// Uses the within-chain and pooled variances to form ρ̂_t = 1 − (W − mean_m γ̂_{m,t})/var⁺,
-/// Geyer's initial positive sequence on pairs (ρ̂_{2k}, ρ̂_{2k+1}) with the first element of the
-/// rejected pair added once if positive, the monotone sequence by running minimum, and
-/// ESS = M·N / max(τ̂, 1/log₁₀(M·N)) (the cap bounds antithetic chains). All chains must have the
-/// same length N ≥ [`MIN_DRAWS`].
+/// Uses the within-chain and pooled variances to form ρ̂₀ = 1 and
+/// ρ̂_t = 1 − (W − mean_m γ̂_{m,t})/var⁺ for t ≥ 1, then Geyer's initial positive sequence on
+/// the pairs (ρ̂_{2k}, ρ̂_{2k+1}): the next pair (ρ̂_{2k+2}, ρ̂_{2k+3}) is formed while the sum of
+/// pair k is positive and 2k + 3 < N − 1, every pair but the last formed is summed in full, and of
+/// the last, pair K, only ρ̂_{2K} counts (if the pair sum is ≥ 0 or ρ̂_{2K} > 0). The full pairs are made
+/// monotone by a running minimum, and ESS = M·N / max(τ̂, 1/log₁₀(M·N)) with
+/// τ̂ = −1 + 2·Σ pairs + ρ̂_{2K} (the cap bounds antithetic chains). This is the sum Stan and
+/// ArviZ compute, step for step. All chains must have the same length N ≥ [`MIN_DRAWS`]; chains
+/// that are each constant but differ from each other give a small ESS, all draws equal give
+/// [`DiagnosticsError::ZeroVariance`].
 pub fn ess_multi_chain(chains: &[&[f64]]) -> Result<f64> {
-    let n = check_chains(chains, "ess_multi_chain")?;
+    check_chains(chains, "ess_multi_chain")?;
+    vehtari_ess(chains, "ess_multi_chain")
+}
+
+/// [`ess_multi_chain`] on chains already checked to be finite, non-empty and of one length
+/// (split halves may hold as few as two draws).
+fn vehtari_ess(chains: &[&[f64]], what: &'static str) -> Result<f64> {
+    let n = chains[0].len();
     let m = chains.len();
     let nf = n as f64;
     let mut acov_mean = vec![0.0; n];
@@ -105,46 +118,53 @@ pub fn ess_multi_chain(chains: &[&[f64]]) -> Result<f64> {
     let w = acov_mean[0] * nf / (nf - 1.0);
     let between = if m > 1 { sample_variance(&means) } else { 0.0 };
     let var_plus = w * (nf - 1.0) / nf + between;
-    if var_plus <= 0.0 || w <= 0.0 {
-        return Err(DiagnosticsError::ZeroVariance("ess_multi_chain"));
+    if var_plus <= 0.0 {
+        return Err(DiagnosticsError::ZeroVariance(what));
     }
     let rho = |t: usize| 1.0 - (w - acov_mean[t]) / var_plus;
-    // Pairs (ρ̂_0, ρ̂_1), (ρ̂_2, ρ̂_3), … while the lag stays below N − 3.
+    // (even, odd) is the last pair formed; pair 0 is (1, ρ̂₁).
+    let (mut even, mut odd) = (1.0, rho(1));
+    let mut k = 0;
     let mut sum = 0.0;
     let mut prev = f64::INFINITY;
-    let mut extra = 0.0;
-    let mut t = 0;
-    while t + 1 < n.saturating_sub(2) {
-        let (even, odd) = (rho(t), rho(t + 1));
-        if even + odd < 0.0 {
-            if even > 0.0 {
-                extra = even;
-            }
-            break;
-        }
+    while 2 * k + 4 < n && even + odd > 0.0 {
         let pair = (even + odd).min(prev);
         sum += pair;
         prev = pair;
-        t += 2;
+        k += 1;
+        (even, odd) = (rho(2 * k), rho(2 * k + 1));
     }
+    let last = if even + odd >= 0.0 {
+        even
+    } else {
+        even.max(0.0)
+    };
     let total = (m * n) as f64;
-    let tau = (-1.0 + 2.0 * sum + extra).max(1.0 / total.log10());
+    let tau = (-1.0 + 2.0 * sum + last).max(1.0 / total.log10());
     Ok(total / tau)
 }
 
-/// Unbiased sample variance (divisor len − 1); 0 for fewer than two values.
+/// Unbiased sample variance (divisor len − 1); 0 for fewer than two values. The values are
+/// shifted by the first one before averaging, so a constant series has variance exactly 0
+/// (not the square of a rounding error of its mean).
 fn sample_variance(x: &[f64]) -> f64 {
     if x.len() < 2 {
         return 0.0;
     }
-    let mean = x.iter().sum::<f64>() / x.len() as f64;
-    x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (x.len() - 1) as f64
+    let shift = x[0];
+    let mean = x.iter().map(|v| v - shift).sum::<f64>() / x.len() as f64;
+    x.iter().map(|v| (v - shift - mean).powi(2)).sum::<f64>() / (x.len() - 1) as f64
 }
 
 /// Splits each chain of length n into its first ⌊n/2⌋ and last ⌊n/2⌋ draws (the middle draw of
 /// an odd-length chain is dropped), turning M chains into 2M.
 pub fn split_chains(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
-    let n = check_chains(chains, "split_chains")?;
+    split_checked(chains, "split_chains")
+}
+
+/// [`split_chains`] with errors naming the diagnostic `what`.
+fn split_checked(chains: &[&[f64]], what: &'static str) -> Result<Vec<Vec<f64>>> {
+    let n = check_chains(chains, what)?;
     let half = n / 2;
     Ok(chains
         .iter()
@@ -193,18 +213,28 @@ fn as_slices(chains: &[Vec<f64>]) -> Vec<&[f64]> {
 }
 
 /// Bulk ESS of Vehtari et al. (2021): [`ess_multi_chain`] of the rank-normalised split chains.
-/// One chain is allowed (it is split into two).
+/// One chain is allowed (it is split into two); each chain needs [`MIN_DRAWS`] draws (its halves
+/// may have two). Below about ten draws per half-chain the autocorrelation sum has hardly a pair
+/// to work with and the result is mostly the cap M·N·log₁₀(M·N) of [`ess_multi_chain`].
 pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
-    let z = rank_normalize(&as_slices(&split_chains(chains)?))?;
-    ess_multi_chain(&as_slices(&z))
+    let z = rank_normalize(&as_slices(&split_checked(chains, "ess_bulk")?))?;
+    vehtari_ess(&as_slices(&z), "ess_bulk")
 }
 
 /// Tail ESS of Vehtari et al. (2021): the smaller of the ESS of the indicators I[x ≤ q̂₀.₀₅] and
-/// I[x ≤ q̂₀.₉₅] on the split chains, q̂ being the empirical quantiles (R type 7) of all draws.
+/// I[x ≤ q̂₀.₉₅] on the split chains, q̂ being the empirical quantiles (R type 7) of all draws
+/// given (with the middle draw of odd-length chains, as ArviZ). An indicator that is the same
+/// for every draw (q̂₀.₉₅ equal to the largest draw, as for discrete draws with more than 5 % of
+/// them at their maximum) carries no tail information and counts as all S split draws, as in
+/// ArviZ. Errors as [`ess_bulk`], and on draws that are all equal.
 pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
-    let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
+    let split = split_checked(chains, "ess_tail")?;
+    let mut pooled: Vec<f64> = chains.iter().flat_map(|c| c.iter().copied()).collect();
     pooled.sort_by(f64::total_cmp);
+    if pooled[0] == pooled[pooled.len() - 1] {
+        return Err(DiagnosticsError::ZeroVariance("ess_tail"));
+    }
+    let draws = split.iter().map(Vec::len).sum::<usize>() as f64;
     let mut worst = f64::INFINITY;
     for prob in [0.05, 0.95] {
         let q = quantile_sorted(&pooled, prob);
@@ -212,44 +242,56 @@ pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
             .iter()
             .map(|c| c.iter().map(|&v| if v <= q { 1.0 } else { 0.0 }).collect())
             .collect();
-        worst = worst.min(ess_multi_chain(&as_slices(&ind))?);
+        let constant = ind.iter().flatten().all(|&v| v == ind[0][0]);
+        let ess = if constant {
+            draws
+        } else {
+            vehtari_ess(&as_slices(&ind), "ess_tail")?
+        };
+        worst = worst.min(ess);
     }
     Ok(worst)
 }
 
-/// Potential scale reduction of chains taken as they are:
+/// Potential scale reduction of chains already checked to be finite and of one length (at least
+/// two chains of at least two draws, as split chains are):
 /// R̂ = √(((N−1)/N·W + B/N)/W) with B/N the variance of the chain means (divisor M − 1) and W the
-/// mean within-chain variance (divisor N − 1). Needs at least two chains.
-fn rhat_of(chains: &[&[f64]]) -> Result<f64> {
-    let n = check_chains(chains, "rhat")?;
-    if chains.len() < 2 {
-        return Err(DiagnosticsError::InvalidArgument(
-            "rhat needs at least two chains".into(),
-        ));
-    }
-    let nf = n as f64;
+/// mean within-chain variance (divisor N − 1). Chains that are each constant but not all at one
+/// point (W = 0 < B) give +∞; all draws equal give [`DiagnosticsError::ZeroVariance`].
+fn rhat_of(chains: &[&[f64]], what: &'static str) -> Result<f64> {
+    let nf = chains[0].len() as f64;
     let means: Vec<f64> = chains.iter().map(|c| c.iter().sum::<f64>() / nf).collect();
     let w = chains.iter().map(|c| sample_variance(c)).sum::<f64>() / chains.len() as f64;
-    if w <= 0.0 {
-        return Err(DiagnosticsError::ZeroVariance("rhat"));
-    }
     let b_over_n = sample_variance(&means);
+    if w <= 0.0 {
+        return if b_over_n > 0.0 {
+            Ok(f64::INFINITY)
+        } else {
+            Err(DiagnosticsError::ZeroVariance(what))
+        };
+    }
     Ok((((nf - 1.0) / nf * w + b_over_n) / w).sqrt())
 }
 
 /// Classic split-R̂ on the raw values (Gelman et al. BDA3): chains are split in halves, then
-/// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared).
+/// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared); each chain
+/// needs [`MIN_DRAWS`] draws.
 pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
-    rhat_of(&as_slices(&split))
+    let split = split_checked(chains, "rhat_split")?;
+    rhat_of(&as_slices(&split), "rhat_split")
 }
 
 /// Rank-normalised split-R̂ (Vehtari et al. 2021, what Stan reports): the maximum of the split-R̂
 /// of the rank-normalised draws (location) and of the rank-normalised folded draws
-/// |x − median| (scale). Values above 1.01 indicate non-convergence.
+/// |x − median| (scale). Values above 1.01 indicate non-convergence. Each chain needs
+/// [`MIN_DRAWS`] draws. Chains that are each constant but not all at one point give +∞; all
+/// draws equal give [`DiagnosticsError::ZeroVariance`].
 pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
-    let split = split_chains(chains)?;
-    let bulk = rhat_of(&as_slices(&rank_normalize(&as_slices(&split))?))?;
+    let split = split_checked(chains, "rhat_rank")?;
+    let bulk = rhat_of(
+        &as_slices(&rank_normalize(&as_slices(&split))?),
+        "rhat_rank",
+    )?;
     let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
     pooled.sort_by(f64::total_cmp);
     let median = quantile_sorted(&pooled, 0.5);
@@ -257,8 +299,16 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
         .collect();
-    let tail = rhat_of(&as_slices(&rank_normalize(&as_slices(&folded))?))?;
-    Ok(bulk.max(tail))
+    // Folded draws that are all equal (two values symmetric about the median, as binary draws
+    // split half and half) have no scale to compare: the location R̂ stands alone.
+    match rhat_of(
+        &as_slices(&rank_normalize(&as_slices(&folded))?),
+        "rhat_rank",
+    ) {
+        Ok(tail) => Ok(bulk.max(tail)),
+        Err(DiagnosticsError::ZeroVariance(_)) => Ok(bulk),
+        Err(e) => Err(e),
+    }
 }
 
 /// Column `j` of row-major draws with `d` values per row.

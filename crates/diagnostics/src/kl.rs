@@ -36,11 +36,11 @@ pub struct Axis {
 }
 
 impl Axis {
-    /// Creates the axis; errors unless lo < hi are finite and bins ≥ 1.
+    /// Creates the axis; errors unless lo < hi with a finite width hi − lo and bins ≥ 1.
     pub fn new(lo: f64, hi: f64, bins: usize) -> Result<Self> {
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) || bins == 0 {
+        if !((hi - lo).is_finite() && lo < hi) || bins == 0 {
             return Err(DiagnosticsError::InvalidArgument(format!(
-                "axis needs finite lo < hi and bins >= 1, got [{lo}, {hi}) with {bins} bins"
+                "axis needs lo < hi with a finite width hi - lo and bins >= 1, got [{lo}, {hi}) with {bins} bins"
             )));
         }
         Ok(Self { lo, hi, bins })
@@ -426,6 +426,9 @@ mod tests {
         assert!(reference.divergence(&draws, 1).is_err());
         assert!(reference.divergence(&[f64::NAN, 0.0], 2).is_err());
         assert!(Axis::new(1.0, 0.0, 3).is_err());
+        // A width past the largest double made every edge but the ends +∞ and put every draw
+        // in bin 0.
+        assert!(Axis::new(-1e308, 1e308, 10).is_err());
         assert!(
             ReferenceHistogram::from_probabilities(reference.grid().clone(), vec![0.5; 25])
                 .is_err()

@@ -156,6 +156,14 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
     }
 }
 
+/// The binomial coefficient C(n, k) in floating point, by the product Π_{j≤k} (n − k + j)/j whose
+/// partial products are the integers C(n − k + j, j): exact while they stay below 2⁵³, +∞ past
+/// the largest double.
+fn binomial(n: usize, k: usize) -> f64 {
+    let k = k.min(n - k);
+    (1..=k).fold(1.0, |c, j| c * (n - k + j) as f64 / j as f64)
+}
+
 /// Explicit feature map of (c + ⟨a, b⟩)^p = ⟨φ(a), φ(b)⟩ by the multinomial theorem: one
 /// entry per multi-index (k₀, k₁, …, k_d) with Σk = p, equal to
 /// √(p!/(k₀!⋯k_d!)·c^{k₀}) · Π_{i≥1} a_i^{k_i}. There are C(d + p, p) entries (220 for d = 9, p = 3).
@@ -165,9 +173,15 @@ struct PolynomialFeatures {
 }
 
 impl PolynomialFeatures {
+    /// Whether the feature map, C(d + p, p) features per row, costs less than kernel sums over
+    /// `rows` rows in all, `rows` kernel evaluations per row.
+    fn cheaper(kernel: &PolynomialKernel, d: usize, rows: usize) -> bool {
+        let p = kernel.degree.max(0) as usize;
+        binomial(d.saturating_add(p), p) < rows as f64
+    }
+
     fn new(kernel: &PolynomialKernel, d: usize) -> Self {
         let p = kernel.degree;
-        let factorial = |k: i32| (1..=k).map(f64::from).product::<f64>();
         let mut terms = Vec::new();
         let mut exps = vec![0i32; d];
         // Enumerate (k₁…k_d) with Σ ≤ p; k₀ = p − Σ.
@@ -183,8 +197,15 @@ impl PolynomialFeatures {
             exps[i] = 0;
         }
         visit(0, p, &mut exps, &mut |e: &[i32], k0: i32| {
-            let denom: f64 = e.iter().map(|&k| factorial(k)).product::<f64>() * factorial(k0);
-            let coef = (factorial(p) / denom * kernel.offset.powi(k0)).sqrt();
+            // p!/(k₀!k₁!⋯k_d!) = C(p, k₀)·C(p − k₀, k₁)·…, without the factorials that overflow
+            // from 171! on.
+            let mut left = p as usize;
+            let mut multinomial = 1.0;
+            for &k in std::iter::once(&k0).chain(e) {
+                multinomial *= binomial(left, k as usize);
+                left -= k as usize;
+            }
+            let coef = multinomial.sqrt() * kernel.offset.sqrt().powi(k0);
             terms.push((coef, e.to_vec()));
         });
         Self { terms }
@@ -222,10 +243,11 @@ impl PolynomialFeatures {
     }
 }
 
-/// Same value as [`mmd2`] with a [`PolynomialKernel`], computed exactly in O((n + m)·F·d) through
-/// the explicit feature map (F = C(d + p, p) features) instead of O((n + m)²·d) kernel sums, so
-/// it stays cheap for large samples. The biased estimator is ‖φ̄_X − φ̄_Y‖² (no
-/// cancellation, never negative); the unbiased one is
+/// Same value as [`mmd2`] with a [`PolynomialKernel`], computed exactly through the explicit
+/// feature map (F = C(d + p, p) features) in O((n + m)·F·d) when F < n + m, else by the kernel
+/// sums of [`mmd2`] in O((n + m)²·d): the cost is O((n + m)·d·min(F, n + m)), so it stays cheap
+/// for large samples and for many dimensions. Through the features the biased estimator is
+/// ‖φ̄_X − φ̄_Y‖² (no cancellation, never negative); the unbiased one is
 /// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
 pub fn mmd2_polynomial(
     x: &[f64],
@@ -238,6 +260,9 @@ pub fn mmd2_polynomial(
     let m = rows(y, d, "mmd2_polynomial y")?;
     check_finite(x, "mmd2_polynomial x")?;
     check_finite(y, "mmd2_polynomial y")?;
+    if !PolynomialFeatures::cheaper(kernel, d, n + m) {
+        return mmd2(x, y, d, kernel, estimator);
+    }
     let features = PolynomialFeatures::new(kernel, d);
     let (sx, dx) = features.sums(x, d);
     let (sy, dy) = features.sums(y, d);
@@ -372,6 +397,58 @@ mod tests {
                 .len(),
             220
         );
+    }
+
+    #[test]
+    fn binomials_are_exact_integers() {
+        assert_eq!(binomial(0, 0), 1.0);
+        assert_eq!(binomial(5, 2), 10.0);
+        assert_eq!(binomial(203, 3), 1_373_701.0);
+        // C(60, 30) = 118264581564861424 is above 2⁵³: exact to rounding.
+        assert!((binomial(60, 30) / 118_264_581_564_861_424.0 - 1.0).abs() < 1e-15);
+        assert_eq!(binomial(2000, 1000), f64::INFINITY);
+    }
+
+    #[test]
+    fn feature_map_of_high_degree_matches_kernel_sums() {
+        // Degree 200: p! overflows from 171! on, so coefficients from factorials were ∞/∞ = NaN.
+        // Small draws keep (1 + ⟨x, y⟩)^200 near 1; rounding only separates the two paths.
+        let kernel = PolynomialKernel::new(1.0, 200).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(23);
+        let x: Vec<f64> = normals(&mut rng, 120, 0.0)
+            .iter()
+            .map(|v| 0.1 * v)
+            .collect();
+        let y: Vec<f64> = normals(&mut rng, 100, 0.0)
+            .iter()
+            .map(|v| 0.1 * v)
+            .collect();
+        assert!(PolynomialFeatures::cheaper(&kernel, 1, 220));
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            let direct = mmd2(&x, &y, 1, &kernel, est).unwrap();
+            let fast = mmd2_polynomial(&x, &y, 1, &kernel, est).unwrap();
+            assert!(
+                (direct - fast).abs() < 1e-9 * direct.abs(),
+                "{est:?}: {direct} vs {fast}"
+            );
+        }
+    }
+
+    #[test]
+    fn many_dimensions_use_kernel_sums() {
+        // d = 200, p = 3: 1 373 701 features per row, against 40 kernel evaluations per row.
+        let kernel = PolynomialKernel::paper();
+        assert!(!PolynomialFeatures::cheaper(&kernel, 200, 40));
+        assert!(PolynomialFeatures::cheaper(&kernel, 2, 40));
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(29);
+        let x = normals(&mut rng, 20 * 200, 0.2);
+        let y = normals(&mut rng, 20 * 200, 0.0);
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            assert_eq!(
+                mmd2_polynomial(&x, &y, 200, &kernel, est).unwrap(),
+                mmd2(&x, &y, 200, &kernel, est).unwrap()
+            );
+        }
     }
 
     #[test]

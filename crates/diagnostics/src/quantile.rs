@@ -16,9 +16,13 @@
 ///
 /// # Panics
 ///
-/// If `sorted` is empty.
+/// If `sorted` is empty or `p` is not in [0, 1] (NaN included).
 pub fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
     assert!(!sorted.is_empty(), "quantile_sorted of an empty sample");
+    assert!(
+        (0.0..=1.0).contains(&p),
+        "quantile_sorted: p = {p} is not in [0, 1]"
+    );
     let h = (sorted.len() - 1) as f64 * p;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
@@ -51,5 +55,18 @@ mod tests {
             );
         }
         assert_eq!(quantile_sorted(&[4.0], 0.3), 4.0);
+    }
+
+    /// A level past 1 indexed past the end (a bare index panic), NaN gave NaN silently.
+    #[test]
+    #[should_panic(expected = "quantile_sorted: p = 1.5 is not in [0, 1]")]
+    fn level_above_one_is_refused() {
+        quantile_sorted(&[1.0, 2.0, 3.0], 1.5);
+    }
+
+    #[test]
+    #[should_panic(expected = "quantile_sorted: p = NaN is not in [0, 1]")]
+    fn nan_level_is_refused() {
+        quantile_sorted(&[1.0, 2.0, 3.0], f64::NAN);
     }
 }

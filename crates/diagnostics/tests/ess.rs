@@ -223,3 +223,107 @@ fn bad_input_gives_typed_errors() {
     assert!(rhat_rank(&[&[2.0; 8], &[2.0; 8]]).is_err());
     assert!(ess_bulk(&[]).is_err());
 }
+
+/// The autocorrelation sum by hand on one short chain. With one chain var⁺ = γ̂₀ and
+/// W = γ̂₀·n/(n−1), so ρ̂_t = γ̂_t/γ̂₀ − 1/(n−1) for t ≥ 1 while ρ̂₀ is 1 exactly (not
+/// 1 − 1/(n−1), which would bias every ESS low by 2/(n−1) relative). Here ρ̂₁ ≈ 0.077 and the
+/// second pair (ρ̂₂, ρ̂₃) ≈ (−0.21, −0.21) is negative with ρ̂₂ < 0, so only the first pair
+/// counts: τ̂ = −1 + 2(1 + ρ̂₁), above the cap 1/log₁₀ 12 ≈ 0.93.
+#[test]
+fn multi_chain_sum_by_hand_has_rho_zero_equal_to_one() {
+    let x = [0.0, 1.0, 3.0, 2.0, 4.0, 3.0, 1.0, 2.0, 0.0, 1.0, 3.0, 2.0];
+    let n = x.len() as f64;
+    let g = kameleon_diagnostics::autocovariance_direct(&x, 3).unwrap();
+    let rho = |t: usize| g[t] / g[0] - 1.0 / (n - 1.0);
+    assert!(rho(2) + rho(3) < 0.0 && rho(2) < 0.0);
+    let expected = n / (-1.0 + 2.0 * (1.0 + rho(1)));
+    let got = ess_multi_chain(&[&x]).unwrap();
+    assert!(
+        (got - expected).abs() < 1e-12 * expected,
+        "{got} vs {expected}"
+    );
+}
+
+/// Every split diagnostic accepts chains of `MIN_DRAWS` draws, whose halves hold two.
+#[test]
+fn split_diagnostics_accept_min_draws_per_chain() {
+    let chains: [&[f64]; 3] = [
+        &[0.1, 1.2, -0.3, 0.8],
+        &[0.5, -1.1, 0.9, 0.0],
+        &[2.0, 0.3, -0.7, 1.4],
+    ];
+    assert_eq!(chains[0].len(), kameleon_diagnostics::MIN_DRAWS);
+    for value in [
+        ess_bulk(&chains),
+        ess_tail(&chains),
+        rhat_split(&chains),
+        rhat_rank(&chains),
+    ] {
+        assert!(value.unwrap().is_finite());
+    }
+    assert!(matches!(
+        ess_bulk(&[&[1.0, 2.0, 3.0]]),
+        Err(DiagnosticsError::TooFewDraws {
+            needed: 4,
+            got: 3,
+            ..
+        })
+    ));
+}
+
+/// Draws in {0, 1} with half of them 1: q̂₀.₉₅ = 1 = the largest draw, so I[x ≤ q̂₀.₉₅] is 1
+/// everywhere and says nothing about the tail. The tail ESS is then that of I[x ≤ q̂₀.₀₅] = I[x = 0]
+/// alone, which for these draws is the bulk ESS's own indicator: the multi-chain ESS of the split
+/// indicator chains.
+#[test]
+fn tail_ess_of_discrete_draws_ignores_a_constant_indicator() {
+    let chains: Vec<Vec<f64>> = (0..4)
+        .map(|s| {
+            ar1(0.3, 400, 700 + s)
+                .iter()
+                .map(|&v| f64::from(v > 0.0))
+                .collect()
+        })
+        .collect();
+    let refs: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
+    let split = split_chains(&refs).unwrap();
+    let lower: Vec<Vec<f64>> = split
+        .iter()
+        .map(|c| c.iter().map(|&v| f64::from(v <= 0.0)).collect())
+        .collect();
+    let lower_refs: Vec<&[f64]> = lower.iter().map(Vec::as_slice).collect();
+    let tail = ess_tail(&refs).unwrap();
+    assert_eq!(tail, ess_multi_chain(&lower_refs).unwrap());
+    assert!(ess_tail(&[&[3.0; 8]]).is_err());
+}
+
+/// Chains frozen at different points: no variance within, some between, so R̂ = +∞ exactly
+/// (a mean off by one rounding used to leave a within-chain variance of ~1e-33 and R̂ ≈ 1e15).
+/// Binary draws split half and half fold to one value: the location R̂ alone is reported.
+#[test]
+fn r_hat_of_frozen_chains_and_of_an_even_binary_split() {
+    let frozen: Vec<Vec<f64>> = [0.1, 0.7, 0.3].iter().map(|&v| vec![v; 100]).collect();
+    let refs: Vec<&[f64]> = frozen.iter().map(Vec::as_slice).collect();
+    assert_eq!(rhat_rank(&refs).unwrap(), f64::INFINITY);
+    assert_eq!(rhat_split(&refs).unwrap(), f64::INFINITY);
+    assert!(matches!(
+        rhat_rank(&[&[0.3; 50], &[0.3; 50]]),
+        Err(DiagnosticsError::ZeroVariance("rhat_rank"))
+    ));
+    let a = [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0];
+    let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0];
+    let binary = rhat_rank(&[&a, &b]).unwrap();
+    // The location R̂ by its formula on the rank-normalised halves.
+    let halves = split_chains(&[&a, &b]).unwrap();
+    let z = rank_normalize(&halves.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+    let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len() as f64;
+    let var = |c: &[f64]| {
+        let m = mean(c);
+        c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (c.len() - 1) as f64
+    };
+    let n = z[0].len() as f64;
+    let w = z.iter().map(|c| var(c)).sum::<f64>() / z.len() as f64;
+    let means: Vec<f64> = z.iter().map(|c| mean(c)).collect();
+    let location = (((n - 1.0) / n * w + var(&means)) / w).sqrt();
+    assert!((binary - location).abs() < 1e-12, "{binary} vs {location}");
+}
