@@ -31,9 +31,10 @@
 //!
 //! 3. **re-whitened** (optional, [`WhiteningConfig::rewhiten_fraction`]):
 //!    at a later step W₂ of the adaptation period, (μ, Σ) are estimated
-//!    again from the wrapped proposal's own states of steps
-//!    (W + W₂)/2 … W₂ — it usually mixes far better than the pilot — the
-//!    covariance shrunk as the pilot's windows are. If the wrapped proposal
+//!    again from the wrapped proposal's own states after the first fifth
+//!    of its steps before W₂ (steps W + (W₂ − W)/5 … W₂) — it usually mixes
+//!    far better than the pilot — the covariance shrunk as the pilot's
+//!    windows are. If the wrapped proposal
 //!    accepts the change of coordinates (u_new = B(u_old − c),
 //!    [`Proposal::change_coordinates`]; KMC rewrites its history and refits
 //!    its surrogate), the map becomes (μ', L'); otherwise the old map stays.
@@ -734,7 +735,8 @@ impl<P: Proposal> Proposal for Whitened<P> {
                 self.pilot.plan(self.pilot_length);
                 self.rewhiten_at = self.config.rewhiten_step(adapt_until);
                 if let Some(at) = self.rewhiten_at {
-                    self.rewhiten_from = self.pilot_length + (at - self.pilot_length) / 2;
+                    // the first fifth: the wrapped proposal's transient
+                    self.rewhiten_from = self.pilot_length + (at - self.pilot_length) / 5;
                 }
             }
         } else {
