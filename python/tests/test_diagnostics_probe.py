@@ -9,15 +9,7 @@ import numpy as np
 import pytest
 
 from kameleon import diagnostics
-
-
-def ar1(chains, n, rho, seed):
-    rng = np.random.default_rng(seed)
-    x = np.empty((chains, n))
-    x[:, 0] = rng.standard_normal(chains)
-    for t in range(1, n):
-        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal(chains)
-    return x
+from test_diagnostics import ar1_chains
 
 
 def _draws(name):
@@ -30,10 +22,10 @@ def _draws(name):
         "iid 4x7": lambda: rng.standard_normal((4, 7)),
         "iid 2x5": lambda: rng.standard_normal((2, 5)),
         "iid 4x12": lambda: rng.standard_normal((4, 12)),
-        "ar 0.9 4x200": lambda: ar1(4, 200, 0.9, 3),
-        "ar 0.99 4x200": lambda: ar1(4, 200, 0.99, 3),
-        "ar 0.99 3x51": lambda: ar1(3, 51, 0.99, 4),
-        "ar -0.5 4x500": lambda: ar1(4, 500, -0.5, 5),
+        "ar 0.9 4x200": lambda: ar1_chains(4, 200, 0.9, 3),
+        "ar 0.99 4x200": lambda: ar1_chains(4, 200, 0.99, 3),
+        "ar 0.99 3x51": lambda: ar1_chains(3, 51, 0.99, 4),
+        "ar -0.5 4x500": lambda: ar1_chains(4, 500, -0.5, 5),
         "cauchy 4x1000": lambda: rng.standard_cauchy((4, 1000)),
         "one chain shifted": lambda: rng.standard_normal((4, 500)) + np.array([0, 0, 0, 3.0])[:, None],
         "poisson ties": lambda: rng.poisson(2.0, (4, 500)).astype(float),
