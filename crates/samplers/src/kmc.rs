@@ -768,17 +768,18 @@ impl KmcConfig {
     ///
     /// Measured on KMC finite's scale-free defaults (1 000 tuning steps,
     /// 2 × 2 000 draws, seeds 1–3), against the pilot's map alone: on
-    /// standard normals the minimum bulk ESS rose from 347–421 to 494–957
+    /// standard normals the minimum bulk ESS rose from 347–421 to 494–956
     /// at d = 10 and from 124–222 to 351–365 at d = 20 (acceptance there
     /// 0.48–0.53, was 0.35–0.47). The estimate needs many of KMC's states:
     /// from steps 0.45 T … 0.6 T, d = 20 gave ESS 256–347 and acceptance
-    /// 0.41–0.43, and on the real-posterior suite (seeds 1–3) the window
-    /// here gave 80 % more ESS per evaluation on nes, 16 % on diamonds,
-    /// 7 % on the ODE, 1–4 % on the others and over seeds 1–10 a median
-    /// 18 % more on hmm_drive_0, all 7 of 8 still passed. Later is worse:
-    /// re-estimated at 0.9 T, too few tuning steps are left to settle the
-    /// step size and surrogate in the new coordinates, and hmm_drive_0's
-    /// ESS collapsed in 2 of 10 seeds.
+    /// 0.41–0.43. On the real-posterior suite (seeds 1–10, five
+    /// posteriors) the median ESS per evaluation against that window rose
+    /// 80 % on nes, 21 % on diamonds, 18 % on hmm_drive_0 and 3 % on
+    /// kilpisjarvi, and fell 15 % on the ODE (passed in 8 of 10 seeds, was
+    /// 7); all 7 of 8 posteriors still pass. Later is worse: re-estimated at
+    /// 0.9 T, too few tuning steps are left to settle the step size and
+    /// surrogate in the new coordinates, and hmm_drive_0's ESS collapsed in
+    /// 2 of 10 seeds.
     /// KMC lite gains at d = 20 (ESS 122–324, was 67–204, seeds 1–6) but
     /// not on the suite (the ODE's ESS 45 % lower), so it keeps the
     /// pilot's map by default.
