@@ -62,12 +62,19 @@ def _as_int(value) -> int | None:
         return None
 
 
+# the largest count, size or length the extension takes (a C long)
+_INTEGER_MAX = 2**63 - 1
+
+
 def _integer(name: str, value, minimum: int) -> int:
     """``value`` as an ``int`` if it is an integer (see :func:`_as_int`)
-    >= ``minimum``; else ``ValueError`` naming ``name``."""
+    from ``minimum`` to 2⁶³ − 1; else ``ValueError`` naming ``name`` (a
+    larger one gave the extension's bare ``OverflowError``)."""
     number = _as_int(value)
     if number is None or number < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    if number > _INTEGER_MAX:
+        raise ValueError(f"`{name}` must be an integer below 2**63, got {value!r}")
     return number
 
 

@@ -101,3 +101,17 @@ def test_complex_starting_points_are_refused():
         km.sample(normal, np.array([1 + 2j, 0]), sampler=km.AM(), draws=5, tune=5, chains=1, progress=False)
     with pytest.raises(TypeError, match="real"):
         km.sample_ensemble(normal, np.array([1 + 2j, 0]), draws=5, tune=5, progress=False, seed=1)
+
+
+@pytest.mark.parametrize("setting", ["draws", "tune", "chains", "thin"])
+def test_an_integer_setting_too_large_for_the_extension_is_named(setting):
+    # 2**64 gave the extension's bare "OverflowError: int too big to
+    # convert", naming no setting
+    kwargs = {**dict(draws=10, tune=10, chains=1, progress=False), setting: 2**64}
+    with pytest.raises(ValueError, match=f"`{setting}` must be an integer below 2\\*\\*63"):
+        km.sample(normal, np.zeros(2), sampler=km.AM(), **kwargs)
+
+
+def test_habc_names_a_simulation_count_too_large_for_the_extension():
+    with pytest.raises(ValueError, match="`n_simulations` must be an integer below 2\\*\\*63"):
+        km.HABC(lambda theta, rng: np.array([theta[0]]), [0.0], n_simulations=2**64)

@@ -59,6 +59,10 @@ fn check_chains(chains: &[&[f64]], what: &'static str) -> Result<usize> {
 /// Needs at least [`MIN_DRAWS`] finite draws with positive variance.
 pub fn ess_geyer(x: &[f64]) -> Result<f64> {
     check_len(x.len(), "ess_geyer")?;
+    check_finite(x, "ess_geyer")?;
+    if let Some(scaled) = rescaled(&[x]) {
+        return ess_geyer(&scaled[0]);
+    }
     let n = x.len();
     let acov = autocovariance(x)?;
     let g0 = acov[0];
@@ -97,7 +101,35 @@ pub fn ess_geyer(x: &[f64]) -> Result<f64> {
 /// [`DiagnosticsError::ZeroVariance`].
 pub fn ess_multi_chain(chains: &[&[f64]]) -> Result<f64> {
     check_chains(chains, "ess_multi_chain")?;
-    vehtari_ess(chains, "ess_multi_chain")
+    match rescaled(chains) {
+        Some(scaled) => vehtari_ess(&as_slices(&scaled), "ess_multi_chain"),
+        None => vehtari_ess(chains, "ess_multi_chain"),
+    }
+}
+
+/// The chains times a power of two that brings their largest magnitude to [1, 2), when it lies
+/// outside 2^±500: beyond that the squares and products of draws that the autocovariances and
+/// variances sum would overflow (a wrong ESS) or underflow (a false zero variance). `None`
+/// otherwise, and for draws that are all 0. ESS and R̂ do not depend on the scale, and a power
+/// of two scales exactly.
+fn rescaled(chains: &[&[f64]]) -> Option<Vec<Vec<f64>>> {
+    let largest = chains
+        .iter()
+        .flat_map(|c| c.iter())
+        .fold(0.0_f64, |m, v| m.max(v.abs()));
+    let exponent = largest.log2().floor();
+    if largest == 0.0 || exponent.abs() <= 500.0 {
+        return None;
+    }
+    // in two halves: 2^±1074 itself is not a finite double
+    let half = 2.0_f64.powi(-(exponent as i32) / 2);
+    let rest = 2.0_f64.powi(-(exponent as i32) - (-(exponent as i32) / 2));
+    Some(
+        chains
+            .iter()
+            .map(|c| c.iter().map(|v| v * half * rest).collect())
+            .collect(),
+    )
 }
 
 /// [`ess_multi_chain`] on chains already checked to be finite, non-empty and of one length
@@ -277,6 +309,10 @@ fn rhat_of(chains: &[&[f64]], what: &'static str) -> Result<f64> {
 /// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared); each chain
 /// needs [`MIN_DRAWS`] draws.
 pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
+    check_chains(chains, "rhat_split")?;
+    if let Some(scaled) = rescaled(chains) {
+        return rhat_split(&as_slices(&scaled));
+    }
     let split = split_checked(chains, "rhat_split")?;
     rhat_of(&as_slices(&split), "rhat_split")
 }
