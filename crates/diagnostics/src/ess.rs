@@ -309,12 +309,12 @@ fn rhat_of(chains: &[&[f64]], what: &'static str) -> Result<f64> {
 /// R̂ = √(((N′−1)/N′·W + B/N′)/W). One chain is allowed (its halves are compared); each chain
 /// needs [`MIN_DRAWS`] draws.
 pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
-    check_chains(chains, "rhat_split")?;
-    if let Some(scaled) = rescaled(chains) {
-        return rhat_split(&as_slices(&scaled));
-    }
     let split = split_checked(chains, "rhat_split")?;
-    rhat_of(&as_slices(&split), "rhat_split")
+    let halves = as_slices(&split);
+    match rescaled(&halves) {
+        Some(scaled) => rhat_of(&as_slices(&scaled), "rhat_split"),
+        None => rhat_of(&halves, "rhat_split"),
+    }
 }
 
 /// Rank-normalised split-R̂ (Vehtari et al. 2021, what Stan reports): the maximum of the split-R̂
