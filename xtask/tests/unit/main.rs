@@ -11,6 +11,7 @@ mod cli;
 mod experiment;
 mod experiments;
 mod files;
+mod fuzz;
 mod gallery;
 mod machine;
 mod npy;

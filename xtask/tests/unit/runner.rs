@@ -598,7 +598,7 @@ mod record_fuzz {
     //! between machines, cut by a full disk, edited by hand): reading
     //! any bytes gives a record or an error naming the file, never a
     //! panic.
-    use proptest::prelude::*;
+    use crate::fuzz::{for_each_case, random_bytes};
     use std::path::Path;
     use xtask::runner::records::read_record;
     use xtask::summary::{JobRecord, StudyRecord};
@@ -623,22 +623,26 @@ mod record_fuzz {
     /// digits, lower-case letters and the characters of numbers.
     const JSON_LIKE: &str = "{}[]\":,0123456789abcdefghijklmnopqrstuvwxyz_.eE+- ";
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let dir = tempdir("bytes");
+        for_each_case(
+            3,
+            256,
+            |rng| random_bytes(rng, 256, &[]),
+            |bytes| read_both(&dir.join("job.json"), bytes),
+        );
+    }
 
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let dir = tempdir("bytes");
-            read_both(&dir.join("job.json"), &bytes);
-        }
-
-        #[test]
-        fn json_like_text_never_panics(
-            text in proptest::collection::vec(proptest::sample::select(JSON_LIKE.as_bytes()), 0..300)
-        ) {
-            let dir = tempdir("json");
-            read_both(&dir.join("job.json"), &text);
-        }
+    #[test]
+    fn json_like_text_never_panics() {
+        let dir = tempdir("json");
+        for_each_case(
+            4,
+            256,
+            |rng| random_bytes(rng, 300, JSON_LIKE.as_bytes()),
+            |text| read_both(&dir.join("job.json"), text),
+        );
     }
 
     fn tempdir(tag: &str) -> std::path::PathBuf {
