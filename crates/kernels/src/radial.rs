@@ -419,12 +419,17 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
             return;
         };
         let blocks = simd::blocks::<S>(d);
-        let difference = |zi: &[f64], b: usize| {
+        // A function, not a closure: a closure cannot be marked
+        // `#[inline(always)]`, and compiled out of line it lacks the
+        // caller's target features, so every SIMD subtraction in it became
+        // a call.
+        #[inline(always)]
+        fn difference<S: pulp::Simd>(simd: S, x: &[f64], zi: &[f64], b: usize) -> S::f64s {
             simd.sub_f64s(
                 simd::load_block(simd, x, b),
-                simd::load_block(simd, &zi[..d], b),
+                simd::load_block(simd, &zi[..x.len()], b),
             )
-        };
+        }
         let mut weights = [0.0; BLOCK];
         let mut start = 0;
         while start < z.nrows() {
@@ -434,7 +439,7 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
             for (w, zi) in weights.iter_mut().zip(z.row_iter()) {
                 let mut sum = simd.splat_f64s(0.0);
                 for b in 0..blocks {
-                    let diff = difference(zi.as_slice(), b);
+                    let diff = difference(simd, x, zi.as_slice(), b);
                     sum = simd.mul_add_f64s(diff, diff, sum);
                 }
                 *w = simd.reduce_sum_f64s(sum);
@@ -444,7 +449,7 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
                 let w = simd.splat_f64s(*w);
                 let col = &mut col.as_slice_mut()[..d];
                 for b in 0..blocks {
-                    let m = simd.mul_f64s(w, difference(zi.as_slice(), b));
+                    let m = simd.mul_f64s(w, difference(simd, x, zi.as_slice(), b));
                     simd::store_block(simd, col, b, m);
                 }
             }
