@@ -1041,7 +1041,7 @@ mod tests {
 
     /// Arbitrary bytes, and the embedded file with bytes overwritten,
     /// inserted or removed, give data or an error, never a panic: 256 cases
-    /// from a fixed generator, so a failure names a reproducible case.
+    /// from a fixed generator, so every run tries the same cases.
     #[test]
     fn glass_csv_parser_never_panics() {
         let end = GLASS_CSV[..2000].rfind('\n').expect("the file has lines") + 1;
