@@ -36,8 +36,9 @@ trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$run"' EXIT
 python="$(bash "$root/python/venv.sh")"
 venv="$(dirname "$(dirname "$python")")"
 # maturin develop builds with the workspace's dev profile (optimised) into
-# the shared target/ directory and installs the package in editable mode.
-VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --quiet
+# the shared target/ directory and installs the package in editable mode,
+# with the venv's uv (2.7 s for pip's install and dependency check, 0.7 s).
+VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" develop --uv --quiet
 echo "run-tests.sh: the 3.11 venv and the extension ready after ${SECONDS} s" >&2
 
 # The ArviZ 1 run: the ArviZ output, its netCDF round trip, the diagnostics
