@@ -147,7 +147,7 @@ fn arbitrary_bytes_never_panic() {
         1,
         512,
         |rng| random_bytes(rng, 256, &[]),
-        |bytes: &Vec<u8>| {
+        |bytes| {
             let _ = parse_chain(bytes);
             let mut with_magic = MAGIC.to_vec();
             with_magic.extend(bytes);
