@@ -9,7 +9,10 @@ step-size range halved (``step_size=(0.05, 0.1)``, i.e. trajectories half as
 long) and with it halved and the leapfrog steps doubled (``steps=(20, 40)``:
 trajectories as long as the defaults', with a quarter of the leapfrog's
 energy error, which tells the integrator's share of the rejections from the
-surrogate's), after ``tune`` = 1 000 (``km.sample``'s default), 2 000 and 5 000 (the
+surrogate's), and with the step factor learned toward acceptance 0.62
+within a lower floor (``target_accept=0.62``, ``step_factor_range`` (0.3,
+20) for lite and (0.4, 20) for finite: the settings that keep the
+acceptance at 0.5 or more up to d = 20), after ``tune`` = 1 000 (``km.sample``'s default), 2 000 and 5 000 (the
 real-posterior suite's) tuning steps: 2 chains × 2 000 draws from 0, seeds
 1–3. Each cell gives the range over the seeds of the acceptance rate and
 of the minimum bulk ESS over the d coordinates (of the 4 000 draws). Writes
@@ -35,10 +38,14 @@ VARIANTS = {
     "KMCLite()": lambda: km.KMCLite(),
     "KMCLite(step_size=(0.05, 0.1))": lambda: km.KMCLite(step_size=(0.05, 0.1)),
     "KMCLite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCLite(step_size=(0.05, 0.1), steps=(20, 40)),
+    "KMCLite(target_accept=0.62, step_factor_range=(0.3, 20))": lambda: km.KMCLite(target_accept=0.62,
+                                                                                    step_factor_range=(0.3, 20.0)),
     "KMCFinite()": lambda: km.KMCFinite(),
     "KMCFinite(step_size=(0.05, 0.1))": lambda: km.KMCFinite(step_size=(0.05, 0.1)),
     "KMCFinite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCFinite(step_size=(0.05, 0.1),
                                                                              steps=(20, 40)),
+    "KMCFinite(target_accept=0.62, step_factor_range=(0.4, 20))": lambda: km.KMCFinite(
+        target_accept=0.62, step_factor_range=(0.4, 20.0)),
 }
 DIMS = (2, 5, 10, 20)
 SEEDS = (1, 2, 3)

@@ -90,6 +90,15 @@ PAPER_SETTINGS = {
     # not a paper's: KMC finite on the pilot's map alone, as before
     # re-whitening became its default
     "KMCFinite(rewhiten=False)": lambda: km.KMCFinite(rewhiten=False),
+    # not a paper's: KMC's step factor learned toward a lower acceptance
+    # within a lower floor, the settings that accept 0.5 or more on standard
+    # normals up to d = 20 (kmc_standard_normal.py)
+    "KMCLite(target_accept=0.62, step_factor_range=(0.3, 20))": lambda: km.KMCLite(
+        target_accept=0.62, step_factor_range=(0.3, 20.0)
+    ),
+    "KMCFinite(target_accept=0.62, step_factor_range=(0.4, 20))": lambda: km.KMCFinite(
+        target_accept=0.62, step_factor_range=(0.4, 20.0)
+    ),
 }
 
 SHORT = {

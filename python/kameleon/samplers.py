@@ -65,6 +65,20 @@ def _range(name: str, value: tuple, integer: bool) -> None:
             _positive(name, v)
 
 
+def _step_factor(target_accept: float, step_factor_range: tuple) -> None:
+    """Checks KMC's learned step factor: a target acceptance in (0, 1) and a
+    range (low, high) around the starting factor 1."""
+    if not (isinstance(target_accept, (int, float)) and not isinstance(target_accept, bool)
+            and 0 < target_accept < 1):
+        raise ValueError(f"`target_accept` must lie in (0, 1), got {target_accept!r}")
+    _range("step_factor_range", step_factor_range, integer=False)
+    low, high = step_factor_range
+    if not low <= 1 <= high:
+        raise ValueError(
+            f"`step_factor_range` must contain the starting factor 1 (low <= 1 <= high), got {step_factor_range!r}"
+        )
+
+
 def _numeric_unless_whitened(sampler: str, kernel, whiten: bool) -> None:
     if kernel.bandwidth == "median" and not whiten:
         raise ValueError(
@@ -529,7 +543,8 @@ class KMCLite(Sampler):
     in d = 5 and 10 the cross-validated chains had a min ESS of 131–197
     against 1 046–4 131 for ``"median"`` (5 000 tuning steps).
     ``adapt_step_size`` learns a factor on the step size toward acceptance
-    0.65 during tuning (kept in [0.5, 20]). KMC needs a longer ``tune`` than
+    ``target_accept`` (0.65) during tuning, kept in ``step_factor_range``
+    ((0.5, 20)). KMC needs a longer ``tune`` than
     the random-walk samplers as d grows (the whitening and the surrogate
     learn from the tuning steps): on a 20-d normal the defaults accept
     0.31–0.38 of the proposals after 1 000 tuning steps and 0.49–0.52 after
@@ -540,11 +555,20 @@ class KMCLite(Sampler):
     The leapfrog's error is not what rejects: with half the step size and
     twice the leapfrog steps (``step_size=(0.05, 0.1), steps=(20, 40)``,
     trajectories as long) both accept as before (lite 0.31–0.38, finite
-    0.39–0.42 at d = 20).
+    0.50–0.52 at d = 20).
     Shorter steps raise the acceptance but not the mixing: with
     ``step_size=(0.05, 0.1)`` both accept 0.60–0.74 for d = 2–20, but their
     minimum ESS on a 10-d normal halves, and on the real-posterior suite
     KMC lite then fails the ODE and loses half its ESS on diamonds.
+    A lower target with a lower floor for the factor does the same more
+    gently: ``target_accept=0.62`` with ``step_factor_range=(0.3, 20)``
+    (lite) or ``(0.4, 20)`` (finite) accept 0.51–0.74 on standard normals
+    for d = 2–20, at about the same minimum ESS after 1 000 tuning steps but
+    a quarter to a third less at d = 20 after 2 000; on the real-posterior
+    suite KMC lite then loses 7–37 % of its ESS per evaluation on six of
+    the eight posteriors and fails the ODE, and KMC finite loses 27 % on
+    diamonds (d = 26), where long trajectories accepted 45–50 % of the
+    time mix best.
     ``base`` is the measure the surrogate corrects, and falls back to where
     its history says little: ``"flat"`` (none; the gradient vanishes far
     from the history), ``"gaussian"`` (N(0, I) in the whitened coordinates,
@@ -578,6 +602,8 @@ class KMCLite(Sampler):
     adapt_step_size: bool = _default("KMCLite", "adapt_step_size")
     base: str = _default("KMCLite", "base")
     rewhiten: bool = _default("KMCLite", "rewhiten")
+    target_accept: float = _default("KMCLite", "target_accept")
+    step_factor_range: tuple[float, float] = _default("KMCLite", "step_factor_range")
     kind = "KMCLite"
 
     @classmethod
@@ -603,6 +629,7 @@ class KMCLite(Sampler):
         if not 0 < self.kappa <= 1:
             raise ValueError(f"`kappa` must lie in (0, 1], got {self.kappa!r}")
         _surrogate_base(self.base, self.whiten)
+        _step_factor(self.target_accept, self.step_factor_range)
 
 
 @dataclass(frozen=True)
@@ -640,6 +667,8 @@ class KMCFinite(Sampler):
     adapt_step_size: bool = _default("KMCFinite", "adapt_step_size")
     base: str = _default("KMCFinite", "base")
     rewhiten: bool = _default("KMCFinite", "rewhiten")
+    target_accept: float = _default("KMCFinite", "target_accept")
+    step_factor_range: tuple[float, float] = _default("KMCFinite", "step_factor_range")
     kind = "KMCFinite"
 
     @classmethod
@@ -663,3 +692,4 @@ class KMCFinite(Sampler):
         _range("steps", self.steps, integer=True)
         _positive_int("min_points", self.min_points)
         _surrogate_base(self.base, self.whiten)
+        _step_factor(self.target_accept, self.step_factor_range)

@@ -360,9 +360,17 @@ pub enum SamplerSettings {
         /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
-        /// Learn a factor on the step size toward acceptance 0.65 during
+        /// Learn a factor on the step size toward `target_accept` during
         /// tuning.
         adapt_step_size: bool,
+        /// The acceptance rate the step factor is learned toward (absent in
+        /// older settings: [`KmcConfig::SCALE_FREE_TARGET_ACCEPT`]).
+        #[serde(default = "scale_free_target_accept")]
+        target_accept: f64,
+        /// The range the learned step factor is kept in (absent in older
+        /// settings: [`KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE`]).
+        #[serde(default = "scale_free_step_factor_range")]
+        step_factor_range: (f64, f64),
         /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
         base: SurrogateBase,
@@ -389,9 +397,17 @@ pub enum SamplerSettings {
         /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
         whiten: bool,
-        /// Learn a factor on the step size toward acceptance 0.65 during
+        /// Learn a factor on the step size toward `target_accept` during
         /// tuning.
         adapt_step_size: bool,
+        /// The acceptance rate the step factor is learned toward (absent in
+        /// older settings: [`KmcConfig::SCALE_FREE_TARGET_ACCEPT`]).
+        #[serde(default = "scale_free_target_accept")]
+        target_accept: f64,
+        /// The range the learned step factor is kept in (absent in older
+        /// settings: [`KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE`]).
+        #[serde(default = "scale_free_step_factor_range")]
+        step_factor_range: (f64, f64),
         /// The surrogate's base measure: "flat", "gaussian" or "student".
         #[serde(default)]
         base: SurrogateBase,
@@ -693,6 +709,8 @@ impl SamplerSettings {
                 kappa: power(lite.refit).unwrap_or(0.5),
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
+                target_accept: KmcConfig::SCALE_FREE_TARGET_ACCEPT,
+                step_factor_range: KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE,
                 // flat: a Gaussian base pulls trajectories back from the tails
                 // (see `LiteSurrogateConfig::SCALE_FREE_RIDGE`)
                 base: SurrogateBase::Flat,
@@ -709,6 +727,8 @@ impl SamplerSettings {
                 min_points: finite.min_points,
                 whiten: true,
                 adapt_step_size: kmc.step_scale.is_some(),
+                target_accept: KmcConfig::SCALE_FREE_TARGET_ACCEPT,
+                step_factor_range: KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE,
                 base: SurrogateBase::Student,
                 rewhiten: true,
             },
@@ -915,6 +935,8 @@ impl SamplerSettings {
                 kappa,
                 whiten,
                 adapt_step_size,
+                target_accept,
+                step_factor_range,
                 base,
                 rewhiten,
             } => {
@@ -922,7 +944,8 @@ impl SamplerSettings {
                 let whitening = kmc_whitening(whiten, *rewhiten);
                 let base = base.measure(whiten, dim)?;
                 let walk = scale(Scale::optimal_for(dim), true)?;
-                let config = kmc_config(*step_size, *steps, Some(walk), *adapt_step_size)?;
+                let factor = adapt_step_size.then_some((*target_accept, *step_factor_range));
+                let config = kmc_config(*step_size, *steps, Some(walk), factor)?;
                 checked(job, move |_, _| {
                     let mut lite = LiteSurrogateConfig::default();
                     lite.subsample_size = n;
@@ -951,6 +974,8 @@ impl SamplerSettings {
                 min_points,
                 whiten,
                 adapt_step_size,
+                target_accept,
+                step_factor_range,
                 base,
                 rewhiten,
             } => {
@@ -958,7 +983,8 @@ impl SamplerSettings {
                 let whitening = kmc_whitening(*whiten, *rewhiten);
                 let base = base.measure(*whiten, dim)?;
                 let (m, lam, min_points) = (*features, *lam, *min_points);
-                let config = kmc_config(*step_size, *steps, None, *adapt_step_size)?;
+                let factor = adapt_step_size.then_some((*target_accept, *step_factor_range));
+                let config = kmc_config(*step_size, *steps, None, factor)?;
                 checked(
                     job,
                     move |seed, chain| -> BuildResult<Whitened<KmcFinite<RandomFourierFeatures>>> {
@@ -1065,21 +1091,32 @@ fn adaptive_metropolis(
 }
 
 /// KMC's trajectory ranges, random-walk scale (`None`: 2.38/√d) and, if
-/// `adapt_step_size`, the step factor of [`KmcConfig::scale_free`].
+/// `learned_factor` = (target acceptance, range), a step factor learned
+/// toward that acceptance within that range.
 fn kmc_config(
     step_size: (f64, f64),
     steps: (u32, u32),
     walk_scale: Option<Scale>,
-    adapt_step_size: bool,
+    learned_factor: Option<(f64, (f64, f64))>,
 ) -> BuildResult<KmcConfig> {
     let mut config = KmcConfig::default();
     config.step_size = step_size;
     config.steps = steps;
     config.walk_scale = walk_scale;
-    if adapt_step_size {
-        config.step_scale = KmcConfig::scale_free().step_scale;
+    match learned_factor {
+        Some((target_accept, range)) => config
+            .with_learned_step_factor(target_accept, range)
+            .map_err(msg),
+        None => Ok(config),
     }
-    Ok(config)
+}
+
+fn scale_free_target_accept() -> f64 {
+    KmcConfig::SCALE_FREE_TARGET_ACCEPT
+}
+
+fn scale_free_step_factor_range() -> (f64, f64) {
+    KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE
 }
 
 /// F-KAMH with exploration noise γ and scale η on the feature map `draw`

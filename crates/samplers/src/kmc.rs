@@ -732,29 +732,45 @@ impl Default for KmcConfig {
 }
 
 impl KmcConfig {
+    /// The acceptance rate the scale-free step factor is learned toward.
+    pub const SCALE_FREE_TARGET_ACCEPT: f64 = 0.65;
+
+    /// The range [lo, hi] the scale-free step factor is kept in. Where a
+    /// surrogate learned in few steps caps the acceptance of these
+    /// trajectories (d = 20 after 1 000 tuning steps: lite 0.31–0.38,
+    /// finite 0.48–0.53), a factor free to chase the target shortens them
+    /// until they barely move the chain. The rejections come from the
+    /// surrogate's error over the distance travelled, not from the
+    /// leapfrog: trajectories as long, with half the step and twice the
+    /// steps, accept about as often (d = 20: lite 0.31–0.38 both ways,
+    /// finite 0.50–0.52 against 0.48–0.53).
+    ///
+    /// A lower floor with a lower target buys acceptance ≥ 0.5 on standard
+    /// normals up to d = 20 (lite: target 0.62, floor 0.3; finite: 0.62,
+    /// 0.4; 1 000 tuning steps, seeds 1–8) and costs mixing: on the 20-d
+    /// normal the minimum ESS is about the same after 1 000 tuning steps but
+    /// lower after longer tuning (after 2 000: lite 186–217 of 4 000 draws
+    /// against 281–349, finite 304–366 against 403–462), and on the
+    /// real-posterior suite (seeds
+    /// 1–3) lite's median ESS per evaluation fell 7–37 % on six of the
+    /// eight posteriors (the ODE's by 25 %, failing it in 2 of 3 seeds;
+    /// diamonds', d = 26, by 37 %), and finite's by 27 % on diamonds;
+    /// there the chains gain from long trajectories accepted 0.45–0.5 of
+    /// the time. So the floor stays at 0.5.
+    pub const SCALE_FREE_STEP_FACTOR_RANGE: (f64, f64) = (0.5, 20.0);
+
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
     /// coordinates (the Python package's defaults): ε ~ s·U[0.1, 0.2), L ~ U{10, …, 20}, the step
-    /// factor s learned toward acceptance 0.65 with steps 1/√t and kept in
-    /// [0.5, 20]. Where a surrogate learned in few steps caps the
-    /// acceptance of these trajectories (d = 20 after 1 000 tuning steps:
-    /// lite 0.31–0.38, finite 0.48–0.53), a factor free to chase the target
-    /// shortens them until they barely move the chain: with ε's range
-    /// halved to [0.05, 0.1), KMC lite and finite accepted 0.60–0.73 on
-    /// standard normals in d = 2–20, but their minimum ESS at d = 10 fell
-    /// by a third to two thirds and finite's at d = 20 by two thirds or
-    /// more. The rejections come from the surrogate's error over the
-    /// distance travelled, not from the leapfrog: trajectories as long,
-    /// with half the step and twice the steps, accepted about as often
-    /// (d = 20: lite 0.31–0.38 both ways, finite 0.50–0.52 against
-    /// 0.48–0.53).
+    /// factor s learned toward acceptance
+    /// [`KmcConfig::SCALE_FREE_TARGET_ACCEPT`] with steps 1/√t and kept in
+    /// [`KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE`].
     pub fn scale_free() -> Self {
-        let factor = crate::RobbinsMonro::new(1.0, 0.65, crate::StepSchedule::InverseSqrt)
-            .and_then(|rm| rm.with_bounds(0.5, 20.0))
-            .expect("valid constants");
-        Self {
-            step_scale: Some(Scale::Adaptive(factor)),
-            ..Self::default()
-        }
+        Self::default()
+            .with_learned_step_factor(
+                Self::SCALE_FREE_TARGET_ACCEPT,
+                Self::SCALE_FREE_STEP_FACTOR_RANGE,
+            )
+            .expect("valid constants")
     }
 
     /// The [`crate::Whitened`] settings that re-whiten from KMC's own
@@ -817,6 +833,17 @@ impl KmcConfig {
         scale.validate("step_scale")?;
         self.step_scale = Some(scale);
         Ok(self)
+    }
+
+    /// Learns the factor s on the step size toward the acceptance rate
+    /// `target_accept` ∈ (0, 1) while adaptation is on (Robbins–Monro on
+    /// log s with steps 1/√t, from s = 1), keeping it in `range` = (lo, hi),
+    /// 0 < lo ≤ 1 ≤ hi < ∞.
+    pub fn with_learned_step_factor(self, target_accept: f64, range: (f64, f64)) -> Result<Self> {
+        let factor =
+            crate::RobbinsMonro::new(1.0, target_accept, crate::StepSchedule::InverseSqrt)?
+                .with_bounds(range.0, range.1)?;
+        self.with_step_scale(Scale::Adaptive(factor))
     }
 
     /// Chooses exact reuse or the inexact MCWM re-estimation of the current

@@ -744,3 +744,39 @@ fn cross_validated_lite_surrogate_learns_the_score_of_a_normal() {
     eprintln!("σ = 0.05, λ = 0.001: score error {poor_error:.3}");
     assert!(poor_error > 1.0, "{poor_error} vs {error}");
 }
+
+#[test]
+fn learned_step_factor_checks_its_target_and_range() {
+    let base = KmcConfig::default();
+    // the scale-free preset is this constructor on its constants
+    let preset = base
+        .clone()
+        .with_learned_step_factor(
+            KmcConfig::SCALE_FREE_TARGET_ACCEPT,
+            KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE,
+        )
+        .unwrap();
+    assert_eq!(preset, KmcConfig::scale_free());
+    // a range of one point, the starting factor 1, is valid
+    assert!(
+        base.clone()
+            .with_learned_step_factor(0.5, (1.0, 1.0))
+            .is_ok()
+    );
+    for (target, range) in [
+        (1.0, (0.5, 20.0)),
+        (0.0, (0.5, 20.0)),
+        (f64::NAN, (0.5, 20.0)),
+        (0.65, (1.5, 20.0)),
+        (0.65, (0.1, 0.9)),
+        (0.65, (0.0, 2.0)),
+        (0.65, (0.5, f64::INFINITY)),
+    ] {
+        assert!(
+            base.clone()
+                .with_learned_step_factor(target, range)
+                .is_err(),
+            "accepted target {target}, range {range:?}"
+        );
+    }
+}
