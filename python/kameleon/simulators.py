@@ -27,8 +27,11 @@ prior with ``prior=`` (see :mod:`kameleon.priors`). Choose
 Errors: a simulator that raises stops the run and its exception is raised
 by ``sample`` (with a note giving ``theta``); a simulator that returns
 something other than an array of the expected shape raises ``ValueError``
-naming the shape expected. Summaries that are NaN or infinite are
-rejections, not errors: see each class.
+naming the shape expected, and one whose summaries are not real numbers
+(strings, which numpy would parse, complex numbers, booleans, dates, None
+or other objects in an object array) raises ``TypeError`` saying what it
+returned; so do such ``observed`` summaries. Summaries that are NaN or
+infinite are rejections, not errors: see each class.
 
 A simulator may also be a C function, a :class:`CompiledSimulator` (e.g. a
 numba ``cfunc``): the estimators then run entirely in Rust, without the
@@ -43,6 +46,7 @@ the estimates, which still run without the GIL.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -56,15 +60,55 @@ __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_s
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+# what the values of a numpy dtype kind are, for the kinds that are not
+# real numbers
+_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
+
+
+def _real_array(value, what: str, shape: str) -> np.ndarray:
+    """``value`` as a float64 array if it holds real numbers: integers or
+    floats of any width, also as Python numbers in an object array. What
+    numpy would convert silently is a ``TypeError`` instead: strings and
+    bytes (parsed as numbers), complex numbers (cut to their real part),
+    booleans (0 and 1), dates and times (counts of days or seconds), and
+    other objects (None as NaN). A ragged nesting is a ``ValueError``.
+    The messages begin with ``what`` (e.g. "the simulator returned") and
+    end with ``shape``, the shape expected."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{what} a {type(value).__name__} that is not an array of numbers; expected {shape}"
+        ) from err
+    if array.dtype.kind == "O":
+        # numbers.Real counts bool, an int
+        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
+        if not wrong:
+            return np.asarray(array, dtype=np.float64)
+        held, example = f"{type(wrong[0]).__name__} objects", wrong[0]
+    elif array.dtype.kind in "fiu":
+        return np.asarray(array, dtype=np.float64)
+    else:
+        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
+    if isinstance(example, np.generic):
+        example = example.item()  # '1.5', not np.str_('1.5')
+    name = type(value).__name__
+    if isinstance(value, np.ndarray):
+        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
+    elif array.ndim == 0:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
+    else:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
+    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
+
+
 def _observed(value) -> np.ndarray:
     """``value`` as a read-only float64 vector of finite summaries."""
     if value is None:
         # numpy would make None a NaN summary
         raise ValueError("`observed` must be a vector of numbers, got None")
-    try:
-        observed = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"`observed` must be a vector of numbers, got {value!r}") from err
+    # a copy, made read-only below
+    observed = _real_array(value, "`observed` is", "shape (s,), one value per summary").copy()
     if observed.ndim == 0:
         observed = observed.reshape(1)
     if observed.ndim != 1 or observed.shape[0] == 0:
@@ -84,7 +128,8 @@ def _flag(name: str, value) -> bool:
 def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
     """The simulator's output as a float64 array of ``shape``; with one
     summary, a scalar (or an (n,) array when batched) is accepted.
-    ``ValueError`` naming the expected shape otherwise."""
+    ``ValueError`` naming the expected shape otherwise, ``TypeError`` for
+    values that are not real numbers (see :func:`_real_array`)."""
     expected = (
         f"shape (n_simulations, s) = {shape} from a batched simulator"
         if batched
@@ -93,12 +138,7 @@ def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
     if value is None:
         # numpy would make None a NaN summary: a rejection at every θ
         raise ValueError(f"the simulator returned None (a missing `return`?); expected {expected}")
-    try:
-        summaries = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(
-            f"the simulator returned a {type(value).__name__} that is not an array of numbers; expected {expected}"
-        ) from err
+    summaries = _real_array(value, "the simulator returned", expected)
     if summaries.shape != shape:
         if shape[-1] == 1 and summaries.shape == shape[:-1]:
             return summaries.reshape(shape)
@@ -253,8 +293,8 @@ class _Simulations(SimulationEstimator):
         return self.log_likelihood(self.simulate(theta, rng))
 
     def _checked(self, summaries) -> np.ndarray:
-        summaries = np.asarray(summaries, dtype=np.float64)
         s = self.observed.shape[0]
+        summaries = _real_array(summaries, "`summaries` is", f"shape (n, {s}) with n >= 1")
         if summaries.ndim != 2 or summaries.shape[1] != s or summaries.shape[0] == 0:
             raise ValueError(f"`summaries` must have shape (n, {s}) with n >= 1, got {summaries.shape}")
         return summaries
@@ -300,9 +340,7 @@ class ABC(_Simulations):
         self._check_simulations()
         s = self.observed.shape[0]
         try:
-            if np.asarray(self.epsilon).dtype == bool:
-                raise TypeError("a bool is not a width")
-            epsilon = np.array(self.epsilon, dtype=np.float64)
+            epsilon = _real_array(self.epsilon, "`epsilon` is", f"shape () or ({s},)")
         except (TypeError, ValueError) as err:
             raise ValueError(f"`epsilon` must be a positive number, got {self.epsilon!r}") from err
         if epsilon.shape not in ((), (s,)) or not (np.isfinite(epsilon).all() and (epsilon > 0).all()):
