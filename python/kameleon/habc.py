@@ -74,9 +74,9 @@ class HABC:
     trajectory without calling it, and :meth:`sample` raises its exception
     (with a note giving θ). Summaries of the wrong shape raise
     ``ValueError`` the same way, and summaries that are not real numbers
-    ``TypeError`` (see :mod:`kameleon.simulators`); NaN or infinite summaries make that
-    trajectory non-finite: it is rejected (the state stays) and counted in
-    ``rejected_non_finite``.
+    ``TypeError`` (see :mod:`kameleon.simulators`); NaN or infinite
+    summaries make that trajectory non-finite: it is rejected (the state
+    stays) and counted in ``rejected_non_finite``.
     """
 
     simulator: Callable | None = None
