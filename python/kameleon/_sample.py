@@ -1323,12 +1323,31 @@ def resume(
     A run started with ``prior=`` or ``bounds=`` must be resumed with the
     same ``prior`` and ``bounds`` (and ``log_density`` is then the
     log-likelihood, as in :func:`sample`): the checkpoint holds the chains on
-    the unconstrained scale. An exact log density is checked against the run
-    before anything runs: its value at chain 0's current point (one
-    evaluation, not counted) must be the one the run stored there, so
-    another model, data set, prior or bounds, or a run resumed without its
-    prior, is refused with a ``ValueError``. A :class:`PseudoMarginal`
-    estimate is noisy and cannot be checked this way.
+    the unconstrained scale.
+
+    What is checked against the checkpoint before anything runs: the
+    dimension of a :class:`Compiled` function, a built-in target or the
+    prior; and for an exact log density (a Python callable, vectorised or
+    not, a :class:`Compiled` function or an exact built-in target, with its
+    ``prior`` and ``bounds``) its value at chain 0's current point (one
+    evaluation, not counted), which must be the one the run stored there
+    (to 10⁻⁹, relative). So another model, data set, prior or bounds, a run
+    resumed without its prior, or a run of a :class:`PseudoMarginal`
+    resumed with an exact log density (which does not reproduce its
+    estimate), is refused with a ``ValueError``.
+
+    What is not checked: which estimator a noisy log density is (a
+    :class:`PseudoMarginal`, :class:`kameleon.ABC`,
+    :class:`kameleon.SyntheticLikelihood`, compiled or not, or a built-in
+    target that is not exact). The value a run stored at a point is an
+    estimate drawn with a generator seeded from the chain's stream at the
+    step that accepted the point; the checkpoint keeps neither that seed
+    nor any other record of the estimator (its function, simulator,
+    observed summaries, ε, ``n_simulations``, prior or bounds), so no
+    evaluation now can be compared with it. Resuming with another
+    estimator, or a run of an exact log density with a noisy one,
+    continues silently and gives a chain of neither: keep the estimator
+    with its checkpoint (e.g. in the script that wrote it).
 
     A run cut by ``max_evaluations`` keeps its chains' evaluation shares:
     resumed, it stops where it would have (``attrs["stopped_by"]`` is then

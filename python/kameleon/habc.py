@@ -32,7 +32,7 @@ import numpy as np
 from . import _core
 from ._arviz import check_parameter_names, inference_data, posterior_variables
 from ._sample import __version__, _integer, _points, _run, _seed
-from .simulators import CompiledSimulator, _flag, _observed, _summaries, _with_theta
+from .simulators import CompiledSimulator, _flag, _observed, _summaries, _theta, _with_theta
 
 __all__ = ["HABC"]
 
@@ -73,9 +73,10 @@ class HABC:
     A simulator that raises stops the run: the rest of the run rejects every
     trajectory without calling it, and :meth:`sample` raises its exception
     (with a note giving θ). Summaries of the wrong shape raise
-    ``ValueError`` the same way; NaN or infinite summaries make that
-    trajectory non-finite: it is rejected (the state stays) and counted in
-    ``rejected_non_finite``.
+    ``ValueError`` the same way, and summaries that are not real numbers
+    ``TypeError`` (see :mod:`kameleon.simulators`); NaN or infinite
+    summaries make that trajectory non-finite: it is rejected (the state
+    stays) and counted in ``rejected_non_finite``.
     """
 
     simulator: Callable | None = None
@@ -131,7 +132,7 @@ class HABC:
                 )
         object.__setattr__(self, "friction", _finite("friction", self.friction, positive=False))
         try:
-            low, high = (float(v) for v in self.step_size)
+            low, high = (_finite("step_size", v, positive=True) for v in self.step_size)
         except (TypeError, ValueError):
             low = high = math.nan
         if not (0 < low <= high < math.inf):
@@ -144,6 +145,7 @@ class HABC:
         """One simulated summary at ``theta`` from a generator seeded with
         ``seed`` (called by the Rust sampler), checked for its shape."""
         rng = np.random.default_rng(seed)
+        theta = _theta(theta)
         s = self.observed.shape[0]
         try:
             value = self.simulator(theta, 1, rng) if self.batched else self.simulator(theta, rng)

@@ -9,9 +9,10 @@ data set at parameters ``theta`` (a float64 array):
   simulations in one call (``batched=True``; usually much faster with numpy).
 
 ``rng`` is a ``numpy.random.Generator``; the simulator must draw all its
-randomness from it, so that a seeded run is reproducible, and must not
-modify ``theta`` (the simulations of one estimate share it). With one
-summary (s = 1), a scalar (or an (n,) array when batched) is accepted too.
+randomness from it, so that a seeded run is reproducible. ``theta`` is
+read-only (the simulations of one estimate share it): copy it to change
+it. With one summary (s = 1), a scalar (or an (n,) array when batched) is
+accepted too.
 
 :class:`ABC` and :class:`SyntheticLikelihood` turn a simulator and the
 observed summaries into a random estimate of the likelihood. Each is a
@@ -27,8 +28,12 @@ prior with ``prior=`` (see :mod:`kameleon.priors`). Choose
 Errors: a simulator that raises stops the run and its exception is raised
 by ``sample`` (with a note giving ``theta``); a simulator that returns
 something other than an array of the expected shape raises ``ValueError``
-naming the shape expected. Summaries that are NaN or infinite are
-rejections, not errors: see each class.
+naming the shape expected, and one whose summaries are not real numbers
+(strings, which numpy would parse, complex numbers, booleans, dates, None
+or other objects in an object array) raises ``TypeError`` saying what it
+returned; so do such ``observed`` summaries. Summaries that are NaN or
+infinite (or masked, in a numpy masked array) are rejections, not errors:
+see each class.
 
 A simulator may also be a C function, a :class:`CompiledSimulator` (e.g. a
 numba ``cfunc``): the estimators then run entirely in Rust, without the
@@ -43,6 +48,7 @@ the estimates, which still run without the GIL.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -54,6 +60,55 @@ from ._sample import SimulationEstimator, _address, _integer, _noisy_function
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+# the most float64 values a numpy array can hold
+_MAX_SUMMARIES = np.iinfo(np.intp).max // 8
+
+
+# what the values of a numpy dtype kind are, for the kinds that are not
+# real numbers
+_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
+
+
+def _real_array(value, what: str, shape: str) -> np.ndarray:
+    """``value`` as a float64 array if it holds real numbers: integers or
+    floats of any width, also as Python numbers in an object array. What
+    numpy would convert silently is a ``TypeError`` instead: strings and
+    bytes (parsed as numbers), complex numbers (cut to their real part),
+    booleans (0 and 1), dates and times (counts of days or seconds), and
+    other objects (None as NaN). A ragged nesting is a ``ValueError``. The
+    masked entries of a masked array are NaN (numpy would use the values
+    under the mask).
+    The messages begin with ``what`` (e.g. "the simulator returned") and
+    end with ``shape``, the shape expected."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{what} a {type(value).__name__} that is not an array of numbers; expected {shape}"
+        ) from err
+    if array.dtype.kind == "O":
+        # numbers.Real counts bool, an int
+        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
+        held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
+    elif array.dtype.kind in "fiu":
+        held = example = None
+    else:
+        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
+    if held is None:
+        real = np.asarray(array, dtype=np.float64)
+        # numpy drops a mask: masked entries are missing values, NaN
+        mask = np.ma.getmask(value)
+        return np.where(mask, np.nan, real) if np.any(mask) else real
+    if isinstance(example, np.generic):
+        example = example.item()  # '1.5', not np.str_('1.5')
+    name = type(value).__name__
+    if isinstance(value, np.ndarray):
+        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
+    elif array.ndim == 0:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
+    else:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
+    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
 
 
 def _observed(value) -> np.ndarray:
@@ -61,10 +116,8 @@ def _observed(value) -> np.ndarray:
     if value is None:
         # numpy would make None a NaN summary
         raise ValueError("`observed` must be a vector of numbers, got None")
-    try:
-        observed = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"`observed` must be a vector of numbers, got {value!r}") from err
+    # a copy, made read-only below
+    observed = _real_array(value, "`observed` is", "shape (s,), one value per summary").copy()
     if observed.ndim == 0:
         observed = observed.reshape(1)
     if observed.ndim != 1 or observed.shape[0] == 0:
@@ -84,7 +137,8 @@ def _flag(name: str, value) -> bool:
 def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
     """The simulator's output as a float64 array of ``shape``; with one
     summary, a scalar (or an (n,) array when batched) is accepted.
-    ``ValueError`` naming the expected shape otherwise."""
+    ``ValueError`` naming the expected shape otherwise, ``TypeError`` for
+    values that are not real numbers (see :func:`_real_array`)."""
     expected = (
         f"shape (n_simulations, s) = {shape} from a batched simulator"
         if batched
@@ -93,12 +147,7 @@ def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
     if value is None:
         # numpy would make None a NaN summary: a rejection at every θ
         raise ValueError(f"the simulator returned None (a missing `return`?); expected {expected}")
-    try:
-        summaries = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(
-            f"the simulator returned a {type(value).__name__} that is not an array of numbers; expected {expected}"
-        ) from err
+    summaries = _real_array(value, "the simulator returned", expected)
     if summaries.shape != shape:
         if shape[-1] == 1 and summaries.shape == shape[:-1]:
             return summaries.reshape(shape)
@@ -170,12 +219,15 @@ class CompiledSimulator:
             raise ValueError(f"`noise` must be 'normal' or 'uniform', got {self.noise!r}")
 
 
-def _theta(theta) -> list[float]:
-    """One point ``theta`` of shape (d,) as a list, for the extension."""
-    theta = np.asarray(theta, dtype=np.float64)
+def _theta(theta) -> np.ndarray:
+    """One point ``theta`` of shape (d,) as a read-only float64 copy: the
+    simulations of an estimate share it, so a simulator that modifies it
+    raises instead of moving the later simulations' parameters."""
+    theta = np.array(_real_array(theta, "`theta` is", "shape (d,), one point"))
     if theta.ndim != 1:
         raise ValueError(f"`theta` must be one point of shape (d,), got shape {theta.shape}")
-    return theta.tolist()
+    theta.flags.writeable = False
+    return theta
 
 
 def _seed_of(rng: np.random.Generator) -> int:
@@ -202,10 +254,16 @@ class _Simulations(SimulationEstimator):
         object.__setattr__(self, "observed", _observed(self.observed))
         object.__setattr__(self, "n_simulations", _integer("n_simulations", self.n_simulations, 1))
         object.__setattr__(self, "batched", _flag("batched", self.batched))
+        s, n = self.observed.shape[0], self.n_simulations
+        if not compiled and n * s > _MAX_SUMMARIES:
+            # the compiled estimators refuse them in the extension
+            raise ValueError(
+                f"`n_simulations` = {n} simulations of {s} summaries are {n * s} float64 values, more than an "
+                "array can hold"
+            )
         if compiled:
             if self.batched:
                 raise ValueError("`batched` does not apply to a CompiledSimulator (one call is one simulation)")
-            s = self.observed.shape[0]
             if self.simulator.n_summaries != s:
                 raise ValueError(
                     f"the CompiledSimulator writes {self.simulator.n_summaries} summaries but `observed` has {s}"
@@ -224,9 +282,9 @@ class _Simulations(SimulationEstimator):
     def simulate(self, theta, rng: np.random.Generator) -> np.ndarray:
         """``n_simulations`` simulated summaries at ``theta``, shape (n, s),
         drawn with ``rng``."""
+        theta = _theta(theta)
         if self._compiled is not None:
-            return self._compiled.simulate(_theta(theta), _seed_of(rng))
-        theta = np.asarray(theta, dtype=np.float64)
+            return self._compiled.simulate(theta.tolist(), _seed_of(rng))
         n, s = self.n_simulations, self.observed.shape[0]
         if self.batched:
             try:
@@ -249,12 +307,12 @@ class _Simulations(SimulationEstimator):
         :class:`CompiledSimulator`, computed in Rust from the simulations
         :meth:`simulate` gives for the same state of ``rng``)."""
         if self._compiled is not None:
-            return self._compiled.log_likelihood(_theta(theta), _seed_of(rng))
+            return self._compiled.log_likelihood(_theta(theta).tolist(), _seed_of(rng))
         return self.log_likelihood(self.simulate(theta, rng))
 
     def _checked(self, summaries) -> np.ndarray:
-        summaries = np.asarray(summaries, dtype=np.float64)
         s = self.observed.shape[0]
+        summaries = _real_array(summaries, "`summaries` is", f"shape (n, {s}) with n >= 1")
         if summaries.ndim != 2 or summaries.shape[1] != s or summaries.shape[0] == 0:
             raise ValueError(f"`summaries` must have shape (n, {s}) with n >= 1, got {summaries.shape}")
         return summaries
@@ -300,9 +358,7 @@ class ABC(_Simulations):
         self._check_simulations()
         s = self.observed.shape[0]
         try:
-            if np.asarray(self.epsilon).dtype == bool:
-                raise TypeError("a bool is not a width")
-            epsilon = np.array(self.epsilon, dtype=np.float64)
+            epsilon = _real_array(self.epsilon, "`epsilon` is", f"shape () or ({s},)")
         except (TypeError, ValueError) as err:
             raise ValueError(f"`epsilon` must be a positive number, got {self.epsilon!r}") from err
         if epsilon.shape not in ((), (s,)) or not (np.isfinite(epsilon).all() and (epsilon > 0).all()):
@@ -428,6 +484,16 @@ class SyntheticLikelihood(_Simulations):
         )
 
 
+def _log_estimate(value) -> float:
+    """One log-likelihood estimate as a float: a real number (or a 0-d
+    array of one), as the samplers take it; ``TypeError`` otherwise."""
+    what = "one log-likelihood estimate, a float"
+    estimate = _real_array(value, "the estimator returned", f"shape () ({what})")
+    if estimate.ndim != 0:
+        raise TypeError(f"the estimator returned an array of shape {estimate.shape}; expected {what}")
+    return float(estimate)
+
+
 def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> float:
     """The standard deviation of the log-likelihood estimate at ``theta``,
     over ``repeats`` independent estimates (sample sd, divisor
@@ -459,12 +525,10 @@ def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> flo
         function = estimator
     repeats = _integer("repeats", repeats, 2)
     seed = _integer("seed", seed, 0)
-    theta = np.asarray(theta, dtype=np.float64)
-    if theta.ndim != 1:
-        raise ValueError(f"`theta` must be one point of shape (d,), got shape {theta.shape}")
+    theta = _theta(theta)
     values = np.array(
         [
-            float(function(theta.copy(), np.random.default_rng(child)))
+            _log_estimate(function(theta.copy(), np.random.default_rng(child)))
             for child in np.random.SeedSequence(seed).spawn(repeats)
         ]
     )

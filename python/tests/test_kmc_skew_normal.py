@@ -183,7 +183,7 @@ def test_habc_batched_simulator_is_called_one_simulation_at_a_time():
     "simulator, error, match",
     [
         (lambda theta, rng: np.zeros(3), ValueError, "shape"),
-        (lambda theta, rng: "summaries", ValueError, "not an array of numbers"),
+        (lambda theta, rng: "summaries", TypeError, "expected a real-valued float array"),
         (lambda theta, rng: 1 / 0, ZeroDivisionError, "division"),
     ],
 )
@@ -191,7 +191,7 @@ def test_habc_simulator_errors_stop_the_run(simulator, error, match):
     habc = km.HABC(simulator, [0.0, 0.0], steps=3)
     with pytest.raises(error, match=match) as info:
         habc.sample([0.0, 0.0], draws=50, tune=0, chains=2, seed=0)
-    if error is not ValueError:  # the simulator's own exception says where
+    if error is ZeroDivisionError:  # the simulator's own exception says where
         assert any("raised by the simulator at theta" in note for note in info.value.__notes__)
 
 

@@ -331,6 +331,17 @@ def test_resume_refuses_a_prior_run_continued_without_its_prior_or_with_another(
     assert (resumed.posterior["x"].values > 0).all()
 
 
+def test_a_pseudo_marginal_run_resumed_with_an_exact_density_is_refused_as_resume_documents(tmp_path):
+    # the exact density does not reproduce the estimate the run stored; the
+    # other way round (and one estimator for another) cannot be checked: the
+    # checkpoint keeps no record of the estimator (see km.resume)
+    noisy = km.PseudoMarginal(lambda x, rng: gaussian(x) + 0.1 * rng.standard_normal())
+    path = tmp_path / "run.ckpt"
+    km.sample(noisy, X0, sampler=km.AM(), draws=20, tune=10, chains=2, seed=2, checkpoint=path, progress=False)
+    with pytest.raises(ValueError, match="kameleon.resume: this log density is not the checkpointed run's"):
+        km.resume(path, gaussian, progress=False)
+
+
 def test_resume_ensemble_refuses_another_log_density(tmp_path):
     path = tmp_path / "ensemble.ckpt"
     kwargs = dict(walkers=8, draws=20, tune=0, seed=1, progress=False)

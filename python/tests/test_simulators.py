@@ -1,6 +1,7 @@
 """Simulation-based likelihoods: km.ABC, km.SyntheticLikelihood, km.log_likelihood_sd."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -219,7 +220,7 @@ def test_a_simulator_returning_the_wrong_shape_is_a_clear_error():
     with pytest.raises(ValueError, match=r"shape \(5, 3\); expected shape \(n_simulations, s\) = \(5, 2\)"):
         km.sample(batched, [0.0], draws=10, tune=0, chains=1, progress=False)
     words = km.ABC(lambda theta, rng: "many", [0.0], 1.0, 5)
-    with pytest.raises(ValueError, match="not an array of numbers"):
+    with pytest.raises(TypeError, match=r"returned a str \('many'\); expected a real-valued float array"):
         words(np.zeros(1), np.random.default_rng(0))
     # one summary: a scalar (or an (n,) batch) is accepted
     scalar = km.ABC(lambda theta, rng: 0.5, [0.0], 1.0, 2)
@@ -277,3 +278,107 @@ def test_log_likelihood_sd_is_reproducible_shrinks_with_more_simulations_and_is_
     assert km.log_likelihood_sd(pseudo, [0.0], repeats=400) == pytest.approx(0.7, rel=0.15)
     with pytest.raises(ValueError, match="`repeats`"):
         km.log_likelihood_sd(few, [OBS], repeats=1)
+
+
+# ── summaries that are not real numbers ───────────────────────────────────
+
+# What numpy would silently turn into float summaries: strings and bytes
+# parsed as numbers, complex numbers cut to their real part (with only a
+# ComplexWarning), booleans as 0/1, dates as day counts, None as NaN.
+NOT_REAL = [
+    pytest.param("1.5", "str", id="str"),
+    pytest.param(np.array(["1.5"]), "str", id="str-array"),
+    pytest.param(np.array([b"1.5"]), "bytes", id="bytes-array"),
+    pytest.param(1.5 + 0j, "complex", id="complex"),
+    pytest.param(np.array([1.5 + 2j]), "complex", id="complex-array"),
+    pytest.param(np.complex64(1.5), "complex", id="complex-scalar"),
+    pytest.param(True, "bool", id="bool"),
+    pytest.param(np.array([True]), "bool", id="bool-array"),
+    pytest.param(np.array(["2020-01-01"], dtype="datetime64[D]"), "datetime64", id="dates"),
+    pytest.param(np.array([None]), "NoneType", id="object-none"),
+    pytest.param(np.array(["1.5"], dtype=object), "str", id="object-str"),
+    pytest.param(np.array([np.bool_(True)], dtype=object), "bool", id="object-bool"),
+]
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("value, named", NOT_REAL)
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "batched"])
+def test_a_simulator_returning_summaries_that_are_not_real_numbers_is_a_type_error(value, named, batched):
+    if batched:
+        def simulator(theta, n, rng):
+            return np.repeat(np.asarray(value).reshape(1, 1), n, axis=0)
+    else:
+        def simulator(theta, rng):
+            return value
+
+    for estimator in (
+        km.ABC(simulator, [0.0], 1.0, 4, batched=batched),
+        km.SyntheticLikelihood(simulator, [0.0], 4, batched=batched),
+    ):
+        with pytest.raises(TypeError, match=rf"the simulator returned .*{named}.*; expected a real-valued float array"):
+            estimator(np.zeros(1), np.random.default_rng(0))
+
+
+def test_summaries_that_are_not_real_numbers_stop_a_run_and_habc_with_a_type_error():
+    def strings(theta, rng):
+        return np.array(["1.5", "2"])
+
+    with pytest.raises(TypeError, match=r"returned .*str.*; expected a real-valued float array of shape \(s,\) = \(2,\)"):
+        km.sample(km.ABC(strings, [0.0, 0.0], 1.0, 3), [0.0], draws=5, tune=0, chains=1, progress=False)
+    with pytest.raises(TypeError, match="returned .*str.*; expected a real-valued float array"):
+        km.HABC(strings, [0.0, 0.0], steps=2).sample([0.0], draws=2, tune=0, chains=1, seed=0, progress=False)
+    with pytest.raises(TypeError, match="returned .*complex.*; expected a real-valued float array"):
+        km.HABC(lambda theta, rng: np.array([1 + 1j]), [0.0], steps=2).sample(
+            [0.0], draws=2, tune=0, chains=1, seed=0, progress=False
+        )
+
+
+@pytest.mark.parametrize("value, named", NOT_REAL)
+def test_observed_summaries_that_are_not_real_numbers_are_a_type_error(value, named):
+    for make in (
+        lambda: km.ABC(mean_of_draws, value, 1.0, 4),
+        lambda: km.SyntheticLikelihood(mean_of_draws, value, 4),
+        lambda: km.HABC(mean_of_draws, value),
+    ):
+        with pytest.raises(TypeError, match=rf"`observed` .*{named}.*; expected a real-valued float array"):
+            make()
+
+
+@pytest.mark.parametrize("value, named", NOT_REAL)
+def test_summaries_given_to_log_likelihood_that_are_not_real_numbers_are_a_type_error(value, named):
+    abc = km.ABC(mean_of_draws, [0.0], 1.0, 4)
+    with pytest.raises(TypeError, match=rf"`summaries` .*{named}.*; expected a real-valued float array"):
+        abc.log_likelihood(np.asarray(value).reshape(1, 1))
+
+
+@pytest.mark.parametrize("epsilon", ["0.5", ["0.5"], 0.5 + 0j, np.array([0.5 + 0j])])
+def test_an_abc_epsilon_that_is_not_a_real_number_is_refused(epsilon):
+    with pytest.raises(ValueError, match="`epsilon`"):
+        km.ABC(mean_of_draws, [0.0], epsilon, 4)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.float32(0.25),
+        np.array([1], dtype=np.int64),
+        np.array([0.25], dtype=np.float16),
+        np.array([0.25], dtype=object),
+        [Fraction(1, 4)],
+        np.uint8(1),
+    ],
+    ids=["float32", "int64", "float16", "object-float", "fraction", "uint8"],
+)
+def test_real_summaries_of_any_numeric_type_are_accepted(value):
+    abc = km.ABC(lambda theta, rng: value, value, 1.0, 2)
+    assert abc(np.zeros(1), np.random.default_rng(0)) == pytest.approx(-0.5 * math.log(2 * math.pi))
+    assert abc.observed.dtype == np.float64
+
+
+def test_the_estimator_keeps_its_own_copy_of_the_observed_summaries():
+    observed = np.array([0.5, 1.0])
+    abc = km.ABC(mean_of_draws, observed, 1.0, 4)
+    observed[0] = 7.0  # the user's array stays writable, the estimator's unchanged
+    assert abc.observed.tolist() == [0.5, 1.0]
+    assert not abc.observed.flags.writeable

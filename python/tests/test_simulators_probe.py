@@ -114,3 +114,102 @@ def test_a_start_where_the_synthetic_likelihood_fails_says_why_it_may():
     likelihood = km.SyntheticLikelihood(constant, [0.0, 0.0], n_simulations=10)
     with pytest.raises(ValueError, match="a noisy likelihood estimate can also fail there"):
         km.sample(likelihood, [0.0], sampler=km.AM(), draws=10, tune=10, chains=1, progress=False)
+
+
+# ── a user's bad input to the Python entry points ─────────────────────────
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "batched"])
+def test_a_simulator_that_modifies_theta_is_stopped_not_fed_other_parameters(batched):
+    # theta += ... moved the parameters of the estimate's later simulations:
+    # each estimate was silently made at n different points
+    if batched:
+        def shifting(theta, n, rng):
+            theta += 1.0
+            return theta + rng.standard_normal((n, 1))
+    else:
+        def shifting(theta, rng):
+            theta += 1.0
+            return theta + rng.standard_normal(1)
+
+    abc = km.ABC(shifting, [0.0], 1.0, 4, batched=batched)
+    theta = np.zeros(1)
+    with pytest.raises(ValueError, match="read-only") as info:
+        abc(theta, np.random.default_rng(0))
+    assert any("raised by the simulator at theta = [0.]" in note for note in info.value.__notes__)
+    # the caller's array is neither changed nor made read-only
+    assert theta.flags.writeable and theta[0] == 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        km.sample(abc, [0.0], draws=3, tune=0, chains=1, seed=0, progress=False)
+
+
+def test_a_habc_simulator_gets_a_read_only_theta_as_the_estimators_do():
+    def shifting(theta, rng):
+        theta += 1.0
+        return theta + rng.standard_normal(1)
+
+    with pytest.raises(ValueError, match="read-only"):
+        km.HABC(shifting, [0.0], steps=2).sample([0.0], draws=2, tune=0, chains=1, seed=0, progress=False)
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize(
+    "estimate, named",
+    [
+        (lambda theta, rng: "1.5", "str"),  # was parsed: an sd of 0
+        (lambda theta, rng: np.complex64(rng.random()), "complex"),  # was cut to its real part
+        (lambda theta, rng: rng.random() < 0.5, "bool"),  # was 0 or 1
+        (lambda theta, rng: None, "NoneType"),  # float()'s message named no estimator
+        (lambda theta, rng: rng.standard_normal(1), r"shape \(1,\)"),  # "only 0-dimensional arrays ..."
+    ],
+    ids=["str", "complex", "bool", "none", "array"],
+)
+def test_log_likelihood_sd_refuses_an_estimate_that_is_not_a_real_number(estimate, named):
+    with pytest.raises(TypeError, match=rf"the estimator returned .*{named}.*; expected .*one log-likelihood"):
+        km.log_likelihood_sd(estimate, [0.0])
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("theta", [["0.5"], np.array([0.5 + 1j])], ids=["str", "complex"])
+def test_a_theta_that_is_not_real_numbers_is_a_type_error(theta):
+    python = km.ABC(gaussian_summary, [0.0], 1.0, 3)
+    compiled = km.ABC(plus_noise(1), [0.0], 1.0, 3)
+    for estimator in (python, compiled):
+        with pytest.raises(TypeError, match=r"`theta` is .*; expected a real-valued float array"):
+            estimator(theta, np.random.default_rng(0))
+        with pytest.raises(TypeError, match=r"`theta` is .*; expected a real-valued float array"):
+            estimator.simulate(theta, np.random.default_rng(0))
+        with pytest.raises(TypeError, match=r"`theta` is .*; expected a real-valued float array"):
+            km.log_likelihood_sd(estimator, theta)
+
+
+@pytest.mark.parametrize("step_size", [("0.01", "0.1"), (True, True), (0.01, np.bool_(True))], ids=["str", "bool", "np-bool"])
+def test_habc_step_sizes_that_are_not_numbers_are_refused(step_size):
+    # strings were parsed, booleans read as a step size of 1
+    with pytest.raises(ValueError, match="`step_size`"):
+        km.HABC(gaussian_summary, [0.0], step_size=step_size)
+
+
+def test_masked_summaries_are_missing_not_the_values_under_the_mask():
+    # numpy dropped the mask: the value under it was used as a summary
+    def masked(theta, rng):
+        return np.ma.masked_array([theta[0] + rng.standard_normal()], mask=[True])
+
+    assert km.ABC(masked, [0.0], 1.0, 3)(np.zeros(1), np.random.default_rng(0)) == -np.inf
+    assert km.SyntheticLikelihood(masked, [0.0], 3)(np.zeros(1), np.random.default_rng(0)) == -np.inf
+    with pytest.raises(ValueError, match="`observed` must be finite"):
+        km.ABC(gaussian_summary, np.ma.masked_array([0.0, 1.0], mask=[False, True]), 1.0, 3)
+    # an array with nothing masked is its values
+    unmasked = km.ABC(lambda theta, rng: np.ma.masked_array([0.0], mask=[False]), [0.0], 1.0, 3)
+    assert unmasked(np.zeros(1), np.random.default_rng(0)) == pytest.approx(-0.5 * np.log(2 * np.pi))
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "batched"])
+@pytest.mark.parametrize("make", [lambda *a, **k: km.ABC(*a[:2], 1.0, *a[2:], **k), km.SyntheticLikelihood],
+                         ids=["abc", "synthetic"])
+def test_a_python_simulator_with_unallocatable_simulations_is_refused_at_construction(make, batched):
+    # 2⁶² simulations of 2 summaries: numpy's bare "array is too big" at the
+    # first estimate, naming no setting (the compiled estimators refuse them
+    # at construction)
+    with pytest.raises(ValueError, match="`n_simulations`"):
+        make(gaussian_summary, [0.0, 0.0], 2**62, batched=batched)
