@@ -73,13 +73,23 @@ DESIGN_T = np.ascontiguousarray(DESIGN.T)
 OUTCOME = (_rng.random(1000) < 1 / (1 + np.exp(-DESIGN @ np.linspace(-1, 1, 10)))).astype(float)
 
 
+# Σ yᵢηᵢ = βᵀ(Xᵀy) and Σ max(ηᵢ, 0) = ½(Σ|ηᵢ| + βᵀXᵀ1): two length-10
+# vectors computed once, so a call's passes over the 1000 observations are
+# only |η|, e^−|η| and log1p
+LINEAR_TERM = DESIGN_T @ OUTCOME - 0.5 * DESIGN.sum(axis=0)
+
+
 def logistic_rows(betas):
     """The log posterior of each row of ``betas`` (k, 10): Bernoulli
     likelihood, N(0, 10²) priors; log(1 + e^η) as max(η, 0) + log1p(e^−|η|)
-    (stable, and much cheaper than ``np.logaddexp``)."""
-    eta = betas @ DESIGN_T  # (k, 1000)
-    softplus = np.maximum(eta, 0.0).sum(axis=1) + np.log1p(np.exp(-np.abs(eta))).sum(axis=1)
-    return OUTCOME @ eta.T - softplus - 0.005 * (betas * betas).sum(axis=1)
+    (stable, and much cheaper than ``np.logaddexp``), with the terms linear
+    in η summed through ``LINEAR_TERM``."""
+    a = np.abs(betas @ DESIGN_T)  # |η|, (k, 1000)
+    half_abs = 0.5 * a.sum(axis=1)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    np.log1p(a, out=a)
+    return betas @ LINEAR_TERM - half_abs - a.sum(axis=1) - 0.005 * (betas * betas).sum(axis=1)
 
 
 def logistic(beta):
