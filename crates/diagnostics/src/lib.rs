@@ -54,7 +54,7 @@ pub use ess::{
     ess_per_second, ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split,
     split_chains,
 };
-pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, ReferenceHistogram};
+pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, MAX_BINS, ReferenceHistogram};
 pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2, mmd2_polynomial};
 pub use normal::{normal_cdf, normal_quantile};
 pub use quantile::quantile_sorted;
