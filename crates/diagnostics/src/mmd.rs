@@ -20,12 +20,36 @@ impl<F: Fn(&[f64], &[f64]) -> f64> MmdKernel for F {
 ///
 /// The KAMH/KMC papers write c = 1, p = 3 ([`PolynomialKernel::paper`]); their code uses c = 0.2
 /// ([`PolynomialKernel::code`]). Record which one a result used.
+///
+/// Every kernel is positive definite: the fields are private, so a kernel comes from
+/// [`PolynomialKernel::new`] (or its named presets) or from deserialising `{"offset", "degree"}`,
+/// which checks the same way.
+///
+/// ```compile_fail,E0451
+/// # use kameleon_diagnostics::PolynomialKernel;
+/// let not_positive_definite = PolynomialKernel { offset: -1.0, degree: 0 };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PolynomialKernelFields")]
 pub struct PolynomialKernel {
-    /// The offset c ≥ 0.
-    pub offset: f64,
-    /// The degree p ≥ 1.
-    pub degree: i32,
+    offset: f64,
+    degree: i32,
+}
+
+/// The serialised fields of a [`PolynomialKernel`], checked by [`PolynomialKernel::new`] when
+/// deserialised.
+#[derive(serde::Deserialize)]
+struct PolynomialKernelFields {
+    offset: f64,
+    degree: i32,
+}
+
+impl TryFrom<PolynomialKernelFields> for PolynomialKernel {
+    type Error = DiagnosticsError;
+
+    fn try_from(f: PolynomialKernelFields) -> Result<Self> {
+        Self::new(f.offset, f.degree)
+    }
 }
 
 impl PolynomialKernel {
@@ -54,6 +78,16 @@ impl PolynomialKernel {
             offset: 0.2,
             degree: 3,
         }
+    }
+
+    /// The offset c ≥ 0.
+    pub fn offset(&self) -> f64 {
+        self.offset
+    }
+
+    /// The degree p ≥ 1.
+    pub fn degree(&self) -> i32 {
+        self.degree
     }
 }
 
@@ -176,7 +210,7 @@ impl PolynomialFeatures {
     /// Whether the feature map, C(d + p, p) features per row, costs less than kernel sums over
     /// `rows` rows in all, `rows` kernel evaluations per row.
     fn cheaper(kernel: &PolynomialKernel, d: usize, rows: usize) -> bool {
-        let p = kernel.degree.max(0) as usize;
+        let p = kernel.degree as usize;
         binomial(d.saturating_add(p), p) < rows as f64
     }
 
@@ -464,5 +498,25 @@ mod tests {
         assert!(mmd2(&x, &y[..2], 2, &k, MmdEstimator::Unbiased).is_err());
         assert!(mmd2(&[f64::NAN, 0.0], &y, 2, &k, MmdEstimator::Biased).is_err());
         assert!(PolynomialKernel::new(-1.0, 3).is_err());
+    }
+
+    #[test]
+    fn kernels_deserialise_through_the_checks_of_new() {
+        // The field names are the serialised form of committed results: keep them.
+        let json = r#"{"offset":0.2,"degree":3}"#;
+        let k: PolynomialKernel = serde_json::from_str(json).unwrap();
+        assert_eq!(k, PolynomialKernel::code());
+        assert_eq!(serde_json::to_string(&k).unwrap(), json);
+        // These deserialised into kernels that are not positive definite.
+        for bad in [
+            r#"{"offset":-1.0,"degree":3}"#,
+            r#"{"offset":1.0,"degree":0}"#,
+            r#"{"offset":1.0,"degree":-2}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<PolynomialKernel>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 }
