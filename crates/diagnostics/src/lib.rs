@@ -45,6 +45,7 @@ pub mod kl;
 mod mmd;
 mod normal;
 mod quantile;
+mod scale;
 
 pub use autocov::{autocorrelation, autocovariance, autocovariance_direct};
 pub use coverage::{mean_norm, quantile_coverage_errors};

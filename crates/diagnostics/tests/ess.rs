@@ -356,3 +356,29 @@ fn draws_far_from_unit_scale_give_the_figures_of_the_same_draws_near_one() {
         assert_eq!(figures, reference, "draws times 2^{exponent}");
     }
 }
+
+/// A long chain within 2^±500 of unit scale can still overflow: its centred FFT, which the
+/// autocovariances come from, holds about 0.3·n·max|x| at the lowest frequency (a chain whose
+/// halves sit at different levels), and its square passes the largest double at n = 2^15 draws
+/// of magnitude 2^499. Geyer's ESS then came out as its cap n·log₁₀ n.
+#[test]
+fn long_chains_of_large_draws_give_the_figures_of_the_same_draws_near_one() {
+    let n = 1 << 15;
+    let noise = ar1(0.6, n, 77);
+    let chain: Vec<f64> = noise
+        .iter()
+        .enumerate()
+        .map(|(t, v)| if t < n / 2 { 1.0 } else { -0.5 } + 0.01 * v)
+        .collect();
+    let factor = 2.0_f64.powi(499);
+    let large: Vec<f64> = chain.iter().map(|v| v * factor).collect();
+    let figures = |x: &[f64]| {
+        let (a, b) = x.split_at(n / 2);
+        (
+            ess_geyer(x).unwrap(),
+            ess_multi_chain(&[a, b]).unwrap(),
+            rhat_split(&[a, b]).unwrap(),
+        )
+    };
+    assert_eq!(figures(&large), figures(&chain));
+}
