@@ -156,7 +156,8 @@ fn kernel_sum<K: MmdKernel + ?Sized>(
 /// Biased: (1/n²)ΣΣ k(xᵢ,xⱼ) + (1/m²)ΣΣ k(yᵢ,yⱼ) − (2/nm)ΣΣ k(xᵢ,yⱼ).
 /// Unbiased: the within-sample sums skip i = j and are divided by n(n−1) and m(m−1) (needs
 /// n, m ≥ 2). Cost O((n + m)²·d); sums are compensated against cancellation. This is the squared
-/// MMD (as both anchors report), not its square root.
+/// MMD (as both anchors report), not its square root. Errors on non-finite draws, and when the
+/// kernel values are not finite or their sums overflow (rescale the draws).
 /// For the polynomial kernel on large samples prefer [`mmd2_polynomial`] (same value, linear cost).
 pub fn mmd2<K: MmdKernel + ?Sized>(
     x: &[f64],
@@ -171,10 +172,12 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
     check_finite(y, "mmd2 y")?;
     let (nf, mf) = (n as f64, m as f64);
     let cross = kernel_sum(kernel, x, y, d, false) / (nf * mf);
-    match estimator {
-        MmdEstimator::Biased => Ok(kernel_sum(kernel, x, x, d, false) / (nf * nf)
-            + kernel_sum(kernel, y, y, d, false) / (mf * mf)
-            - 2.0 * cross),
+    finite_mmd2(match estimator {
+        MmdEstimator::Biased => {
+            kernel_sum(kernel, x, x, d, false) / (nf * nf)
+                + kernel_sum(kernel, y, y, d, false) / (mf * mf)
+                - 2.0 * cross
+        }
         MmdEstimator::Unbiased => {
             if n < 2 || m < 2 {
                 return Err(DiagnosticsError::TooFewDraws {
@@ -183,10 +186,22 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
                     got: n.min(m),
                 });
             }
-            Ok(kernel_sum(kernel, x, x, d, true) / (nf * (nf - 1.0))
+            kernel_sum(kernel, x, x, d, true) / (nf * (nf - 1.0))
                 + kernel_sum(kernel, y, y, d, true) / (mf * (mf - 1.0))
-                - 2.0 * cross)
+                - 2.0 * cross
         }
+    })
+}
+
+/// The MMD² value, or an error when it is not finite: then a kernel sum behind it was not (kernel
+/// values past the largest double, or NaN from the kernel), since finite draws were checked.
+fn finite_mmd2(value: f64) -> Result<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(DiagnosticsError::NonFinite(
+            "the kernel sums of the MMD² (kernel values overflow or are NaN: rescale the draws)",
+        ))
     }
 }
 
@@ -283,6 +298,7 @@ impl PolynomialFeatures {
 /// for large samples and for many dimensions. Through the features the biased estimator is
 /// ‖φ̄_X − φ̄_Y‖² (no cancellation, never negative); the unbiased one is
 /// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
+/// Errors as [`mmd2`].
 pub fn mmd2_polynomial(
     x: &[f64],
     y: &[f64],
@@ -301,12 +317,12 @@ pub fn mmd2_polynomial(
     let (sx, dx) = features.sums(x, d);
     let (sy, dy) = features.sums(y, d);
     let (nf, mf) = (n as f64, m as f64);
-    match estimator {
-        MmdEstimator::Biased => Ok(sx
+    finite_mmd2(match estimator {
+        MmdEstimator::Biased => sx
             .iter()
             .zip(&sy)
             .map(|(a, b)| (a / nf - b / mf).powi(2))
-            .sum()),
+            .sum(),
         MmdEstimator::Unbiased => {
             if n < 2 || m < 2 {
                 return Err(DiagnosticsError::TooFewDraws {
@@ -316,12 +332,10 @@ pub fn mmd2_polynomial(
                 });
             }
             let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
-            Ok(
-                (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
-                    - 2.0 * dot(&sx, &sy) / (nf * mf),
-            )
+            (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
+                - 2.0 * dot(&sx, &sy) / (nf * mf)
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -498,6 +512,27 @@ mod tests {
         assert!(mmd2(&x, &y[..2], 2, &k, MmdEstimator::Unbiased).is_err());
         assert!(mmd2(&[f64::NAN, 0.0], &y, 2, &k, MmdEstimator::Biased).is_err());
         assert!(PolynomialKernel::new(-1.0, 3).is_err());
+    }
+
+    #[test]
+    fn kernel_sums_past_the_largest_double_are_an_error() {
+        // (1 + 1e200·1e200)³ overflows: the sums were ∞ − ∞ and the MMD² came out as NaN.
+        let k = PolynomialKernel::paper();
+        let (x, y) = ([1e200, 1.0, 0.5], [0.0, 1.0, 2.0]);
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            assert!(matches!(
+                mmd2(&x, &y, 1, &k, est),
+                Err(DiagnosticsError::NonFinite(_))
+            ));
+            // The feature map (4 features for d = 1, against 6 rows) overflows the same way.
+            assert!(PolynomialFeatures::cheaper(&k, 1, 6));
+            assert!(matches!(
+                mmd2_polynomial(&x, &y, 1, &k, est),
+                Err(DiagnosticsError::NonFinite(_))
+            ));
+        }
+        let nan = |_: &[f64], _: &[f64]| f64::NAN;
+        assert!(mmd2(&x, &y, 1, &nan, MmdEstimator::Biased).is_err());
     }
 
     #[test]
