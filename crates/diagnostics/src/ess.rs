@@ -345,7 +345,7 @@ pub fn column(samples: &[f64], d: usize, j: usize) -> Result<Vec<f64>> {
 }
 
 /// Applies a scalar multi-chain diagnostic (e.g. [`ess_bulk`], [`rhat_rank`]) to every dimension
-/// of row-major chains (each chain n rows × d values), returning one value per dimension.
+/// of row-major chains (each chain n rows × d values, d ≥ 1), returning one value per dimension.
 ///
 /// ```
 /// use kameleon_diagnostics::{ess_bulk, per_dimension};
@@ -359,6 +359,9 @@ where
 {
     if chains.is_empty() {
         return Err(DiagnosticsError::Empty("per_dimension chains"));
+    }
+    for c in chains {
+        rows(c, d, "per_dimension chains")?;
     }
     (0..d)
         .map(|j| {

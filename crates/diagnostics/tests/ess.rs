@@ -3,7 +3,7 @@
 
 use kameleon_diagnostics::{
     DiagnosticsError, ess_bulk, ess_geyer, ess_geyer_per_dim, ess_multi_chain, ess_per_second,
-    ess_summary, ess_tail, rank_normalize, rhat_rank, rhat_split, split_chains,
+    ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split, split_chains,
 };
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -222,6 +222,20 @@ fn bad_input_gives_typed_errors() {
     ));
     assert!(rhat_rank(&[&[2.0; 8], &[2.0; 8]]).is_err());
     assert!(ess_bulk(&[]).is_err());
+}
+
+/// A dimension d = 0 gave an empty list of ESS values, as if there were nothing to judge.
+#[test]
+fn per_dimension_refuses_zero_dimensions() {
+    let chain = [0.1, 0.5, 0.2, 0.9, 0.4, 0.3, 0.8, 0.7];
+    assert!(matches!(
+        per_dimension(&[&chain], 0, ess_bulk),
+        Err(DiagnosticsError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ess_geyer_per_dim(&chain, 0),
+        Err(DiagnosticsError::InvalidArgument(_))
+    ));
 }
 
 /// The autocorrelation sum by hand on one short chain. With one chain var⁺ = γ̂₀ and
