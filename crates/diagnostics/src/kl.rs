@@ -367,14 +367,25 @@ impl ReferenceHistogram {
 
     /// The iid floor: J of each of several independent sets of exact iid draws from the reference
     /// (each row-major, n rows × d, ideally with as many rows as the chain being judged), with its
-    /// mean and standard deviation.
+    /// mean and standard deviation. Errors on a set with a draw where the reference has no mass
+    /// (J = ∞), which exact draws never give.
     pub fn iid_floor(&self, iid_sets: &[&[f64]], d: usize) -> Result<IidFloor> {
         if iid_sets.is_empty() {
             return Err(DiagnosticsError::Empty("iid_floor sets"));
         }
         let js = iid_sets
             .iter()
-            .map(|s| self.divergence(s, d).map(|e| e.jeffreys))
+            .enumerate()
+            .map(|(k, s)| {
+                let j = self.divergence(s, d)?.jeffreys;
+                if j.is_finite() {
+                    Ok(j)
+                } else {
+                    Err(DiagnosticsError::InvalidArgument(format!(
+                        "iid_floor set {k} has draws where the reference has no mass: it is not a set of exact draws from the reference"
+                    )))
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         let r = js.len() as f64;
         let mean = js.iter().sum::<f64>() / r;
@@ -416,6 +427,12 @@ mod tests {
         // A draw where the reference has no mass (the overflow bin here) gives J = ∞.
         let out = reference.divergence(&[0.1, 1.5], 1).unwrap();
         assert!(out.jeffreys.is_infinite());
+        // No exact draw from the reference falls there: such a set has no floor to give (its
+        // J = ∞ made the floor's sd ∞ − ∞ = NaN).
+        assert!(matches!(
+            reference.iid_floor(&[&[0.1, 0.7], &[0.1, 1.5]], 1),
+            Err(DiagnosticsError::InvalidArgument(_))
+        ));
     }
 
     #[test]
