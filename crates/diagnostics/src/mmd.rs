@@ -298,7 +298,7 @@ impl PolynomialFeatures {
 /// for large samples and for many dimensions. Through the features the biased estimator is
 /// ‖φ̄_X − φ̄_Y‖² (no cancellation, never negative); the unbiased one is
 /// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
-/// Errors as [`mmd2`].
+/// A feature sum that is not finite hands over to the kernel sums. Errors as [`mmd2`].
 pub fn mmd2_polynomial(
     x: &[f64],
     y: &[f64],
@@ -317,7 +317,7 @@ pub fn mmd2_polynomial(
     let (sx, dx) = features.sums(x, d);
     let (sy, dy) = features.sums(y, d);
     let (nf, mf) = (n as f64, m as f64);
-    finite_mmd2(match estimator {
+    let value = match estimator {
         MmdEstimator::Biased => sx
             .iter()
             .zip(&sy)
@@ -335,7 +335,14 @@ pub fn mmd2_polynomial(
             (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
                 - 2.0 * dot(&sx, &sy) / (nf * mf)
         }
-    })
+    };
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        // Past the feature map's range (its coefficients reach C(p, p/2), infinite from p ≈ 1030
+        // on, while the kernel's values may not be): the kernel sums decide.
+        mmd2(x, y, d, kernel, estimator)
+    }
 }
 
 #[cfg(test)]
@@ -478,6 +485,25 @@ mod tests {
             assert!(
                 (direct - fast).abs() < 1e-9 * direct.abs(),
                 "{est:?}: {direct} vs {fast}"
+            );
+        }
+    }
+
+    #[test]
+    fn degrees_past_the_feature_maps_range_use_kernel_sums() {
+        // Degree 2000: C(2000, 1000) ≈ 1e600 makes feature coefficients infinite, whose products
+        // with vanishing powers of small draws are NaN, while (1 + ⟨x, y⟩)^2000 itself stays
+        // near 1. The feature map's count (2001 features < 2100 rows) chose it all the same.
+        let kernel = PolynomialKernel::new(1.0, 2000).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+        let small = |v: Vec<f64>| v.iter().map(|u| 1e-3 * u).collect::<Vec<_>>();
+        let x = small(normals(&mut rng, 1100, 0.0));
+        let y = small(normals(&mut rng, 1000, 0.5));
+        assert!(PolynomialFeatures::cheaper(&kernel, 1, 2100));
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            assert_eq!(
+                mmd2_polynomial(&x, &y, 1, &kernel, est),
+                mmd2(&x, &y, 1, &kernel, est)
             );
         }
     }
