@@ -65,13 +65,13 @@ impl Axis {
     pub fn new(lo: f64, hi: f64, bins: usize) -> Result<Self> {
         if !((hi - lo).is_finite() && lo < hi) || bins == 0 || bins > MAX_BINS {
             return Err(DiagnosticsError::InvalidArgument(format!(
-                "axis needs lo < hi with a finite width hi - lo and 1 <= bins <= {MAX_BINS}, got [{lo}, {hi}) with {bins} bins"
+                "axis needs lo < hi with a finite width hi - lo and 1 <= bins <= {MAX_BINS}, got [{lo:?}, {hi:?}) with {bins} bins"
             )));
         }
         let axis = Self { lo, hi, bins };
         if (1..=bins).any(|i| axis.edge(i) <= axis.edge(i - 1)) {
             return Err(DiagnosticsError::InvalidArgument(format!(
-                "{bins} bins on [{lo}, {hi}) are narrower than the spacing of doubles there, so some have no width: use fewer bins"
+                "{bins} bins on [{lo:?}, {hi:?}) are narrower than the spacing of doubles there, so some have no width: use fewer bins"
             )));
         }
         Ok(axis)
