@@ -596,6 +596,13 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<Axis>(bad).is_err(), "{bad}");
         }
+        let joint = Grid::joint(axis, axis, (0, 2)).unwrap();
+        let joint_json = serde_json::to_string(&joint).unwrap();
+        assert_eq!(
+            joint_json,
+            r#"{"Joint":{"x":{"lo":-1.0,"hi":1.0,"bins":4},"y":{"lo":-1.0,"hi":1.0,"bins":4},"dims":[0,2]}}"#
+        );
+        assert_eq!(serde_json::from_str::<Grid>(&joint_json).unwrap(), joint);
         let huge = r#"{"Joint":{"x":{"lo":0.0,"hi":1.0,"bins":1048576},"y":{"lo":0.0,"hi":1.0,"bins":1048576},"dims":[0,1]}}"#;
         assert!(serde_json::from_str::<Grid>(huge).is_err());
         // Probabilities that do not match the grid made `divergence` index past its counts.
