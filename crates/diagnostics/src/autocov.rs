@@ -1,6 +1,7 @@
 //! Autocovariance and autocorrelation of a scalar series, by FFT or by a direct bounded-lag sum.
 
 use crate::error::{DiagnosticsError, Result, check_finite};
+use crate::scale::{at_unit_scale, times_pow2};
 
 /// In-place iterative radix-2 complex FFT of `re + i·im` (length a power of two).
 /// `inverse` selects the sign +i of the exponent; no 1/n scaling is applied.
@@ -54,12 +55,71 @@ fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool) {
 /// k = 0…n−1, by zero-padded FFT in O(n log n).
 ///
 /// The divisor is n for every lag (not n − k), which makes the sequence positive semi-definite
-/// as Geyer's estimators require. Errors on an empty or non-finite series.
+/// as Geyer's estimators require. Draws far from unit scale are summed at unit scale (an exact
+/// power-of-two rescaling), so a result is infinite or 0 only where the autocovariance itself
+/// leaves the range of doubles. Errors on an empty or non-finite series.
 pub fn autocovariance(x: &[f64]) -> Result<Vec<f64>> {
+    check_series(x)?;
+    let (unit, e) = at_unit_scale(x);
+    Ok(scaled_back(fft_autocovariance(&unit), e))
+}
+
+/// Same autocovariances as [`autocovariance`] (divisor n), for lags 0…`max_lag` only, by the
+/// direct O(n·max_lag) sum. `max_lag` is clamped to n − 1.
+pub fn autocovariance_direct(x: &[f64], max_lag: usize) -> Result<Vec<f64>> {
+    check_series(x)?;
+    let (unit, e) = at_unit_scale(x);
+    let n = unit.len();
+    let mean = unit.iter().sum::<f64>() / n as f64;
+    let max_lag = max_lag.min(n - 1);
+    let acov = (0..=max_lag)
+        .map(|k| {
+            unit[..n - k]
+                .iter()
+                .zip(&unit[k..])
+                .map(|(a, b)| (a - mean) * (b - mean))
+                .sum::<f64>()
+                / n as f64
+        })
+        .collect();
+    Ok(scaled_back(acov, e))
+}
+
+/// Autocorrelation ρ̂_k = γ̂_k / γ̂_0 for lags 0…`max_lag` (clamped to n − 1), by FFT.
+/// Errors on a constant series.
+pub fn autocorrelation(x: &[f64], max_lag: usize) -> Result<Vec<f64>> {
+    check_series(x)?;
+    // The ratios do not depend on the scale: no need to scale back.
+    let mut acov = fft_autocovariance(&at_unit_scale(x).0);
+    let g0 = acov[0];
+    if g0 <= 0.0 {
+        return Err(DiagnosticsError::ZeroVariance("autocorrelation"));
+    }
+    acov.truncate(max_lag.saturating_add(1));
+    acov.iter_mut().for_each(|v| *v /= g0);
+    Ok(acov)
+}
+
+/// Errors unless the series is non-empty and finite.
+fn check_series(x: &[f64]) -> Result<()> {
     if x.is_empty() {
         return Err(DiagnosticsError::Empty("autocovariance series"));
     }
-    check_finite(x, "autocovariance series")?;
+    check_finite(x, "autocovariance series")
+}
+
+/// Autocovariances of x·2^−e turned into those of x (times 2^2e, in two steps of 2^e).
+fn scaled_back(acov: Vec<f64>, e: i32) -> Vec<f64> {
+    if e == 0 {
+        return acov;
+    }
+    acov.into_iter()
+        .map(|g| times_pow2(times_pow2(g, e), e))
+        .collect()
+}
+
+/// The autocovariances of [`autocovariance`] on a non-empty finite series, as they are.
+fn fft_autocovariance(x: &[f64]) -> Vec<f64> {
     let n = x.len();
     let mean = x.iter().sum::<f64>() / n as f64;
     // Padding to ≥ 2n prevents circular wrap-around of the correlation.
@@ -78,42 +138,7 @@ pub fn autocovariance(x: &[f64]) -> Result<Vec<f64>> {
     let scale = 1.0 / (len as f64 * n as f64);
     re.truncate(n);
     re.iter_mut().for_each(|v| *v *= scale);
-    Ok(re)
-}
-
-/// Same autocovariances as [`autocovariance`] (divisor n), for lags 0…`max_lag` only, by the
-/// direct O(n·max_lag) sum. `max_lag` is clamped to n − 1.
-pub fn autocovariance_direct(x: &[f64], max_lag: usize) -> Result<Vec<f64>> {
-    if x.is_empty() {
-        return Err(DiagnosticsError::Empty("autocovariance series"));
-    }
-    check_finite(x, "autocovariance series")?;
-    let n = x.len();
-    let mean = x.iter().sum::<f64>() / n as f64;
-    let max_lag = max_lag.min(n - 1);
-    Ok((0..=max_lag)
-        .map(|k| {
-            x[..n - k]
-                .iter()
-                .zip(&x[k..])
-                .map(|(a, b)| (a - mean) * (b - mean))
-                .sum::<f64>()
-                / n as f64
-        })
-        .collect())
-}
-
-/// Autocorrelation ρ̂_k = γ̂_k / γ̂_0 for lags 0…`max_lag` (clamped to n − 1), by FFT.
-/// Errors on a constant series.
-pub fn autocorrelation(x: &[f64], max_lag: usize) -> Result<Vec<f64>> {
-    let mut acov = autocovariance(x)?;
-    let g0 = acov[0];
-    if g0 <= 0.0 {
-        return Err(DiagnosticsError::ZeroVariance("autocorrelation"));
-    }
-    acov.truncate(max_lag.saturating_add(1));
-    acov.iter_mut().for_each(|v| *v /= g0);
-    Ok(acov)
+    re
 }
 
 #[cfg(test)]
@@ -195,5 +220,36 @@ mod tests {
         assert!(autocorrelation(&[2.0; 10], 3).is_err());
         assert!(autocovariance(&[]).is_err());
         assert!(autocovariance(&[1.0, f64::NAN]).is_err());
+    }
+
+    #[test]
+    fn draws_far_from_unit_scale_neither_overflow_nor_underflow() {
+        // Halves at two levels: the centred FFT's lowest frequency holds ≈ 0.3·n·max|x|, whose
+        // square overflowed at n = 2^15 draws of 2^499 (NaN autocovariances); squares of draws
+        // of 2^-600 underflowed to a zero variance.
+        let n = 1 << 15;
+        let x: Vec<f64> = (0..n)
+            .map(|t| if t < n / 2 { 1.0 } else { -0.5 } + 0.01 * ((t * 7919 % 101) as f64))
+            .collect();
+        let (big, small) = (2.0_f64.powi(499), 2.0_f64.powi(-300));
+        let large: Vec<f64> = x.iter().map(|v| v * big).collect();
+        let tiny: Vec<f64> = x.iter().map(|v| v * small * small).collect();
+        let scaled = |g: &[f64], f: f64| g.iter().map(|v| v * f * f).collect::<Vec<_>>();
+        let unit = autocovariance(&x).unwrap();
+        // (assert! rather than assert_eq!: 2^15 values are too many to print)
+        assert!(autocovariance(&large).unwrap() == scaled(&unit, big));
+        let unit_direct = autocovariance_direct(&x, 3).unwrap();
+        assert_eq!(
+            autocovariance_direct(&large, 3).unwrap(),
+            scaled(&unit_direct, big)
+        );
+        let acf = autocorrelation(&x, 10).unwrap();
+        assert_eq!(autocorrelation(&large, 10).unwrap(), acf);
+        assert_eq!(autocorrelation(&tiny, 10).unwrap(), acf);
+        // Autocovariances past the largest double are infinite, not NaN.
+        assert_eq!(
+            autocovariance(&[1e308, -1e308]).unwrap(),
+            [f64::INFINITY, f64::NEG_INFINITY]
+        );
     }
 }

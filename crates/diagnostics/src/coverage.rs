@@ -1,6 +1,7 @@
 //! Quantile-region coverage errors and the norm of the empirical mean (KAMH Fig. 5 metrics).
 
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
+use crate::scale::{at_unit_scale, times_pow2};
 
 /// Coverage errors e_q = |(1/N) Σ_t 1[s_t ≤ t_q] − q| for each level q.
 ///
@@ -42,21 +43,25 @@ pub fn quantile_coverage_errors(
         .collect())
 }
 
-/// Euclidean norm of the empirical mean of row-major draws (n rows × d values).
+/// Euclidean norm of the empirical mean of row-major draws (n rows × d values). Draws far from
+/// unit scale are summed at unit scale (an exact power-of-two rescaling), so the norm is
+/// infinite only when it passes the largest double.
 pub fn mean_norm(samples: &[f64], d: usize) -> Result<f64> {
     let n = rows(samples, d, "mean_norm")?;
     check_finite(samples, "mean_norm")?;
+    let (unit, e) = at_unit_scale(samples);
     let mut mean = vec![0.0; d];
-    for row in samples.chunks_exact(d) {
+    for row in unit.chunks_exact(d) {
         for (m, v) in mean.iter_mut().zip(row) {
             *m += v;
         }
     }
-    Ok(mean
+    let norm = mean
         .iter()
         .map(|m| (m / n as f64).powi(2))
         .sum::<f64>()
-        .sqrt())
+        .sqrt();
+    Ok(times_pow2(norm, e))
 }
 
 #[cfg(test)]
@@ -100,5 +105,15 @@ mod tests {
         // Rows (1, 2), (3, 6): mean (2, 4), norm √20.
         assert!((mean_norm(&[1.0, 2.0, 3.0, 6.0], 2).unwrap() - 20f64.sqrt()).abs() < 1e-15);
         assert!(mean_norm(&[1.0, 2.0, 3.0], 2).is_err());
+    }
+
+    #[test]
+    fn mean_norm_of_large_draws_is_finite_when_the_norm_is() {
+        // The column sums of 1e308 + 1e308, and the square of a mean of 4·2^600, overflowed.
+        assert_eq!(mean_norm(&[1e308, 1e308], 1).unwrap(), 1e308);
+        let f = 2.0_f64.powi(600);
+        assert_eq!(mean_norm(&[3.0 * f, 4.0 * f], 2).unwrap(), 5.0 * f);
+        let tiny = 2.0_f64.powi(-600);
+        assert_eq!(mean_norm(&[3.0 * tiny, 4.0 * tiny], 2).unwrap(), 5.0 * tiny);
     }
 }

@@ -17,6 +17,7 @@ use crate::autocov::autocovariance;
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
 use crate::normal::normal_quantile;
 use crate::quantile::quantile_sorted;
+use crate::scale::{far_exponent, scaled};
 
 /// Minimum draws per chain accepted by the ESS and R-hat functions.
 pub const MIN_DRAWS: usize = 4;
@@ -60,8 +61,8 @@ fn check_chains(chains: &[&[f64]], what: &'static str) -> Result<usize> {
 pub fn ess_geyer(x: &[f64]) -> Result<f64> {
     check_len(x.len(), "ess_geyer")?;
     check_finite(x, "ess_geyer")?;
-    if let Some(scaled) = rescaled(&[x]) {
-        return ess_geyer(&scaled[0]);
+    if let Some(unit) = rescaled(&[x]) {
+        return ess_geyer(&unit[0]);
     }
     let n = x.len();
     let acov = autocovariance(x)?;
@@ -102,34 +103,19 @@ pub fn ess_geyer(x: &[f64]) -> Result<f64> {
 pub fn ess_multi_chain(chains: &[&[f64]]) -> Result<f64> {
     check_chains(chains, "ess_multi_chain")?;
     match rescaled(chains) {
-        Some(scaled) => vehtari_ess(&as_slices(&scaled), "ess_multi_chain"),
+        Some(unit) => vehtari_ess(&as_slices(&unit), "ess_multi_chain"),
         None => vehtari_ess(chains, "ess_multi_chain"),
     }
 }
 
 /// The chains times a power of two that brings their largest magnitude to [1, 2), when it lies
-/// outside 2^±500: beyond that the squares and products of draws that the autocovariances and
-/// variances sum would overflow (a wrong ESS) or underflow (a false zero variance). `None`
-/// otherwise, and for draws that are all 0. ESS and R̂ do not depend on the scale, and a power
-/// of two scales exactly.
+/// outside 2^±64 ([`far_exponent`]): beyond that the squares and products of draws that the
+/// autocovariances and variances sum can overflow (a wrong ESS) or underflow (a false zero
+/// variance). `None` otherwise, and for draws that are all 0. ESS and R̂ do not depend on the
+/// scale, and a power of two scales exactly.
 fn rescaled(chains: &[&[f64]]) -> Option<Vec<Vec<f64>>> {
-    let largest = chains
-        .iter()
-        .flat_map(|c| c.iter())
-        .fold(0.0_f64, |m, v| m.max(v.abs()));
-    let exponent = largest.log2().floor();
-    if largest == 0.0 || exponent.abs() <= 500.0 {
-        return None;
-    }
-    // in two halves: 2^±1074 itself is not a finite double
-    let half = 2.0_f64.powi(-(exponent as i32) / 2);
-    let rest = 2.0_f64.powi(-(exponent as i32) - (-(exponent as i32) / 2));
-    Some(
-        chains
-            .iter()
-            .map(|c| c.iter().map(|v| v * half * rest).collect())
-            .collect(),
-    )
+    let e = far_exponent(chains)?;
+    Some(chains.iter().map(|c| scaled(c, -e)).collect())
 }
 
 /// [`ess_multi_chain`] on chains already checked to be finite, non-empty and of one length
@@ -312,7 +298,7 @@ pub fn rhat_split(chains: &[&[f64]]) -> Result<f64> {
     let split = split_checked(chains, "rhat_split")?;
     let halves = as_slices(&split);
     match rescaled(&halves) {
-        Some(scaled) => rhat_of(&as_slices(&scaled), "rhat_split"),
+        Some(unit) => rhat_of(&as_slices(&unit), "rhat_split"),
         None => rhat_of(&halves, "rhat_split"),
     }
 }
@@ -359,7 +345,7 @@ pub fn column(samples: &[f64], d: usize, j: usize) -> Result<Vec<f64>> {
 }
 
 /// Applies a scalar multi-chain diagnostic (e.g. [`ess_bulk`], [`rhat_rank`]) to every dimension
-/// of row-major chains (each chain n rows × d values), returning one value per dimension.
+/// of row-major chains (each chain n rows × d values, d ≥ 1), returning one value per dimension.
 ///
 /// ```
 /// use kameleon_diagnostics::{ess_bulk, per_dimension};
@@ -373,6 +359,9 @@ where
 {
     if chains.is_empty() {
         return Err(DiagnosticsError::Empty("per_dimension chains"));
+    }
+    for c in chains {
+        rows(c, d, "per_dimension chains")?;
     }
     (0..d)
         .map(|j| {

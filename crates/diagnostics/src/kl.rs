@@ -27,23 +27,54 @@ pub const KT_PSEUDO_COUNT: f64 = 0.5;
 /// supplied probabilities must sum to 1 within this.
 const MASS_TOLERANCE: f64 = 1e-9;
 
+/// The most in-box bins a [`Grid`] may have, per axis and in all: 2²⁴ = 16 777 216. The
+/// reference probabilities and the per-bin counts of [`ReferenceHistogram::divergence`] take 8
+/// bytes a bin each (128 MiB apiece at the cap), and the advice B₊ ≲ N_eff/10 of the module docs
+/// would ask for over 10⁸ effective draws beyond it. Larger grids are refused with an error
+/// rather than left to fail allocating.
+pub const MAX_BINS: usize = 1 << 24;
+
 /// `bins` equal-width bins on [lo, hi) along one axis.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "AxisFields")]
 pub struct Axis {
     lo: f64,
     hi: f64,
     bins: usize,
 }
 
+/// The serialised fields of an [`Axis`], checked by [`Axis::new`] when deserialised.
+#[derive(serde::Deserialize)]
+struct AxisFields {
+    lo: f64,
+    hi: f64,
+    bins: usize,
+}
+
+impl TryFrom<AxisFields> for Axis {
+    type Error = DiagnosticsError;
+
+    fn try_from(f: AxisFields) -> Result<Self> {
+        Self::new(f.lo, f.hi, f.bins)
+    }
+}
+
 impl Axis {
-    /// Creates the axis; errors unless lo < hi with a finite width hi − lo and bins ≥ 1.
+    /// Creates the axis; errors unless lo < hi with a finite width hi − lo, 1 ≤ bins ≤
+    /// [`MAX_BINS`], and every bin wider than the spacing of doubles there (distinct edges).
     pub fn new(lo: f64, hi: f64, bins: usize) -> Result<Self> {
-        if !((hi - lo).is_finite() && lo < hi) || bins == 0 {
+        if !((hi - lo).is_finite() && lo < hi) || bins == 0 || bins > MAX_BINS {
             return Err(DiagnosticsError::InvalidArgument(format!(
-                "axis needs lo < hi with a finite width hi - lo and bins >= 1, got [{lo}, {hi}) with {bins} bins"
+                "axis needs lo < hi with a finite width hi - lo and 1 <= bins <= {MAX_BINS}, got [{lo:?}, {hi:?}) with {bins} bins"
             )));
         }
-        Ok(Self { lo, hi, bins })
+        let axis = Self { lo, hi, bins };
+        if (1..=bins).any(|i| axis.edge(i) <= axis.edge(i - 1)) {
+            return Err(DiagnosticsError::InvalidArgument(format!(
+                "{bins} bins on [{lo:?}, {hi:?}) are narrower than the spacing of doubles there, so some have no width: use fewer bins"
+            )));
+        }
+        Ok(axis)
     }
 
     /// Number of bins.
@@ -51,18 +82,18 @@ impl Axis {
         self.bins
     }
 
-    /// Bin edges e_0 = lo, …, e_bins = hi (bins + 1 values).
+    /// Edge i of the bins, lo + i·(hi − lo)/bins for i < bins and hi for i = bins.
+    fn edge(&self, i: usize) -> f64 {
+        if i == self.bins {
+            self.hi
+        } else {
+            self.lo + i as f64 * ((self.hi - self.lo) / self.bins as f64)
+        }
+    }
+
+    /// Bin edges e_0 = lo, …, e_bins = hi (bins + 1 values, strictly increasing).
     pub fn edges(&self) -> Vec<f64> {
-        let w = (self.hi - self.lo) / self.bins as f64;
-        (0..=self.bins)
-            .map(|i| {
-                if i == self.bins {
-                    self.hi
-                } else {
-                    self.lo + i as f64 * w
-                }
-            })
-            .collect()
+        (0..=self.bins).map(|i| self.edge(i)).collect()
     }
 
     /// Index of the bin containing v, or `None` outside [lo, hi).
@@ -75,10 +106,13 @@ impl Axis {
     }
 }
 
-/// Which coordinates of a draw are binned and how.
+/// Which coordinates of a draw are binned and how. Built by [`Grid::marginal`] or
+/// [`Grid::joint`], which keep the number of bins within [`MAX_BINS`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "GridFields")]
 pub enum Grid {
     /// A 1-d marginal: coordinate `dim` binned along `axis`.
+    #[non_exhaustive]
     Marginal {
         /// The bins.
         axis: Axis,
@@ -87,6 +121,7 @@ pub enum Grid {
     },
     /// A 2-d joint histogram of coordinates `dims.0` (along `x`) and `dims.1` (along `y`);
     /// bin (i, j) has index i·y.bins + j.
+    #[non_exhaustive]
     Joint {
         /// Bins of the first coordinate.
         x: Axis,
@@ -97,11 +132,54 @@ pub enum Grid {
     },
 }
 
+/// The serialised form of a [`Grid`], checked by its constructors when deserialised.
+#[derive(serde::Deserialize)]
+enum GridFields {
+    Marginal {
+        axis: Axis,
+        dim: usize,
+    },
+    Joint {
+        x: Axis,
+        y: Axis,
+        dims: (usize, usize),
+    },
+}
+
+impl TryFrom<GridFields> for Grid {
+    type Error = DiagnosticsError;
+
+    fn try_from(f: GridFields) -> Result<Self> {
+        match f {
+            GridFields::Marginal { axis, dim } => Ok(Self::marginal(axis, dim)),
+            GridFields::Joint { x, y, dims } => Self::joint(x, y, dims),
+        }
+    }
+}
+
 impl Grid {
-    /// Number of in-box bins (without the overflow bin).
+    /// The 1-d marginal of coordinate `dim` along `axis`.
+    pub fn marginal(axis: Axis, dim: usize) -> Self {
+        Self::Marginal { axis, dim }
+    }
+
+    /// The 2-d joint of coordinates `dims` on `x` × `y`; errors when x.bins·y.bins exceeds
+    /// [`MAX_BINS`].
+    pub fn joint(x: Axis, y: Axis, dims: (usize, usize)) -> Result<Self> {
+        match x.bins.checked_mul(y.bins) {
+            Some(n) if n <= MAX_BINS => Ok(Self::Joint { x, y, dims }),
+            _ => Err(DiagnosticsError::InvalidArgument(format!(
+                "a joint grid of {} x {} bins exceeds the {MAX_BINS} bins a grid may have: use fewer bins per axis",
+                x.bins, y.bins
+            ))),
+        }
+    }
+
+    /// Number of in-box bins (without the overflow bin), at most [`MAX_BINS`].
     pub fn n_bins(&self) -> usize {
         match self {
             Grid::Marginal { axis, .. } => axis.bins,
+            // No overflow: `Grid::joint` checked the product.
             Grid::Joint { x, y, .. } => x.bins * y.bins,
         }
     }
@@ -151,9 +229,26 @@ pub struct IidFloor {
 
 /// Exact reference bin probabilities on a [`Grid`], plus the overflow bin.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "ReferenceFields")]
 pub struct ReferenceHistogram {
     grid: Grid,
     probs: Vec<f64>,
+}
+
+/// The serialised fields of a [`ReferenceHistogram`], checked by
+/// [`ReferenceHistogram::from_probabilities`] when deserialised.
+#[derive(serde::Deserialize)]
+struct ReferenceFields {
+    grid: Grid,
+    probs: Vec<f64>,
+}
+
+impl TryFrom<ReferenceFields> for ReferenceHistogram {
+    type Error = DiagnosticsError;
+
+    fn try_from(f: ReferenceFields) -> Result<Self> {
+        Self::from_probabilities(f.grid, f.probs)
+    }
 }
 
 /// Clamps rounding-level negative masses to zero; errors on real negatives or non-finite ones.
@@ -195,27 +290,28 @@ impl ReferenceHistogram {
             .windows(2)
             .map(|e| clean_mass(cdf(e[1]) - cdf(e[0])))
             .collect::<Result<Vec<_>>>()?;
-        Self::with_overflow(Grid::Marginal { axis, dim }, inside)
+        Self::with_overflow(Grid::marginal(axis, dim), inside)
     }
 
     /// 2-d joint of coordinates `dims` from the reference mass of rectangles:
     /// `rect_mass(x_lo, x_hi, y_lo, y_hi)` = P(x_lo ≤ X < x_hi, y_lo ≤ Y < y_hi). For a mixture
     /// of axis-aligned Gaussians it is a weighted sum of products of normal-CDF differences
-    /// ([`crate::normal_cdf`]). Overflow = 1 − Σ p_i.
+    /// ([`crate::normal_cdf`]). Overflow = 1 − Σ p_i. Errors as [`Grid::joint`] on too many bins.
     pub fn joint(
         x: Axis,
         y: Axis,
         dims: (usize, usize),
         rect_mass: impl Fn(f64, f64, f64, f64) -> f64,
     ) -> Result<Self> {
+        let grid = Grid::joint(x, y, dims)?;
         let (ex, ey) = (x.edges(), y.edges());
-        let mut inside = Vec::with_capacity(x.bins * y.bins);
+        let mut inside = Vec::with_capacity(grid.n_bins());
         for xs in ex.windows(2) {
             for ys in ey.windows(2) {
                 inside.push(clean_mass(rect_mass(xs[0], xs[1], ys[0], ys[1]))?);
             }
         }
-        Self::with_overflow(Grid::Joint { x, y, dims }, inside)
+        Self::with_overflow(grid, inside)
     }
 
     fn with_overflow(grid: Grid, mut inside: Vec<f64>) -> Result<Self> {
@@ -271,14 +367,25 @@ impl ReferenceHistogram {
 
     /// The iid floor: J of each of several independent sets of exact iid draws from the reference
     /// (each row-major, n rows × d, ideally with as many rows as the chain being judged), with its
-    /// mean and standard deviation.
+    /// mean and standard deviation. Errors on a set with a draw where the reference has no mass
+    /// (J = ∞), which exact draws never give.
     pub fn iid_floor(&self, iid_sets: &[&[f64]], d: usize) -> Result<IidFloor> {
         if iid_sets.is_empty() {
             return Err(DiagnosticsError::Empty("iid_floor sets"));
         }
         let js = iid_sets
             .iter()
-            .map(|s| self.divergence(s, d).map(|e| e.jeffreys))
+            .enumerate()
+            .map(|(k, s)| {
+                let j = self.divergence(s, d)?.jeffreys;
+                if j.is_finite() {
+                    Ok(j)
+                } else {
+                    Err(DiagnosticsError::InvalidArgument(format!(
+                        "iid_floor set {k} has draws where the reference has no mass: it is not a set of exact draws from the reference"
+                    )))
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         let r = js.len() as f64;
         let mean = js.iter().sum::<f64>() / r;
@@ -320,6 +427,12 @@ mod tests {
         // A draw where the reference has no mass (the overflow bin here) gives J = ∞.
         let out = reference.divergence(&[0.1, 1.5], 1).unwrap();
         assert!(out.jeffreys.is_infinite());
+        // No exact draw from the reference falls there: such a set has no floor to give (its
+        // J = ∞ made the floor's sd ∞ − ∞ = NaN).
+        assert!(matches!(
+            reference.iid_floor(&[&[0.1, 0.7], &[0.1, 1.5]], 1),
+            Err(DiagnosticsError::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -433,5 +546,67 @@ mod tests {
             ReferenceHistogram::from_probabilities(reference.grid().clone(), vec![0.5; 25])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn grids_too_large_to_allocate_are_refused() {
+        // 2²⁰ × 2²⁰ = 2⁴⁰ bins: allocating their masses aborted the process.
+        let wide = Axis::new(0.0, 1.0, 1 << 20).unwrap();
+        let joint = ReferenceHistogram::joint(wide, wide, (0, 1), |_, _, _, _| 0.0);
+        assert!(matches!(joint, Err(DiagnosticsError::InvalidArgument(_))));
+        // An axis of usize::MAX bins overflowed the capacity of its edges.
+        assert!(Axis::new(0.0, 1.0, usize::MAX).is_err());
+        assert!(Axis::new(0.0, 1.0, MAX_BINS + 1).is_err());
+        assert_eq!(Axis::new(0.0, 1.0, MAX_BINS).unwrap().bins(), MAX_BINS);
+        // 2¹² × 2¹² = MAX_BINS bins is the largest joint grid.
+        let (a, b) = (
+            Axis::new(0.0, 1.0, 1 << 12).unwrap(),
+            Axis::new(0.0, 1.0, (1 << 12) + 1).unwrap(),
+        );
+        assert_eq!(Grid::joint(a, a, (0, 1)).unwrap().n_bins(), MAX_BINS);
+        assert!(Grid::joint(a, b, (0, 1)).is_err());
+    }
+
+    #[test]
+    fn bins_narrower_than_the_double_spacing_are_refused() {
+        // Near 1e300 a width of 1e285 holds about 7 doubles: 1000 bins had 993 of zero width,
+        // zero reference mass, and a draw in one of them gave J = ∞.
+        assert!(Axis::new(1e300, 1e300 + 1e285, 1000).is_err());
+        assert!(Axis::new(0.0, 5e-324, 4).is_err());
+        assert!(Axis::new(1e300, 1e300 + 1e285, 5).is_ok());
+    }
+
+    #[test]
+    fn deserialisation_checks_like_the_constructors() {
+        let axis = Axis::new(-1.0, 1.0, 4).unwrap();
+        let reference =
+            ReferenceHistogram::marginal(axis, 1, |x| (x + 1.0).clamp(0.0, 2.0) / 2.0).unwrap();
+        let json = serde_json::to_string(&reference).unwrap();
+        assert_eq!(
+            json,
+            r#"{"grid":{"Marginal":{"axis":{"lo":-1.0,"hi":1.0,"bins":4},"dim":1}},"probs":[0.25,0.25,0.25,0.25,0.0]}"#
+        );
+        let back: ReferenceHistogram = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, reference);
+        // Each of these bypassed the checks; zero bins made bin lookup underflow.
+        for bad in [
+            r#"{"lo":0.0,"hi":1.0,"bins":0}"#,
+            r#"{"lo":1.0,"hi":0.0,"bins":3}"#,
+            r#"{"lo":0.0,"hi":1.0,"bins":18446744073709551615}"#,
+        ] {
+            assert!(serde_json::from_str::<Axis>(bad).is_err(), "{bad}");
+        }
+        let joint = Grid::joint(axis, axis, (0, 2)).unwrap();
+        let joint_json = serde_json::to_string(&joint).unwrap();
+        assert_eq!(
+            joint_json,
+            r#"{"Joint":{"x":{"lo":-1.0,"hi":1.0,"bins":4},"y":{"lo":-1.0,"hi":1.0,"bins":4},"dims":[0,2]}}"#
+        );
+        assert_eq!(serde_json::from_str::<Grid>(&joint_json).unwrap(), joint);
+        let huge = r#"{"Joint":{"x":{"lo":0.0,"hi":1.0,"bins":1048576},"y":{"lo":0.0,"hi":1.0,"bins":1048576},"dims":[0,1]}}"#;
+        assert!(serde_json::from_str::<Grid>(huge).is_err());
+        // Probabilities that do not match the grid made `divergence` index past its counts.
+        let short = json.replace("0.25,0.25,0.25,0.25,0.0", "0.5,0.5");
+        assert!(serde_json::from_str::<ReferenceHistogram>(&short).is_err());
     }
 }

@@ -45,6 +45,7 @@ pub mod kl;
 mod mmd;
 mod normal;
 mod quantile;
+mod scale;
 
 pub use autocov::{autocorrelation, autocovariance, autocovariance_direct};
 pub use coverage::{mean_norm, quantile_coverage_errors};
@@ -54,7 +55,7 @@ pub use ess::{
     ess_per_second, ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split,
     split_chains,
 };
-pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, ReferenceHistogram};
+pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, MAX_BINS, ReferenceHistogram};
 pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2, mmd2_polynomial};
 pub use normal::{normal_cdf, normal_quantile};
 pub use quantile::quantile_sorted;

@@ -20,12 +20,36 @@ impl<F: Fn(&[f64], &[f64]) -> f64> MmdKernel for F {
 ///
 /// The KAMH/KMC papers write c = 1, p = 3 ([`PolynomialKernel::paper`]); their code uses c = 0.2
 /// ([`PolynomialKernel::code`]). Record which one a result used.
+///
+/// Every kernel is positive definite: the fields are private, so a kernel comes from
+/// [`PolynomialKernel::new`] (or its named presets) or from deserialising `{"offset", "degree"}`,
+/// which checks the same way.
+///
+/// ```compile_fail,E0451
+/// # use kameleon_diagnostics::PolynomialKernel;
+/// let not_positive_definite = PolynomialKernel { offset: -1.0, degree: 0 };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PolynomialKernelFields")]
 pub struct PolynomialKernel {
-    /// The offset c ≥ 0.
-    pub offset: f64,
-    /// The degree p ≥ 1.
-    pub degree: i32,
+    offset: f64,
+    degree: i32,
+}
+
+/// The serialised fields of a [`PolynomialKernel`], checked by [`PolynomialKernel::new`] when
+/// deserialised.
+#[derive(serde::Deserialize)]
+struct PolynomialKernelFields {
+    offset: f64,
+    degree: i32,
+}
+
+impl TryFrom<PolynomialKernelFields> for PolynomialKernel {
+    type Error = DiagnosticsError;
+
+    fn try_from(f: PolynomialKernelFields) -> Result<Self> {
+        Self::new(f.offset, f.degree)
+    }
 }
 
 impl PolynomialKernel {
@@ -54,6 +78,16 @@ impl PolynomialKernel {
             offset: 0.2,
             degree: 3,
         }
+    }
+
+    /// The offset c ≥ 0.
+    pub fn offset(&self) -> f64 {
+        self.offset
+    }
+
+    /// The degree p ≥ 1.
+    pub fn degree(&self) -> i32 {
+        self.degree
     }
 }
 
@@ -122,7 +156,8 @@ fn kernel_sum<K: MmdKernel + ?Sized>(
 /// Biased: (1/n²)ΣΣ k(xᵢ,xⱼ) + (1/m²)ΣΣ k(yᵢ,yⱼ) − (2/nm)ΣΣ k(xᵢ,yⱼ).
 /// Unbiased: the within-sample sums skip i = j and are divided by n(n−1) and m(m−1) (needs
 /// n, m ≥ 2). Cost O((n + m)²·d); sums are compensated against cancellation. This is the squared
-/// MMD (as both anchors report), not its square root.
+/// MMD (as both anchors report), not its square root. Errors on non-finite draws, and when the
+/// kernel values are not finite or their sums overflow (rescale the draws).
 /// For the polynomial kernel on large samples prefer [`mmd2_polynomial`] (same value, linear cost).
 pub fn mmd2<K: MmdKernel + ?Sized>(
     x: &[f64],
@@ -137,10 +172,12 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
     check_finite(y, "mmd2 y")?;
     let (nf, mf) = (n as f64, m as f64);
     let cross = kernel_sum(kernel, x, y, d, false) / (nf * mf);
-    match estimator {
-        MmdEstimator::Biased => Ok(kernel_sum(kernel, x, x, d, false) / (nf * nf)
-            + kernel_sum(kernel, y, y, d, false) / (mf * mf)
-            - 2.0 * cross),
+    finite_mmd2(match estimator {
+        MmdEstimator::Biased => {
+            kernel_sum(kernel, x, x, d, false) / (nf * nf)
+                + kernel_sum(kernel, y, y, d, false) / (mf * mf)
+                - 2.0 * cross
+        }
         MmdEstimator::Unbiased => {
             if n < 2 || m < 2 {
                 return Err(DiagnosticsError::TooFewDraws {
@@ -149,10 +186,22 @@ pub fn mmd2<K: MmdKernel + ?Sized>(
                     got: n.min(m),
                 });
             }
-            Ok(kernel_sum(kernel, x, x, d, true) / (nf * (nf - 1.0))
+            kernel_sum(kernel, x, x, d, true) / (nf * (nf - 1.0))
                 + kernel_sum(kernel, y, y, d, true) / (mf * (mf - 1.0))
-                - 2.0 * cross)
+                - 2.0 * cross
         }
+    })
+}
+
+/// The MMD² value, or an error when it is not finite: then a kernel sum behind it was not (kernel
+/// values past the largest double, or NaN from the kernel), since finite draws were checked.
+fn finite_mmd2(value: f64) -> Result<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(DiagnosticsError::NonFinite(
+            "the kernel sums of the MMD² (kernel values overflow or are NaN: rescale the draws)",
+        ))
     }
 }
 
@@ -176,7 +225,7 @@ impl PolynomialFeatures {
     /// Whether the feature map, C(d + p, p) features per row, costs less than kernel sums over
     /// `rows` rows in all, `rows` kernel evaluations per row.
     fn cheaper(kernel: &PolynomialKernel, d: usize, rows: usize) -> bool {
-        let p = kernel.degree.max(0) as usize;
+        let p = kernel.degree as usize;
         binomial(d.saturating_add(p), p) < rows as f64
     }
 
@@ -249,6 +298,7 @@ impl PolynomialFeatures {
 /// for large samples and for many dimensions. Through the features the biased estimator is
 /// ‖φ̄_X − φ̄_Y‖² (no cancellation, never negative); the unbiased one is
 /// (‖S_X‖² − Σ‖φ(xᵢ)‖²)/(n(n−1)) + (same for Y) − 2⟨S_X, S_Y⟩/(nm) with S = Σφ.
+/// A feature sum that is not finite hands over to the kernel sums. Errors as [`mmd2`].
 pub fn mmd2_polynomial(
     x: &[f64],
     y: &[f64],
@@ -267,12 +317,12 @@ pub fn mmd2_polynomial(
     let (sx, dx) = features.sums(x, d);
     let (sy, dy) = features.sums(y, d);
     let (nf, mf) = (n as f64, m as f64);
-    match estimator {
-        MmdEstimator::Biased => Ok(sx
+    let value = match estimator {
+        MmdEstimator::Biased => sx
             .iter()
             .zip(&sy)
             .map(|(a, b)| (a / nf - b / mf).powi(2))
-            .sum()),
+            .sum(),
         MmdEstimator::Unbiased => {
             if n < 2 || m < 2 {
                 return Err(DiagnosticsError::TooFewDraws {
@@ -282,11 +332,16 @@ pub fn mmd2_polynomial(
                 });
             }
             let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
-            Ok(
-                (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
-                    - 2.0 * dot(&sx, &sy) / (nf * mf),
-            )
+            (dot(&sx, &sx) - dx) / (nf * (nf - 1.0)) + (dot(&sy, &sy) - dy) / (mf * (mf - 1.0))
+                - 2.0 * dot(&sx, &sy) / (nf * mf)
         }
+    };
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        // Past the feature map's range (its coefficients reach C(p, p/2), infinite from p ≈ 1030
+        // on, while the kernel's values may not be): the kernel sums decide.
+        mmd2(x, y, d, kernel, estimator)
     }
 }
 
@@ -435,6 +490,25 @@ mod tests {
     }
 
     #[test]
+    fn degrees_past_the_feature_maps_range_use_kernel_sums() {
+        // Degree 2000: C(2000, 1000) ≈ 1e600 makes feature coefficients infinite, whose products
+        // with vanishing powers of small draws are NaN, while (1 + ⟨x, y⟩)^2000 itself stays
+        // near 1. The feature map's count (2001 features < 2100 rows) chose it all the same.
+        let kernel = PolynomialKernel::new(1.0, 2000).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+        let small = |v: Vec<f64>| v.iter().map(|u| 1e-3 * u).collect::<Vec<_>>();
+        let x = small(normals(&mut rng, 1100, 0.0));
+        let y = small(normals(&mut rng, 1000, 0.5));
+        assert!(PolynomialFeatures::cheaper(&kernel, 1, 2100));
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            assert_eq!(
+                mmd2_polynomial(&x, &y, 1, &kernel, est),
+                mmd2(&x, &y, 1, &kernel, est)
+            );
+        }
+    }
+
+    #[test]
     fn many_dimensions_use_kernel_sums() {
         // d = 200, p = 3: 1 373 701 features per row, against 40 kernel evaluations per row.
         let kernel = PolynomialKernel::paper();
@@ -464,5 +538,46 @@ mod tests {
         assert!(mmd2(&x, &y[..2], 2, &k, MmdEstimator::Unbiased).is_err());
         assert!(mmd2(&[f64::NAN, 0.0], &y, 2, &k, MmdEstimator::Biased).is_err());
         assert!(PolynomialKernel::new(-1.0, 3).is_err());
+    }
+
+    #[test]
+    fn kernel_sums_past_the_largest_double_are_an_error() {
+        // (1 + 1e200·1e200)³ overflows: the sums were ∞ − ∞ and the MMD² came out as NaN.
+        let k = PolynomialKernel::paper();
+        let (x, y) = ([1e200, 1.0, 0.5], [0.0, 1.0, 2.0]);
+        for est in [MmdEstimator::Biased, MmdEstimator::Unbiased] {
+            assert!(matches!(
+                mmd2(&x, &y, 1, &k, est),
+                Err(DiagnosticsError::NonFinite(_))
+            ));
+            // The feature map (4 features for d = 1, against 6 rows) overflows the same way.
+            assert!(PolynomialFeatures::cheaper(&k, 1, 6));
+            assert!(matches!(
+                mmd2_polynomial(&x, &y, 1, &k, est),
+                Err(DiagnosticsError::NonFinite(_))
+            ));
+        }
+        let nan = |_: &[f64], _: &[f64]| f64::NAN;
+        assert!(mmd2(&x, &y, 1, &nan, MmdEstimator::Biased).is_err());
+    }
+
+    #[test]
+    fn kernels_deserialise_through_the_checks_of_new() {
+        // The field names are the serialised form of committed results: keep them.
+        let json = r#"{"offset":0.2,"degree":3}"#;
+        let k: PolynomialKernel = serde_json::from_str(json).unwrap();
+        assert_eq!(k, PolynomialKernel::code());
+        assert_eq!(serde_json::to_string(&k).unwrap(), json);
+        // These deserialised into kernels that are not positive definite.
+        for bad in [
+            r#"{"offset":-1.0,"degree":3}"#,
+            r#"{"offset":1.0,"degree":0}"#,
+            r#"{"offset":1.0,"degree":-2}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<PolynomialKernel>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

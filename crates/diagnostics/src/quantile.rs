@@ -5,7 +5,9 @@
 /// default, NumPy's `linear`): with h = (n − 1)·p, the value
 /// x₍⌊h⌋₎ + (h − ⌊h⌋)·(x₍⌈h⌉₎ − x₍⌊h⌋₎) on 0-based order statistics.
 ///
-/// `p` must lie in [0, 1]; the caller sorts (e.g. with `f64::total_cmp`).
+/// `p` must lie in [0, 1]; the caller sorts (e.g. with `f64::total_cmp`). Infinite values
+/// are order statistics like the others: the quantile is ±∞ when it interpolates toward one, and
+/// NaN only strictly between −∞ and +∞.
 ///
 /// ```
 /// use kameleon_diagnostics::quantile_sorted;
@@ -26,7 +28,17 @@ pub fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * p;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+    let (a, b, t) = (sorted[lo], sorted[hi], h - lo as f64);
+    if t == 0.0 {
+        return a;
+    }
+    let gap = b - a;
+    if gap.is_finite() {
+        a + t * gap
+    } else {
+        // an infinite order statistic, or a gap past the largest double
+        (1.0 - t) * a + t * b
+    }
 }
 
 #[cfg(test)]
@@ -55,6 +67,21 @@ mod tests {
             );
         }
         assert_eq!(quantile_sorted(&[4.0], 0.3), 4.0);
+    }
+
+    /// Infinite order statistics gave NaN even where the level falls on a finite one
+    /// (∞ − ∞ times a zero weight), and a gap past the largest double gave ±∞.
+    #[test]
+    fn infinite_and_huge_order_statistics() {
+        let inf = f64::INFINITY;
+        assert_eq!(quantile_sorted(&[1.0, inf], 1.0), inf);
+        assert_eq!(quantile_sorted(&[-inf, 1.0], 0.0), -inf);
+        assert_eq!(quantile_sorted(&[-inf, 1.0, 2.0, inf], 0.5), 1.5);
+        assert_eq!(quantile_sorted(&[1.0, inf], 0.5), inf);
+        assert_eq!(quantile_sorted(&[-1.5e308, 1.5e308], 0.5), 0.0);
+        let big = 2.0_f64.powi(1023);
+        assert_eq!(quantile_sorted(&[-big, big], 0.25), -big / 2.0);
+        assert!(quantile_sorted(&[-inf, inf], 0.5).is_nan());
     }
 
     /// A level past 1 indexed past the end (a bare index panic), NaN gave NaN silently.

@@ -3,7 +3,7 @@
 
 use kameleon_diagnostics::{
     DiagnosticsError, ess_bulk, ess_geyer, ess_geyer_per_dim, ess_multi_chain, ess_per_second,
-    ess_summary, ess_tail, rank_normalize, rhat_rank, rhat_split, split_chains,
+    ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split, split_chains,
 };
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -224,6 +224,20 @@ fn bad_input_gives_typed_errors() {
     assert!(ess_bulk(&[]).is_err());
 }
 
+/// A dimension d = 0 gave an empty list of ESS values, as if there were nothing to judge.
+#[test]
+fn per_dimension_refuses_zero_dimensions() {
+    let chain = [0.1, 0.5, 0.2, 0.9, 0.4, 0.3, 0.8, 0.7];
+    assert!(matches!(
+        per_dimension(&[&chain], 0, ess_bulk),
+        Err(DiagnosticsError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ess_geyer_per_dim(&chain, 0),
+        Err(DiagnosticsError::InvalidArgument(_))
+    ));
+}
+
 /// The autocorrelation sum by hand on one short chain. With one chain var⁺ = γ̂₀ and
 /// W = γ̂₀·n/(n−1), so ρ̂_t = γ̂_t/γ̂₀ − 1/(n−1) for t ≥ 1 while ρ̂₀ is 1 exactly (not
 /// 1 − 1/(n−1), which would bias every ESS low by 2/(n−1) relative). Here ρ̂₁ ≈ 0.077 and the
@@ -355,4 +369,30 @@ fn draws_far_from_unit_scale_give_the_figures_of_the_same_draws_near_one() {
         );
         assert_eq!(figures, reference, "draws times 2^{exponent}");
     }
+}
+
+/// A long chain within 2^±500 of unit scale can still overflow: its centred FFT, which the
+/// autocovariances come from, holds about 0.3·n·max|x| at the lowest frequency (a chain whose
+/// halves sit at different levels), and its square passes the largest double at n = 2^15 draws
+/// of magnitude 2^499. Geyer's ESS then came out as its cap n·log₁₀ n.
+#[test]
+fn long_chains_of_large_draws_give_the_figures_of_the_same_draws_near_one() {
+    let n = 1 << 15;
+    let noise = ar1(0.6, n, 77);
+    let chain: Vec<f64> = noise
+        .iter()
+        .enumerate()
+        .map(|(t, v)| if t < n / 2 { 1.0 } else { -0.5 } + 0.01 * v)
+        .collect();
+    let factor = 2.0_f64.powi(499);
+    let large: Vec<f64> = chain.iter().map(|v| v * factor).collect();
+    let figures = |x: &[f64]| {
+        let (a, b) = x.split_at(n / 2);
+        (
+            ess_geyer(x).unwrap(),
+            ess_multi_chain(&[a, b]).unwrap(),
+            rhat_split(&[a, b]).unwrap(),
+        )
+    };
+    assert_eq!(figures(&large), figures(&chain));
 }
