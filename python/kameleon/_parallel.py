@@ -195,9 +195,10 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
 
 
 def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
-    """The log density of each row of ``rows``, in a worker."""
+    """The log density of each row of ``rows``, in a worker, as floats (a
+    value that is not a real float is the extension's ``TypeError``)."""
     function, _ = _density_of(key, blob)
-    return [function(np.array(row, dtype=np.float64)) for row in rows]
+    return [_core.log_density_value(function, function(np.array(row, dtype=np.float64))) for row in rows]
 
 
 # ── in the parent ────────────────────────────────────────────────────────
@@ -539,6 +540,6 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
             values = [v for future in futures for v in future.result()]
         except BrokenProcessPool as err:
             raise explained(err) from err.__cause__
-        return np.array([float(v) for v in values], dtype=np.float64)
+        return np.array(values, dtype=np.float64)
 
     return evaluate

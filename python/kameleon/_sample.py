@@ -223,21 +223,10 @@ def _one_point(vectorized: Callable) -> Callable:
     """The per-point log density ``f(x)`` of a vectorized one: its value
     at the single row ``x[None]``, for the checks of the starting points
     and the timing call, which run it from Python. A value that is not one
-    float per row is the ``TypeError`` the run itself would raise."""
+    real float per row is the ``TypeError`` the run itself would raise."""
 
     def log_density(x: np.ndarray) -> float:
-        value = vectorized(x[None, :])
-        try:
-            array = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            array = None
-        if array is None or array.shape != (1,):
-            name = getattr(vectorized, "__qualname__", repr(vectorized))
-            raise TypeError(
-                f"vectorized log density `{name}` must return 1 floats (an array of shape (1,)) for an array of "
-                f"1 points, got {value!r}"
-            )
-        return float(array[0])
+        return _core.log_density_values(vectorized, vectorized(x[None, :]), 1)[0]
 
     return log_density
 
@@ -255,10 +244,6 @@ def _check_same_density(log_density, kind: str, point, stored: float, what: str)
         return
     # an exact built-in target ignores the seed its probe draws
     value = _log_density_probe(log_density)(np.array(point, dtype=np.float64), np.random.default_rng(0))
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        value = math.nan
     if not abs(value - stored) <= 1e-9 * max(1.0, abs(stored)):
         raise ValueError(
             f"{what}: this log density is not the checkpointed run's: at a point of the run it is {value!r}, "
@@ -358,8 +343,10 @@ _JITTER_SLACK = 10.0
 
 def _log_density_probe(log_density) -> Callable:
     """``probe(x, rng)``: the log density at ``x`` evaluated from Python the
-    way the sampler evaluates it (``rng`` seeds a pseudo-marginal estimate);
-    only used to check jittered starting points."""
+    way the sampler evaluates it (``rng`` seeds a pseudo-marginal estimate),
+    as a float (a value that is not a real float is the run's
+    ``TypeError``); for the checks of the starting points and of a
+    checkpointed run."""
     if isinstance(log_density, Target):
         return lambda x, rng: log_density.log_density(x, seed=int(rng.integers(2**63)))
     if isinstance(log_density, Compiled):
@@ -368,18 +355,15 @@ def _log_density_probe(log_density) -> Callable:
         return lambda x, rng: function(x.ctypes.data_as(pointer), x.shape[0])
     noisy = _noisy_function(log_density)
     if noisy is not None:
-        return lambda x, rng: noisy(x, rng)
-    return lambda x, rng: log_density(x)
+        return lambda x, rng: _as_float(noisy, noisy(x, rng))
+    return lambda x, rng: _as_float(log_density, log_density(x))
 
 
 def _probe_value(probe, x: np.ndarray, rng) -> float | None:
-    """The log density at ``x`` if it is a finite number, else None.
-    Exceptions raised by the density propagate, as they would from the run."""
+    """The log density at ``x`` if it is finite, else None. Exceptions
+    raised by the density (or for a value that is not a real float)
+    propagate, as they would from the run."""
     value = probe(np.array(x, dtype=np.float64), rng)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
     return value if math.isfinite(value) else None
 
 
@@ -415,17 +399,12 @@ def _jittered_starts(x0: np.ndarray, chains: int, seed: int, probe) -> np.ndarra
 
 
 def _as_float(function, value) -> float:
-    """``value`` as a float, else ``TypeError`` naming ``function`` (the
-    message the extension gives for a callable)."""
+    """``value``, returned by the log density ``function``, as a float if
+    it is a real number, read as the extension reads it; else the
+    extension's ``TypeError`` naming ``function``."""
     if isinstance(value, float):
         return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        name = getattr(function, "__qualname__", repr(function))
-        raise TypeError(
-            f"log density function `{name}` returned a value of type `{type(value).__name__}`; expected a float"
-        ) from None
+    return _core.log_density_value(function, value)
 
 
 class _Unconstrained:

@@ -1,6 +1,8 @@
 """Inputs a user's model brings to sample, sample_ensemble and HABC:
 parameter names, compiled functions, target parameters."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -260,3 +262,100 @@ def test_a_vectorized_density_returning_no_array_names_what_it_must_return(value
     # a scalar failed in the start checks with "'float' object is not subscriptable"
     with pytest.raises(TypeError, match=r"must return 1 floats \(an array of shape \(1,\)\) for an array of 1 points"):
         km.sample(value, [0.0, 0.0], vectorize=True, draws=5, tune=5, chains=2, progress=False)
+
+
+# ── log density values that are not real numbers ───────────────────────
+
+# What a log density could return that was read silently before: complex
+# numbers cut to their real part (with only numpy's ComplexWarning), a
+# bool as 0 or 1, and strings parsed by a vectorized density.
+NOT_A_REAL_FLOAT = [
+    pytest.param(lambda: np.complex128(-0.5 + 1j), "complex128", id="np-complex128"),
+    pytest.param(lambda: np.complex64(-0.5), "complex64", id="np-complex64"),
+    pytest.param(lambda: complex(-0.5, 1.0), "complex", id="complex"),
+    pytest.param(lambda: np.array(-0.5 + 1j), "complex", id="0d-complex-array"),
+    pytest.param(lambda: True, "bool", id="bool"),
+    pytest.param(lambda: np.bool_(True), "bool", id="np-bool"),
+    pytest.param(lambda: np.array(True), "bool", id="0d-bool-array"),
+    pytest.param(lambda: "-0.5", "str", id="str"),
+]
+
+# every way a sampler reads a Python log density's value
+DENSITY_PATHS = {
+    "callable": lambda value: dict(log_density=lambda x: value()),
+    "pseudo-marginal": lambda value: dict(log_density=km.PseudoMarginal(lambda x, rng: value())),
+    "vectorized": lambda value: dict(log_density=lambda xs: [value() for _ in xs], vectorize=True),
+    "vectorized-array": lambda value: dict(log_density=lambda xs: np.array([value() for _ in xs]), vectorize=True),
+    "with-bounds": lambda value: dict(log_density=lambda x: value(), bounds=[(-5.0, 5.0)]),
+    "noisy-with-bounds": lambda value: dict(log_density=km.PseudoMarginal(lambda x, rng: value()),
+                                            bounds=[(-5.0, 5.0)]),
+    "callable-prior": lambda value: dict(log_density=lambda x: 0.0, prior=lambda x: value(), bounds=[(-5.0, 5.0)]),
+}
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("value, named", NOT_A_REAL_FLOAT)
+@pytest.mark.parametrize("path", DENSITY_PATHS)
+def test_a_log_density_value_that_is_not_a_real_float_is_a_type_error(path, value, named):
+    kwargs = DENSITY_PATHS[path](value)
+    with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+        km.sample(x0=[0.5], sampler=km.AM(), draws=5, tune=0, chains=2, seed=1, progress=False, **kwargs)
+    if path in ("callable", "pseudo-marginal", "vectorized"):
+        with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+            km.sample_ensemble(x0=[0.5], walkers=4, draws=5, tune=0, seed=1, progress=False, **kwargs)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("value, named", [NOT_A_REAL_FLOAT[0], NOT_A_REAL_FLOAT[5]])
+def test_a_log_density_value_that_is_not_a_real_float_is_a_type_error_on_worker_processes(value, named):
+    # (chains, d) starting points: the workers make the first evaluations
+    def density(x):
+        return value()
+
+    with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+        km.sample(density, [[0.5], [0.4]], sampler=km.AM(), draws=5, tune=0, chains=2, cores=2,
+                  parallel="process", seed=1, progress=False)
+    with pytest.raises(TypeError, match=rf"density` returned .*{named}.*; expected .*real float"):
+        km.sample_ensemble(density, [[0.5], [0.4], [0.3], [0.2]], draws=5, tune=0, cores=2, seed=1,
+                           progress=False)
+
+
+REAL_FLOATS = [
+    pytest.param(lambda v: float(v), id="float"),
+    pytest.param(lambda v: np.float64(v), id="np-float64"),
+    pytest.param(lambda v: np.float32(v), id="np-float32"),
+    pytest.param(lambda v: np.array(v), id="0d-array"),
+    pytest.param(lambda v: np.array(v, dtype=np.float32), id="0d-float32-array"),
+    pytest.param(lambda v: int(round(v)), id="int"),
+    pytest.param(lambda v: np.int64(round(v)), id="np-int64"),
+]
+
+
+# a warning on the way is a failure (these short runs' SamplingWarning aside)
+@pytest.mark.filterwarnings("error", "ignore::kameleon.SamplingWarning")
+@pytest.mark.parametrize("convert", REAL_FLOATS)
+def test_real_log_density_values_of_any_numeric_type_are_read_as_their_float(convert):
+    # each path gives the chain of the float density of the converted values
+    # (the integer ones make a coarse but valid density); a non-finite value
+    # (a float32 -inf here) is still a rejection, counted
+    def exact(x):
+        v = -0.5 * float(x @ x)
+        return float(convert(v)) if v > -2 else -math.inf
+
+    def value(x):
+        v = -0.5 * float(x @ x)
+        return convert(v) if v > -2 else np.float32(-np.inf)
+
+    kwargs = dict(sampler=km.AM(), draws=30, tune=0, chains=2, seed=1, progress=False)
+    # (a pseudo-marginal density draws from the chains' streams: its
+    # reference is the pseudo-marginal float density)
+    for density, float_density, extra in (
+        (value, exact, {}),
+        (km.PseudoMarginal(lambda x, rng: value(x)), km.PseudoMarginal(lambda x, rng: exact(x)), {}),
+        (lambda xs: [value(x) for x in xs], exact, dict(vectorize=True)),
+    ):
+        run = km.sample(density, [0.5], **kwargs, **extra)
+        reference = km.sample(float_density, [0.5], **kwargs)
+        np.testing.assert_array_equal(run.posterior["x"].values, reference.posterior["x"].values)
+        assert run.posterior.attrs["rejected_non_finite"] == reference.posterior.attrs["rejected_non_finite"]
+        assert sum(reference.posterior.attrs["rejected_non_finite"]) > 0

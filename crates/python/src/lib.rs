@@ -330,6 +330,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(regroup_checkpoints, m)?)?;
     m.add_function(wrap_pyfunction!(extend_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(density::log_density_value, m)?)?;
+    m.add_function(wrap_pyfunction!(density::log_density_values, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::resume_ensemble, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::ensemble_checkpoint_header, m)?)?;
