@@ -8,6 +8,7 @@ import ctypes
 import importlib.metadata
 import json
 import math
+import numbers
 import operator
 import os
 import secrets
@@ -78,20 +79,60 @@ def _integer(name: str, value, minimum: int) -> int:
     return number
 
 
-def _points(x0, name: str = "x0") -> np.ndarray:
-    """``x0`` as a float64 array; ``TypeError`` for complex values (numpy
-    would drop their imaginary parts with only a ComplexWarning) and for
-    anything that is not an array of numbers (a dict, a ragged list), whose
-    numpy error would not name ``x0``."""
+# what the values of a numpy dtype kind are, for the kinds that are not
+# real numbers
+_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
+
+
+def _real_array(value, what: str, shape: str) -> np.ndarray:
+    """``value`` as a float64 array if it holds real numbers: integers or
+    floats of any width, also as Python numbers in an object array. What
+    numpy would convert silently is a ``TypeError`` instead: strings and
+    bytes (parsed as numbers), complex numbers (cut to their real part),
+    booleans (0 and 1), dates and times (counts of days or seconds), and
+    other objects (None as NaN); so is a value numpy cannot make an array
+    of (a ragged nesting). The masked entries of a masked array are NaN
+    (numpy would use the values under the mask).
+    The messages begin with ``what`` (e.g. "the simulator returned") and
+    end with ``shape``, the shape expected."""
     try:
-        array = np.asarray(x0)
-        if not np.iscomplexobj(array):
-            return np.asarray(array, dtype=np.float64)
+        array = np.asarray(value)
     except (TypeError, ValueError) as err:
         raise TypeError(
-            f"`{name}` must be an array of numbers, shape (d,) or (chains, d), got {type(x0).__name__} {x0!r:.200}"
+            f"{what} a {type(value).__name__} that is not an array of numbers ({value!r:.100}); expected a "
+            f"real-valued float array of {shape}"
         ) from err
-    raise TypeError(f"`{name}` must be real, got complex values")
+    if array.dtype.kind == "O":
+        # numbers.Real counts bool, an int
+        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
+        held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
+    elif array.dtype.kind in "fiu":
+        held = example = None
+    else:
+        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
+    if held is None:
+        real = np.asarray(array, dtype=np.float64)
+        # numpy drops a mask: masked entries are missing values, NaN
+        mask = np.ma.getmask(value)
+        return np.where(mask, np.nan, real) if np.any(mask) else real
+    if isinstance(example, np.generic):
+        example = example.item()  # '1.5', not np.str_('1.5')
+    name = type(value).__name__
+    if isinstance(value, np.ndarray):
+        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
+    elif array.ndim == 0:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
+    else:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
+    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
+
+
+def _points(x0) -> np.ndarray:
+    """The starting points ``x0`` as a float64 array of real numbers (see
+    :func:`_real_array`): strings, complex numbers, booleans, other
+    objects and what is not an array of numbers are a ``TypeError`` naming
+    ``x0``."""
+    return _real_array(x0, "`x0` is", "shape (d,) or (chains, d)")
 
 
 def _checkpoint_every(value) -> float:

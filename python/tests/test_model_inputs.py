@@ -206,22 +206,54 @@ def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
             JointPrior(None, bad)
 
 
-@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "dict {'mu': 0.5}"), ([[0.0, 1.0], [0.0]], "list"),
-                                       (["a", "b"], "list ['a', 'b']")])
+@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "a dict ({'mu': 0.5})"),
+                                       ([[0.0, 1.0], [0.0]], "a list that is not an array of numbers"),
+                                       (["a", "b"], "a list holding strings (e.g. 'a')")])
 def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
     # a dict (a PyMC-style point) gave "float() argument must be a string or
     # a real number, not 'dict'", which does not say which argument
     logp, calls = counting_gaussian()
-    with pytest.raises(TypeError, match=r"`x0` must be an array of numbers, shape \(d,\) or \(chains, d\), got "
-                       + shown.replace("[", r"\[").replace("]", r"\]")):
+    shown = shown.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}.*; expected a real-valued float array of shape \(d,\) "
+                       r"or \(chains, d\)"):
         km.sample(logp, x0, draws=5, tune=0, chains=2, progress=False)
-    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}"):
         km.sample_ensemble(logp, x0, draws=5, tune=0, progress=False)
-    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}"):
         km.sample_ensemble(logp, x0, bounds=[(None, None)] * 2, draws=5, tune=0, progress=False)
     assert calls == []
-    with pytest.raises(TypeError, match="`x0` must be real"):
-        km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
+
+
+# What numpy would have turned into starting points silently: strings and
+# bytes parsed as numbers, booleans as 0 and 1, None as NaN (and complex
+# numbers cut to their real part, with only a ComplexWarning).
+NOT_REAL_X0 = [
+    pytest.param(["0.1", "0.2"], "str", id="str-list"),
+    pytest.param(np.array([["0.1", "0.2"], ["0.3", "0.4"]]), "str", id="str-array"),
+    pytest.param([b"0.1", b"0.2"], "bytes", id="bytes"),
+    pytest.param([True, False], "bool", id="bool"),
+    pytest.param(np.array([np.bool_(True), 0.5], dtype=object), "bool", id="object-bool"),
+    pytest.param(np.array([0.1, None], dtype=object), "NoneType", id="object-none"),
+    pytest.param([0.1 + 1j, 0.2], "complex", id="complex"),
+]
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("x0, named", NOT_REAL_X0)
+def test_an_x0_that_is_not_real_numbers_is_a_type_error(x0, named):
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=0, progress=False)
+    habc = km.HABC(lambda theta, rng: theta + rng.standard_normal(2), [0.0, 0.0], steps=2)
+    for call in (
+        lambda: km.sample(logp, x0, chains=2, **run),
+        lambda: km.sample(logp, x0, chains=2, bounds=[(-1.0, 1.0)] * 2, **run),
+        lambda: km.sample_ensemble(logp, x0, **run),
+        lambda: km.sample_ensemble(logp, x0, bounds=[(-1.0, 1.0)] * 2, **run),
+        lambda: habc.sample(x0, chains=2, seed=0, **run),
+    ):
+        with pytest.raises(TypeError, match=rf"`x0` is .*{named}.*; expected a real-valued float array of shape"):
+            call()
+    assert calls == []
 
 
 def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path, quiet):
