@@ -191,9 +191,17 @@ class PseudoMarginal:
     chain's own stream, so runs are reproducible. The estimate of the current
     state is kept, never recomputed (exact pseudo-marginal MCMC). With
     ``prior=`` or ``bounds=`` in :func:`sample`, it estimates the likelihood.
+    ``function`` must be callable (else ``TypeError``).
     """
 
     function: Callable
+
+    def __post_init__(self) -> None:
+        if not callable(self.function):
+            raise TypeError(
+                "PseudoMarginal needs a callable f(x, rng) -> float, got "
+                f"{type(self.function).__name__} {self.function!r:.100}"
+            )
 
 
 class SimulationEstimator:

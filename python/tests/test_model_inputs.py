@@ -391,3 +391,12 @@ def test_real_log_density_values_of_any_numeric_type_are_read_as_their_float(con
         np.testing.assert_array_equal(run.posterior["x"].values, reference.posterior["x"].values)
         assert run.posterior.attrs["rejected_non_finite"] == reference.posterior.attrs["rejected_non_finite"]
         assert sum(reference.posterior.attrs["rejected_non_finite"]) > 0
+
+
+@pytest.mark.parametrize("function, shown", [(None, "NoneType None"), (5, "int 5"), ("logp", "str 'logp'")])
+def test_a_pseudo_marginal_of_something_not_callable_is_refused_on_creation(function, shown):
+    # None was refused by `sample` as "log_density must be a callable,
+    # PseudoMarginal, ... got PseudoMarginal", 5 only at the first
+    # evaluation with "'int' object is not callable"
+    with pytest.raises(TypeError, match=rf"PseudoMarginal needs a callable f\(x, rng\) -> float, got {shown}"):
+        km.PseudoMarginal(function)
