@@ -123,9 +123,11 @@ def _exit_with_parent(parent_alive) -> None:
 
 @dataclass(frozen=True)
 class ChainTask:
-    """Chain ``chain`` of a run, started at ``x0`` (or, with ``resume``,
-    continued from its checkpoint ``part``, which holds its evaluation
-    limit), at most ``evaluation_limit`` log-density evaluations."""
+    """Chain ``chain`` of a run, started at ``x0`` with ``density_record``,
+    what its checkpoint records of the log density (see
+    ``kameleon._sample._density_record``), or, with ``resume``, continued
+    from its checkpoint ``part``, which holds its evaluation limit and
+    record; at most ``evaluation_limit`` log-density evaluations."""
 
     key: str
     blob: bytes
@@ -142,6 +144,7 @@ class ChainTask:
     checkpoint_every: float
     resume: bool
     evaluation_limit: int | None
+    density_record: Any
 
 
 def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
@@ -190,6 +193,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
             task.checkpoint_every,
             [task.chain],
             task.evaluation_limit,
+            task.density_record,
         )
     return result["chains"][0], bool(result["interrupted"]), steps[0]
 
