@@ -24,6 +24,7 @@ from ._sample import (
     _checkpoint_every,
     _checkpoint_path,
     _density,
+    _density_record,
     _integer,
     _one_point,
     _points,
@@ -114,7 +115,11 @@ def sample_ensemble(
 
     With ``checkpoint``, the run is saved there every ``checkpoint_every``
     seconds (``math.inf``: only then) and at the end (or on Ctrl-C): its start and every log-density
-    value so far (the moves follow from those), and
+    value so far (the moves follow from those), with a record of the log
+    density for :func:`resume_ensemble` to check (for a noisy one, its
+    estimate at ``x0``, its first row if it has one per walker, with
+    ``numpy.random.default_rng(0)``: one evaluation before the run, not
+    counted), and
     :func:`resume_ensemble` continues it, bit-identical to an uninterrupted
     run, replaying the saved part without evaluating the density.
 
@@ -148,10 +153,12 @@ def sample_ensemble(
     parameter_names = check_parameter_names(parameter_names, d)
     _check_dimension(log_density, d, "`x0`")
     kind, function = _walkers_density(log_density, vectorize, cores, executor, walkers)
+    # the checkpoint records the log density for resume_ensemble to check
+    record = None if checkpoint is None else _density_record(log_density, _density(log_density, None, False)[0], x0[0])
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
-            checkpoint, _checkpoint_every(checkpoint_every),
+            checkpoint, _checkpoint_every(checkpoint_every), record,
         ),
         [tune + draws],
         progress,
@@ -176,10 +183,18 @@ def resume_ensemble(
     with the same log density: the result is bit-identical to an
     uninterrupted run. ``vectorize``, ``cores`` and ``executor`` are as in
     :func:`sample_ensemble` (they need not be the ones of the first run).
-    The checkpoint is updated as the run goes on. An exact log density is
-    checked against the run first: at walker 0's starting point it must
-    give the value the run recorded there (one evaluation), so another
-    model or data set is refused with a ``ValueError``."""
+    The checkpoint is updated as the run goes on. The log density is
+    checked against the run first, as :func:`kameleon.resume` checks it
+    (one evaluation, not counted): it must be exact or noisy as the run's
+    was; an exact one must give the value the run recorded at walker 0's
+    starting point, a noisy one the estimate the run's estimator gave at
+    the point its checkpoint recorded (see :func:`sample_ensemble`; on the
+    unconstrained scale with ``prior``/``bounds``) with the generator
+    ``numpy.random.default_rng(0)``; so another model, data set or
+    estimator is refused with a ``ValueError`` (the estimator must draw all
+    its randomness from the ``rng`` it is given). A checkpoint of an
+    earlier version of kameleon has no record of a noisy density, which is
+    then not checked."""
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
@@ -189,7 +204,8 @@ def resume_ensemble(
     else:
         one_point, kind = log_density, _density(log_density, None, False)[0]
     _check_same_density(
-        one_point, kind, header["first_point"], header["first_log_density"], "kameleon.resume_ensemble"
+        one_point, kind, header["density"], header["first_point"], header["first_log_density"],
+        "kameleon.resume_ensemble",
     )
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(

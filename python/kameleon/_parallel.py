@@ -123,9 +123,11 @@ def _exit_with_parent(parent_alive) -> None:
 
 @dataclass(frozen=True)
 class ChainTask:
-    """Chain ``chain`` of a run, started at ``x0`` (or, with ``resume``,
-    continued from its checkpoint ``part``, which holds its evaluation
-    limit), at most ``evaluation_limit`` log-density evaluations."""
+    """Chain ``chain`` of a run, started at ``x0`` with ``density_record``,
+    what its checkpoint records of the log density (see
+    ``kameleon._sample._density_record``), or, with ``resume``, continued
+    from its checkpoint ``part``, which holds its evaluation limit and
+    record; at most ``evaluation_limit`` log-density evaluations."""
 
     key: str
     blob: bytes
@@ -142,6 +144,7 @@ class ChainTask:
     checkpoint_every: float
     resume: bool
     evaluation_limit: int | None
+    density_record: Any
 
 
 def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
@@ -190,14 +193,16 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
             task.checkpoint_every,
             [task.chain],
             task.evaluation_limit,
+            task.density_record,
         )
     return result["chains"][0], bool(result["interrupted"]), steps[0]
 
 
 def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
-    """The log density of each row of ``rows``, in a worker."""
+    """The log density of each row of ``rows``, in a worker, as floats (a
+    value that is not a real float is the extension's ``TypeError``)."""
     function, _ = _density_of(key, blob)
-    return [function(np.array(row, dtype=np.float64)) for row in rows]
+    return [_core.log_density_value(function, function(np.array(row, dtype=np.float64))) for row in rows]
 
 
 # ── in the parent ────────────────────────────────────────────────────────
@@ -539,6 +544,6 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
             values = [v for future in futures for v in future.result()]
         except BrokenProcessPool as err:
             raise explained(err) from err.__cause__
-        return np.array([float(v) for v in values], dtype=np.float64)
+        return np.array(values, dtype=np.float64)
 
     return evaluate

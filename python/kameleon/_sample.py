@@ -8,6 +8,7 @@ import ctypes
 import importlib.metadata
 import json
 import math
+import numbers
 import operator
 import os
 import secrets
@@ -78,20 +79,60 @@ def _integer(name: str, value, minimum: int) -> int:
     return number
 
 
-def _points(x0, name: str = "x0") -> np.ndarray:
-    """``x0`` as a float64 array; ``TypeError`` for complex values (numpy
-    would drop their imaginary parts with only a ComplexWarning) and for
-    anything that is not an array of numbers (a dict, a ragged list), whose
-    numpy error would not name ``x0``."""
+# what the values of a numpy dtype kind are, for the kinds that are not
+# real numbers
+_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
+
+
+def _real_array(value, what: str, shape: str) -> np.ndarray:
+    """``value`` as a float64 array if it holds real numbers: integers or
+    floats of any width, also as Python numbers in an object array. What
+    numpy would convert silently is a ``TypeError`` instead: strings and
+    bytes (parsed as numbers), complex numbers (cut to their real part),
+    booleans (0 and 1), dates and times (counts of days or seconds), and
+    other objects (None as NaN); so is a value numpy cannot make an array
+    of (a ragged nesting). The masked entries of a masked array are NaN
+    (numpy would use the values under the mask).
+    The messages begin with ``what`` (e.g. "the simulator returned") and
+    end with ``shape``, the shape expected."""
     try:
-        array = np.asarray(x0)
-        if not np.iscomplexobj(array):
-            return np.asarray(array, dtype=np.float64)
+        array = np.asarray(value)
     except (TypeError, ValueError) as err:
         raise TypeError(
-            f"`{name}` must be an array of numbers, shape (d,) or (chains, d), got {type(x0).__name__} {x0!r:.200}"
+            f"{what} a {type(value).__name__} that is not an array of numbers ({value!r:.100}); expected a "
+            f"real-valued float array of {shape}"
         ) from err
-    raise TypeError(f"`{name}` must be real, got complex values")
+    if array.dtype.kind == "O":
+        # numbers.Real counts bool, an int
+        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
+        held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
+    elif array.dtype.kind in "fiu":
+        held = example = None
+    else:
+        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
+    if held is None:
+        real = np.asarray(array, dtype=np.float64)
+        # numpy drops a mask: masked entries are missing values, NaN
+        mask = np.ma.getmask(value)
+        return np.where(mask, np.nan, real) if np.any(mask) else real
+    if isinstance(example, np.generic):
+        example = example.item()  # '1.5', not np.str_('1.5')
+    name = type(value).__name__
+    if isinstance(value, np.ndarray):
+        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
+    elif array.ndim == 0:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
+    else:
+        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
+    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
+
+
+def _points(x0) -> np.ndarray:
+    """The starting points ``x0`` as a float64 array of real numbers (see
+    :func:`_real_array`): strings, complex numbers, booleans, other
+    objects and what is not an array of numbers are a ``TypeError`` naming
+    ``x0``."""
+    return _real_array(x0, "`x0` is", "shape (d,) or (chains, d)")
 
 
 def _checkpoint_every(value) -> float:
@@ -147,12 +188,23 @@ class PseudoMarginal:
     unbiased estimate of the (unnormalised) density.
 
     ``rng`` is a fresh ``numpy.random.Generator`` per call, seeded from the
-    chain's own stream, so runs are reproducible. The estimate of the current
+    chain's own stream, so runs are reproducible: ``function`` must draw
+    all its randomness from ``rng`` (not from numpy's global generator or
+    any other source), and :func:`resume` relies on it to check a
+    checkpointed run's estimator. The estimate of the current
     state is kept, never recomputed (exact pseudo-marginal MCMC). With
     ``prior=`` or ``bounds=`` in :func:`sample`, it estimates the likelihood.
+    ``function`` must be callable (else ``TypeError``).
     """
 
     function: Callable
+
+    def __post_init__(self) -> None:
+        if not callable(self.function):
+            raise TypeError(
+                "PseudoMarginal needs a callable f(x, rng) -> float, got "
+                f"{type(self.function).__name__} {self.function!r:.100}"
+            )
 
 
 class SimulationEstimator:
@@ -223,48 +275,88 @@ def _one_point(vectorized: Callable) -> Callable:
     """The per-point log density ``f(x)`` of a vectorized one: its value
     at the single row ``x[None]``, for the checks of the starting points
     and the timing call, which run it from Python. A value that is not one
-    float per row is the ``TypeError`` the run itself would raise."""
+    real float per row is the ``TypeError`` the run itself would raise."""
 
     def log_density(x: np.ndarray) -> float:
-        value = vectorized(x[None, :])
-        try:
-            array = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            array = None
-        if array is None or array.shape != (1,):
-            name = getattr(vectorized, "__qualname__", repr(vectorized))
-            raise TypeError(
-                f"vectorized log density `{name}` must return 1 floats (an array of shape (1,)) for an array of "
-                f"1 points, got {value!r}"
-            )
-        return float(array[0])
+        return _core.log_density_values(vectorized, vectorized(x[None, :]), 1)[0]
 
     return log_density
 
 
-def _check_same_density(log_density, kind: str, point, stored: float, what: str) -> None:
-    """``ValueError`` when an exact ``log_density`` (of the Rust ``kind``)
-    is not a checkpointed run's: its value at ``point`` must be ``stored``,
-    the value the run recorded there (one evaluation, not counted;
-    pseudo-marginal estimates are noisy and are not checked). The
-    tolerance, 10⁻⁹ relative, allows the rounding of a vectorised density
-    evaluated on another batch size; a changed model, data set or prior
-    moves the value by far more."""
-    exact = kind in ("callable", "vectorized", "compiled") or (kind == "builtin" and log_density.is_exact)
-    if not exact or stored is None or not math.isfinite(stored):
-        return
-    # an exact built-in target ignores the seed its probe draws
-    value = _log_density_probe(log_density)(np.array(point, dtype=np.float64), np.random.default_rng(0))
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not abs(value - stored) <= 1e-9 * max(1.0, abs(stored)):
-        raise ValueError(
-            f"{what}: this log density is not the checkpointed run's: at a point of the run it is {value!r}, "
-            f"where the run recorded {stored!r}. Continue a run with the log density it was started with (and "
-            "the same `prior`/`bounds`); a changed model or data set needs a new run"
+# The seed of the generator, numpy.random.default_rng(_RECORD_SEED), with
+# which a checkpoint records a noisy log density's estimate at one point
+# and resume draws it again: fixed, and no chain's stream, so recording
+# changes no chain (the docstrings of sample and resume name it).
+_RECORD_SEED = 0
+
+
+def _is_exact(log_density, kind: str) -> bool:
+    """Whether ``log_density`` (of the Rust ``kind``) is exact, not a noisy
+    estimate."""
+    return kind in ("callable", "vectorized", "compiled") or (kind == "builtin" and log_density.is_exact)
+
+
+def _density_record(log_density, kind: str, point):
+    """What a checkpoint records of the run's ``log_density`` (of the Rust
+    ``kind``): ``"exact"``, or for a noisy one ``(point, estimate)``, its
+    estimate at ``point`` drawn with ``numpy.random.default_rng(_RECORD_SEED)``
+    (one evaluation from Python, not counted)."""
+    if _is_exact(log_density, kind):
+        return "exact"
+    point = np.array(point, dtype=np.float64)
+    return point.tolist(), _log_density_probe(log_density)(point, np.random.default_rng(_RECORD_SEED))
+
+
+def _check_same_density(log_density, kind: str, record, point, stored: float, what: str) -> None:
+    """``ValueError`` when ``log_density`` (of the Rust ``kind``) is not a
+    checkpointed run's: of another kind (exact or noisy) than ``record``
+    says, the checkpoint's record of the run's density (None in a
+    checkpoint written before records were kept); if exact, its value at
+    ``point`` must be ``stored``, the value the run recorded there; if
+    noisy, its estimate at the record's point, drawn as
+    :func:`_density_record` drew it, must be the recorded one. One
+    evaluation, not counted. The tolerance, 10⁻⁹ relative, allows the
+    rounding of a vectorised density evaluated on another batch size; a
+    changed model, data set, estimator or prior moves the value by far
+    more."""
+    exact = _is_exact(log_density, kind)
+    if record is not None and (record == "exact") != exact:
+        was, now = ("exact", "a noisy estimate") if record == "exact" else ("a noisy estimate", "exact")
+        _refuse(what, f"the run's log density was {was} and this one is {now}")
+    if exact:
+        if stored is None or not math.isfinite(stored):
+            return
+        # an exact built-in target ignores the seed its probe draws
+        value = _log_density_probe(log_density)(np.array(point, dtype=np.float64), np.random.default_rng(0))
+        if not _same_value(value, stored):
+            _refuse(what, f"at a point of the run it is {value!r}, where the run recorded {stored!r}")
+    elif record is not None:
+        record_point, recorded = record
+        value = _log_density_probe(log_density)(
+            np.array(record_point, dtype=np.float64), np.random.default_rng(_RECORD_SEED)
         )
+        if not _same_value(value, recorded):
+            _refuse(
+                what,
+                f"at a point of the run its estimate with numpy.random.default_rng({_RECORD_SEED}) is {value!r}, "
+                f"where the run's estimator gave {recorded!r} (an estimator must draw all its randomness from the "
+                "`rng` it is given)",
+            )
+
+
+def _same_value(value: float, stored: float) -> bool:
+    """Whether ``value`` is ``stored`` to 10⁻⁹, relative (NaN is NaN)."""
+    if math.isnan(value) or math.isnan(stored):
+        return math.isnan(value) and math.isnan(stored)
+    return value == stored or abs(value - stored) <= 1e-9 * max(1.0, abs(stored))
+
+
+def _refuse(what: str, reason: str):
+    raise ValueError(
+        f"{what}: this log density is not the checkpointed run's: {reason}. Continue a run with the log density "
+        "it was started with (the same function, estimator and data, and the same `prior`/`bounds`); a changed "
+        "model or data set needs a new run"
+    )
 
 
 def _check_dimension(log_density, d: int, what: str) -> None:
@@ -358,8 +450,10 @@ _JITTER_SLACK = 10.0
 
 def _log_density_probe(log_density) -> Callable:
     """``probe(x, rng)``: the log density at ``x`` evaluated from Python the
-    way the sampler evaluates it (``rng`` seeds a pseudo-marginal estimate);
-    only used to check jittered starting points."""
+    way the sampler evaluates it (``rng`` seeds a pseudo-marginal estimate),
+    as a float (a value that is not a real float is the run's
+    ``TypeError``); for the checks of the starting points and of a
+    checkpointed run."""
     if isinstance(log_density, Target):
         return lambda x, rng: log_density.log_density(x, seed=int(rng.integers(2**63)))
     if isinstance(log_density, Compiled):
@@ -368,18 +462,15 @@ def _log_density_probe(log_density) -> Callable:
         return lambda x, rng: function(x.ctypes.data_as(pointer), x.shape[0])
     noisy = _noisy_function(log_density)
     if noisy is not None:
-        return lambda x, rng: noisy(x, rng)
-    return lambda x, rng: log_density(x)
+        return lambda x, rng: _as_float(noisy, noisy(x, rng))
+    return lambda x, rng: _as_float(log_density, log_density(x))
 
 
 def _probe_value(probe, x: np.ndarray, rng) -> float | None:
-    """The log density at ``x`` if it is a finite number, else None.
-    Exceptions raised by the density propagate, as they would from the run."""
+    """The log density at ``x`` if it is finite, else None. Exceptions
+    raised by the density (or for a value that is not a real float)
+    propagate, as they would from the run."""
     value = probe(np.array(x, dtype=np.float64), rng)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
     return value if math.isfinite(value) else None
 
 
@@ -415,17 +506,12 @@ def _jittered_starts(x0: np.ndarray, chains: int, seed: int, probe) -> np.ndarra
 
 
 def _as_float(function, value) -> float:
-    """``value`` as a float, else ``TypeError`` naming ``function`` (the
-    message the extension gives for a callable)."""
+    """``value``, returned by the log density ``function``, as a float if
+    it is a real number, read as the extension reads it; else the
+    extension's ``TypeError`` naming ``function``."""
     if isinstance(value, float):
         return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        name = getattr(function, "__qualname__", repr(function))
-        raise TypeError(
-            f"log density function `{name}` returned a value of type `{type(value).__name__}`; expected a float"
-        ) from None
+    return _core.log_density_value(function, value)
 
 
 class _Unconstrained:
@@ -926,7 +1012,11 @@ def sample(
     every ``checkpoint_every`` seconds (``math.inf``: only then) and at the
     end or on Ctrl-C (a folder that does not exist or cannot be written is
     an ``OSError`` before the run);
-    :func:`resume` continues it. Ctrl-C returns the draws so far with a
+    :func:`resume` continues it. The checkpoint records whether the log
+    density is exact, and a noisy one's estimate at chain 0's start with
+    the generator ``numpy.random.default_rng(0)`` (one evaluation before
+    the run, not counted, drawn from no chain's stream) for :func:`resume`
+    to check. Ctrl-C returns the draws so far with a
     warning. Returns ArviZ data with ``posterior`` and ``sample_stats``.
 
     ``x0``: the starting points, shape (chains, d), used exactly as given;
@@ -1063,7 +1153,8 @@ def sample(
     evaluation). A point that rounds onto a bound (z far out) is rejected.
     The output's ``attrs`` record the prior as ``prior``. :func:`resume`
     needs the same ``prior`` and ``bounds`` again: the checkpoint holds the
-    chains on the z scale and cannot check them.
+    chains on the z scale, and another prior or bounds changes the log
+    density there, which :func:`resume` checks.
     """
     sampler = KAMH() if sampler is None else sampler
     if not isinstance(sampler, Sampler):
@@ -1111,12 +1202,14 @@ def sample(
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    # a user's checkpoint records the log density for resume to check
+    record = None if path is None else _density_record(log_density, kind, x0[0])
     with contextlib.ExitStack() as cleanup:
         if rules.converging and path is None:
             # the rounds continue the run from a checkpoint of their own
             path = os.path.join(cleanup.enter_context(tempfile.TemporaryDirectory()), "run.ckpt")
         first = min(draws, _FIRST_ROUND) if rules.converging else draws
-        result = launch.start(settings, x0, seed, first, tune, thin, path)
+        result = launch.start(settings, x0, seed, first, tune, thin, path, record)
         header = {"settings": settings, "seed": seed, "draws": first, "tune": tune, "thin": thin}
         result, header, stopped_by = launch.rounds(result, header, path, draws)
     extra = {"stopped_by": stopped_by}
@@ -1209,7 +1302,7 @@ class _Launch:
     checkpoint_every: float
     rules: _StopRules
 
-    def _tasks(self, header: dict, chains: int, path: str | None, x0) -> list:
+    def _tasks(self, header: dict, chains: int, path: str | None, x0, record=None) -> list:
         key, blob = _parallel.pickle_density(self.function, self.gradient)
         run_id = secrets.token_hex(8)
         return [
@@ -1217,7 +1310,7 @@ class _Launch:
                 key, blob, self.kind, header["settings"], None if x0 is None else x0[k].tolist(), header["seed"],
                 header["draws"], header["tune"], header["thin"], k, run_id,
                 None if path is None else _parallel.part_path(path, k, chains), self.checkpoint_every, x0 is None,
-                self.rules.evaluation_limit,
+                self.rules.evaluation_limit, record,
             )
             for k in range(chains)
         ]
@@ -1233,21 +1326,25 @@ class _Launch:
             )
         return _run(work, totals, self.progress, done, deadline=self.rules.deadline)
 
-    def start(self, settings: str, x0: np.ndarray, seed: int, draws: int, tune: int, thin: int, path) -> dict:
-        """New chains from ``x0`` (checkpointed at ``path`` if not None)."""
+    def start(
+        self, settings: str, x0: np.ndarray, seed: int, draws: int, tune: int, thin: int, path, record
+    ) -> dict:
+        """New chains from ``x0`` (checkpointed at ``path`` if not None,
+        with ``record``, the checkpoint's record of the log density, from
+        :func:`_density_record`, or None)."""
         totals = [tune + draws * thin] * x0.shape[0]
         if self.mode != "thread":
             if path is not None:
                 _parallel.remove_parts(path)
             header = {"settings": settings, "seed": seed, "draws": draws, "tune": tune, "thin": thin}
-            return self._run(self._tasks(header, x0.shape[0], path, x0), totals, path)
+            return self._run(self._tasks(header, x0.shape[0], path, x0, record), totals, path)
         return self._run(
             lambda report: _core.sample(
                 settings, self.kind, self.function, self.gradient,
                 # a copy: a user's array may be unaligned (e.g. read from a buffer)
                 np.array(x0, dtype=np.float64, order="C"),
                 seed, draws, tune, thin, self.workers, report, path, self.checkpoint_every,
-                evaluation_limit=self.rules.evaluation_limit,
+                evaluation_limit=self.rules.evaluation_limit, density_record=record,
             ),
             totals,
             path,
@@ -1325,29 +1422,31 @@ def resume(
     log-likelihood, as in :func:`sample`): the checkpoint holds the chains on
     the unconstrained scale.
 
-    What is checked against the checkpoint before anything runs: the
-    dimension of a :class:`Compiled` function, a built-in target or the
-    prior; and for an exact log density (a Python callable, vectorised or
-    not, a :class:`Compiled` function or an exact built-in target, with its
-    ``prior`` and ``bounds``) its value at chain 0's current point (one
-    evaluation, not counted), which must be the one the run stored there
-    (to 10⁻⁹, relative). So another model, data set, prior or bounds, a run
-    resumed without its prior, or a run of a :class:`PseudoMarginal`
-    resumed with an exact log density (which does not reproduce its
-    estimate), is refused with a ``ValueError``.
-
-    What is not checked: which estimator a noisy log density is (a
-    :class:`PseudoMarginal`, :class:`kameleon.ABC`,
+    What is checked against the checkpoint before anything runs, each a
+    ``ValueError`` if it fails: the dimension of a :class:`Compiled`
+    function, a built-in target or the prior; whether the log density is
+    exact or a noisy estimate, as the run's was; for an exact log density
+    (a Python callable, vectorised or not, a :class:`Compiled` function or
+    an exact built-in target, with its ``prior`` and ``bounds``) its value
+    at chain 0's current point, which must be the one the run stored there;
+    and for a noisy one (a :class:`PseudoMarginal`, :class:`kameleon.ABC`,
     :class:`kameleon.SyntheticLikelihood`, compiled or not, or a built-in
-    target that is not exact). The value a run stored at a point is an
-    estimate drawn with a generator seeded from the chain's stream at the
-    step that accepted the point; the checkpoint keeps neither that seed
-    nor any other record of the estimator (its function, simulator,
-    observed summaries, ε, ``n_simulations``, prior or bounds), so no
-    evaluation now can be compared with it. Resuming with another
-    estimator, or a run of an exact log density with a noisy one,
-    continues silently and gives a chain of neither: keep the estimator
-    with its checkpoint (e.g. in the script that wrote it).
+    target that is not exact, with its ``prior`` and ``bounds``) its
+    estimate at the point the checkpoint recorded (chain 0's start) with
+    the generator ``numpy.random.default_rng(0)``, which must be the
+    estimate the run's estimator gave there with that generator when the
+    run started. Either is one evaluation, not counted, and must agree to
+    10⁻⁹, relative. So another model, data set, estimator (function,
+    simulator, observed summaries, ε, ``n_simulations``), prior or bounds,
+    a run resumed without its prior, or an exact run resumed with a noisy
+    density or the other way round, is refused. The estimator must draw
+    all its randomness from the ``rng`` it is given (as
+    :class:`PseudoMarginal` requires): one that draws from elsewhere (e.g.
+    numpy's global generator) does not give the recorded estimate again
+    and is refused. A checkpoint written by an earlier version of kameleon
+    has no such record: whether the density is exact or noisy, and which
+    estimator a noisy one is, is then not checked (an exact density is
+    still checked at chain 0's current point).
 
     A run cut by ``max_evaluations`` keeps its chains' evaluation shares:
     resumed, it stops where it would have (``attrs["stopped_by"]`` is then
@@ -1396,7 +1495,9 @@ def _continue(
             raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
         kind, vectorized = "vectorized", log_density
         log_density = _one_point(vectorized)
-    _check_same_density(log_density, kind, header["positions"][0], header["log_densities"][0], what)
+    _check_same_density(
+        log_density, kind, header["density"], header["positions"][0], header["log_densities"][0], what
+    )
     if extend_by is not None:
         # the run's header once lengthened, so that the cores and the mode
         # are checked and chosen before the file changes

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._sample import _integer, _points
+from ._sample import _integer, _real_array
 
 __all__ = ["ess_bulk", "ess_tail", "ess", "rhat", "mmd"]
 
 
 def _per_dim(draws, f):
-    a = _points(draws, "draws")
+    a = _real_array(draws, "`draws` is", "shape (chains, draws) or (chains, draws, d)")
     if a.ndim == 2:
         return f(np.ascontiguousarray(a))
     if a.ndim == 3:
@@ -47,7 +47,7 @@ def rhat(draws):
 
 def _sample(value, name: str) -> np.ndarray:
     """A sample as a contiguous (n, d) float64 array; 1-d means n scalar draws."""
-    a = _points(value, name)
+    a = _real_array(value, f"`{name}` is", "shape (n, d), or (n,) for scalar draws")
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2:

@@ -31,6 +31,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from . import _core
+
 __all__ = [
     "Marginal",
     "Normal",
@@ -502,13 +504,9 @@ class JointPrior:
         if self.function is None:
             return 0.0
         value = self.function(x)
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            name = getattr(self.function, "__qualname__", repr(self.function))
-            raise TypeError(
-                f"log prior function `{name}` returned a value of type `{type(value).__name__}`; expected a float"
-            ) from None
+        if not isinstance(value, float):
+            # a real number, as the samplers read a log density
+            value = _core.log_density_value(self.function, value, "log prior function")
         return -math.inf if math.isnan(value) else value
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:

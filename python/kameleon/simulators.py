@@ -27,11 +27,12 @@ prior with ``prior=`` (see :mod:`kameleon.priors`). Choose
 
 Errors: a simulator that raises stops the run and its exception is raised
 by ``sample`` (with a note giving ``theta``); a simulator that returns
-something other than an array of the expected shape raises ``ValueError``
-naming the shape expected, and one whose summaries are not real numbers
-(strings, which numpy would parse, complex numbers, booleans, dates, None
-or other objects in an object array) raises ``TypeError`` saying what it
-returned; so do such ``observed`` summaries. Summaries that are NaN or
+an array of another shape than expected raises ``ValueError`` naming the
+shape expected, and one that returns something that is not an array of
+real numbers (a ragged nesting; strings, which numpy would parse, complex
+numbers, booleans, dates, None or other objects in an object array)
+raises ``TypeError`` saying what it returned; so do such ``observed``
+summaries. Summaries that are NaN or
 infinite (or masked, in a numpy masked array) are rejections, not errors:
 see each class.
 
@@ -48,67 +49,19 @@ the estimates, which still run without the GIL.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from . import _core
-from ._sample import SimulationEstimator, _address, _integer, _noisy_function
+from ._sample import SimulationEstimator, _address, _integer, _noisy_function, _real_array
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 # the most float64 values a numpy array can hold
 _MAX_SUMMARIES = np.iinfo(np.intp).max // 8
-
-
-# what the values of a numpy dtype kind are, for the kinds that are not
-# real numbers
-_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
-
-
-def _real_array(value, what: str, shape: str) -> np.ndarray:
-    """``value`` as a float64 array if it holds real numbers: integers or
-    floats of any width, also as Python numbers in an object array. What
-    numpy would convert silently is a ``TypeError`` instead: strings and
-    bytes (parsed as numbers), complex numbers (cut to their real part),
-    booleans (0 and 1), dates and times (counts of days or seconds), and
-    other objects (None as NaN). A ragged nesting is a ``ValueError``. The
-    masked entries of a masked array are NaN (numpy would use the values
-    under the mask).
-    The messages begin with ``what`` (e.g. "the simulator returned") and
-    end with ``shape``, the shape expected."""
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(
-            f"{what} a {type(value).__name__} that is not an array of numbers; expected {shape}"
-        ) from err
-    if array.dtype.kind == "O":
-        # numbers.Real counts bool, an int
-        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
-        held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
-    elif array.dtype.kind in "fiu":
-        held = example = None
-    else:
-        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
-    if held is None:
-        real = np.asarray(array, dtype=np.float64)
-        # numpy drops a mask: masked entries are missing values, NaN
-        mask = np.ma.getmask(value)
-        return np.where(mask, np.nan, real) if np.any(mask) else real
-    if isinstance(example, np.generic):
-        example = example.item()  # '1.5', not np.str_('1.5')
-    name = type(value).__name__
-    if isinstance(value, np.ndarray):
-        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
-    elif array.ndim == 0:
-        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
-    else:
-        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
-    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
 
 
 def _observed(value) -> np.ndarray:

@@ -245,3 +245,16 @@ def test_habc_runs_a_compiled_simulator_without_python():
     failing = km.HABC(compiled(_fails_above_one), [0.5], steps=3, step_size=(0.5, 1.0))
     with pytest.raises(RuntimeError, match="status 7"):
         failing.sample([2.0], draws=20, tune=0, chains=1, seed=1)
+
+
+def test_resume_refuses_another_compiled_estimator_and_takes_the_same_one(tmp_path):
+    # the record of a run's estimator covers the estimators that run in Rust
+    path = tmp_path / "run.ckpt"
+    kwargs = dict(sampler=km.AM(), tune=0, chains=2, seed=3, progress=False)
+    abc = lambda epsilon: km.ABC(compiled(_shifted, 2, 2, 2), [0.3, -0.2], epsilon, 5)  # noqa: E731
+    km.sample(abc(0.5), [0.0, 0.0], draws=10, checkpoint=path, **kwargs)
+    with pytest.raises(ValueError, match="this log density is not the checkpointed run's: at a point of the run"):
+        km.resume(path, abc(0.6), progress=False)
+    extended = km.extend(path, abc(0.5), draws=5, progress=False)
+    longer = km.sample(abc(0.5), [0.0, 0.0], draws=15, **kwargs)
+    np.testing.assert_array_equal(extended.posterior["x"].values, longer.posterior["x"].values)

@@ -1,6 +1,8 @@
 """Inputs a user's model brings to sample, sample_ensemble and HABC:
 parameter names, compiled functions, target parameters."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -204,22 +206,54 @@ def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
             JointPrior(None, bad)
 
 
-@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "dict {'mu': 0.5}"), ([[0.0, 1.0], [0.0]], "list"),
-                                       (["a", "b"], "list ['a', 'b']")])
+@pytest.mark.parametrize("x0, shown", [({"mu": 0.5}, "a dict ({'mu': 0.5})"),
+                                       ([[0.0, 1.0], [0.0]], "a list that is not an array of numbers"),
+                                       (["a", "b"], "a list holding strings (e.g. 'a')")])
 def test_an_x0_that_is_not_an_array_of_numbers_is_named(x0, shown):
     # a dict (a PyMC-style point) gave "float() argument must be a string or
     # a real number, not 'dict'", which does not say which argument
     logp, calls = counting_gaussian()
-    with pytest.raises(TypeError, match=r"`x0` must be an array of numbers, shape \(d,\) or \(chains, d\), got "
-                       + shown.replace("[", r"\[").replace("]", r"\]")):
+    shown = shown.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}.*; expected a real-valued float array of shape \(d,\) "
+                       r"or \(chains, d\)"):
         km.sample(logp, x0, draws=5, tune=0, chains=2, progress=False)
-    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}"):
         km.sample_ensemble(logp, x0, draws=5, tune=0, progress=False)
-    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+    with pytest.raises(TypeError, match=rf"`x0` is {shown}"):
         km.sample_ensemble(logp, x0, bounds=[(None, None)] * 2, draws=5, tune=0, progress=False)
     assert calls == []
-    with pytest.raises(TypeError, match="`x0` must be real"):
-        km.sample(logp, [1j, 0.0], draws=5, tune=0, chains=2, progress=False)
+
+
+# What numpy would have turned into starting points silently: strings and
+# bytes parsed as numbers, booleans as 0 and 1, None as NaN (and complex
+# numbers cut to their real part, with only a ComplexWarning).
+NOT_REAL_X0 = [
+    pytest.param(["0.1", "0.2"], "str", id="str-list"),
+    pytest.param(np.array([["0.1", "0.2"], ["0.3", "0.4"]]), "str", id="str-array"),
+    pytest.param([b"0.1", b"0.2"], "bytes", id="bytes"),
+    pytest.param([True, False], "bool", id="bool"),
+    pytest.param(np.array([np.bool_(True), 0.5], dtype=object), "bool", id="object-bool"),
+    pytest.param(np.array([0.1, None], dtype=object), "NoneType", id="object-none"),
+    pytest.param([0.1 + 1j, 0.2], "complex", id="complex"),
+]
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("x0, named", NOT_REAL_X0)
+def test_an_x0_that_is_not_real_numbers_is_a_type_error(x0, named):
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=0, progress=False)
+    habc = km.HABC(lambda theta, rng: theta + rng.standard_normal(2), [0.0, 0.0], steps=2)
+    for call in (
+        lambda: km.sample(logp, x0, chains=2, **run),
+        lambda: km.sample(logp, x0, chains=2, bounds=[(-1.0, 1.0)] * 2, **run),
+        lambda: km.sample_ensemble(logp, x0, **run),
+        lambda: km.sample_ensemble(logp, x0, bounds=[(-1.0, 1.0)] * 2, **run),
+        lambda: habc.sample(x0, chains=2, seed=0, **run),
+    ):
+        with pytest.raises(TypeError, match=rf"`x0` is .*{named}.*; expected a real-valued float array of shape"):
+            call()
+    assert calls == []
 
 
 def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path, quiet):
@@ -260,3 +294,109 @@ def test_a_vectorized_density_returning_no_array_names_what_it_must_return(value
     # a scalar failed in the start checks with "'float' object is not subscriptable"
     with pytest.raises(TypeError, match=r"must return 1 floats \(an array of shape \(1,\)\) for an array of 1 points"):
         km.sample(value, [0.0, 0.0], vectorize=True, draws=5, tune=5, chains=2, progress=False)
+
+
+# ── log density values that are not real numbers ───────────────────────
+
+# What a log density could return that was read silently before: complex
+# numbers cut to their real part (with only numpy's ComplexWarning), a
+# bool as 0 or 1, and strings parsed by a vectorized density.
+NOT_A_REAL_FLOAT = [
+    pytest.param(lambda: np.complex128(-0.5 + 1j), "complex128", id="np-complex128"),
+    pytest.param(lambda: np.complex64(-0.5), "complex64", id="np-complex64"),
+    pytest.param(lambda: complex(-0.5, 1.0), "complex", id="complex"),
+    pytest.param(lambda: np.array(-0.5 + 1j), "complex", id="0d-complex-array"),
+    pytest.param(lambda: True, "bool", id="bool"),
+    pytest.param(lambda: np.bool_(True), "bool", id="np-bool"),
+    pytest.param(lambda: np.array(True), "bool", id="0d-bool-array"),
+    pytest.param(lambda: "-0.5", "str", id="str"),
+]
+
+# every way a sampler reads a Python log density's value
+DENSITY_PATHS = {
+    "callable": lambda value: dict(log_density=lambda x: value()),
+    "pseudo-marginal": lambda value: dict(log_density=km.PseudoMarginal(lambda x, rng: value())),
+    "vectorized": lambda value: dict(log_density=lambda xs: [value() for _ in xs], vectorize=True),
+    "vectorized-array": lambda value: dict(log_density=lambda xs: np.array([value() for _ in xs]), vectorize=True),
+    "with-bounds": lambda value: dict(log_density=lambda x: value(), bounds=[(-5.0, 5.0)]),
+    "noisy-with-bounds": lambda value: dict(log_density=km.PseudoMarginal(lambda x, rng: value()),
+                                            bounds=[(-5.0, 5.0)]),
+    "callable-prior": lambda value: dict(log_density=lambda x: 0.0, prior=lambda x: value(), bounds=[(-5.0, 5.0)]),
+}
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("value, named", NOT_A_REAL_FLOAT)
+@pytest.mark.parametrize("path", DENSITY_PATHS)
+def test_a_log_density_value_that_is_not_a_real_float_is_a_type_error(path, value, named):
+    kwargs = DENSITY_PATHS[path](value)
+    with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+        km.sample(x0=[0.5], sampler=km.AM(), draws=5, tune=0, chains=2, seed=1, progress=False, **kwargs)
+    if path in ("callable", "pseudo-marginal", "vectorized"):
+        with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+            km.sample_ensemble(x0=[0.5], walkers=4, draws=5, tune=0, seed=1, progress=False, **kwargs)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("value, named", [NOT_A_REAL_FLOAT[0], NOT_A_REAL_FLOAT[5]])
+def test_a_log_density_value_that_is_not_a_real_float_is_a_type_error_on_worker_processes(value, named):
+    # (chains, d) starting points: the workers make the first evaluations
+    def density(x):
+        return value()
+
+    with pytest.raises(TypeError, match=rf"returned .*{named}.*; expected .*real float"):
+        km.sample(density, [[0.5], [0.4]], sampler=km.AM(), draws=5, tune=0, chains=2, cores=2,
+                  parallel="process", seed=1, progress=False)
+    with pytest.raises(TypeError, match=rf"density` returned .*{named}.*; expected .*real float"):
+        km.sample_ensemble(density, [[0.5], [0.4], [0.3], [0.2]], draws=5, tune=0, cores=2, seed=1,
+                           progress=False)
+
+
+REAL_FLOATS = [
+    pytest.param(lambda v: float(v), id="float"),
+    pytest.param(lambda v: np.float64(v), id="np-float64"),
+    pytest.param(lambda v: np.float32(v), id="np-float32"),
+    pytest.param(lambda v: np.array(v), id="0d-array"),
+    pytest.param(lambda v: np.array(v, dtype=np.float32), id="0d-float32-array"),
+    pytest.param(lambda v: int(round(v)), id="int"),
+    pytest.param(lambda v: np.int64(round(v)), id="np-int64"),
+]
+
+
+# a warning on the way is a failure (these short runs' SamplingWarning aside)
+@pytest.mark.filterwarnings("error", "ignore::kameleon.SamplingWarning")
+@pytest.mark.parametrize("convert", REAL_FLOATS)
+def test_real_log_density_values_of_any_numeric_type_are_read_as_their_float(convert):
+    # each path gives the chain of the float density of the converted values
+    # (the integer ones make a coarse but valid density); a non-finite value
+    # (a float32 -inf here) is still a rejection, counted
+    def exact(x):
+        v = -0.5 * float(x @ x)
+        return float(convert(v)) if v > -2 else -math.inf
+
+    def value(x):
+        v = -0.5 * float(x @ x)
+        return convert(v) if v > -2 else np.float32(-np.inf)
+
+    kwargs = dict(sampler=km.AM(), draws=30, tune=0, chains=2, seed=1, progress=False)
+    # (a pseudo-marginal density draws from the chains' streams: its
+    # reference is the pseudo-marginal float density)
+    for density, float_density, extra in (
+        (value, exact, {}),
+        (km.PseudoMarginal(lambda x, rng: value(x)), km.PseudoMarginal(lambda x, rng: exact(x)), {}),
+        (lambda xs: [value(x) for x in xs], exact, dict(vectorize=True)),
+    ):
+        run = km.sample(density, [0.5], **kwargs, **extra)
+        reference = km.sample(float_density, [0.5], **kwargs)
+        np.testing.assert_array_equal(run.posterior["x"].values, reference.posterior["x"].values)
+        assert run.posterior.attrs["rejected_non_finite"] == reference.posterior.attrs["rejected_non_finite"]
+        assert sum(reference.posterior.attrs["rejected_non_finite"]) > 0
+
+
+@pytest.mark.parametrize("function, shown", [(None, "NoneType None"), (5, "int 5"), ("logp", "str 'logp'")])
+def test_a_pseudo_marginal_of_something_not_callable_is_refused_on_creation(function, shown):
+    # None was refused by `sample` as "log_density must be a callable,
+    # PseudoMarginal, ... got PseudoMarginal", 5 only at the first
+    # evaluation with "'int' object is not callable"
+    with pytest.raises(TypeError, match=rf"PseudoMarginal needs a callable f\(x, rng\) -> float, got {shown}"):
+        km.PseudoMarginal(function)

@@ -331,15 +331,108 @@ def test_resume_refuses_a_prior_run_continued_without_its_prior_or_with_another(
     assert (resumed.posterior["x"].values > 0).all()
 
 
-def test_a_pseudo_marginal_run_resumed_with_an_exact_density_is_refused_as_resume_documents(tmp_path):
-    # the exact density does not reproduce the estimate the run stored; the
-    # other way round (and one estimator for another) cannot be checked: the
-    # checkpoint keeps no record of the estimator (see km.resume)
-    noisy = km.PseudoMarginal(lambda x, rng: gaussian(x) + 0.1 * rng.standard_normal())
+def noisy(sd):
+    """A pseudo-marginal Gaussian whose estimate has noise of sd ``sd``."""
+    return km.PseudoMarginal(lambda x, rng: gaussian(x) + sd * rng.standard_normal())
+
+
+def shifted(theta, rng):
+    return theta + rng.standard_normal(2)
+
+
+# a noisy run's estimator and another one it must not be resumed with
+OTHER_ESTIMATORS = {
+    "pseudo-marginal": (lambda: noisy(0.1), lambda: noisy(0.2)),
+    "abc-epsilon": (lambda: km.ABC(shifted, [0.0, 0.0], 0.5, 5), lambda: km.ABC(shifted, [0.0, 0.0], 0.6, 5)),
+    "abc-observed": (lambda: km.ABC(shifted, [0.0, 0.0], 0.5, 5), lambda: km.ABC(shifted, [0.1, 0.0], 0.5, 5)),
+    "abc-synthetic": (lambda: km.ABC(shifted, [0.0, 0.0], 0.5, 5),
+                      lambda: km.SyntheticLikelihood(shifted, [0.0, 0.0], 5)),
+    "synthetic-pseudo-marginal": (lambda: km.SyntheticLikelihood(shifted, [0.0, 0.0], 5), lambda: noisy(0.1)),
+}
+
+
+@pytest.mark.parametrize("pair", OTHER_ESTIMATORS)
+def test_resume_and_extend_refuse_another_estimator_of_a_noisy_run(tmp_path, pair):
+    # both continued the run with the other estimator without a word: the
+    # checkpoint kept no record of the estimator
+    run, other = OTHER_ESTIMATORS[pair]
     path = tmp_path / "run.ckpt"
-    km.sample(noisy, X0, sampler=km.AM(), draws=20, tune=10, chains=2, seed=2, checkpoint=path, progress=False)
-    with pytest.raises(ValueError, match="kameleon.resume: this log density is not the checkpointed run's"):
-        km.resume(path, gaussian, progress=False)
+    kwargs = dict(sampler=km.AM(), tune=10, chains=2, seed=2, progress=False)
+    km.sample(run(), X0, draws=20, checkpoint=path, **kwargs)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"kameleon.resume: this log density is not the checkpointed run's: at "
+                       r"a point of the run its estimate with numpy.random.default_rng\(0\) is"):
+        km.resume(path, other(), progress=False)
+    with pytest.raises(ValueError, match="kameleon.extend: this log density is not the checkpointed run's"):
+        km.extend(path, other(), draws=10, progress=False)
+    assert path.read_bytes() == before
+    # the same estimator (a new object) passes, and recording it changed no
+    # chain: the extended run is the longer run made without a checkpoint
+    extended = km.extend(path, run(), draws=10, progress=False)
+    longer = km.sample(run(), X0, draws=30, **kwargs)
+    assert_same_chains(extended, longer)
+    assert extended.posterior.attrs["evaluations"] == longer.posterior.attrs["evaluations"]
+
+
+def test_a_run_of_a_noisy_built_in_target_refuses_another_one(tmp_path):
+    from kameleon import targets
+
+    path = tmp_path / "run.ckpt"
+    x0 = np.zeros(9)
+    km.sample(targets.Glass(n_importance=20), x0, sampler=km.AM(), draws=5, tune=0, chains=2, seed=2,
+              checkpoint=path, progress=False)
+    with pytest.raises(ValueError, match="this log density is not the checkpointed run's: at a point of the run"):
+        km.resume(path, targets.Glass(n_importance=30), progress=False)
+    km.resume(path, targets.Glass(n_importance=20), progress=False)
+
+
+def test_a_noisy_run_with_bounds_refuses_other_bounds(tmp_path):
+    path = tmp_path / "run.ckpt"
+    estimator = km.ABC(shifted, [0.0, 0.0], 0.5, 5)
+    km.sample(estimator, X0, bounds=[(-3.0, 3.0)] * 2, sampler=km.AM(), draws=10, tune=0, chains=2, seed=2,
+              checkpoint=path, progress=False)
+    with pytest.raises(ValueError, match="this log density is not the checkpointed run's: at a point of the run"):
+        km.resume(path, estimator, bounds=[(-4.0, 3.0)] * 2, progress=False)
+    km.resume(path, estimator, bounds=[(-3.0, 3.0)] * 2, progress=False)
+
+
+def test_an_exact_run_and_a_noisy_run_refuse_each_others_kind_of_density(tmp_path):
+    # a noisy run resumed with an exact density was refused only because
+    # its stored estimate differed; an exact run resumed with a noisy one
+    # went on silently
+    kwargs = dict(sampler=km.AM(), draws=20, tune=10, chains=2, seed=2, progress=False)
+    exact, estimated = tmp_path / "exact.ckpt", tmp_path / "noisy.ckpt"
+    km.sample(gaussian, X0, checkpoint=exact, **kwargs)
+    km.sample(noisy(0.1), X0, checkpoint=estimated, **kwargs)
+    with pytest.raises(ValueError, match="kameleon.resume: this log density is not the checkpointed run's: the "
+                       "run's log density was exact and this one is a noisy estimate"):
+        km.resume(exact, noisy(0.1), progress=False)
+    with pytest.raises(ValueError, match="kameleon.resume: this log density is not the checkpointed run's: the "
+                       "run's log density was a noisy estimate and this one is exact"):
+        km.resume(estimated, gaussian, progress=False)
+
+
+def test_an_estimator_that_draws_from_elsewhere_than_its_rng_is_refused_on_resume(tmp_path):
+    # resume needs the estimate at the recorded point to come back: one
+    # drawn from numpy's global generator does not
+    outside = km.PseudoMarginal(lambda x, rng: gaussian(x) + 0.1 * np.random.standard_normal())
+    path = tmp_path / "run.ckpt"
+    km.sample(outside, X0, sampler=km.AM(), draws=10, tune=0, chains=2, seed=2, checkpoint=path, progress=False)
+    with pytest.raises(ValueError, match="must draw all its randomness from the `rng` it is given"):
+        km.resume(path, outside, progress=False)
+
+
+def test_a_noisy_run_on_worker_processes_records_its_estimator(tmp_path):
+    kwargs = dict(sampler=km.AM(), tune=10, chains=2, cores=2, seed=2, progress=False)
+    path = tmp_path / "run.ckpt"
+    km.sample(noisy(0.1), X0, draws=20, checkpoint=path, parallel="process", **kwargs)
+    with pytest.raises(ValueError, match="this log density is not the checkpointed run's: at a point of the run"):
+        km.extend(path, noisy(0.2), draws=10, parallel="process", progress=False)
+    extended = km.extend(path, noisy(0.1), draws=10, parallel="process", progress=False)
+    assert_same_chains(extended, km.sample(noisy(0.1), X0, draws=30, parallel="thread", **kwargs))
+    # the workers' parts, gathered, keep the record
+    with pytest.raises(ValueError, match="this log density is not the checkpointed run's: at a point of the run"):
+        km.resume(path, noisy(0.2), progress=False)
 
 
 def test_resume_ensemble_refuses_another_log_density(tmp_path):
@@ -351,3 +444,16 @@ def test_resume_ensemble_refuses_another_log_density(tmp_path):
     resumed = km.resume_ensemble(path, lambda xs: -0.5 * (xs[:, 0] ** 2 + 4.0 * xs[:, 1] ** 2), vectorize=True,
                                  progress=False)
     np.testing.assert_array_equal(posterior(resumed), posterior(km.sample_ensemble(gaussian, X0, **kwargs)))
+
+
+def test_resume_ensemble_refuses_another_estimator_of_a_noisy_run(tmp_path):
+    path = tmp_path / "ensemble.ckpt"
+    kwargs = dict(walkers=8, tune=0, seed=1, progress=False)
+    km.sample_ensemble(noisy(0.1), X0, draws=20, checkpoint=path, **kwargs)
+    with pytest.raises(ValueError, match="kameleon.resume_ensemble: this log density is not the checkpointed run's: "
+                       "at a point of the run"):
+        km.resume_ensemble(path, noisy(0.2), progress=False)
+    with pytest.raises(ValueError, match="the run's log density was a noisy estimate and this one is exact"):
+        km.resume_ensemble(path, gaussian, progress=False)
+    resumed = km.resume_ensemble(path, noisy(0.1), progress=False)
+    np.testing.assert_array_equal(posterior(resumed), posterior(km.sample_ensemble(noisy(0.1), X0, draws=20, **kwargs)))

@@ -4,10 +4,15 @@
 
 use crate::simulators::SimulationLikelihood;
 use kameleon_samplers::{Target, TargetError};
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{
+    PyArray1, PyArrayDescr, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyFloat;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyComplex, PyFloat, PyInt, PyString, PyType};
 use rand::Rng;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -155,27 +160,149 @@ impl Density {
     }
 }
 
-/// The value as a float: a Python float is read directly; anything else
-/// convertible with `float()` (numpy scalars, 0-d arrays, ints) is
-/// converted; other objects raise `TypeError` naming the function.
-fn to_float(function: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<f64> {
-    if let Ok(f) = value.cast::<PyFloat>() {
-        return Ok(f.value());
+/// The name a message gives the user's `function`: its `__qualname__`, else
+/// its `str()`.
+fn function_name(function: &Bound<'_, PyAny>) -> String {
+    function
+        .getattr("__qualname__")
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| function.to_string())
+}
+
+/// What `value` is, for a message: its type, and its dtype if it has one
+/// that the type does not name (``a `ndarray` of dtype bool``).
+fn describe(value: &Bound<'_, PyAny>) -> String {
+    let kind = value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    match value.getattr("dtype").map(|dtype| dtype.to_string()) {
+        Ok(dtype) if dtype != kind => format!("a `{kind}` of dtype {dtype}"),
+        _ => format!("a `{kind}`"),
     }
-    value.extract::<f64>().map_err(|_| {
-        let name = function
-            .getattr("__qualname__")
-            .and_then(|n| n.extract::<String>())
-            .unwrap_or_else(|_| function.to_string());
-        let kind = value
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+}
+
+/// `repr(value)`, cut to about 80 characters, for a message.
+fn short_repr(value: &Bound<'_, PyAny>) -> String {
+    let repr = value.repr().map(|r| r.to_string()).unwrap_or_default();
+    match repr.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &repr[..at]),
+        None => repr,
+    }
+}
+
+/// What the values of a numpy dtype `kind` are, for the kinds that numpy
+/// converts to float64 although they are not real numbers (booleans as 0
+/// and 1, complex numbers cut to their real part, strings parsed, dates
+/// and time spans as counts).
+fn not_real_kind(kind: u8) -> Option<&'static str> {
+    match kind {
+        b'b' => Some("booleans"),
+        b'c' => Some("complex numbers"),
+        b'U' => Some("strings"),
+        b'S' => Some("bytes"),
+        b'M' => Some("dates"),
+        b'm' => Some("time spans"),
+        _ => None,
+    }
+}
+
+/// Whether `value` has a `dtype` of a kind that is not real numbers (a
+/// numpy bool or complex scalar or 0-d array, …).
+fn has_not_real_dtype(value: &Bound<'_, PyAny>) -> bool {
+    value
+        .getattr(intern!(value.py(), "dtype"))
+        .is_ok_and(|dtype| {
+            dtype
+                .cast::<PyArrayDescr>()
+                .is_ok_and(|dtype| not_real_kind(dtype.kind()).is_some())
+        })
+}
+
+/// Whether `value` is a numpy integer or floating-point scalar.
+fn is_numpy_real_scalar(value: &Bound<'_, PyAny>) -> bool {
+    static FLOATING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    static INTEGER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = value.py();
+    [(&FLOATING, "floating"), (&INTEGER, "integer")]
+        .into_iter()
+        .any(|(cell, name)| {
+            cell.import(py, "numpy", name)
+                .is_ok_and(|ty| value.is_instance(ty).unwrap_or(false))
+        })
+}
+
+/// A log density's value as a float, or `None` if it is not a real number.
+/// A Python float (or a subclass, such as numpy's float64) is read as it
+/// is: the hot path, one type check. An int (not a bool) or a numpy
+/// integer or floating-point scalar is converted. Refused: bools (Python's,
+/// an int to Python, and numpy's), complex numbers, strings, bytes, and
+/// numpy scalars and 0-d arrays of those kinds (which `float()` reads as
+/// 0/1 or the real part, with only a ComplexWarning). Anything else
+/// `float()` takes (a 0-d float array, the scalar of another array
+/// library) is read as that float.
+fn real_float(value: &Bound<'_, PyAny>) -> Option<f64> {
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return Some(f.value());
+    }
+    let int = value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>();
+    if int || is_numpy_real_scalar(value) {
+        return value.extract::<f64>().ok();
+    }
+    if value.is_instance_of::<PyBool>()
+        || value.is_instance_of::<PyComplex>()
+        || value.is_instance_of::<PyString>()
+        || value.is_instance_of::<PyBytes>()
+        || has_not_real_dtype(value)
+    {
+        return None;
+    }
+    value.extract::<f64>().ok()
+}
+
+/// The value `function` returned as a float (see [`real_float`]); else a
+/// `TypeError` naming `function` and what it returned.
+fn to_float(function: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    float_of("log density function", function, value)
+}
+
+/// The value `function` (`what` it is, for the message) returned as a
+/// float (see [`real_float`]); else a `TypeError` naming `function` and
+/// what it returned.
+fn float_of(what: &str, function: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    real_float(value).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "log density function `{name}` returned a value of type `{kind}`; expected a float"
+            "{what} `{}` returned {} ({}); expected a real float (NaN or -inf rejects the point)",
+            function_name(function),
+            short_repr(value),
+            describe(value)
         ))
     })
+}
+
+/// The value `function`, a log density (or the part of one `what` names,
+/// e.g. "log prior function"), returned as the samplers read it: a float,
+/// else the `TypeError` a run raises.
+#[pyfunction]
+#[pyo3(signature = (function, value, what="log density function"))]
+pub fn log_density_value(
+    function: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<f64> {
+    float_of(what, function, value)
+}
+
+/// The `count` values `function`, a vectorized log density, returned as
+/// the samplers read them: floats, else the `TypeError` a run raises.
+#[pyfunction]
+pub fn log_density_values(
+    function: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    count: usize,
+) -> PyResult<Vec<f64>> {
+    read_batch(function, value, count)
 }
 
 impl Target for Density {
@@ -263,43 +390,95 @@ impl Target for Density {
     }
 }
 
-/// The `count` log densities returned by a vectorised log density: a
-/// float array (or sequence) of shape `(count,)`, else `TypeError`.
+/// The `count` log densities returned by a vectorised log density: real
+/// floats (see [`real_float`]) in an array (or sequence) of shape
+/// `(count,)`, else `TypeError`.
 fn read_batch(
     function: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
     count: usize,
 ) -> PyResult<Vec<f64>> {
-    let wrong = || {
-        let name = function
-            .getattr("__qualname__")
-            .and_then(|n| n.extract::<String>())
-            .unwrap_or_else(|_| function.to_string());
-        PyTypeError::new_err(format!(
-            "vectorized log density `{name}` must return {count} floats (an array of shape ({count},)) \
-             for an array of {count} points, got {}",
-            value.repr().map(|r| r.to_string()).unwrap_or_default()
-        ))
-    };
     // a float64 array, what a numpy density returns, is read as it is
     let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
         Ok(array) => array.clone(),
-        Err(_) => py_float_array(value).map_err(|_| wrong())?,
+        Err(_) => real_float_array(value, count).map_err(|held| {
+            let got = short_repr(value);
+            PyTypeError::new_err(match held {
+                Some(held) => format!(
+                    "vectorized log density `{}` returned {got}, {held}; expected {count} real \
+                     floats (an array of shape ({count},)) for an array of {count} points",
+                    function_name(function)
+                ),
+                None => shape_message(function, count, &got),
+            })
+        })?,
     };
     if array.ndim() != 1 || array.len() != count {
-        return Err(wrong());
+        return Err(PyTypeError::new_err(shape_message(
+            function,
+            count,
+            &short_repr(value),
+        )));
     }
     Ok(array.readonly().as_array().iter().copied().collect())
 }
 
-/// `value` as a 1-d float64 numpy array (`numpy.asarray(value, float)`).
-fn py_float_array<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, numpy::PyArrayDyn<f64>>> {
+/// The message for a vectorised log density that returned `got`, not
+/// `count` floats.
+fn shape_message(function: &Bound<'_, PyAny>, count: usize, got: &str) -> String {
+    format!(
+        "vectorized log density `{}` must return {count} floats (an array of shape ({count},)) \
+         for an array of {count} points, got {got}",
+        function_name(function)
+    )
+}
+
+/// `value` as a float64 numpy array of shape `(count,)` if it holds real
+/// numbers (as [`real_float`] reads them, for an object array); else what
+/// it holds that is not, or None if numpy cannot make an array of it or
+/// its shape is another.
+fn real_float_array<'py>(
+    value: &Bound<'py, PyAny>,
+    count: usize,
+) -> Result<Bound<'py, numpy::PyArrayDyn<f64>>, Option<String>> {
+    static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let py = value.py();
-    let numpy = py.import("numpy")?;
-    let array = numpy
-        .getattr("asarray")?
-        .call1((value, numpy.getattr("float64")?))?;
-    Ok(array.cast_into::<numpy::PyArrayDyn<f64>>()?)
+    let array = ASARRAY
+        .import(py, "numpy", "asarray")
+        .and_then(|asarray| asarray.call1((value,)))
+        .map_err(|_| None)?;
+    let untyped = array.cast::<PyUntypedArray>().map_err(|_| None)?;
+    if untyped.shape() != [count] {
+        return Err(None);
+    }
+    // a sequence of floats: numpy made a float64 array of it
+    if let Ok(floats) = array.cast::<numpy::PyArrayDyn<f64>>() {
+        return Ok(floats.clone());
+    }
+    let dtype = untyped.dtype();
+    if let Some(held) = not_real_kind(dtype.kind()) {
+        return Err(Some(format!("which holds {held} (dtype {dtype})")));
+    }
+    if dtype.kind() == b'O' {
+        for item in array
+            .getattr("flat")
+            .and_then(|f| f.try_iter())
+            .map_err(|_| None)?
+        {
+            let item = item.map_err(|_| None)?;
+            if real_float(&item).is_none() {
+                return Err(Some(format!(
+                    "which holds {} ({})",
+                    describe(&item),
+                    short_repr(&item)
+                )));
+            }
+        }
+    }
+    array
+        .call_method1("astype", (numpy::dtype::<f64>(py),))
+        .and_then(|a| Ok(a.cast_into::<numpy::PyArrayDyn<f64>>()?))
+        .map_err(|_| None)
 }
 
 /// Copies a returned gradient (any 1-d float sequence of length d) into `out`.

@@ -9,6 +9,7 @@ use kameleon_samplers::{
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +32,58 @@ pub struct RunHeader {
     pub thin: u64,
     /// The number of chains.
     pub chains: usize,
+    /// What the run's log density was, for `resume` to check the one it is
+    /// given; `None` for a run that did not record it (a checkpoint of the
+    /// earlier kind [`CHECKPOINT_KIND_V1`], or a run not meant to be
+    /// resumed by a user).
+    pub density: Option<DensityRecord>,
+}
+
+/// What a checkpoint records of its run's log density.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum DensityRecord {
+    /// An exact log density: the chains' states hold its value at their
+    /// current points.
+    Exact,
+    /// A noisy one (an estimator), with its estimate `value` at `point`
+    /// drawn, when the run started, with a generator of a fixed seed (see
+    /// the Python `resume`), so that the same estimator gives it again.
+    Noisy {
+        /// The point.
+        point: Vec<f64>,
+        /// The estimate there.
+        value: f64,
+    },
+}
+
+impl DensityRecord {
+    /// The record as Python passes it: None, `"exact"`, or `(point, value)`
+    /// for a noisy log density.
+    pub fn from_python(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Self>> {
+        match value {
+            None => Ok(None),
+            Some(v) if v.extract::<String>().is_ok_and(|s| s == "exact") => Ok(Some(Self::Exact)),
+            Some(v) => {
+                let (point, value) = v.extract::<(Vec<f64>, f64)>().map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "a density record is None, \"exact\" or (point, value), got {v}"
+                    ))
+                })?;
+                Ok(Some(Self::Noisy { point, value }))
+            }
+        }
+    }
+
+    /// `record` as Python takes it (see [`DensityRecord::from_python`]).
+    pub fn to_python<'py>(record: &Option<Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match record {
+            None => py.None().into_bound(py),
+            Some(Self::Exact) => "exact".into_pyobject(py)?.into_any(),
+            Some(Self::Noisy { point, value }) => {
+                (point.clone(), *value).into_pyobject(py)?.into_any()
+            }
+        })
+    }
 }
 
 impl RunHeader {
@@ -45,7 +98,49 @@ impl RunHeader {
 
 /// The kind recorded in the checkpoint header: a file of another kind (e.g.
 /// a single Rust `Run`) is refused with a message saying what it holds.
-const CHECKPOINT_KIND: &str = "kameleon-python multi-chain run v1";
+const CHECKPOINT_KIND: &str = "kameleon-python multi-chain run v2";
+
+/// The kind of the checkpoints written before the run header held a
+/// [`DensityRecord`]: they still load, without one.
+const CHECKPOINT_KIND_V1: &str = "kameleon-python multi-chain run v1";
+
+/// A [`RunHeader`] of a checkpoint of the kind [`CHECKPOINT_KIND_V1`].
+#[derive(Deserialize)]
+struct RunHeaderV1 {
+    settings: String,
+    dim: usize,
+    seed: u64,
+    draws: u64,
+    tune: u64,
+    thin: u64,
+    chains: usize,
+}
+
+/// A [`CheckpointFile`] of the kind [`CHECKPOINT_KIND_V1`].
+#[derive(Deserialize)]
+struct CheckpointFileV1 {
+    header: RunHeaderV1,
+    runs: Vec<u8>,
+}
+
+impl From<CheckpointFileV1> for CheckpointFile {
+    fn from(file: CheckpointFileV1) -> Self {
+        let h = file.header;
+        CheckpointFile {
+            header: RunHeader {
+                settings: h.settings,
+                dim: h.dim,
+                seed: h.seed,
+                draws: h.draws,
+                tune: h.tune,
+                thin: h.thin,
+                chains: h.chains,
+                density: None,
+            },
+            runs: file.runs,
+        }
+    }
+}
 
 /// A checkpoint: the run's header and its chains' [`Run`] states (postcard
 /// bytes of a `Vec<Run<P>>` for the proposal type the settings name).
@@ -64,12 +159,32 @@ pub fn save_checkpoint(path: &Path, value: &CheckpointFile) -> PyResult<()> {
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
-/// Reads a checkpoint written by [`save_checkpoint`]; a damaged, truncated or
-/// foreign file is a `ValueError`, an unreadable one an `OSError`, each naming
-/// the file and the problem.
+/// Reads a checkpoint written by [`save_checkpoint`] (or of the earlier kind
+/// [`CHECKPOINT_KIND_V1`], which has no [`DensityRecord`]); a damaged,
+/// truncated or foreign file is a `ValueError`, an unreadable one an
+/// `OSError`, each naming the file and the problem.
 pub fn load_checkpoint(path: &Path) -> PyResult<CheckpointFile> {
+    load_kind::<CheckpointFile, CheckpointFileV1>(path, CHECKPOINT_KIND, CHECKPOINT_KIND_V1)
+}
+
+/// Reads a checkpoint of `kind`, or one of the `earlier` kind (its layout
+/// `E`, converted); a damaged, truncated or foreign file is a `ValueError`,
+/// an unreadable one an `OSError`, each naming the file and the problem.
+pub fn load_kind<T: DeserializeOwned, E: DeserializeOwned + Into<T>>(
+    path: &Path,
+    kind: &str,
+    earlier: &str,
+) -> PyResult<T> {
+    use kameleon_samplers::checkpoint::load;
     use kameleon_samplers::{CheckpointProblem, SamplerError};
-    kameleon_samplers::checkpoint::load(path, CHECKPOINT_KIND).map_err(|e| match e {
+    let loaded = match load::<T>(path, kind) {
+        Err(SamplerError::Checkpoint {
+            problem: CheckpointProblem::WrongKind { found, .. },
+            ..
+        }) if found == earlier => load::<E>(path, earlier).map(Into::into),
+        other => other,
+    };
+    loaded.map_err(|e| match e {
         // a file that cannot be read (missing, permissions) is an OSError
         SamplerError::Checkpoint {
             problem: CheckpointProblem::Io(_),

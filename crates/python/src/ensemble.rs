@@ -1,6 +1,7 @@
 //! The affine-invariant ensemble sampler (stretch move) from Python.
 
 use crate::density::Density;
+use crate::driver::{DensityRecord, load_kind};
 use kameleon_samplers::{
     Ensemble, EnsembleConfig, Target, chain_rng, initial_ball, run_ensemble_with,
 };
@@ -41,10 +42,47 @@ struct EnsembleCheckpoint {
     initial: Vec<f64>,
     /// Every log density evaluated, in order.
     values: Vec<f64>,
+    /// What the run's log density was, for `resume_ensemble` to check the
+    /// one it is given (`None`: not recorded, as in a checkpoint of the
+    /// earlier kind).
+    density: Option<DensityRecord>,
 }
 
 /// The kind recorded in an ensemble checkpoint's header.
-const ENSEMBLE_CHECKPOINT_KIND: &str = "kameleon-python ensemble run v1";
+const ENSEMBLE_CHECKPOINT_KIND: &str = "kameleon-python ensemble run v2";
+
+/// The kind of the ensemble checkpoints written before they held a
+/// [`DensityRecord`]: they still load, without one.
+const ENSEMBLE_CHECKPOINT_KIND_V1: &str = "kameleon-python ensemble run v1";
+
+/// An [`EnsembleCheckpoint`] of the kind [`ENSEMBLE_CHECKPOINT_KIND_V1`].
+#[derive(Deserialize)]
+struct EnsembleCheckpointV1 {
+    dim: usize,
+    walkers: usize,
+    a: f64,
+    seed: u64,
+    draws: u64,
+    tune: u64,
+    initial: Vec<f64>,
+    values: Vec<f64>,
+}
+
+impl From<EnsembleCheckpointV1> for EnsembleCheckpoint {
+    fn from(run: EnsembleCheckpointV1) -> Self {
+        EnsembleCheckpoint {
+            dim: run.dim,
+            walkers: run.walkers,
+            a: run.a,
+            seed: run.seed,
+            draws: run.draws,
+            tune: run.tune,
+            initial: run.initial,
+            values: run.values,
+            density: None,
+        }
+    }
+}
 
 /// Runs `walkers` walkers for `tune` discarded and `draws` kept sweeps and
 /// returns `{"samples": (draws, walkers, d), "lp": (draws, walkers),
@@ -57,11 +95,13 @@ const ENSEMBLE_CHECKPOINT_KIND: &str = "kameleon-python ensemble run v1";
 /// truthy return value stops the run as Ctrl-C does); Ctrl-C stops the run and returns the sweeps so far with
 /// `interrupted = True`; an exception raised by the log density stops it and
 /// is re-raised. With `checkpoint`, the run is saved there every
-/// `checkpoint_every` seconds and at the end (see [`resume_ensemble`]).
+/// `checkpoint_every` seconds and at the end (see [`resume_ensemble`]),
+/// with `density_record`, what it records of the log density (see
+/// [`DensityRecord::from_python`]).
 #[pyfunction]
 // one argument per keyword of the Python function it implements
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (kind, function, x0, walkers, a, seed, draws, tune, progress, checkpoint=None, checkpoint_every=60.0))]
+#[pyo3(signature = (kind, function, x0, walkers, a, seed, draws, tune, progress, checkpoint=None, checkpoint_every=60.0, density_record=None))]
 pub fn sample_ensemble<'py>(
     py: Python<'py>,
     kind: &str,
@@ -75,6 +115,7 @@ pub fn sample_ensemble<'py>(
     progress: Option<Bound<'py, PyAny>>,
     checkpoint: Option<PathBuf>,
     checkpoint_every: f64,
+    density_record: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let x0 = x0.as_array();
     let (rows, dim) = (x0.nrows(), x0.ncols());
@@ -101,6 +142,7 @@ pub fn sample_ensemble<'py>(
         tune,
         initial,
         values: Vec::new(),
+        density: DensityRecord::from_python(density_record.as_ref())?,
     };
     let density = crate::density(py, kind, function, None, dim)?;
     drive(py, run, &density, progress, checkpoint, checkpoint_every)
@@ -127,7 +169,8 @@ pub fn resume_ensemble<'py>(
 /// `walkers`, `a`, `seed`, `draws`, `tune`, `evaluations` (how many log
 /// densities it holds), and walker 0's starting point with the log density
 /// recorded there (`first_point`, `first_log_density`, None before the
-/// first evaluation).
+/// first evaluation), and its record of the log density (`density`, as
+/// [`DensityRecord::to_python`] gives it).
 #[pyfunction]
 pub fn ensemble_checkpoint_header<'py>(
     py: Python<'py>,
@@ -144,20 +187,19 @@ pub fn ensemble_checkpoint_header<'py>(
     dict.set_item("evaluations", run.values.len())?;
     dict.set_item("first_point", &run.initial[..run.dim])?;
     dict.set_item("first_log_density", run.values.first())?;
+    dict.set_item("density", DensityRecord::to_python(&run.density, py)?)?;
     Ok(dict)
 }
 
-/// Reads an ensemble checkpoint; a damaged or foreign file is a
-/// `ValueError`, an unreadable one an `OSError`, each naming the file.
+/// Reads an ensemble checkpoint (or one of the earlier kind, which has no
+/// density record); a damaged or foreign file is a `ValueError`, an
+/// unreadable one an `OSError`, each naming the file.
 fn load(path: &std::path::Path) -> PyResult<EnsembleCheckpoint> {
-    use kameleon_samplers::{CheckpointProblem, SamplerError};
-    kameleon_samplers::checkpoint::load(path, ENSEMBLE_CHECKPOINT_KIND).map_err(|e| match e {
-        SamplerError::Checkpoint {
-            problem: CheckpointProblem::Io(_),
-            ..
-        } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-        other => PyValueError::new_err(other.to_string()),
-    })
+    load_kind::<EnsembleCheckpoint, EnsembleCheckpointV1>(
+        path,
+        ENSEMBLE_CHECKPOINT_KIND,
+        ENSEMBLE_CHECKPOINT_KIND_V1,
+    )
 }
 
 /// Runs (or, replaying `run.values`, continues) the ensemble run.
@@ -201,6 +243,7 @@ fn drive<'py>(
         let file = EnsembleCheckpoint {
             values,
             initial: run.initial.clone(),
+            density: run.density.clone(),
             ..run
         };
         kameleon_samplers::checkpoint::save(path, ENSEMBLE_CHECKPOINT_KIND, &file)

@@ -24,7 +24,7 @@ mod simulators;
 
 pub use builtin::BuiltinTarget;
 pub use density::{CompiledFn, Density, Source};
-pub use driver::{CheckpointFile, RunHeader, load_checkpoint, save_checkpoint};
+pub use driver::{CheckpointFile, DensityRecord, RunHeader, load_checkpoint, save_checkpoint};
 pub use settings::{Job, KernelSpec, Sampler, SamplerSettings};
 pub use simulators::{
     CompiledLikelihood, CompiledSimulator, CompiledSimulatorFn, SimulationLikelihood,
@@ -136,10 +136,12 @@ fn settings(json: &str) -> PyResult<SamplerSettings> {
 /// None), so a subset of a run's chains gives the same chains as the run.
 /// `evaluation_limit`: each chain's most log-density evaluations, start
 /// included (a chain stops before a step that could exceed it).
+/// `density_record`: what the checkpoint records of the log density (see
+/// [`DensityRecord::from_python`]).
 #[pyfunction]
 // one argument per keyword of the Python function it implements
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every, chain_ids=None, evaluation_limit=None))]
+#[pyo3(signature = (settings_json, kind, function, gradient, x0, seed, draws, tune, thin, cores, progress, checkpoint, checkpoint_every, chain_ids=None, evaluation_limit=None, density_record=None))]
 fn sample<'py>(
     py: Python<'py>,
     settings_json: &str,
@@ -157,6 +159,7 @@ fn sample<'py>(
     checkpoint_every: f64,
     chain_ids: Option<Vec<u64>>,
     evaluation_limit: Option<u64>,
+    density_record: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let parsed = settings(settings_json)?;
     let x0 = x0.as_array();
@@ -185,6 +188,7 @@ fn sample<'py>(
         tune,
         thin,
         chains,
+        density: DensityRecord::from_python(density_record.as_ref())?,
     };
     let job = Start {
         header,
@@ -204,9 +208,11 @@ fn sample<'py>(
     outcome_to_python(py, outcome)
 }
 
-/// The header of a checkpoint as a dict (settings JSON, seed, draws, …),
-/// with each chain's current point (`positions`), the log density it
-/// stored there (`log_densities`) and its steps done (`steps_done`).
+/// The header of a checkpoint as a dict (settings JSON, seed, draws, …,
+/// and `density`, its record of the log density, as
+/// [`DensityRecord::to_python`] gives it), with each chain's current point
+/// (`positions`), the log density it stored there (`log_densities`) and its
+/// steps done (`steps_done`).
 #[pyfunction]
 fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let file = load_checkpoint(&path)?;
@@ -225,6 +231,7 @@ fn checkpoint_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py,
     dict.set_item("tune", header.tune)?;
     dict.set_item("thin", header.thin)?;
     dict.set_item("chains", header.chains)?;
+    dict.set_item("density", DensityRecord::to_python(&header.density, py)?)?;
     Ok(dict)
 }
 
@@ -330,6 +337,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(regroup_checkpoints, m)?)?;
     m.add_function(wrap_pyfunction!(extend_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(density::log_density_value, m)?)?;
+    m.add_function(wrap_pyfunction!(density::log_density_values, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::sample_ensemble, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::resume_ensemble, m)?)?;
     m.add_function(wrap_pyfunction!(ensemble::ensemble_checkpoint_header, m)?)?;
