@@ -34,6 +34,7 @@ LN_2PI = 1.8378770664093455
 
 
 def machine() -> dict:
+    """The CPU's model name, its cores, and the Python and numpy versions."""
     cpu = platform.processor()
     try:
         for line in open("/proc/cpuinfo"):
@@ -42,7 +43,7 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
 
 
 def banana(b: float, v: float):

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
-import sys
 import time
 import warnings
 
@@ -33,6 +31,8 @@ from scipy.integrate import solve_ivp
 
 import kameleon as km
 from kameleon import _parallel
+
+from bench import machine
 
 
 # ── the Lotka–Volterra posterior ────────────────────────────────────────
@@ -138,8 +138,8 @@ def main() -> None:
     per_call = min(_timed(lv_log_posterior, x0) for _ in range(20))
     say("# Chains of an expensive Python density: threads, processes, Dask, lockstep")
     say()
-    say(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{sys.version.split()[0]}, extension built with debug assertions: {km._core.debug_assertions}. "
+    cpu = machine()
+    say(f"Machine: {cpu['cpu']}, {cpu['cores']} cores, Python {cpu['python']}, numpy {cpu['numpy']}, extension built with debug assertions: {km._core.debug_assertions}. "
         f"1-minute load average at the start: {load_start:.2f}.")
     say()
     say(f"## Lotka–Volterra (`solve_ivp`), AM, {args.steps} steps per chain")

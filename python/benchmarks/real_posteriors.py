@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import sys
 import time
 import traceback
@@ -51,6 +50,7 @@ sys.path.insert(0, str(HERE.parent))  # python/: realposteriors
 
 import kameleon as km  # noqa: E402
 import realposteriors as rp  # noqa: E402
+from bench import machine  # noqa: E402
 from kameleon import diagnostics  # noqa: E402
 
 SIZES = {
@@ -111,19 +111,6 @@ SHORT = {
     "gp_pois_regr-gp_pois_regr": "gp_pois_regr",
     "diamonds-diamonds": "diamonds",
 }
-
-
-def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
 
 
 def log(message: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import _core, _parallel, diagnostics
+from . import _core, _parallel
 from ._arviz import check_parameter_names, inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
@@ -713,20 +713,15 @@ def _rhat_limits(samples: np.ndarray) -> np.ndarray:
     # the χ²(k) quantile by Wilson and Hilferty (within 1 % for k ≥ 3)
     z = statistics.NormalDist().inv_cdf(1 - 0.01 / d)
     quantile = k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
-    ess = sum(_per_parameter(diagnostics.ess_bulk, samples[c : c + 1]) for c in range(chains))
+    ess = sum(_per_parameter("ess_bulk", samples[c : c + 1]) for c in range(chains))
     return np.maximum(_RHAT_LIMIT, 1 + m * (quantile / k) / (2 * ess))
 
 
-def _per_parameter(diagnostic, samples: np.ndarray) -> np.ndarray:
-    """``diagnostic`` of each parameter of draws (chain, draw, d); NaN where
-    it is undefined (a parameter constant over every draw)."""
-    values = np.full(samples.shape[2], math.nan)
-    for j in range(samples.shape[2]):
-        try:
-            values[j] = diagnostic(samples[:, :, j])
-        except ValueError:
-            pass
-    return values
+def _per_parameter(diagnostic: str, samples: np.ndarray) -> np.ndarray:
+    """The diagnostic named ``diagnostic`` ("ess_bulk" or "rhat") of each
+    parameter of draws (chain, draw, d), the parameters in parallel; NaN
+    where it is undefined (a parameter constant over every draw)."""
+    return np.array(_core.per_parameter(np.asarray(samples, dtype=np.float64), diagnostic, True))
 
 
 def _acceptance_problems(rates, stuck, exempt_high: bool) -> list[str]:
@@ -773,7 +768,7 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
     if chains >= 2:
         # infinite for chains frozen at different points, NaN for a
         # parameter with one value in every draw
-        rhat = _per_parameter(diagnostics.rhat, samples)
+        rhat = _per_parameter("rhat", samples)
         if not np.isnan(rhat).all():
             figures["rhat_max"] = float(np.nanmax(rhat))
         # the noise bars cost an ESS per chain and parameter: only past 1.01
@@ -789,7 +784,7 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
                     f"R-hat {rhat[worst]:.3f} > {limit:.3f} (worst parameter: {names[worst]}"
                     f"{'; the most sampling noise gives at its chains’ ESS' if noise else ''}): {_HINT_RHAT}"
                 )
-    ess = _per_parameter(diagnostics.ess_bulk, samples)
+    ess = _per_parameter("ess_bulk", samples)
     if not np.isnan(ess).all():
         worst = int(np.nanargmin(ess))
         figures["ess_bulk_min"] = float(ess[worst])
@@ -1273,11 +1268,11 @@ class _StopRules:
             return False
         samples = np.stack([c["samples"][:n] for c in result["chains"]])
         if self.ess is not None:
-            ess = _per_parameter(diagnostics.ess_bulk, samples)
+            ess = _per_parameter("ess_bulk", samples)
             if not (ess >= self.ess).all():
                 return False
         if self.rhat is not None:
-            rhat = _per_parameter(diagnostics.rhat, samples)
+            rhat = _per_parameter("rhat", samples)
             if not (rhat <= self.rhat).all():
                 return False
         return True

@@ -15,34 +15,36 @@ from ._sample import _integer, _real_array
 __all__ = ["ess_bulk", "ess_tail", "ess", "rhat", "mmd"]
 
 
-def _per_dim(draws, f):
+def _per_dim(draws, name: str):
+    """The diagnostic ``name`` of draws (chains, draws), or of each parameter
+    of draws (chains, draws, d), computed in parallel over the parameters."""
     a = _real_array(draws, "`draws` is", "shape (chains, draws) or (chains, draws, d)")
     if a.ndim == 2:
-        return f(np.ascontiguousarray(a))
+        return _core.per_parameter(a[:, :, None], name, False)[0]
     if a.ndim == 3:
-        return np.array([f(np.ascontiguousarray(a[:, :, j])) for j in range(a.shape[2])])
+        return np.array(_core.per_parameter(a, name, False))
     raise ValueError(f"draws must have shape (chains, draws) or (chains, draws, d), got {a.shape}")
 
 
 def ess_bulk(draws):
     """Bulk ESS of the rank-normalised split chains (Vehtari et al. 2021)."""
-    return _per_dim(draws, _core.ess_bulk_2d)
+    return _per_dim(draws, "ess_bulk")
 
 
 def ess_tail(draws):
     """Tail ESS: the smaller ESS of the 5% and 95% quantile indicators."""
-    return _per_dim(draws, _core.ess_tail_2d)
+    return _per_dim(draws, "ess_tail")
 
 
 def ess(draws):
     """Multi-chain ESS with Geyer's initial monotone sequence on the chains as given
     (ArviZ's ``method="mean"`` applies it to the split chains)."""
-    return _per_dim(draws, _core.ess_2d)
+    return _per_dim(draws, "ess")
 
 
 def rhat(draws):
     """Rank-normalised split R-hat (the maximum of bulk and folded)."""
-    return _per_dim(draws, _core.rhat_2d)
+    return _per_dim(draws, "rhat")
 
 
 def _sample(value, name: str) -> np.ndarray:

@@ -3,8 +3,81 @@
 use crate::error::{DiagnosticsError, Result, check_finite};
 use crate::scale::{at_unit_scale, times_pow2};
 
+/// The twiddle factors of a radix-2 FFT of one length n, forward and
+/// inverse, laid out stage by stage: stage `len` (2, 4, …, n) reads the
+/// cosines and sines of its len/2 factors w_k = exp(∓2πik/len) =
+/// exp(∓2πi(k·n/len)/n) contiguously from offset len/2 − 1.
+struct Twiddles {
+    n: usize,
+    forward: StagedFactors,
+    inverse: StagedFactors,
+}
+
+/// Cosines and sines of the factors, stage after stage.
+struct StagedFactors {
+    cos: Vec<f64>,
+    sin: Vec<f64>,
+}
+
+impl Twiddles {
+    /// The factors for length `n` (a power of two), each from sin/cos of its
+    /// angle directly (no recurrence, so rounding does not accumulate).
+    fn new(n: usize) -> Self {
+        let staged = |sign: f64| {
+            let all: Vec<(f64, f64)> = (0..n / 2)
+                .map(|k| (sign * 2.0 * std::f64::consts::PI * k as f64 / n as f64).sin_cos())
+                .collect();
+            let mut factors = StagedFactors {
+                cos: Vec::with_capacity(n.saturating_sub(1)),
+                sin: Vec::with_capacity(n.saturating_sub(1)),
+            };
+            let mut len = 2;
+            while len <= n {
+                let stride = n / len;
+                for k in 0..len / 2 {
+                    let (s, c) = all[k * stride];
+                    factors.cos.push(c);
+                    factors.sin.push(s);
+                }
+                len *= 2;
+            }
+            factors
+        };
+        Self {
+            n,
+            forward: staged(-1.0),
+            inverse: staged(1.0),
+        }
+    }
+}
+
+thread_local! {
+    /// The last length's twiddles: the autocovariances of one diagnostic
+    /// (the split chains of an ESS, every parameter of a run) share a length.
+    static TWIDDLES: std::cell::RefCell<Option<std::rc::Rc<Twiddles>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The twiddles of length `n`, computed once per thread for a run of calls
+/// of the same length.
+fn twiddles(n: usize) -> std::rc::Rc<Twiddles> {
+    TWIDDLES.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        match cached.as_ref() {
+            Some(t) if t.n == n => t.clone(),
+            _ => {
+                let t = std::rc::Rc::new(Twiddles::new(n));
+                *cached = Some(t.clone());
+                t
+            }
+        }
+    })
+}
+
 /// In-place iterative radix-2 complex FFT of `re + i·im` (length a power of two).
 /// `inverse` selects the sign +i of the exponent; no 1/n scaling is applied.
+/// Each butterfly multiplies and adds separately (no fused multiply-add), so
+/// the result does not depend on the order the butterflies of a stage run in.
 fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool) {
     let n = re.len();
     debug_assert!(n.is_power_of_two() && im.len() == n);
@@ -22,29 +95,30 @@ fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool) {
             im.swap(i, j);
         }
     }
-    // Twiddles w_k = exp(∓2πik/n) for k < n/2, from sin/cos directly (no recurrence, so
-    // rounding does not accumulate); stage `len` uses every (n/len)-th of them.
-    let sign = if inverse { 1.0 } else { -1.0 };
-    let twiddles: Vec<(f64, f64)> = (0..n / 2)
-        .map(|k| {
-            let (s, c) = (sign * 2.0 * std::f64::consts::PI * k as f64 / n as f64).sin_cos();
-            (c, s)
-        })
-        .collect();
+    let twiddles = twiddles(n);
+    let factors = if inverse {
+        &twiddles.inverse
+    } else {
+        &twiddles.forward
+    };
     let mut len = 2;
     while len <= n {
         let half = len / 2;
-        let stride = n / len;
-        for start in (0..n).step_by(len) {
+        let (cos, sin) = (
+            &factors.cos[half - 1..len - 1],
+            &factors.sin[half - 1..len - 1],
+        );
+        for (re, im) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
+            let (re_a, re_b) = re.split_at_mut(half);
+            let (im_a, im_b) = im.split_at_mut(half);
             for k in 0..half {
-                let (c, s) = twiddles[k * stride];
-                let (a, b) = (start + k, start + k + half);
-                let tr = re[b] * c - im[b] * s;
-                let ti = re[b] * s + im[b] * c;
-                re[b] = re[a] - tr;
-                im[b] = im[a] - ti;
-                re[a] += tr;
-                im[a] += ti;
+                let (c, s) = (cos[k], sin[k]);
+                let tr = re_b[k] * c - im_b[k] * s;
+                let ti = re_b[k] * s + im_b[k] * c;
+                re_b[k] = re_a[k] - tr;
+                im_b[k] = im_a[k] - ti;
+                re_a[k] += tr;
+                im_a[k] += ti;
             }
         }
         len *= 2;

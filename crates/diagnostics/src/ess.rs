@@ -200,23 +200,33 @@ pub fn rank_normalize(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
     }
     check_finite(&pooled, "rank_normalize")?;
     let s = pooled.len();
-    let mut order: Vec<usize> = (0..s).collect();
-    order.sort_by(|&a, &b| pooled[a].total_cmp(&pooled[b]));
+    // (value, position) pairs sorted by value: equal values end up next to
+    // each other in some order, and share one average rank whatever it is
+    let mut order: Vec<(f64, usize)> = pooled.iter().copied().zip(0..).collect();
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut z = vec![0.0; s];
-    let mut i = 0;
-    while i < s {
-        let mut j = i;
-        while j + 1 < s && pooled[order[j + 1]] == pooled[order[i]] {
-            j += 1;
+    BLOM_SCORES.with(|cache| -> Result<()> {
+        let mut cache = cache.borrow_mut();
+        let scores = cache.scores(s);
+        let mut i = 0;
+        while i < s {
+            let mut j = i;
+            while j + 1 < s && order[j + 1].0 == order[i].0 {
+                j += 1;
+            }
+            // 1-based ranks i+1 … j+1 share their average.
+            let value = if (i + j) % 2 == 0 {
+                scores.of_rank((i + j) / 2 + 1)?
+            } else {
+                blom_score((i + j) as f64 / 2.0 + 1.0, s)?
+            };
+            for &(_, k) in &order[i..=j] {
+                z[k] = value;
+            }
+            i = j + 1;
         }
-        // 1-based ranks i+1 … j+1 share their average.
-        let rank = (i + j) as f64 / 2.0 + 1.0;
-        let value = normal_quantile((rank - 0.375) / (s as f64 + 0.25))?;
-        for &k in &order[i..=j] {
-            z[k] = value;
-        }
-        i = j + 1;
-    }
+        Ok(())
+    })?;
     let mut out = Vec::with_capacity(chains.len());
     let mut offset = 0;
     for c in chains {
@@ -224,6 +234,66 @@ pub fn rank_normalize(chains: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
         offset += c.len();
     }
     Ok(out)
+}
+
+/// Φ⁻¹((r − 3/8)/(S + 1/4)), the normal score of rank r among S draws.
+fn blom_score(rank: f64, s: usize) -> Result<f64> {
+    normal_quantile((rank - 0.375) / (s as f64 + 0.25))
+}
+
+/// The normal scores of the integer ranks 1…S for one S, each computed when
+/// first asked for.
+struct BlomScores {
+    s: usize,
+    /// Score of rank r at r − 1; NaN until computed.
+    scores: Vec<f64>,
+}
+
+impl BlomScores {
+    fn of_rank(&mut self, rank: usize) -> Result<f64> {
+        let cached = self.scores[rank - 1];
+        if !cached.is_nan() {
+            return Ok(cached);
+        }
+        let score = blom_score(rank as f64, self.s)?;
+        self.scores[rank - 1] = score;
+        Ok(score)
+    }
+}
+
+/// The scores of the last few draw counts S: a run's diagnostics rank the
+/// same S draws again and again (bulk ESS, both R-hats, every parameter),
+/// and each score costs an inverse normal CDF.
+#[derive(Default)]
+struct BlomCache {
+    /// Most recently used last.
+    tables: Vec<BlomScores>,
+}
+
+impl BlomCache {
+    /// How many draw counts are kept (a run's pooled and per-chain counts).
+    const SIZES: usize = 4;
+
+    fn scores(&mut self, s: usize) -> &mut BlomScores {
+        let table = match self.tables.iter().position(|t| t.s == s) {
+            Some(at) => self.tables.remove(at),
+            None => {
+                if self.tables.len() == Self::SIZES {
+                    self.tables.remove(0);
+                }
+                BlomScores {
+                    s,
+                    scores: vec![f64::NAN; s],
+                }
+            }
+        };
+        self.tables.push(table);
+        self.tables.last_mut().expect("just pushed")
+    }
+}
+
+thread_local! {
+    static BLOM_SCORES: std::cell::RefCell<BlomCache> = std::cell::RefCell::new(BlomCache::default());
 }
 
 fn as_slices(chains: &[Vec<f64>]) -> Vec<&[f64]> {

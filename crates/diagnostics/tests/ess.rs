@@ -396,3 +396,33 @@ fn long_chains_of_large_draws_give_the_figures_of_the_same_draws_near_one() {
     };
     assert_eq!(figures(&large), figures(&chain));
 }
+
+/// Rank normalisation against ranks counted by brute force (ties averaged),
+/// over a sequence of sizes that revisits earlier ones after others have
+/// been ranked, so that any score remembered from an earlier call must be
+/// the one of the size at hand.
+#[test]
+fn rank_normalize_matches_brute_force_ranks_across_sizes() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    for (round, &s) in [5usize, 7, 5, 9, 11, 13, 17, 5, 7].iter().enumerate() {
+        // values on a coarse grid, so that some are tied
+        let pooled: Vec<f64> = (0..s)
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                (z * 2.0).round() / 2.0
+            })
+            .collect();
+        let (a, b) = pooled.split_at(s / 2);
+        let z = rank_normalize(&[a, b]).unwrap();
+        let got: Vec<f64> = z.concat();
+        for (i, &v) in pooled.iter().enumerate() {
+            let below = pooled.iter().filter(|&&w| w < v).count();
+            let equal = pooled.iter().filter(|&&w| w == v).count();
+            // 1-based ranks below+1 … below+equal, averaged
+            let rank = below as f64 + (equal as f64 + 1.0) / 2.0;
+            let expected =
+                kameleon_diagnostics::normal_quantile((rank - 0.375) / (s as f64 + 0.25)).unwrap();
+            assert_eq!(got[i], expected, "round {round}, size {s}, value {v}");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! The diagnostics crate on numpy arrays of shape (chains, draws) or
+//! The diagnostics crate on numpy arrays of shape (chains, draws, d) or
 //! (n, d).
 
 use kameleon_diagnostics::{
@@ -6,43 +6,71 @@ use kameleon_diagnostics::{
     rhat_rank,
 };
 use kameleon_kernels::{Gaussian, Kernel, Laplacian};
-use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 type Diagnostic = fn(&[&[f64]]) -> kameleon_diagnostics::Result<f64>;
 
-/// Applies `f` to the rows (chains) of a (chains, draws) array.
-fn on_chains(chains: PyReadonlyArray2<'_, f64>, f: Diagnostic) -> PyResult<f64> {
-    let array = chains.as_array();
-    let rows: Vec<Vec<f64>> = array.rows().into_iter().map(|r| r.to_vec()).collect();
-    let slices: Vec<&[f64]> = rows.iter().map(Vec::as_slice).collect();
-    f(&slices).map_err(|e| PyValueError::new_err(e.to_string()))
+/// The diagnostic a name gives: `"ess_bulk"` (rank-normalised bulk ESS),
+/// `"ess_tail"` (tail ESS at the 5 % and 95 % quantiles), `"ess"` (the
+/// multi-chain ESS of Geyer's initial monotone sequence, without rank
+/// normalisation) or `"rhat"` (rank-normalised split R-hat).
+fn diagnostic(name: &str) -> PyResult<Diagnostic> {
+    Ok(match name {
+        "ess_bulk" => ess_bulk,
+        "ess_tail" => ess_tail,
+        "ess" => ess_multi_chain,
+        "rhat" => rhat_rank,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown diagnostic {name:?}"
+            )));
+        }
+    })
 }
 
-/// Rank-normalised bulk ESS of a (chains, draws) array.
+/// The diagnostic `name` of each parameter of draws (chains, draws, d), the
+/// parameters in parallel without the GIL (each parameter's figure is the
+/// same whatever the thread). A parameter whose diagnostic fails (e.g. a
+/// constant one) is NaN if `nan_on_error`; otherwise the first such
+/// parameter's error is a `ValueError`.
 #[pyfunction]
-fn ess_bulk_2d(chains: PyReadonlyArray2<'_, f64>) -> PyResult<f64> {
-    on_chains(chains, ess_bulk)
-}
-
-/// Tail ESS (5% and 95% quantiles) of a (chains, draws) array.
-#[pyfunction]
-fn ess_tail_2d(chains: PyReadonlyArray2<'_, f64>) -> PyResult<f64> {
-    on_chains(chains, ess_tail)
-}
-
-/// Multi-chain ESS with Geyer's initial monotone sequence (no rank
-/// normalisation) of a (chains, draws) array.
-#[pyfunction]
-fn ess_2d(chains: PyReadonlyArray2<'_, f64>) -> PyResult<f64> {
-    on_chains(chains, ess_multi_chain)
-}
-
-/// Rank-normalised split R-hat of a (chains, draws) array.
-#[pyfunction]
-fn rhat_2d(chains: PyReadonlyArray2<'_, f64>) -> PyResult<f64> {
-    on_chains(chains, rhat_rank)
+fn per_parameter(
+    py: Python<'_>,
+    draws: PyReadonlyArray3<'_, f64>,
+    name: &str,
+    nan_on_error: bool,
+) -> PyResult<Vec<f64>> {
+    use rayon::prelude::*;
+    let f = diagnostic(name)?;
+    let array = draws.as_array();
+    let (chains, n, d) = array.dim();
+    // one contiguous (chains × n) block per parameter
+    let mut columns = vec![0.0; d * chains * n];
+    for ((c, t, j), &v) in array.indexed_iter() {
+        columns[(j * chains + c) * n + t] = v;
+    }
+    let block = chains * n;
+    let results: Vec<kameleon_diagnostics::Result<f64>> = py.detach(|| {
+        (0..d)
+            .into_par_iter()
+            .map(|j| {
+                let rows: Vec<&[f64]> = (0..chains)
+                    .map(|c| &columns[j * block + c * n..j * block + (c + 1) * n])
+                    .collect();
+                f(&rows)
+            })
+            .collect()
+    });
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => Ok(v),
+            Err(_) if nan_on_error => Ok(f64::NAN),
+            Err(e) => Err(PyValueError::new_err(e.to_string())),
+        })
+        .collect()
 }
 
 /// Squared MMD between samples `x` (n × d) and `y` (m × d) with the
@@ -100,10 +128,7 @@ fn mmd2_2d(
 
 /// Adds the diagnostics to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(ess_bulk_2d, m)?)?;
-    m.add_function(wrap_pyfunction!(ess_tail_2d, m)?)?;
-    m.add_function(wrap_pyfunction!(ess_2d, m)?)?;
-    m.add_function(wrap_pyfunction!(rhat_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(per_parameter, m)?)?;
     m.add_function(wrap_pyfunction!(mmd2_2d, m)?)?;
     Ok(())
 }
