@@ -34,8 +34,8 @@ pub struct RunHeader {
     pub chains: usize,
     /// What the run's log density was, for `resume` to check the one it is
     /// given; `None` for a run that did not record it (a checkpoint of the
-    /// earlier kind [`CHECKPOINT_KIND_V1`], or a run not meant to be
-    /// resumed by a user).
+    /// earlier kind, "kameleon-python multi-chain run v1", or a run not
+    /// meant to be resumed by a user).
     pub density: Option<DensityRecord>,
 }
 
@@ -159,8 +159,8 @@ pub fn save_checkpoint(path: &Path, value: &CheckpointFile) -> PyResult<()> {
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
-/// Reads a checkpoint written by [`save_checkpoint`] (or of the earlier kind
-/// [`CHECKPOINT_KIND_V1`], which has no [`DensityRecord`]); a damaged,
+/// Reads a checkpoint written by [`save_checkpoint`] (or of the earlier kind,
+/// "kameleon-python multi-chain run v1", which has no [`DensityRecord`]); a damaged,
 /// truncated or foreign file is a `ValueError`, an unreadable one an
 /// `OSError`, each naming the file and the problem.
 pub fn load_checkpoint(path: &Path) -> PyResult<CheckpointFile> {
