@@ -112,9 +112,14 @@ def _real_array(value, what: str, shape: str) -> np.ndarray:
         held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
     if held is None:
         real = np.asarray(array, dtype=np.float64)
-        # numpy drops a mask: masked entries are missing values, NaN
-        mask = np.ma.getmask(value)
-        return np.where(mask, np.nan, real) if np.any(mask) else real
+        # numpy drops a mask: masked entries are missing values, NaN (only
+        # a masked array has one; asking any other value costs microseconds
+        # on every estimate)
+        if isinstance(value, np.ma.MaskedArray):
+            mask = np.ma.getmaskarray(value)
+            if mask.any():
+                return np.where(mask, np.nan, real)
+        return real
     if isinstance(example, np.generic):
         example = example.item()  # '1.5', not np.str_('1.5')
     name = type(value).__name__
