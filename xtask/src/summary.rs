@@ -202,14 +202,20 @@ pub struct MetricStats {
 }
 
 impl MetricStats {
-    /// Statistics of the given per-chain values (at least one).
+    /// Statistics of the given per-chain values.
+    ///
+    /// # Panics
+    ///
+    /// On an empty `values` (every cell has at least one chain).
     pub fn new(values: Vec<f64>) -> Self {
         let (mean, ci80_half_width) = mean_and_half_width(&values);
         let mut sorted = values.clone();
         sorted.sort_by(f64::total_cmp);
+        let quantile =
+            |p| quantile_sorted(&sorted, p).expect("at least one value, levels in [0, 1]");
         Self {
-            q10: quantile_sorted(&sorted, 0.1),
-            q90: quantile_sorted(&sorted, 0.9),
+            q10: quantile(0.1),
+            q90: quantile(0.9),
             ci80_half_width,
             mean,
             values,

@@ -325,7 +325,7 @@ pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
     let draws = split.iter().map(Vec::len).sum::<usize>() as f64;
     let mut worst = f64::INFINITY;
     for prob in [0.05, 0.95] {
-        let q = quantile_sorted(&pooled, prob);
+        let q = quantile_sorted(&pooled, prob)?;
         let ind: Vec<Vec<f64>> = split
             .iter()
             .map(|c| c.iter().map(|&v| if v <= q { 1.0 } else { 0.0 }).collect())
@@ -386,7 +386,7 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
     )?;
     let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
     pooled.sort_by(f64::total_cmp);
-    let median = quantile_sorted(&pooled, 0.5);
+    let median = quantile_sorted(&pooled, 0.5)?;
     let folded: Vec<Vec<f64>> = split
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())

@@ -1,44 +1,53 @@
 //! Empirical quantiles of a sorted sample.
 
+use crate::DiagnosticsError;
+
 /// The `p`-quantile of `sorted` (ascending, non-empty) with linear
 /// interpolation between order statistics, Hyndman & Fan's type 7 (R's
 /// default, NumPy's `linear`): with h = (n − 1)·p, the value
 /// x₍⌊h⌋₎ + (h − ⌊h⌋)·(x₍⌈h⌉₎ − x₍⌊h⌋₎) on 0-based order statistics.
 ///
-/// `p` must lie in [0, 1]; the caller sorts (e.g. with `f64::total_cmp`). Infinite values
+/// The caller sorts (e.g. with `f64::total_cmp`). Infinite values
 /// are order statistics like the others: the quantile is ±∞ when it interpolates toward one, and
 /// NaN only strictly between −∞ and +∞.
 ///
 /// ```
 /// use kameleon_diagnostics::quantile_sorted;
 /// let x = [1.0, 2.0, 4.0, 8.0];
-/// assert_eq!(quantile_sorted(&x, 0.5), 3.0); // halfway between 2 and 4
-/// assert_eq!(quantile_sorted(&x, 1.0), 8.0);
+/// assert_eq!(quantile_sorted(&x, 0.5)?, 3.0); // halfway between 2 and 4
+/// assert_eq!(quantile_sorted(&x, 1.0)?, 8.0);
+/// assert!(quantile_sorted(&[], 0.5).is_err());
+/// # Ok::<(), kameleon_diagnostics::DiagnosticsError>(())
 /// ```
 ///
-/// # Panics
+/// # Errors
 ///
-/// If `sorted` is empty or `p` is not in [0, 1] (NaN included).
-pub fn quantile_sorted(sorted: &[f64], p: f64) -> f64 {
-    assert!(!sorted.is_empty(), "quantile_sorted of an empty sample");
-    assert!(
-        (0.0..=1.0).contains(&p),
-        "quantile_sorted: p = {p} is not in [0, 1]"
-    );
+/// [`DiagnosticsError::Empty`] for an empty sample,
+/// [`DiagnosticsError::InvalidArgument`] for `p` outside [0, 1] (NaN
+/// included).
+pub fn quantile_sorted(sorted: &[f64], p: f64) -> Result<f64, DiagnosticsError> {
+    if sorted.is_empty() {
+        return Err(DiagnosticsError::Empty("quantile_sorted"));
+    }
+    if !(0.0..=1.0).contains(&p) {
+        return Err(DiagnosticsError::InvalidArgument(format!(
+            "quantile_sorted: the level p must lie in [0, 1], got {p}"
+        )));
+    }
     let h = (sorted.len() - 1) as f64 * p;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
     let (a, b, t) = (sorted[lo], sorted[hi], h - lo as f64);
     if t == 0.0 {
-        return a;
+        return Ok(a);
     }
     let gap = b - a;
-    if gap.is_finite() {
+    Ok(if gap.is_finite() {
         a + t * gap
     } else {
         // an infinite order statistic, or a gap past the largest double
         (1.0 - t) * a + t * b
-    }
+    })
 }
 
 #[cfg(test)]
@@ -60,13 +69,13 @@ mod tests {
             } else {
                 sorted[below as usize] * (above - h) + sorted[above as usize] * (h - below)
             };
-            let got = quantile_sorted(&sorted, p);
+            let got = quantile_sorted(&sorted, p).unwrap();
             assert!(
                 (got - expected).abs() <= 1e-12,
                 "p = {p}: {got} vs {expected}"
             );
         }
-        assert_eq!(quantile_sorted(&[4.0], 0.3), 4.0);
+        assert_eq!(quantile_sorted(&[4.0], 0.3).unwrap(), 4.0);
     }
 
     /// Infinite order statistics gave NaN even where the level falls on a finite one
@@ -74,26 +83,32 @@ mod tests {
     #[test]
     fn infinite_and_huge_order_statistics() {
         let inf = f64::INFINITY;
-        assert_eq!(quantile_sorted(&[1.0, inf], 1.0), inf);
-        assert_eq!(quantile_sorted(&[-inf, 1.0], 0.0), -inf);
-        assert_eq!(quantile_sorted(&[-inf, 1.0, 2.0, inf], 0.5), 1.5);
-        assert_eq!(quantile_sorted(&[1.0, inf], 0.5), inf);
-        assert_eq!(quantile_sorted(&[-1.5e308, 1.5e308], 0.5), 0.0);
+        assert_eq!(quantile_sorted(&[1.0, inf], 1.0).unwrap(), inf);
+        assert_eq!(quantile_sorted(&[-inf, 1.0], 0.0).unwrap(), -inf);
+        assert_eq!(quantile_sorted(&[-inf, 1.0, 2.0, inf], 0.5).unwrap(), 1.5);
+        assert_eq!(quantile_sorted(&[1.0, inf], 0.5).unwrap(), inf);
+        assert_eq!(quantile_sorted(&[-1.5e308, 1.5e308], 0.5).unwrap(), 0.0);
         let big = 2.0_f64.powi(1023);
-        assert_eq!(quantile_sorted(&[-big, big], 0.25), -big / 2.0);
-        assert!(quantile_sorted(&[-inf, inf], 0.5).is_nan());
+        assert_eq!(quantile_sorted(&[-big, big], 0.25).unwrap(), -big / 2.0);
+        assert!(quantile_sorted(&[-inf, inf], 0.5).unwrap().is_nan());
     }
 
-    /// A level past 1 indexed past the end (a bare index panic), NaN gave NaN silently.
+    /// A level past 1 indexed past the end (a bare index panic), NaN gave NaN
+    /// silently, and an empty sample panicked: each is an error.
     #[test]
-    #[should_panic(expected = "quantile_sorted: p = 1.5 is not in [0, 1]")]
-    fn level_above_one_is_refused() {
-        quantile_sorted(&[1.0, 2.0, 3.0], 1.5);
-    }
-
-    #[test]
-    #[should_panic(expected = "quantile_sorted: p = NaN is not in [0, 1]")]
-    fn nan_level_is_refused() {
-        quantile_sorted(&[1.0, 2.0, 3.0], f64::NAN);
+    fn bad_levels_and_empty_samples_are_errors() {
+        let x = [1.0, 2.0, 3.0];
+        for p in [1.5, -0.1, f64::NAN, f64::INFINITY] {
+            match quantile_sorted(&x, p) {
+                Err(DiagnosticsError::InvalidArgument(message)) => {
+                    assert!(message.contains("[0, 1]"), "{message}")
+                }
+                other => panic!("p = {p}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            quantile_sorted(&[], 0.5),
+            Err(DiagnosticsError::Empty("quantile_sorted"))
+        ));
     }
 }

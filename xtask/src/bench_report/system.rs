@@ -69,7 +69,7 @@ pub fn parallel_throughput(s: &Sizes) -> Result<Parallelism> {
     one.sort_by(f64::total_cmp);
     two.sort_by(f64::total_cmp);
     let (one_chain_secs, two_chains_secs) =
-        (quantile_sorted(&one, 0.5), quantile_sorted(&two, 0.5));
+        (quantile_sorted(&one, 0.5)?, quantile_sorted(&two, 0.5)?);
     Ok(Parallelism {
         steps_per_chain: steps,
         one_chain_secs,

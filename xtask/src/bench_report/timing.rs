@@ -23,12 +23,18 @@ pub struct Timing {
 
 impl Timing {
     /// The summary of per-call times, one per repetition.
+    ///
+    /// # Panics
+    ///
+    /// On an empty `samples` (the timer takes at least one).
     pub fn from_samples(mut samples: Vec<f64>, calls_per_repetition: usize) -> Self {
         samples.sort_by(f64::total_cmp);
+        let quantile =
+            |p| quantile_sorted(&samples, p).expect("at least one repetition, levels in [0, 1]");
         Self {
-            median_secs: quantile_sorted(&samples, 0.5),
-            p10_secs: quantile_sorted(&samples, 0.1),
-            p90_secs: quantile_sorted(&samples, 0.9),
+            median_secs: quantile(0.5),
+            p10_secs: quantile(0.1),
+            p90_secs: quantile(0.9),
             repetitions: samples.len(),
             calls_per_repetition,
         }
