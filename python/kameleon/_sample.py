@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import importlib.metadata
+import itertools
 import json
 import math
 import numbers
@@ -84,13 +85,40 @@ def _integer(name: str, value, minimum: int) -> int:
 _NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
 
 
+# the types of items that make _first_bool look further
+_BOOLEANS = frozenset({bool, np.bool_, np.ndarray})
+_NESTINGS = frozenset({list, tuple})
+_BOOL_OR_NESTING = _BOOLEANS | _NESTINGS
+
+
+def _first_bool(values: list | tuple):
+    """The first boolean (a bool, a numpy bool or a bool array) in the
+    nesting of lists and tuples ``values``, or None. Level by level, with
+    the types of a level's items gathered in C: a flat list of numbers
+    costs a few hundred nanoseconds."""
+    level = values
+    while level:
+        kinds = set(map(type, level))
+        if kinds.isdisjoint(_BOOL_OR_NESTING):
+            return None
+        if not kinds.isdisjoint(_BOOLEANS):
+            for v in level:
+                if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype.kind == "b"):
+                    return v
+        if kinds <= _NESTINGS:
+            level = list(itertools.chain.from_iterable(level))
+        else:
+            level = list(itertools.chain.from_iterable(v for v in level if type(v) in _NESTINGS))
+    return None
+
+
 def _real_array(value, what: str, shape: str) -> np.ndarray:
     """``value`` as a float64 array if it holds real numbers: integers or
     floats of any width, also as Python numbers in an object array. What
     numpy would convert silently is a ``TypeError`` instead: strings and
     bytes (parsed as numbers), complex numbers (cut to their real part),
-    booleans (0 and 1), dates and times (counts of days or seconds), and
-    other objects (None as NaN); so is a value numpy cannot make an array
+    booleans (0 and 1, also beside numbers in a list or tuple), dates and
+    times (counts of days or seconds), and other objects (None as NaN); so is a value numpy cannot make an array
     of (a ragged nesting). The masked entries of a masked array are NaN
     (numpy would use the values under the mask).
     The messages begin with ``what`` (e.g. "the simulator returned") and
@@ -107,7 +135,14 @@ def _real_array(value, what: str, shape: str) -> np.ndarray:
         wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
         held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
     elif array.dtype.kind in "fiu":
+        # numpy makes a bool beside numbers in a list 0 or 1 (an array
+        # holds one dtype, so only a nesting of sequences can mix them);
+        # a flat list of numbers is seen to be one in C
         held = example = None
+        if type(value) in _NESTINGS and not _BOOL_OR_NESTING.isdisjoint(map(type, value)):
+            example = _first_bool(value)
+            if example is not None:
+                held = "booleans"
     else:
         held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
     if held is None:

@@ -352,6 +352,39 @@ def test_summaries_given_to_log_likelihood_that_are_not_real_numbers_are_a_type_
         abc.log_likelihood(np.asarray(value).reshape(1, 1))
 
 
+# numpy makes a bool beside numbers in a list 0 or 1, with no complaint
+BOOL_BESIDE_NUMBERS = [
+    pytest.param([1.0, False], id="list"),
+    pytest.param((1, np.bool_(True)), id="tuple-np-bool"),
+    pytest.param([np.float64(1.0), np.array(False)], id="0d-bool-array"),
+]
+
+
+@pytest.mark.parametrize("value", BOOL_BESIDE_NUMBERS)
+def test_a_bool_beside_numbers_in_summaries_is_a_type_error_as_a_bool_array_is(value):
+    for make in (
+        lambda: km.ABC(mean_of_draws, value, 1.0, 4),
+        lambda: km.SyntheticLikelihood(mean_of_draws, value, 4),
+        lambda: km.HABC(mean_of_draws, value),
+    ):
+        with pytest.raises(TypeError, match=r"`observed` is a \w+ holding booleans .*; expected a real-valued"):
+            make()
+    for estimator in (
+        km.ABC(lambda theta, rng: value, [0.0, 0.0], 1.0, 4),
+        km.SyntheticLikelihood(lambda theta, rng: value, [0.0, 0.0], 4),
+        km.ABC(lambda theta, n, rng: [value] * n, [0.0, 0.0], 1.0, 4, batched=True),
+    ):
+        with pytest.raises(TypeError, match=r"the simulator returned a \w+ holding booleans"):
+            estimator(np.zeros(1), np.random.default_rng(0))
+    abc = km.ABC(mean_of_draws, [0.0, 0.0], [1.0, 1.0], 4)
+    with pytest.raises(TypeError, match=r"`summaries` is a list holding booleans"):
+        abc.log_likelihood([value])
+    with pytest.raises(ValueError, match="`epsilon`"):
+        km.ABC(mean_of_draws, [0.0, 0.0], value, 4)
+    with pytest.raises(TypeError, match=r"`theta` is a \w+ holding booleans"):
+        km.log_likelihood_sd(abc, value)
+
+
 @pytest.mark.parametrize("epsilon", ["0.5", ["0.5"], 0.5 + 0j, np.array([0.5 + 0j])])
 def test_an_abc_epsilon_that_is_not_a_real_number_is_refused(epsilon):
     with pytest.raises(ValueError, match="`epsilon`"):
