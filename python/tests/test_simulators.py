@@ -201,6 +201,46 @@ def test_synthetic_likelihood_of_nan_or_singular_summaries_is_minus_infinity():
     assert math.isfinite(wood.log_likelihood(good))
 
 
+# 2^-532 ≈ 1.4e-160, 2^520 ≈ 3.4e156, 2^1000 ≈ 1.1e301: the squared spread
+# of such summaries underflowed or overflowed the covariance, and every
+# proposal was rejected
+@pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")  # 200 draws: an ESS below 100
+@pytest.mark.parametrize("exponent", [-532, 520, 1000])
+@pytest.mark.parametrize("unbiased", [False, True], ids=["wood", "unbiased"])
+def test_synthetic_likelihood_of_summaries_of_extreme_scale_is_that_of_the_same_summaries_at_scale_one(
+    exponent, unbiased
+):
+    scale = 2.0**exponent
+    observed = np.array([0.75, 0.6])  # in [0.5, 1): the estimator scales the far ones back exactly
+
+    def simulator(theta, n, rng):
+        return np.array([0.6, 0.7]) + theta + 0.1 * rng.standard_normal((n, 2))
+
+    def far(theta, n, rng):
+        return scale * simulator(theta, n, rng)
+
+    ordinary = km.SyntheticLikelihood(simulator, observed, 50, unbiased=unbiased, batched=True)
+    extreme = km.SyntheticLikelihood(far, scale * observed, 50, unbiased=unbiased, batched=True)
+    summaries = simulator(np.zeros(2), 12, np.random.default_rng(0))
+    # the density of the scaled summaries is that of the others over scale^s
+    assert extreme.log_likelihood(scale * summaries) == pytest.approx(
+        ordinary.log_likelihood(summaries) - 2 * exponent * math.log(2.0), rel=1e-13
+    )
+    # a sampler that adapts nothing: the accept decisions compare log
+    # densities that differ by that constant, so the draws are the same bit
+    # for bit (an adapting one, steered by acceptance probabilities, would
+    # differ in the last bits)
+    walk = km.RandomWalk(scale=0.05, learned=False, whiten=False)
+    run = dict(sampler=walk, draws=200, tune=0, chains=2, seed=3, progress=False)
+    expected = km.sample(ordinary, [0.1, -0.1], **run)
+    chains = km.sample(extreme, [0.1, -0.1], **run)
+    assert min(chains.posterior.attrs["acceptance_rate"]) > 0.1
+    np.testing.assert_array_equal(chains.posterior["x"].values, expected.posterior["x"].values)
+    np.testing.assert_allclose(
+        chains.sample_stats["lp"].values, expected.sample_stats["lp"].values - 2 * exponent * math.log(2.0), rtol=1e-12
+    )
+
+
 def test_wood_estimate_is_the_gaussian_log_density_at_the_sample_moments():
     scipy_stats = pytest.importorskip("scipy.stats")
     sl = km.SyntheticLikelihood(gaussian_summaries(np.eye(3)), [0.3, -0.2, 1.0], 8, batched=True)
