@@ -25,6 +25,7 @@ from ._sample import (
     _checkpoint_path,
     _density,
     _density_record,
+    _flag,
     _integer,
     _one_point,
     _points,
@@ -128,6 +129,8 @@ def sample_ensemble(
     ``x0=None`` starts each walker at a draw of the prior); not with
     ``vectorize=True``.
     """
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
     seed = _seed(seed)
@@ -158,7 +161,7 @@ def sample_ensemble(
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
-            checkpoint, _checkpoint_every(checkpoint_every), record,
+            checkpoint, checkpoint_every, record,
         ),
         [tune + draws],
         progress,
@@ -195,6 +198,8 @@ def resume_ensemble(
     its randomness from the ``rng`` it is given). A checkpoint of an
     earlier version of kameleon has no record of a noisy density, which is
     then not checked."""
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     path = os.fspath(path)
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
@@ -209,7 +214,7 @@ def resume_ensemble(
     )
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
-        lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),
+        lambda bars: _core.resume_ensemble(path, kind, function, bars, checkpoint_every),
         [header["tune"] + header["draws"]],
         progress,
     )

@@ -175,13 +175,25 @@ def _points(x0) -> np.ndarray:
     return _real_array(x0, "`x0` is", "shape (d,) or (chains, d)")
 
 
+def _flag(name: str, value) -> bool:
+    """``value`` as a bool if it is True or False (Python's or numpy's);
+    else ``ValueError`` naming ``name`` (a string such as "no" is true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _is_real_number(value) -> bool:
+    """Whether ``value`` is a real number: a Python or numpy integer or
+    float, not a bool, a complex number or a string (which ``float``
+    would take)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 def _checkpoint_every(value) -> float:
     """``checkpoint_every`` in seconds: a positive number (``math.inf``
     saves only at the end and on Ctrl-C); else ``ValueError``."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = math.nan
+    seconds = float(value) if _is_real_number(value) else math.nan
     if not seconds > 0:
         raise ValueError(
             f"`checkpoint_every` must be a positive number of seconds (math.inf: only at the end and on "
@@ -1191,6 +1203,8 @@ def sample(
     chains on the z scale, and another prior or bounds changes the log
     density there, which :func:`resume` checks.
     """
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     sampler = KAMH() if sampler is None else sampler
     if not isinstance(sampler, Sampler):
         raise TypeError(f"`sampler` must be a kameleon sampler, got {type(sampler).__name__}")
@@ -1236,7 +1250,7 @@ def sample(
     )
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)
     # a user's checkpoint records the log density for resume to check
     record = None if path is None else _density_record(log_density, kind, x0[0])
     with contextlib.ExitStack() as cleanup:
@@ -1269,10 +1283,7 @@ class _StopRules:
 
     def __init__(self, target_ess, target_rhat, max_seconds, max_evaluations, chains: int) -> None:
         for name, value in (("target_ess", target_ess), ("target_rhat", target_rhat), ("max_seconds", max_seconds)):
-            if value is not None and (
-                isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number))
-                or not math.isfinite(value) or value <= 0
-            ):
+            if value is not None and (not _is_real_number(value) or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"`{name}` must be a finite number > 0 or None, got {value!r}")
         if target_rhat is not None and target_rhat <= 1:
             raise ValueError(f"`target_rhat` must be > 1 (R-hat is at least about 1), got {target_rhat!r}")
@@ -1508,6 +1519,8 @@ def _continue(
     as :func:`extend` does. The checkpoint is changed only once every
     argument has been checked against it and the mode chosen: a refused
     call leaves it as it was."""
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     # absolute: worker processes keep the folder they started in
     path = os.path.abspath(os.fspath(path))
     _parallel.gather_parts(path)
@@ -1549,7 +1562,7 @@ def _continue(
         lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,
     )
     rules = _StopRules(None, None, None, None, chains)
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)
     if extend_by is not None:
         _core.extend_checkpoint(path, extend_by)
         header = _core.checkpoint_header(path)

@@ -55,7 +55,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from . import _core
-from ._sample import SimulationEstimator, _address, _integer, _noisy_function, _real_array
+from ._sample import SimulationEstimator, _address, _flag, _integer, _noisy_function, _real_array
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
@@ -80,12 +80,6 @@ def _observed(value) -> np.ndarray:
         raise ValueError("`observed` must be finite (no NaN or infinity)")
     observed.flags.writeable = False
     return observed
-
-
-def _flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"`{name}` must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:

@@ -404,3 +404,48 @@ def test_a_pseudo_marginal_of_something_not_callable_is_refused_on_creation(func
     # evaluation with "'int' object is not callable"
     with pytest.raises(TypeError, match=rf"PseudoMarginal needs a callable f\(x, rng\) -> float, got {shown}"):
         km.PseudoMarginal(function)
+
+
+# ── flags and numbers of the run ───────────────────────────────────────────
+
+
+@pytest.mark.parametrize("name, value", [
+    ("progress", "no"), ("progress", None), ("progress", 0), ("vectorize", "no"), ("vectorize", 1),
+])
+def test_a_flag_that_is_not_true_or_false_is_refused_before_any_evaluation(tmp_path, name, value):
+    # "no" is true: progress="no" drew bars, vectorize="no" ran the density on
+    # (k, d) arrays and failed with the density's own error
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=5, seed=1, progress=False)
+    path, ensemble_path = tmp_path / "run.ckpt", tmp_path / "ensemble.ckpt"
+    km.sample(logp, [0.0, 0.0], chains=2, checkpoint=path, **run)
+    km.sample_ensemble(logp, [0.0, 0.0], checkpoint=ensemble_path, **run)
+    calls.clear()
+    bad = {name: value}
+    calls_made = [
+        lambda: km.sample(logp, [0.0, 0.0], chains=2, **{**run, **bad}),
+        lambda: km.sample_ensemble(logp, [0.0, 0.0], **{**run, **bad}),
+        lambda: km.resume(path, logp, **{"progress": False, **bad}),
+        lambda: km.extend(path, logp, draws=5, **{"progress": False, **bad}),
+        lambda: km.resume_ensemble(ensemble_path, logp, **{"progress": False, **bad}),
+    ]
+    if name == "progress":
+        habc = km.HABC(lambda theta, rng: theta + rng.standard_normal(2), [0.0, 0.0], steps=2)
+        calls_made.append(lambda: habc.sample([0.0, 0.0], draws=2, tune=0, chains=1, seed=0, progress=value))
+    for call in calls_made:
+        with pytest.raises(ValueError, match=rf"`{name}` must be True or False, got {value!r}"):
+            call()
+    assert calls == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("checkpoint_every", "5"), ("checkpoint_every", True), ("target_ess", np.complex128(400)),
+    ("target_rhat", 1.01 + 0j), ("max_seconds", "10"),
+])
+def test_a_run_setting_that_is_not_a_real_number_is_refused(name, value):
+    # float() took "5" as 5 s and True as 1 s; a complex target ESS ran
+    logp, calls = counting_gaussian()
+    with pytest.raises(ValueError, match=rf"`{name}` must be a (positive|finite) number"):
+        km.sample(logp, [0.0, 0.0], chains=2, draws=5, tune=5, progress=False, **{name: value})
+    assert calls == []
+
