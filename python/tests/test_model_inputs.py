@@ -449,3 +449,19 @@ def test_a_run_setting_that_is_not_a_real_number_is_refused(name, value):
         km.sample(logp, [0.0, 0.0], chains=2, draws=5, tune=5, progress=False, **{name: value})
     assert calls == []
 
+
+
+@pytest.mark.parametrize("bool_value", [True, np.bool_(False), np.array(True)], ids=["bool", "np-bool", "0d-bool-array"])
+def test_a_vectorized_density_returning_a_bool_beside_floats_is_a_type_error(bool_value):
+    # numpy made [-0.3, True] the floats [-0.3, 1.0]: the run went on with
+    # a log density of 1 at the chain whose row returned True
+    def logp(xs):
+        values = [-0.5 * float(x @ x) for x in xs]
+        if len(values) > 1:
+            values[-1] = bool_value
+        return values
+
+    with pytest.raises(TypeError, match=r"vectorized log density `[^`]*logp` returned \[.*\], which holds a `\w+` .* beside numbers"):
+        km.sample(logp, [0.0, 0.0], vectorize=True, chains=2, draws=5, tune=5, seed=1, progress=False)
+    with pytest.raises(TypeError, match=r"which holds a `\w+` .* beside numbers"):
+        km.sample_ensemble(logp, [0.0, 0.0], vectorize=True, draws=5, tune=5, seed=1, progress=False)

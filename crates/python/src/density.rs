@@ -451,11 +451,21 @@ fn real_float_array<'py>(
     if untyped.shape() != [count] {
         return Err(None);
     }
+    let dtype = untyped.dtype();
+    if matches!(dtype.kind(), b'f' | b'i' | b'u') {
+        // numpy makes a bool beside numbers in a sequence 0 or 1
+        if let Some(item) = bool_item(value) {
+            return Err(Some(format!(
+                "which holds {} ({}) beside numbers",
+                describe(&item),
+                short_repr(&item)
+            )));
+        }
+    }
     // a sequence of floats: numpy made a float64 array of it
     if let Ok(floats) = array.cast::<numpy::PyArrayDyn<f64>>() {
         return Ok(floats.clone());
     }
-    let dtype = untyped.dtype();
     if let Some(held) = not_real_kind(dtype.kind()) {
         return Err(Some(format!("which holds {held} (dtype {dtype})")));
     }
@@ -479,6 +489,19 @@ fn real_float_array<'py>(
         .call_method1("astype", (numpy::dtype::<f64>(py),))
         .and_then(|a| Ok(a.cast_into::<numpy::PyArrayDyn<f64>>()?))
         .map_err(|_| None)
+}
+
+/// The first item of `value`, a sequence that is not a numpy array, that
+/// is a bool (Python's or numpy's, or a 0-d bool array), if any. Floats,
+/// what a density returns, are passed over with one type check each.
+fn bool_item<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    if value.cast::<PyUntypedArray>().is_ok() {
+        return None;
+    }
+    value.try_iter().ok()?.flatten().find(|item| {
+        !item.is_instance_of::<PyFloat>()
+            && (item.is_instance_of::<PyBool>() || has_not_real_dtype(item))
+    })
 }
 
 /// Copies a returned gradient (any 1-d float sequence of length d) into `out`.
