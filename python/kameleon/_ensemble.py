@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core, _parallel
 from ._arviz import check_parameter_names, inference_data, posterior_variables
+from ._checks import _flag, _integer, _seed
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -25,13 +26,10 @@ from ._sample import (
     _checkpoint_path,
     _density,
     _density_record,
-    _flag,
-    _integer,
     _one_point,
     _points,
     _percent,
     _run,
-    _seed,
     _warn_problems,
 )
 

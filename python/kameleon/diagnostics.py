@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._sample import _integer, _real_array
+from ._checks import _integer, _real_array
 
 __all__ = ["ess_bulk", "ess_tail", "ess", "rhat", "mmd"]
 

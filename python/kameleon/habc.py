@@ -31,7 +31,8 @@ import numpy as np
 
 from . import _core
 from ._arviz import check_parameter_names, inference_data, posterior_variables
-from ._sample import __version__, _flag, _integer, _points, _run, _seed
+from ._checks import _flag, _integer, _seed
+from ._sample import __version__, _points, _run
 from .simulators import CompiledSimulator, _observed, _summaries, _theta, _with_theta
 
 __all__ = ["HABC"]

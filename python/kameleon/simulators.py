@@ -55,7 +55,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from . import _core
-from ._sample import SimulationEstimator, _address, _flag, _integer, _noisy_function, _real_array
+from ._checks import _flag, _integer, _real_array
+from ._sample import SimulationEstimator, _address, _noisy_function
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
