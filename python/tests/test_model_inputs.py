@@ -465,3 +465,49 @@ def test_a_vectorized_density_returning_a_bool_beside_floats_is_a_type_error(boo
         km.sample(logp, [0.0, 0.0], vectorize=True, chains=2, draws=5, tune=5, seed=1, progress=False)
     with pytest.raises(TypeError, match=r"which holds a `\w+` .* beside numbers"):
         km.sample_ensemble(logp, [0.0, 0.0], vectorize=True, draws=5, tune=5, seed=1, progress=False)
+
+
+# ── built-in targets ─────────────────────────────────────────────────────
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("x, named", [
+    ([0.5, True], "booleans"), (["0.5", "1"], "strings"), ([0.5 + 1j, 0.0], "complex"), (None, "NoneType"),
+])
+def test_a_target_point_that_is_not_real_numbers_is_a_type_error(x, named):
+    # [0.5, True] was the point (0.5, 1), ["0.5", "1"] was parsed, None was
+    # "x has length 1"
+    banana = km.targets.Banana()
+    for call in (banana.log_density, banana.grad_log_density):
+        with pytest.raises(TypeError, match=rf"x is .*{named}.*; expected a real-valued float array of shape \(2,\)"):
+            call(x)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("make, named", [
+    (lambda: km.targets.GaussianMixture([0.5, 0.5], [[0, 0], [1, True]], [np.eye(2)] * 2), "`means` is .*booleans"),
+    (lambda: km.targets.GaussianMixture([True, 1], [[0, 0], [1, 1]], [np.eye(2)] * 2), "`weights` is .*booleans"),
+    (lambda: km.targets.GaussianMixture(["0.5", "0.5"], [[0, 0], [1, 1]], [np.eye(2)] * 2), "`weights` is .*strings"),
+    (lambda: km.targets.GaussianMixture([1.0], [[0, 0]], [np.eye(2) * (1 + 0j)]), "`covariances` is .*complex"),
+    (lambda: km.targets.Gaussian([0.0, True], np.eye(2)), "`mean` is .*booleans"),
+    (lambda: km.targets.Gaussian([0.0, 0.0], [[1.0, 0.0], ["0", 1.0]]), "`cov` is .*strings"),
+    (lambda: km.targets.GridMixture(2, [0.0, True], 1.0), "`centres` is .*booleans"),
+    (lambda: km.targets.GridMixture(2, ["0", "1"], 1.0), "`centres` is .*strings"),
+], ids=["mean-bool", "weight-bool", "weight-str", "cov-complex", "gaussian-mean", "gaussian-cov", "centre-bool", "centre-str"])
+def test_target_parameters_that_are_not_real_numbers_are_a_type_error(make, named):
+    # each was converted silently (True as 1, "0.5" parsed, the real part kept)
+    with pytest.raises(TypeError, match=named):
+        make()
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda t: t.sample_iid(-1), "`n` must be an integer >= 0"),
+    (lambda t: t.sample_iid(True), "`n` must be an integer >= 0"),
+    (lambda t: t.sample_iid(3, seed=-1), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+    (lambda t: t.sample_iid(3, seed=2**64), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+    (lambda t: t.log_density([0.0, 0.0], seed=True), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+])
+def test_target_draw_counts_and_seeds_out_of_range_are_a_value_error(call, named):
+    # a negative n or seed was the extension's bare OverflowError; True was 1
+    with pytest.raises(ValueError, match=named):
+        call(km.targets.Banana())
