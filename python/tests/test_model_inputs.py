@@ -188,6 +188,21 @@ def test_hmc_on_a_density_without_a_gradient_says_so_before_the_run():
             km.sample(density, [0.0], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
 
 
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("gradient, named", [
+    (lambda x: [True, False], "booleans"),
+    (lambda x: [-x[0], True], "beside numbers"),
+    (lambda x: (-x).astype(complex), "complex"),
+    (lambda x: np.array(["1", "2"]), "strings"),
+], ids=["bools", "bool-beside-float", "complex", "strings"])
+def test_an_hmc_gradient_that_is_not_real_numbers_is_a_type_error(gradient, named):
+    # bools were read as 1 and 0 and complex numbers cut to their real part:
+    # HMC ran on a wrong gradient
+    hmc = km.HMC(grad_log_density=gradient)
+    with pytest.raises(TypeError, match=rf"gradient function `.*` returned .*{named}.*; expected 2 real floats"):
+        km.sample(lambda x: -0.5 * float(x @ x), [0.1, 0.2], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
+
+
 def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
     # np.array([[0, 1], [0, inf]]) was refused as "not a list of (low, high) pairs"
     from kameleon.priors import JointPrior

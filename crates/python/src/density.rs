@@ -504,26 +504,32 @@ fn bool_item<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
     })
 }
 
-/// Copies a returned gradient (any 1-d float sequence of length d) into `out`.
+/// Copies a returned gradient (an array or sequence of d real floats, as
+/// [`real_float_array`] reads them) into `out`; else `TypeError`.
 fn read_gradient(
     function: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
     out: &mut [f64],
 ) -> PyResult<()> {
-    let values: Vec<f64> = value.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "gradient function `{function}` must return a sequence of {} floats",
-            out.len()
-        ))
-    })?;
-    if values.len() != out.len() {
-        return Err(PyTypeError::new_err(format!(
-            "gradient function `{function}` returned {} values, expected {}",
-            values.len(),
-            out.len()
-        )));
-    }
-    out.copy_from_slice(&values);
+    let d = out.len();
+    let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
+        Ok(array) if array.ndim() == 1 && array.len() == d => array.clone(),
+        _ => real_float_array(value, d).map_err(|held| {
+            let (name, got) = (function_name(function), short_repr(value));
+            PyTypeError::new_err(match held {
+                Some(held) => format!(
+                    "gradient function `{name}` returned {got}, {held}; expected {d} real floats"
+                ),
+                None => format!(
+                    "gradient function `{name}` must return {d} floats (an array of shape ({d},)), \
+                     got {got}"
+                ),
+            })
+        })?,
+    };
+    out.iter_mut()
+        .zip(array.readonly().as_array().iter())
+        .for_each(|(o, v)| *o = *v);
     Ok(())
 }
 
