@@ -151,3 +151,11 @@ def _seed(seed) -> int:
     if number is None or not 0 <= number < 2**64:
         raise ValueError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
     return number
+
+
+def _check_rng(rng) -> None:
+    """``TypeError`` unless ``rng`` is a ``numpy.random.Generator``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), got {rng!r:.60}"
+        )

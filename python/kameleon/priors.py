@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from . import _core
-from ._checks import _real_array
+from ._checks import _check_rng, _real_array
 
 __all__ = [
     "Marginal",
@@ -167,10 +167,7 @@ class Marginal:
     def draw(self, rng: np.random.Generator, size=None):
         """Independent draws (a float if ``size`` is None, else an array)
         from the ``numpy.random.Generator`` ``rng``."""
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(
-                f"`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), got {rng!r}"
-            )
+        _check_rng(rng)
         return self._draw(rng, size)
 
     def _draw(self, rng: np.random.Generator, size):

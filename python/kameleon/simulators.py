@@ -55,7 +55,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from . import _core
-from ._checks import _flag, _integer, _real_array
+from ._checks import _check_rng, _flag, _integer, _real_array
 from ._sample import SimulationEstimator, _address, _noisy_function
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
@@ -232,6 +232,7 @@ class _Simulations(SimulationEstimator):
         """``n_simulations`` simulated summaries at ``theta``, shape (n, s),
         drawn with ``rng``."""
         theta = _theta(theta)
+        _check_rng(rng)
         if self._compiled is not None:
             return self._compiled.simulate(theta.tolist(), _seed_of(rng))
         n, s = self.n_simulations, self.observed.shape[0]
@@ -256,7 +257,9 @@ class _Simulations(SimulationEstimator):
         :class:`CompiledSimulator`, computed in Rust from the simulations
         :meth:`simulate` gives for the same state of ``rng``)."""
         if self._compiled is not None:
-            return self._compiled.log_likelihood(_theta(theta).tolist(), _seed_of(rng))
+            theta = _theta(theta)
+            _check_rng(rng)
+            return self._compiled.log_likelihood(theta.tolist(), _seed_of(rng))
         return self.log_likelihood(self.simulate(theta, rng))
 
     def _checked(self, summaries) -> np.ndarray:

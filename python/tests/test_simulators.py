@@ -455,3 +455,13 @@ def test_the_estimator_keeps_its_own_copy_of_the_observed_summaries():
     observed[0] = 7.0  # the user's array stays writable, the estimator's unchanged
     assert abc.observed.tolist() == [0.5, 1.0]
     assert not abc.observed.flags.writeable
+
+
+@pytest.mark.parametrize("rng", [None, 0, np.random.RandomState(0)], ids=["none", "int", "RandomState"])
+def test_an_estimate_drawn_with_what_is_not_a_generator_is_a_type_error(rng):
+    # the simulator failed with AttributeError: 'int' object has no attribute 'normal'
+    for estimator in (km.ABC(mean_of_draws, [OBS], EPS, 5, batched=True),
+                      km.SyntheticLikelihood(mean_of_draws, [OBS], 5, batched=True)):
+        for call in (estimator, estimator.simulate):
+            with pytest.raises(TypeError, match=r"`rng` must be a numpy.random.Generator"):
+                call([0.0], rng)
