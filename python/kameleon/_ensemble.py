@@ -27,6 +27,7 @@ from ._sample import (
     _density,
     _density_record,
     _one_point,
+    _path,
     _points,
     _percent,
     _run,
@@ -198,7 +199,7 @@ def resume_ensemble(
     then not checked."""
     progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
     checkpoint_every = _checkpoint_every(checkpoint_every)
-    path = os.fspath(path)
+    path = _path(path, "path")
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
     _check_dimension(log_density, header["dim"], "the checkpointed run")

@@ -71,6 +71,15 @@ def _checkpoint_every(value) -> float:
     return seconds
 
 
+def _path(value, name: str) -> str:
+    """The file path ``value`` (a str, bytes or os.PathLike) as a str;
+    else ``TypeError`` naming ``name``."""
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise TypeError(f"`{name}` must be a file path (a str or os.PathLike), got {value!r:.60}") from None
+
+
 def _checkpoint_path(checkpoint) -> str | None:
     """``checkpoint`` as an absolute path (None stays None): worker
     processes keep the folder they started in, and the output's
@@ -81,7 +90,7 @@ def _checkpoint_path(checkpoint) -> str | None:
     or at the end)."""
     if checkpoint is None:
         return None
-    path = os.path.abspath(os.fspath(checkpoint))
+    path = os.path.abspath(_path(checkpoint, "checkpoint"))
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"the folder of `checkpoint` {path!r} does not exist: create it first")
@@ -1380,7 +1389,7 @@ def _continue(
     progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
     checkpoint_every = _checkpoint_every(checkpoint_every)
     # absolute: worker processes keep the folder they started in
-    path = os.path.abspath(os.fspath(path))
+    path = os.path.abspath(_path(path, "path"))
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
     _check_dimension(log_density, header["dim"], "the checkpointed run")
@@ -1464,8 +1473,8 @@ def extend(
     The chains' evaluation shares of ``max_evaluations`` are lifted: a run
     cut by them goes on to its draws, as the run without the budget."""
     draws = _integer("draws", draws, 0)
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
+    if isinstance(source, (str, bytes, os.PathLike)):
+        path = _path(source, "source")
     else:
         attrs = getattr(getattr(source, "posterior", None), "attrs", {})
         if "checkpoint" not in attrs:

@@ -526,3 +526,28 @@ def test_target_draw_counts_and_seeds_out_of_range_are_a_value_error(call, named
     # a negative n or seed was the extension's bare OverflowError; True was 1
     with pytest.raises(ValueError, match=named):
         call(km.targets.Banana())
+
+
+def test_a_checkpoint_path_may_be_bytes_and_what_is_not_a_path_is_a_type_error_naming_it(tmp_path):
+    # bytes were "'bytes' object is not an instance of 'str'" from the
+    # extension, an int "expected str, bytes or os.PathLike object"
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=5, seed=1, progress=False)
+    path = bytes(tmp_path / "run.ckpt")
+    ensemble_path = bytes(tmp_path / "ensemble.ckpt")
+    first = km.sample(logp, [0.0, 0.0], chains=2, checkpoint=path, **run)
+    assert first.posterior.attrs["checkpoint"] == str(tmp_path / "run.ckpt")
+    km.resume(path, logp, progress=False)
+    km.extend(path, logp, draws=5, progress=False)
+    km.sample_ensemble(logp, [0.0, 0.0], checkpoint=ensemble_path, **run)
+    km.resume_ensemble(ensemble_path, logp, progress=False)
+    calls.clear()
+    for call, name in (
+        (lambda: km.sample(logp, [0.0, 0.0], chains=2, checkpoint=3, **run), "checkpoint"),
+        (lambda: km.resume(3, logp, progress=False), "path"),
+        (lambda: km.resume_ensemble(None, logp, progress=False), "path"),
+        (lambda: km.sample_ensemble(logp, [0.0, 0.0], checkpoint=3.5, **run), "checkpoint"),
+    ):
+        with pytest.raises(TypeError, match=rf"`{name}` must be a file path"):
+            call()
+    assert calls == []
