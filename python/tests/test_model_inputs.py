@@ -2,6 +2,7 @@
 parameter names, compiled functions, target parameters."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -551,3 +552,24 @@ def test_a_checkpoint_path_may_be_bytes_and_what_is_not_a_path_is_a_type_error_n
         with pytest.raises(TypeError, match=rf"`{name}` must be a file path"):
             call()
     assert calls == []
+
+
+def test_masked_values_of_a_vectorized_density_reject_as_nan_does():
+    # the values under the mask were read: the chains went where the
+    # density masked its values; a masked scalar was NaN already
+    def masked(xs):
+        values = -0.5 * (xs**2).sum(axis=1)
+        return np.ma.array(values, mask=xs[:, 0] > 0.5)
+
+    def nan(xs):
+        values = -0.5 * (xs**2).sum(axis=1)
+        values[xs[:, 0] > 0.5] = np.nan
+        return values
+
+    run = dict(vectorize=True, draws=100, tune=50, chains=3, seed=2, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        expected = km.sample(nan, [0.0, 0.0], **run)
+        chains = km.sample(masked, [0.0, 0.0], **run)
+    assert chains.posterior["x"].values[..., 0].max() <= 0.5
+    np.testing.assert_array_equal(chains.posterior["x"].values, expected.posterior["x"].values)

@@ -400,8 +400,8 @@ fn read_batch(
 ) -> PyResult<Vec<f64>> {
     // a float64 array, what a numpy density returns, is read as it is
     let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
-        Ok(array) => array.clone(),
-        Err(_) => real_float_array(value, count).map_err(|held| {
+        Ok(array) if !is_masked(value) => array.clone(),
+        _ => real_float_array(value, count).map_err(|held| {
             let got = short_repr(value);
             PyTypeError::new_err(match held {
                 Some(held) => format!(
@@ -434,10 +434,44 @@ fn shape_message(function: &Bound<'_, PyAny>, count: usize, got: &str) -> String
 }
 
 /// `value` as a float64 numpy array of shape `(count,)` if it holds real
-/// numbers (as [`real_float`] reads them, for an object array); else what
-/// it holds that is not, or None if numpy cannot make an array of it or
-/// its shape is another.
+/// numbers (as [`real_float`] reads them, for an object array), with NaN
+/// at the masked entries of a masked array (numpy would use the values
+/// under the mask; NaN rejects, as a masked scalar does); else what it
+/// holds that is not, or None if numpy cannot make an array of it or its
+/// shape is another.
 fn real_float_array<'py>(
+    value: &Bound<'py, PyAny>,
+    count: usize,
+) -> Result<Bound<'py, numpy::PyArrayDyn<f64>>, Option<String>> {
+    static GETMASKARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static WHERE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let floats = unmasked_real_floats(value, count)?;
+    if !is_masked(value) {
+        return Ok(floats);
+    }
+    let py = value.py();
+    GETMASKARRAY
+        .import(py, "numpy.ma", "getmaskarray")
+        .and_then(|getmaskarray| getmaskarray.call1((value,)))
+        .and_then(|mask| {
+            WHERE
+                .import(py, "numpy", "where")?
+                .call1((mask, f64::NAN, floats))
+        })
+        .and_then(|a| Ok(a.cast_into::<numpy::PyArrayDyn<f64>>()?))
+        .map_err(|_| None)
+}
+
+/// Whether `value` is a numpy masked array.
+fn is_masked(value: &Bound<'_, PyAny>) -> bool {
+    static MASKED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    MASKED
+        .import(value.py(), "numpy.ma", "MaskedArray")
+        .is_ok_and(|ty| value.is_instance(ty).unwrap_or(false))
+}
+
+/// [`real_float_array`] without the mask.
+fn unmasked_real_floats<'py>(
     value: &Bound<'py, PyAny>,
     count: usize,
 ) -> Result<Bound<'py, numpy::PyArrayDyn<f64>>, Option<String>> {
@@ -513,7 +547,7 @@ fn read_gradient(
 ) -> PyResult<()> {
     let d = out.len();
     let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
-        Ok(array) if array.ndim() == 1 && array.len() == d => array.clone(),
+        Ok(array) if array.ndim() == 1 && array.len() == d && !is_masked(value) => array.clone(),
         _ => real_float_array(value, d).map_err(|held| {
             let (name, got) = (function_name(function), short_repr(value));
             PyTypeError::new_err(match held {
