@@ -420,7 +420,7 @@ def test_continuing_a_run_checks_the_dimension_of_a_compiled_function(tmp_path):
 @pytest.mark.parametrize(
     "names", [["a"], ["a", "a"], ["", "b"], ["a", "c/d"]], ids=["too-few", "repeated", "empty", "slash"]
 )
-def test_bad_parameter_names_are_refused_before_the_run(tmp_path, names):
+def test_bad_parameter_names_are_refused_before_the_run(tmp_path, quiet, names):
     # too few names failed only after the run, throwing its draws away; a
     # repeated name silently kept one of its parameters only; an empty name
     # or one with a '/' ran, and then the output could not be saved

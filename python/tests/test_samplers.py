@@ -176,7 +176,7 @@ def test_a_kernel_that_is_not_a_kernel_instance_is_a_type_error_naming_it(cls, k
         cls(kernel=kernel)
 
 
-def test_numpy_numbers_in_sampler_settings_are_the_python_numbers():
+def test_numpy_numbers_in_sampler_settings_are_the_python_numbers(quiet):
     # np.int64(50) was "not an integer", np.float32(0.2) "not a positive number"
     logp = lambda x: -0.5 * float(x @ x)
     run = dict(draws=20, tune=20, chains=1, seed=1, progress=False)
