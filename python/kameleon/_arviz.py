@@ -16,9 +16,11 @@ def check_parameter_names(parameter_names, d: int) -> list[str] | None:
     """``parameter_names`` as a list of ``d`` distinct strings (None stays
     None), checked before a run so that a bad list costs no sampling:
     ``ValueError`` for a wrong count, a repeated name (its variables would
-    overwrite each other) or a name of a sample dimension (``chain``,
-    ``draw``, which the variable would replace); ``TypeError`` for a name
-    that is not a string, or a single string in place of the list."""
+    overwrite each other), a name of a sample dimension (``chain``,
+    ``draw``, which the variable would replace) or a name the output could
+    not be saved with (empty, or with a ``/``: netCDF refuses both);
+    ``TypeError`` for a name that is not a string, or a single string in
+    place of the list."""
     if parameter_names is None:
         return None
     if isinstance(parameter_names, (str, bytes)):
@@ -36,6 +38,11 @@ def check_parameter_names(parameter_names, d: int) -> list[str] | None:
     if reserved:
         raise ValueError(
             f"`parameter_names` cannot use {reserved}: {' and '.join(SAMPLE_DIMS)} name the sample dimensions"
+        )
+    unsavable = [name for name in names if not name or "/" in name]
+    if unsavable:
+        raise ValueError(
+            f"`parameter_names` cannot use {unsavable}: netCDF files (to_netcdf) refuse an empty name and a '/'"
         )
     return names
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core, _parallel
 from ._arviz import check_parameter_names, inference_data, posterior_variables
+from ._checks import _flag, _integer, _seed
 from ._ensemble_prior import with_prior
 from ._sample import (
     _ACCEPTANCE_HIGH,
@@ -25,12 +26,11 @@ from ._sample import (
     _checkpoint_path,
     _density,
     _density_record,
-    _integer,
     _one_point,
+    _path,
     _points,
     _percent,
     _run,
-    _seed,
     _warn_problems,
 )
 
@@ -128,6 +128,8 @@ def sample_ensemble(
     ``x0=None`` starts each walker at a draw of the prior); not with
     ``vectorize=True``.
     """
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     draws = _integer("draws", draws, 0)
     tune = _integer("tune", tune, 0)
     seed = _seed(seed)
@@ -158,7 +160,7 @@ def sample_ensemble(
     result = _run_interruptible(
         lambda bars: _core.sample_ensemble(
             kind, function, np.array(x0, dtype=np.float64, order="C"), walkers, float(a), seed, draws, tune, bars,
-            checkpoint, _checkpoint_every(checkpoint_every), record,
+            checkpoint, checkpoint_every, record,
         ),
         [tune + draws],
         progress,
@@ -195,7 +197,9 @@ def resume_ensemble(
     its randomness from the ``rng`` it is given). A checkpoint of an
     earlier version of kameleon has no record of a noisy density, which is
     then not checked."""
-    path = os.fspath(path)
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
+    path = _path(path, "path")
     header = _core.ensemble_checkpoint_header(path)
     parameter_names = check_parameter_names(parameter_names, header["dim"])
     _check_dimension(log_density, header["dim"], "the checkpointed run")
@@ -209,7 +213,7 @@ def resume_ensemble(
     )
     kind, function = _walkers_density(log_density, vectorize, cores, executor, header["walkers"])
     result = _run_interruptible(
-        lambda bars: _core.resume_ensemble(path, kind, function, bars, _checkpoint_every(checkpoint_every)),
+        lambda bars: _core.resume_ensemble(path, kind, function, bars, checkpoint_every),
         [header["tune"] + header["draws"]],
         progress,
     )

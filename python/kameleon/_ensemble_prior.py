@@ -8,7 +8,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._sample import _integer, _points, _Unconstrained, _with_prior
+from ._checks import _integer
+from ._sample import _points, _Unconstrained, _with_prior
 
 
 def with_prior(

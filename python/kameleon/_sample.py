@@ -8,8 +8,6 @@ import ctypes
 import importlib.metadata
 import json
 import math
-import numbers
-import operator
 import os
 import secrets
 import statistics
@@ -22,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import _core, _parallel
+from ._checks import _as_int, _flag, _integer, _is_real_number, _real_array, _seed
 from ._arviz import check_parameter_names, inference_data, posterior_variables
 from .priors import JointPrior
 from .samplers import HMC, KAMH, Sampler
@@ -52,86 +51,6 @@ class SamplingWarning(UserWarning):
     ``warnings.simplefilter("ignore", kameleon.SamplingWarning)``."""
 
 
-def _as_int(value) -> int | None:
-    """``value`` as an ``int`` if it is a Python or numpy integer (bools,
-    which are integers to Python, are not), else None."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
-# the largest count, size or length the extension takes (a C long)
-_INTEGER_MAX = 2**63 - 1
-
-
-def _integer(name: str, value, minimum: int) -> int:
-    """``value`` as an ``int`` if it is an integer (see :func:`_as_int`)
-    from ``minimum`` to 2⁶³ − 1; else ``ValueError`` naming ``name`` (a
-    larger one gave the extension's bare ``OverflowError``)."""
-    number = _as_int(value)
-    if number is None or number < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
-    if number > _INTEGER_MAX:
-        raise ValueError(f"`{name}` must be an integer below 2**63, got {value!r}")
-    return number
-
-
-# what the values of a numpy dtype kind are, for the kinds that are not
-# real numbers
-_NOT_REAL = {"U": "strings", "S": "bytes", "c": "complex numbers", "b": "booleans", "M": "dates", "m": "time spans"}
-
-
-def _real_array(value, what: str, shape: str) -> np.ndarray:
-    """``value`` as a float64 array if it holds real numbers: integers or
-    floats of any width, also as Python numbers in an object array. What
-    numpy would convert silently is a ``TypeError`` instead: strings and
-    bytes (parsed as numbers), complex numbers (cut to their real part),
-    booleans (0 and 1), dates and times (counts of days or seconds), and
-    other objects (None as NaN); so is a value numpy cannot make an array
-    of (a ragged nesting). The masked entries of a masked array are NaN
-    (numpy would use the values under the mask).
-    The messages begin with ``what`` (e.g. "the simulator returned") and
-    end with ``shape``, the shape expected."""
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{what} a {type(value).__name__} that is not an array of numbers ({value!r:.100}); expected a "
-            f"real-valued float array of {shape}"
-        ) from err
-    if array.dtype.kind == "O":
-        # numbers.Real counts bool, an int
-        wrong = [v for v in array.flat if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)]
-        held, example = (f"{type(wrong[0]).__name__} objects", wrong[0]) if wrong else (None, None)
-    elif array.dtype.kind in "fiu":
-        held = example = None
-    else:
-        held, example = _NOT_REAL.get(array.dtype.kind, f"{array.dtype} values"), next(iter(array.flat), None)
-    if held is None:
-        real = np.asarray(array, dtype=np.float64)
-        # numpy drops a mask: masked entries are missing values, NaN (only
-        # a masked array has one; asking any other value costs microseconds
-        # on every estimate)
-        if isinstance(value, np.ma.MaskedArray):
-            mask = np.ma.getmaskarray(value)
-            if mask.any():
-                return np.where(mask, np.nan, real)
-        return real
-    if isinstance(example, np.generic):
-        example = example.item()  # '1.5', not np.str_('1.5')
-    name = type(value).__name__
-    if isinstance(value, np.ndarray):
-        returned = f"an array of dtype {array.dtype} holding {held} (e.g. {example!r:.60})"
-    elif array.ndim == 0:
-        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({value!r:.60})"
-    else:
-        returned = f"{'an' if name[0] in 'aeiou' else 'a'} {name} holding {held} (e.g. {example!r:.60})"
-    raise TypeError(f"{what} {returned}; expected a real-valued float array of {shape}")
-
-
 def _points(x0) -> np.ndarray:
     """The starting points ``x0`` as a float64 array of real numbers (see
     :func:`_real_array`): strings, complex numbers, booleans, other
@@ -143,16 +62,22 @@ def _points(x0) -> np.ndarray:
 def _checkpoint_every(value) -> float:
     """``checkpoint_every`` in seconds: a positive number (``math.inf``
     saves only at the end and on Ctrl-C); else ``ValueError``."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = math.nan
+    seconds = float(value) if _is_real_number(value) else math.nan
     if not seconds > 0:
         raise ValueError(
             f"`checkpoint_every` must be a positive number of seconds (math.inf: only at the end and on "
             f"interruption), got {value!r}"
         )
     return seconds
+
+
+def _path(value, name: str) -> str:
+    """The file path ``value`` (a str, bytes or os.PathLike) as a str;
+    else ``TypeError`` naming ``name``."""
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise TypeError(f"`{name}` must be a file path (a str or os.PathLike), got {value!r:.60}") from None
 
 
 def _checkpoint_path(checkpoint) -> str | None:
@@ -165,7 +90,7 @@ def _checkpoint_path(checkpoint) -> str | None:
     or at the end)."""
     if checkpoint is None:
         return None
-    path = os.path.abspath(os.fspath(checkpoint))
+    path = os.path.abspath(_path(checkpoint, "checkpoint"))
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"the folder of `checkpoint` {path!r} does not exist: create it first")
@@ -174,17 +99,6 @@ def _checkpoint_path(checkpoint) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(f"the folder of `checkpoint` {path!r} is not writable")
     return path
-
-
-def _seed(seed) -> int:
-    """The run's seed as an ``int`` in [0, 2**64): ``seed`` checked, or 64
-    bits of OS entropy if None."""
-    if seed is None:
-        return secrets.randbits(64)
-    number = _as_int(seed)
-    if number is None or not 0 <= number < 2**64:
-        raise ValueError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
-    return number
 
 
 @dataclass(frozen=True)
@@ -1156,6 +1070,8 @@ def sample(
     chains on the z scale, and another prior or bounds changes the log
     density there, which :func:`resume` checks.
     """
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     sampler = KAMH() if sampler is None else sampler
     if not isinstance(sampler, Sampler):
         raise TypeError(f"`sampler` must be a kameleon sampler, got {type(sampler).__name__}")
@@ -1201,7 +1117,7 @@ def sample(
     )
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)
     # a user's checkpoint records the log density for resume to check
     record = None if path is None else _density_record(log_density, kind, x0[0])
     with contextlib.ExitStack() as cleanup:
@@ -1234,10 +1150,7 @@ class _StopRules:
 
     def __init__(self, target_ess, target_rhat, max_seconds, max_evaluations, chains: int) -> None:
         for name, value in (("target_ess", target_ess), ("target_rhat", target_rhat), ("max_seconds", max_seconds)):
-            if value is not None and (
-                isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number))
-                or not math.isfinite(value) or value <= 0
-            ):
+            if value is not None and (not _is_real_number(value) or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"`{name}` must be a finite number > 0 or None, got {value!r}")
         if target_rhat is not None and target_rhat <= 1:
             raise ValueError(f"`target_rhat` must be > 1 (R-hat is at least about 1), got {target_rhat!r}")
@@ -1473,8 +1386,10 @@ def _continue(
     as :func:`extend` does. The checkpoint is changed only once every
     argument has been checked against it and the mode chosen: a refused
     call leaves it as it was."""
+    progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
+    checkpoint_every = _checkpoint_every(checkpoint_every)
     # absolute: worker processes keep the folder they started in
-    path = os.path.abspath(os.fspath(path))
+    path = os.path.abspath(_path(path, "path"))
     _parallel.gather_parts(path)
     header = _core.checkpoint_header(path)
     _check_dimension(log_density, header["dim"], "the checkpointed run")
@@ -1514,7 +1429,7 @@ def _continue(
         lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,
     )
     rules = _StopRules(None, None, None, None, chains)
-    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, _checkpoint_every(checkpoint_every), rules)
+    launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)
     if extend_by is not None:
         _core.extend_checkpoint(path, extend_by)
         header = _core.checkpoint_header(path)
@@ -1558,8 +1473,8 @@ def extend(
     The chains' evaluation shares of ``max_evaluations`` are lifted: a run
     cut by them goes on to its draws, as the run without the budget."""
     draws = _integer("draws", draws, 0)
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
+    if isinstance(source, (str, bytes, os.PathLike)):
+        path = _path(source, "source")
     else:
         attrs = getattr(getattr(source, "posterior", None), "attrs", {})
         if "checkpoint" not in attrs:

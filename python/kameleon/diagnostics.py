@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._sample import _integer, _real_array
+from ._checks import _flag, _integer, _is_real_number, _real_array
 
 __all__ = ["ess_bulk", "ess_tail", "ess", "rhat", "mmd"]
 
@@ -69,4 +69,7 @@ def mmd(x, y, *, kernel: str = "gaussian", bandwidth: float = 1.0, offset: float
     """
     x, y = _sample(x, "x"), _sample(y, "y")
     degree = _integer("degree", degree, 1)
-    return _core.mmd2_2d(x, y, kernel, float(bandwidth), float(offset), degree, bool(unbiased))
+    for name, value in (("bandwidth", bandwidth), ("offset", offset)):
+        if not _is_real_number(value):
+            raise ValueError(f"`{name}` must be a real number, got {value!r}")
+    return _core.mmd2_2d(x, y, kernel, float(bandwidth), float(offset), degree, _flag("unbiased", unbiased))

@@ -31,8 +31,9 @@ import numpy as np
 
 from . import _core
 from ._arviz import check_parameter_names, inference_data, posterior_variables
-from ._sample import __version__, _integer, _points, _run, _seed
-from .simulators import CompiledSimulator, _flag, _observed, _summaries, _theta, _with_theta
+from ._checks import _flag, _integer, _seed
+from ._sample import __version__, _points, _run
+from .simulators import CompiledSimulator, _observed, _summaries, _theta, _with_theta
 
 __all__ = ["HABC"]
 
@@ -178,6 +179,7 @@ class HABC:
         ``accepted`` (False where the trajectory was non-finite), and attrs
         (``sampler`` says it is the biased baseline). No convergence checks
         or warnings: the chains are biased whatever their R-hat."""
+        progress = _flag("progress", progress)
         draws = _integer("draws", draws, 0)
         tune = _integer("tune", tune, 0)
         chains = _integer("chains", chains, 1)

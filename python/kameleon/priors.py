@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from . import _core
+from ._checks import _check_rng, _real_array
 
 __all__ = [
     "Marginal",
@@ -112,6 +113,12 @@ def _log_jacobian(z, low, high):
         return np.where(has_low & has_high, interval, np.where(has_low | has_high, z, 0.0))
 
 
+def _points(value, name: str) -> np.ndarray:
+    """``value`` as a float64 array of real numbers; else ``TypeError``
+    naming it (numpy would parse strings, read True as 1, None as NaN)."""
+    return _real_array(value, f"`{name}` is", "any shape")
+
+
 def _scalar_or_array(value):
     return float(value) if np.ndim(value) == 0 else value
 
@@ -132,7 +139,12 @@ class Marginal:
         raise NotImplementedError
 
     def log_pdf(self, x):
-        """The log density at ``x`` (−inf outside the open support)."""
+        """The log density at ``x`` (−inf outside the open support); a
+        ``TypeError`` unless ``x`` holds real numbers."""
+        return self._log_density(_points(x, "x"))
+
+    def _log_density(self, x):
+        """:meth:`log_pdf` of a float64 ``x``, unchecked."""
         x = np.asarray(x, dtype=np.float64)
         low, high = self.support
         inside = (x > low) & (x < high)
@@ -153,20 +165,25 @@ class Marginal:
         return 0.0
 
     def draw(self, rng: np.random.Generator, size=None):
-        """Independent draws (a float if ``size`` is None, else an array)."""
+        """Independent draws (a float if ``size`` is None, else an array)
+        from the ``numpy.random.Generator`` ``rng``."""
+        _check_rng(rng)
+        return self._draw(rng, size)
+
+    def _draw(self, rng: np.random.Generator, size):
         raise NotImplementedError
 
     def to_unconstrained(self, x):
         """z for x in the support (NaN outside it)."""
-        return _scalar_or_array(_unconstrain(x, *self.support))
+        return _scalar_or_array(_unconstrain(_points(x, "x"), *self.support))
 
     def from_unconstrained(self, z):
         """x for the unconstrained z."""
-        return _scalar_or_array(_constrain(z, *self.support))
+        return _scalar_or_array(_constrain(_points(z, "z"), *self.support))
 
     def log_jacobian(self, z):
         """log |dx/dz| at the unconstrained z."""
-        return _scalar_or_array(_log_jacobian(z, *self.support))
+        return _scalar_or_array(_log_jacobian(_points(z, "z"), *self.support))
 
     def __str__(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
@@ -187,7 +204,7 @@ class Normal(Marginal):
     def _log_pdf(self, x):
         return -0.5 * ((x - self.mu) / self.sigma) ** 2 - math.log(self.sigma) - 0.5 * _LOG_2PI
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.normal(self.mu, self.sigma, size)
 
 
@@ -210,7 +227,7 @@ class LogNormal(Marginal):
         log_x = np.log(x)
         return -0.5 * ((log_x - self.mu) / self.sigma) ** 2 - log_x - math.log(self.sigma) - 0.5 * _LOG_2PI
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.lognormal(self.mu, self.sigma, size)
 
 
@@ -233,7 +250,7 @@ class Gamma(Marginal):
         a, b = self.shape, self.rate
         return a * math.log(b) - math.lgamma(a) + (a - 1.0) * np.log(x) - b * x
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.gamma(self.shape, 1.0 / self.rate, size)
 
 
@@ -257,7 +274,7 @@ class Beta(Marginal):
         log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
         return (a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x) - log_beta
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.beta(self.a, self.b, size)
 
 
@@ -282,7 +299,7 @@ class Uniform(Marginal):
     def _log_pdf(self, x):
         return np.full_like(x, -math.log(self.high - self.low))
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.uniform(self.low, self.high, size)
 
 
@@ -302,7 +319,7 @@ class HalfNormal(Marginal):
     def _log_pdf(self, x):
         return _LOG_2 - 0.5 * _LOG_2PI - math.log(self.sigma) - 0.5 * (x / self.sigma) ** 2
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return np.abs(rng.normal(0.0, self.sigma, size))
 
 
@@ -322,7 +339,7 @@ class Exponential(Marginal):
     def _log_pdf(self, x):
         return math.log(self.rate) - self.rate * x
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return rng.exponential(1.0 / self.rate, size)
 
 
@@ -342,7 +359,7 @@ class HalfCauchy(Marginal):
     def _log_pdf(self, x):
         return _LOG_2 - math.log(math.pi) - math.log(self.scale) - np.log1p((x / self.scale) ** 2)
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return np.abs(self.scale * rng.standard_cauchy(size))
 
 
@@ -365,7 +382,7 @@ class InverseGamma(Marginal):
         a, b = self.shape, self.scale
         return a * math.log(b) - math.lgamma(a) - (a + 1.0) * np.log(x) - b / x
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return self.scale / rng.gamma(self.shape, 1.0, size)
 
 
@@ -388,7 +405,7 @@ class StudentT(Marginal):
         constant = math.lgamma(0.5 * (nu + 1)) - math.lgamma(0.5 * nu) - 0.5 * math.log(nu * math.pi)
         return constant - math.log(self.sigma) - 0.5 * (nu + 1) * np.log1p(((x - self.mu) / self.sigma) ** 2 / nu)
 
-    def draw(self, rng, size=None):
+    def _draw(self, rng, size):
         return self.mu + self.sigma * rng.standard_t(self.nu, size)
 
 
@@ -500,7 +517,7 @@ class JointPrior:
         """The log prior at x (inside the bounds): the sum of the marginals'
         log densities, the callable's value, or 0 for bounds alone."""
         if self.marginals is not None:
-            return float(sum(m.log_pdf(x[j]) for j, m in enumerate(self.marginals)))
+            return float(sum(m._log_density(x[j]) for j, m in enumerate(self.marginals)))
         if self.function is None:
             return 0.0
         value = self.function(x)
@@ -511,7 +528,7 @@ class JointPrior:
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One draw of the parameters from the marginals."""
-        return np.array([m.draw(rng) for m in self.marginals], dtype=np.float64)
+        return np.array([m._draw(rng, None) for m in self.marginals], dtype=np.float64)
 
     def outside(self, x: np.ndarray) -> int | None:
         """The index of the first parameter of ``x`` (d,) outside its open

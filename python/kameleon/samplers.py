@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -35,14 +36,39 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _is_real(value) -> bool:
+    """Whether ``value`` is a real number, Python's or numpy's (a bool is
+    not: ``True`` would be read as 1)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+    if not (_is_real(value) and math.isfinite(value) and value > 0):
         raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
 
 
 def _positive_int(name: str, value: int, minimum: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+
+
+def _plain(value):
+    """A setting as JSON takes it: numpy numbers as Python's, in pairs too."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _kernel(sampler: str, kernel) -> None:
+    if not isinstance(kernel, Kernel):
+        raise TypeError(
+            f"`kernel` of a {sampler} must be a kameleon kernel (e.g. km.Gaussian(), km.Matern(nu=1.5)), "
+            f"got {kernel!r}"
+        )
 
 
 def _surrogate_base(base: str, whiten: bool) -> None:
@@ -68,8 +94,7 @@ def _range(name: str, value: tuple, integer: bool) -> None:
 def _step_factor(target_accept: float, step_factor_range: tuple) -> None:
     """Checks KMC's learned step factor: a target acceptance in (0, 1) and a
     range (low, high) around the starting factor 1."""
-    if not (isinstance(target_accept, (int, float)) and not isinstance(target_accept, bool)
-            and 0 < target_accept < 1):
+    if not (_is_real(target_accept) and 0 < target_accept < 1):
         raise ValueError(f"`target_accept` must lie in (0, 1), got {target_accept!r}")
     _range("step_factor_range", step_factor_range, integer=False)
     low, high = step_factor_range
@@ -80,6 +105,7 @@ def _step_factor(target_accept: float, step_factor_range: tuple) -> None:
 
 
 def _numeric_unless_whitened(sampler: str, kernel, whiten: bool) -> None:
+    _kernel(sampler, kernel)
     if kernel.bandwidth == "median" and not whiten:
         raise ValueError(
             f'`bandwidth` of a {sampler} kernel must be a number, not "median", unless `whiten=True`'
@@ -104,9 +130,7 @@ class _Settings:
             if f.metadata.get("python_only"):
                 continue
             value = getattr(self, f.name)
-            if isinstance(value, Kernel):
-                value = value.to_dict()
-            out[f.name] = value
+            out[f.name] = value.to_dict() if isinstance(value, Kernel) else _plain(value)
         return out
 
 
@@ -347,6 +371,7 @@ class KAMH(Sampler):
         return cls(subsample_size=subsample_size, gamma=0.2, whiten=False)
 
     def __post_init__(self) -> None:
+        _kernel(self.kind, self.kernel)
         _positive_int("subsample_size", self.subsample_size, 2)
         _positive_int("median_points", self.median_points, 2)
         if self.gamma is not None:
@@ -388,6 +413,7 @@ class PCAKameleon(Sampler):
         return cls(subsample_size=subsample_size, gamma=0.2, refresh_kappa=None, whiten=False)
 
     def __post_init__(self) -> None:
+        _kernel(self.kind, self.kernel)
         _positive_int("subsample_size", self.subsample_size, 2)
         _positive_int("median_points", self.median_points, 2)
         _positive_int("components", self.components)
@@ -395,7 +421,7 @@ class PCAKameleon(Sampler):
             _positive("gamma", self.gamma)
         _positive("scale", self.scale)
         if self.refresh_kappa is not None and not (
-            isinstance(self.refresh_kappa, (int, float)) and 0 < self.refresh_kappa <= 1
+            _is_real(self.refresh_kappa) and 0 < self.refresh_kappa <= 1
         ):
             raise ValueError(f"`refresh_kappa` must lie in (0, 1] or be None, got {self.refresh_kappa!r}")
 
@@ -520,7 +546,7 @@ class CKAM(Sampler):
         if self.scale is not None:
             _positive("scale", self.scale)
         _positive_int("cycle_length", self.cycle_length, 2)
-        if not 0 <= self.exploration_fraction < 1:
+        if not (_is_real(self.exploration_fraction) and 0 <= self.exploration_fraction < 1):
             raise ValueError(f"`exploration_fraction` must lie in [0, 1), got {self.exploration_fraction!r}")
         if self.switch not in ("delayed_rejection", "as_written"):
             raise ValueError(f'`switch` must be "delayed_rejection" or "as_written", got {self.switch!r}')
@@ -626,7 +652,7 @@ class KMCLite(Sampler):
         _positive("lam", self.lam)
         _range("step_size", self.step_size, integer=False)
         _range("steps", self.steps, integer=True)
-        if not 0 < self.kappa <= 1:
+        if not (_is_real(self.kappa) and 0 < self.kappa <= 1):
             raise ValueError(f"`kappa` must lie in (0, 1], got {self.kappa!r}")
         _surrogate_base(self.base, self.whiten)
         _step_factor(self.target_accept, self.step_factor_range)

@@ -55,11 +55,13 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from . import _core
-from ._sample import SimulationEstimator, _address, _integer, _noisy_function, _real_array
+from ._checks import _check_rng, _flag, _integer, _real_array
+from ._sample import SimulationEstimator, _address, _noisy_function
 
 __all__ = ["ABC", "CompiledSimulator", "SyntheticLikelihood", "kmc_skew_normal_setup", "log_likelihood_sd"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
 # the most float64 values a numpy array can hold
 _MAX_SUMMARIES = np.iinfo(np.intp).max // 8
 
@@ -79,12 +81,6 @@ def _observed(value) -> np.ndarray:
         raise ValueError("`observed` must be finite (no NaN or infinity)")
     observed.flags.writeable = False
     return observed
-
-
-def _flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"`{name}` must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _summaries(value, shape: tuple[int, ...], batched: bool) -> np.ndarray:
@@ -236,6 +232,7 @@ class _Simulations(SimulationEstimator):
         """``n_simulations`` simulated summaries at ``theta``, shape (n, s),
         drawn with ``rng``."""
         theta = _theta(theta)
+        _check_rng(rng)
         if self._compiled is not None:
             return self._compiled.simulate(theta.tolist(), _seed_of(rng))
         n, s = self.n_simulations, self.observed.shape[0]
@@ -260,7 +257,9 @@ class _Simulations(SimulationEstimator):
         :class:`CompiledSimulator`, computed in Rust from the simulations
         :meth:`simulate` gives for the same state of ``rng``)."""
         if self._compiled is not None:
-            return self._compiled.log_likelihood(_theta(theta).tolist(), _seed_of(rng))
+            theta = _theta(theta)
+            _check_rng(rng)
+            return self._compiled.log_likelihood(theta.tolist(), _seed_of(rng))
         return self.log_likelihood(self.simulate(theta, rng))
 
     def _checked(self, summaries) -> np.ndarray:
@@ -371,7 +370,11 @@ class SyntheticLikelihood(_Simulations):
     Either way, a simulation with a NaN or infinite summary makes the
     estimate −inf (a rejection: the mean and covariance are undefined), and
     so does a singular Σ̂ (e.g. a summary that is constant over the
-    simulations). ``batched``: see :mod:`kameleon.simulators`.
+    simulations). A summary whose observed value is beyond about 1e±77 in
+    magnitude is scaled, in the simulations too, by the power of two that
+    brings the observed value into [0.5, 1) (exact, and the estimate is
+    corrected for it), so that Σ̂ of summaries near 1e-160 or 1e154 neither
+    underflows nor overflows. ``batched``: see :mod:`kameleon.simulators`.
     """
 
     simulator: Callable
@@ -386,7 +389,8 @@ class SyntheticLikelihood(_Simulations):
         s, n = self.observed.shape[0], self.n_simulations
         if n < self._minimum(s):
             raise ValueError(self._too_few(s, n))
-        self._compile(unbiased=self.unbiased)
+        object.__setattr__(self, "_exponents", _scale_exponents(self.observed))
+        self._compile(unbiased=self.unbiased, exponents=self._exponents.tolist())
 
     def _minimum(self, s: int) -> int:
         return s + 3 if self.unbiased else s + 1
@@ -407,6 +411,12 @@ class SyntheticLikelihood(_Simulations):
             raise ValueError(self._too_few(s, n))
         if not np.isfinite(summaries).all():
             return -math.inf
+        observed, log_jacobian = self.observed, 0.0
+        if self._exponents.any():
+            # summaries scaled by D = diag(2^e): exact, and the density of
+            # D y is that of y times 1/|D|
+            summaries, observed = np.ldexp(summaries, self._exponents), np.ldexp(observed, self._exponents)
+            log_jacobian = float(self._exponents.sum()) * _LOG_2
         mean = summaries.mean(axis=0)
         centred = summaries - mean
         scatter = centred.T @ centred  # M = (n - 1) Σ̂
@@ -418,23 +428,44 @@ class SyntheticLikelihood(_Simulations):
         if not (diagonal > 0).all() or not np.isfinite(diagonal).all():
             return -math.inf
         log_det = 2.0 * float(np.log(diagonal).sum())  # log |M|
-        r = np.linalg.solve(cholesky, self.observed - mean)
+        r = np.linalg.solve(cholesky, observed - mean)
         q = float(r @ r)  # uᵀ M⁻¹ u
         if not self.unbiased:
             # N(y; μ̂, M/(n−1)): |Σ̂| = |M| (n−1)^(−s), uᵀΣ̂⁻¹u = (n−1) q
-            return -0.5 * (s * _LOG_2PI + log_det - s * math.log(n - 1) + (n - 1) * q)
-        k = n / (n - 1)
-        t = 1.0 - k * q
-        if not t > 0.0:
-            return -math.inf
-        return (
-            0.5 * s * math.log(k)
-            + math.lgamma(0.5 * (n - 1))
-            - math.lgamma(0.5 * (n - s - 1))
-            - 0.5 * s * math.log(math.pi)
-            - 0.5 * log_det
-            + 0.5 * (n - s - 3) * math.log(t)
-        )
+            log_estimate = -0.5 * (s * _LOG_2PI + log_det - s * math.log(n - 1) + (n - 1) * q)
+        else:
+            k = n / (n - 1)
+            t = 1.0 - k * q
+            if not t > 0.0:
+                return -math.inf
+            log_estimate = (
+                0.5 * s * math.log(k)
+                + math.lgamma(0.5 * (n - 1))
+                - math.lgamma(0.5 * (n - s - 1))
+                - 0.5 * s * math.log(math.pi)
+                - 0.5 * log_det
+                + 0.5 * (n - s - 3) * math.log(t)
+            )
+        return log_estimate + log_jacobian
+
+
+# a summary whose observed value is beyond 2^±_ORDINARY_EXPONENT in
+# magnitude (about 1e±77) is scaled for the synthetic likelihood's
+# covariance, whose entries are squares of the summaries' spread
+_ORDINARY_EXPONENT = 256
+
+
+def _scale_exponents(observed: np.ndarray) -> np.ndarray:
+    """Per summary, the power of two e (an integer array) by which the
+    synthetic likelihood scales it: 0 if the observed value is 0 or of
+    ordinary magnitude, else the e that brings it into [0.5, 1) (at most
+    2^±1022, a normal float, for the few subnormal or largest values), so
+    the covariance of summaries near 1e-160 or 1e154 neither underflows
+    nor overflows. Scaling by a power of two is exact."""
+    _, exponents = np.frexp(observed)
+    exponents = np.clip(-exponents.astype(np.int64), -1022, 1022)
+    exponents[np.abs(exponents) <= _ORDINARY_EXPONENT] = 0
+    return exponents
 
 
 def _log_estimate(value) -> float:

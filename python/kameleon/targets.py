@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ._checks import _integer, _real_array, _seed
 from ._core import BuiltinTarget
 
 
@@ -57,8 +58,9 @@ class Target:
         return self._inner.is_exact
 
     def log_density(self, x, seed: int = 0) -> float:
-        """The log density at ``x`` (pseudo-marginal targets: an estimate drawn with ``seed``)."""
-        return self._inner.log_density(self._point(x), seed)
+        """The log density at ``x`` (pseudo-marginal targets: an estimate
+        drawn with ``seed``, an integer in [0, 2**64); None: from OS entropy)."""
+        return self._inner.log_density(self._point(x), _seed(seed))
 
     def grad_log_density(self, x) -> np.ndarray:
         """The gradient of the log density at ``x``."""
@@ -66,15 +68,17 @@ class Target:
 
     def _point(self, x) -> np.ndarray:
         """``x`` as a contiguous float64 vector; ``ValueError`` unless it is
-        one point of shape (dim,) (a scalar counts as shape (1,))."""
-        x = np.ascontiguousarray(x, dtype=np.float64)
+        one point of shape (dim,) (a scalar counts as shape (1,)),
+        ``TypeError`` unless it holds real numbers (see ``_real_array``)."""
+        x = np.ascontiguousarray(_real_array(x, "x is", f"shape ({self.dim},), one point"))
         if x.ndim > 1:
             raise ValueError(f"x must be one point of shape ({self.dim},), got shape {x.shape}")
         return x
 
     def sample_iid(self, n: int, seed: int = 0) -> np.ndarray:
-        """``n`` exact independent draws, shape (n, dim)."""
-        return self._inner.sample_iid(n, seed)
+        """``n`` exact independent draws, shape (n, dim), drawn with
+        ``seed`` (an integer in [0, 2**64); None: from OS entropy)."""
+        return self._inner.sample_iid(_integer("n", n, 0), _seed(seed))
 
 
 class Banana(Target):
@@ -104,11 +108,12 @@ class GaussianMixture(Target):
     """Σ w_k N(μ_k, Σ_k) with full covariances (weights are normalised)."""
 
     def __init__(self, weights: Sequence[float], means, covariances) -> None:
-        means = np.asarray(means, dtype=np.float64)
-        covs = np.asarray(covariances, dtype=np.float64)
+        weights = _real_array(weights, "`weights` is", "shape (k,), one weight per component")
+        means = _real_array(means, "`means` is", "shape (k, d), one mean per component")
+        covs = _real_array(covariances, "`covariances` is", "shape (k, d, d), one covariance per component")
         super().__init__(
             "GaussianMixture",
-            weights=[float(w) for w in weights],
+            weights=weights.tolist(),
             means=means.tolist(),
             covariances=[c.ravel().tolist() for c in covs],
         )
@@ -118,6 +123,8 @@ class Gaussian(GaussianMixture):
     """N(mean, cov)."""
 
     def __init__(self, mean, cov) -> None:
+        mean = _real_array(mean, "`mean` is", "shape (d,)")
+        cov = _real_array(cov, "`cov` is", "shape (d, d)")
         super().__init__([1.0], [mean], [cov])
 
 
@@ -139,7 +146,8 @@ class GridMixture(Target):
     """An equal-weight mixture over the product grid ``centres``^dim, variance ``variance``."""
 
     def __init__(self, dim: int, centres: Sequence[float], variance: float) -> None:
-        super().__init__("GridMixture", dim=dim, centres=[float(c) for c in centres], variance=variance)
+        centres = _real_array(centres, "`centres` is", "shape (m,), the grid's centres along each axis")
+        super().__init__("GridMixture", dim=dim, centres=centres.tolist(), variance=variance)
 
 
 class Glass(Target):

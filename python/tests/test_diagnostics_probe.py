@@ -210,3 +210,25 @@ def test_r_hat_of_binary_draws_split_half_and_half():
     expected = _arviz(lambda a: az.rhat(a, method="rank"), x)
     assert np.isfinite(expected)
     np.testing.assert_allclose(diagnostics.rhat(x), expected, rtol=RTOL)
+
+
+def test_draws_with_a_bool_beside_numbers_are_a_type_error_as_a_bool_array_is():
+    # numpy made the True a 1.0 draw, with no complaint
+    draws = [[0.1, 0.5, -0.3, 1.2], [0.2, True, 0.4, -0.8]]
+    with pytest.raises(TypeError, match=r"`draws` is a list holding booleans \(e.g. True\)"):
+        diagnostics.ess_bulk(draws)
+    with pytest.raises(TypeError, match=r"`y` is a list holding booleans"):
+        diagnostics.mmd([0.1, 0.2, 0.3], [0.1, np.bool_(False), 0.3])
+
+
+@pytest.mark.parametrize("setting, named", [
+    (dict(bandwidth="1"), "`bandwidth` must be a real number"),
+    (dict(bandwidth=True), "`bandwidth` must be a real number"),
+    (dict(offset="1", kernel="polynomial"), "`offset` must be a real number"),
+    (dict(unbiased="no"), "`unbiased` must be True or False"),
+])
+def test_mmd_settings_of_the_wrong_type_are_refused(setting, named):
+    # float() parsed "1" and read True as 1; "no" was true, the U-statistic
+    x, y = np.zeros((5, 2)), np.ones((5, 2))
+    with pytest.raises(ValueError, match=named):
+        diagnostics.mmd(x, y, **setting)

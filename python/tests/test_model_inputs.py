@@ -188,6 +188,21 @@ def test_hmc_on_a_density_without_a_gradient_says_so_before_the_run():
             km.sample(density, [0.0], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
 
 
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("gradient, named", [
+    (lambda x: [True, False], "booleans"),
+    (lambda x: [-x[0], True], "beside numbers"),
+    (lambda x: (-x).astype(complex), "complex"),
+    (lambda x: np.array(["1", "2"]), "strings"),
+], ids=["bools", "bool-beside-float", "complex", "strings"])
+def test_an_hmc_gradient_that_is_not_real_numbers_is_a_type_error(gradient, named):
+    # bools were read as 1 and 0 and complex numbers cut to their real part:
+    # HMC ran on a wrong gradient
+    hmc = km.HMC(grad_log_density=gradient)
+    with pytest.raises(TypeError, match=rf"gradient function `.*` returned .*{named}.*; expected 2 real floats"):
+        km.sample(lambda x: -0.5 * float(x @ x), [0.1, 0.2], sampler=hmc, draws=5, tune=5, chains=1, progress=False)
+
+
 def test_bounds_may_be_a_numpy_array_of_pairs(quiet):
     # np.array([[0, 1], [0, inf]]) was refused as "not a list of (low, high) pairs"
     from kameleon.priors import JointPrior
@@ -232,6 +247,10 @@ NOT_REAL_X0 = [
     pytest.param(np.array([["0.1", "0.2"], ["0.3", "0.4"]]), "str", id="str-array"),
     pytest.param([b"0.1", b"0.2"], "bytes", id="bytes"),
     pytest.param([True, False], "bool", id="bool"),
+    pytest.param([0.5, True], "bool", id="bool-beside-float"),
+    pytest.param((0.5, np.bool_(False)), "bool", id="np-bool-beside-float"),
+    pytest.param([[0.5, 0.1], [1, True]], "bool", id="nested-bool-beside-int"),
+    pytest.param([np.array([0.5, 0.1]), np.array([True, False])], "bool", id="bool-array-beside-float-array"),
     pytest.param(np.array([np.bool_(True), 0.5], dtype=object), "bool", id="object-bool"),
     pytest.param(np.array([0.1, None], dtype=object), "NoneType", id="object-none"),
     pytest.param([0.1 + 1j, 0.2], "complex", id="complex"),
@@ -400,3 +419,154 @@ def test_a_pseudo_marginal_of_something_not_callable_is_refused_on_creation(func
     # evaluation with "'int' object is not callable"
     with pytest.raises(TypeError, match=rf"PseudoMarginal needs a callable f\(x, rng\) -> float, got {shown}"):
         km.PseudoMarginal(function)
+
+
+# ── flags and numbers of the run ───────────────────────────────────────────
+
+
+@pytest.mark.parametrize("name, value", [
+    ("progress", "no"), ("progress", None), ("progress", 0), ("vectorize", "no"), ("vectorize", 1),
+])
+def test_a_flag_that_is_not_true_or_false_is_refused_before_any_evaluation(tmp_path, quiet, name, value):
+    # "no" is true: progress="no" drew bars, vectorize="no" ran the density on
+    # (k, d) arrays and failed with the density's own error
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=5, seed=1, progress=False)
+    path, ensemble_path = tmp_path / "run.ckpt", tmp_path / "ensemble.ckpt"
+    km.sample(logp, [0.0, 0.0], chains=2, checkpoint=path, **run)
+    km.sample_ensemble(logp, [0.0, 0.0], checkpoint=ensemble_path, **run)
+    calls.clear()
+    bad = {name: value}
+    calls_made = [
+        lambda: km.sample(logp, [0.0, 0.0], chains=2, **{**run, **bad}),
+        lambda: km.sample_ensemble(logp, [0.0, 0.0], **{**run, **bad}),
+        lambda: km.resume(path, logp, **{"progress": False, **bad}),
+        lambda: km.extend(path, logp, draws=5, **{"progress": False, **bad}),
+        lambda: km.resume_ensemble(ensemble_path, logp, **{"progress": False, **bad}),
+    ]
+    if name == "progress":
+        habc = km.HABC(lambda theta, rng: theta + rng.standard_normal(2), [0.0, 0.0], steps=2)
+        calls_made.append(lambda: habc.sample([0.0, 0.0], draws=2, tune=0, chains=1, seed=0, progress=value))
+    for call in calls_made:
+        with pytest.raises(ValueError, match=rf"`{name}` must be True or False, got {value!r}"):
+            call()
+    assert calls == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("checkpoint_every", "5"), ("checkpoint_every", True), ("target_ess", np.complex128(400)),
+    ("target_rhat", 1.01 + 0j), ("max_seconds", "10"),
+])
+def test_a_run_setting_that_is_not_a_real_number_is_refused(name, value):
+    # float() took "5" as 5 s and True as 1 s; a complex target ESS ran
+    logp, calls = counting_gaussian()
+    with pytest.raises(ValueError, match=rf"`{name}` must be a (positive|finite) number"):
+        km.sample(logp, [0.0, 0.0], chains=2, draws=5, tune=5, progress=False, **{name: value})
+    assert calls == []
+
+
+
+@pytest.mark.parametrize("bool_value", [True, np.bool_(False), np.array(True)], ids=["bool", "np-bool", "0d-bool-array"])
+def test_a_vectorized_density_returning_a_bool_beside_floats_is_a_type_error(bool_value):
+    # numpy made [-0.3, True] the floats [-0.3, 1.0]: the run went on with
+    # a log density of 1 at the chain whose row returned True
+    def logp(xs):
+        values = [-0.5 * float(x @ x) for x in xs]
+        if len(values) > 1:
+            values[-1] = bool_value
+        return values
+
+    with pytest.raises(TypeError, match=r"vectorized log density `[^`]*logp` returned \[.*\], which holds a `\w+` .* beside numbers"):
+        km.sample(logp, [0.0, 0.0], vectorize=True, chains=2, draws=5, tune=5, seed=1, progress=False)
+    with pytest.raises(TypeError, match=r"which holds a `\w+` .* beside numbers"):
+        km.sample_ensemble(logp, [0.0, 0.0], vectorize=True, draws=5, tune=5, seed=1, progress=False)
+
+
+# ── built-in targets ─────────────────────────────────────────────────────
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("x, named", [
+    ([0.5, True], "booleans"), (["0.5", "1"], "strings"), ([0.5 + 1j, 0.0], "complex"), (None, "NoneType"),
+])
+def test_a_target_point_that_is_not_real_numbers_is_a_type_error(x, named):
+    # [0.5, True] was the point (0.5, 1), ["0.5", "1"] was parsed, None was
+    # "x has length 1"
+    banana = km.targets.Banana()
+    for call in (banana.log_density, banana.grad_log_density):
+        with pytest.raises(TypeError, match=rf"x is .*{named}.*; expected a real-valued float array of shape \(2,\)"):
+            call(x)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("make, named", [
+    (lambda: km.targets.GaussianMixture([0.5, 0.5], [[0, 0], [1, True]], [np.eye(2)] * 2), "`means` is .*booleans"),
+    (lambda: km.targets.GaussianMixture([True, 1], [[0, 0], [1, 1]], [np.eye(2)] * 2), "`weights` is .*booleans"),
+    (lambda: km.targets.GaussianMixture(["0.5", "0.5"], [[0, 0], [1, 1]], [np.eye(2)] * 2), "`weights` is .*strings"),
+    (lambda: km.targets.GaussianMixture([1.0], [[0, 0]], [np.eye(2) * (1 + 0j)]), "`covariances` is .*complex"),
+    (lambda: km.targets.Gaussian([0.0, True], np.eye(2)), "`mean` is .*booleans"),
+    (lambda: km.targets.Gaussian([0.0, 0.0], [[1.0, 0.0], ["0", 1.0]]), "`cov` is .*strings"),
+    (lambda: km.targets.GridMixture(2, [0.0, True], 1.0), "`centres` is .*booleans"),
+    (lambda: km.targets.GridMixture(2, ["0", "1"], 1.0), "`centres` is .*strings"),
+], ids=["mean-bool", "weight-bool", "weight-str", "cov-complex", "gaussian-mean", "gaussian-cov", "centre-bool", "centre-str"])
+def test_target_parameters_that_are_not_real_numbers_are_a_type_error(make, named):
+    # each was converted silently (True as 1, "0.5" parsed, the real part kept)
+    with pytest.raises(TypeError, match=named):
+        make()
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda t: t.sample_iid(-1), "`n` must be an integer >= 0"),
+    (lambda t: t.sample_iid(True), "`n` must be an integer >= 0"),
+    (lambda t: t.sample_iid(3, seed=-1), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+    (lambda t: t.sample_iid(3, seed=2**64), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+    (lambda t: t.log_density([0.0, 0.0], seed=True), r"`seed` must be an integer in \[0, 2\*\*64\)"),
+])
+def test_target_draw_counts_and_seeds_out_of_range_are_a_value_error(call, named):
+    # a negative n or seed was the extension's bare OverflowError; True was 1
+    with pytest.raises(ValueError, match=named):
+        call(km.targets.Banana())
+
+
+def test_a_checkpoint_path_may_be_bytes_and_what_is_not_a_path_is_a_type_error_naming_it(tmp_path, quiet):
+    # bytes were "'bytes' object is not an instance of 'str'" from the
+    # extension, an int "expected str, bytes or os.PathLike object"
+    logp, calls = counting_gaussian()
+    run = dict(draws=5, tune=5, seed=1, progress=False)
+    path = bytes(tmp_path / "run.ckpt")
+    ensemble_path = bytes(tmp_path / "ensemble.ckpt")
+    first = km.sample(logp, [0.0, 0.0], chains=2, checkpoint=path, **run)
+    assert first.posterior.attrs["checkpoint"] == str(tmp_path / "run.ckpt")
+    km.resume(path, logp, progress=False)
+    km.extend(path, logp, draws=5, progress=False)
+    km.sample_ensemble(logp, [0.0, 0.0], checkpoint=ensemble_path, **run)
+    km.resume_ensemble(ensemble_path, logp, progress=False)
+    calls.clear()
+    for call, name in (
+        (lambda: km.sample(logp, [0.0, 0.0], chains=2, checkpoint=3, **run), "checkpoint"),
+        (lambda: km.resume(3, logp, progress=False), "path"),
+        (lambda: km.resume_ensemble(None, logp, progress=False), "path"),
+        (lambda: km.sample_ensemble(logp, [0.0, 0.0], checkpoint=3.5, **run), "checkpoint"),
+    ):
+        with pytest.raises(TypeError, match=rf"`{name}` must be a file path"):
+            call()
+    assert calls == []
+
+
+def test_masked_values_of_a_vectorized_density_reject_as_nan_does(quiet):
+    # the values under the mask were read: the chains went where the
+    # density masked its values; a masked scalar was NaN already
+    def masked(xs):
+        values = -0.5 * (xs**2).sum(axis=1)
+        return np.ma.array(values, mask=xs[:, 0] > 0.5)
+
+    def nan(xs):
+        values = -0.5 * (xs**2).sum(axis=1)
+        values[xs[:, 0] > 0.5] = np.nan
+        return values
+
+    run = dict(vectorize=True, draws=100, tune=50, chains=3, seed=2, progress=False)
+    expected = km.sample(nan, [0.0, 0.0], **run)
+    chains = km.sample(masked, [0.0, 0.0], **run)
+    assert chains.posterior["x"].values[..., 0].max() <= 0.5
+    np.testing.assert_array_equal(chains.posterior["x"].values, expected.posterior["x"].values)

@@ -252,3 +252,24 @@ def test_a_non_float_log_likelihood_or_log_prior_is_a_type_error_naming_it():
         km.sample(returns_text, [0.5], prior=[priors.Normal()], draws=5, tune=0, chains=1, progress=False)
     with pytest.raises(TypeError, match=r"log prior function `\S*returns_text`"):
         km.sample(flat, [0.5], prior=returns_text, bounds=[(0, 1)], draws=5, tune=0, chains=1, progress=False)
+
+
+@pytest.mark.filterwarnings("error")  # a ComplexWarning on the way is a failure
+@pytest.mark.parametrize("x, named", [
+    (True, "bool"), ("0.5", "str"), ([0.5, True], "booleans"), (0.5 + 0j, "complex"), (None, "NoneType"),
+])
+def test_a_marginal_evaluated_at_what_is_not_real_numbers_is_a_type_error(x, named):
+    # log_pdf(True) was the density at 1, "0.5" was parsed, None was -inf
+    normal = priors.Normal(0.0, 1.0)
+    for method, name in ((normal.log_pdf, "x"), (normal.to_unconstrained, "x"), (normal.from_unconstrained, "z"),
+                         (normal.log_jacobian, "z")):
+        with pytest.raises(TypeError, match=rf"`{name}` is .*{named}"):
+            method(x)
+
+
+def test_a_marginal_drawn_with_what_is_not_a_generator_is_a_type_error():
+    # draw(0) was AttributeError: 'int' object has no attribute 'normal'
+    for marginal in (priors.Normal(0.0, 1.0), priors.Beta(2.0, 3.0), priors.StudentT(3.0, 0.0, 1.0)):
+        with pytest.raises(TypeError, match=r"`rng` must be a numpy.random.Generator"):
+            marginal.draw(0)
+        assert np.isfinite(marginal.draw(np.random.default_rng(0)))

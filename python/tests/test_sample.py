@@ -417,10 +417,14 @@ def test_continuing_a_run_checks_the_dimension_of_a_compiled_function(tmp_path):
         km.resume(path, km.targets.Banana(3), progress=False)
 
 
-@pytest.mark.parametrize("names", [["a"], ["a", "a"]], ids=["too-few", "repeated"])
-def test_bad_parameter_names_are_refused_before_the_run(tmp_path, names):
+@pytest.mark.parametrize(
+    "names", [["a"], ["a", "a"], ["", "b"], ["a", "c/d"]], ids=["too-few", "repeated", "empty", "slash"]
+)
+def test_bad_parameter_names_are_refused_before_the_run(tmp_path, quiet, names):
     # too few names failed only after the run, throwing its draws away; a
-    # repeated name silently kept one of its parameters only
+    # repeated name silently kept one of its parameters only; an empty name
+    # or one with a '/' ran, and then the output could not be saved
+    # (to_netcdf refuses both)
     calls = []
 
     def counted(x):

@@ -150,3 +150,44 @@ def test_settings_serialise_with_a_kind_tag():
     assert d["kind"] == "KAMH" and d["kernel"] == {"kind": "Matern", "nu": 1.5, "bandwidth": 2.0}
     assert km.KAMH().to_dict()["kernel"]["bandwidth"] is None  # the median heuristic
     assert "grad_log_density" not in km.HMC().to_dict()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: km.KMCLite(sigma=True),
+    lambda: km.KAMH(kernel=km.Gaussian(bandwidth=True)),
+    lambda: km.KAMH(kernel=km.Matern(nu=np.bool_(True))),
+    lambda: km.KMCLite(kappa=True),
+    lambda: km.KMCLite(target_accept=np.bool_(True)),
+    lambda: km.CKAM(exploration_fraction=False),
+    lambda: km.PCAKameleon(refresh_kappa=True),
+], ids=["sigma", "bandwidth", "nu", "kappa", "target_accept", "exploration_fraction", "refresh_kappa"])
+def test_a_bool_for_a_number_setting_is_refused(make):
+    # sigma=True and bandwidth=True ran with 1.0
+    with pytest.raises(ValueError, match="must"):
+        make()
+
+
+@pytest.mark.parametrize("cls", [km.KAMH, km.PCAKameleon, km.FKAMH, km.CKAM, km.KMCFinite])
+@pytest.mark.parametrize("kernel", ["gaussian", None, km.Gaussian], ids=["str", "none", "class"])
+def test_a_kernel_that_is_not_a_kernel_instance_is_a_type_error_naming_it(cls, kernel):
+    # FKAMH, CKAM and KMCFinite raised AttributeError ('str' object has no
+    # attribute 'bandwidth'); KAMH and PCAKameleon failed only when run
+    with pytest.raises(TypeError, match=rf"`kernel` of a {cls.kind} must be a kameleon kernel"):
+        cls(kernel=kernel)
+
+
+def test_numpy_numbers_in_sampler_settings_are_the_python_numbers(quiet):
+    # np.int64(50) was "not an integer", np.float32(0.2) "not a positive number"
+    logp = lambda x: -0.5 * float(x @ x)
+    run = dict(draws=20, tune=20, chains=1, seed=1, progress=False)
+    for numpy_made, plain in [
+        (km.KAMH(subsample_size=np.int64(50), kernel=km.Gaussian(bandwidth=np.float32(1.5)), scale=np.float64(0.5)),
+         km.KAMH(subsample_size=50, kernel=km.Gaussian(bandwidth=1.5), scale=0.5)),
+        (km.KMCLite(n=np.int32(50), step_size=(np.float32(0.125), 0.25), steps=(np.int64(3), 5), kappa=np.float32(0.5)),
+         km.KMCLite(n=50, step_size=(0.125, 0.25), steps=(3, 5), kappa=0.5)),
+    ]:
+        assert numpy_made.to_dict() == plain.to_dict()
+        np.testing.assert_array_equal(
+            km.sample(logp, [0.0, 0.0], sampler=numpy_made, **run).posterior["x"].values,
+            km.sample(logp, [0.0, 0.0], sampler=plain, **run).posterior["x"].values,
+        )

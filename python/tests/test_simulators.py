@@ -201,6 +201,46 @@ def test_synthetic_likelihood_of_nan_or_singular_summaries_is_minus_infinity():
     assert math.isfinite(wood.log_likelihood(good))
 
 
+# 2^-532 ≈ 1.4e-160, 2^520 ≈ 3.4e156, 2^1000 ≈ 1.1e301: the squared spread
+# of such summaries underflowed or overflowed the covariance, and every
+# proposal was rejected
+@pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")  # 200 draws: an ESS below 100
+@pytest.mark.parametrize("exponent", [-532, 520, 1000])
+@pytest.mark.parametrize("unbiased", [False, True], ids=["wood", "unbiased"])
+def test_synthetic_likelihood_of_summaries_of_extreme_scale_is_that_of_the_same_summaries_at_scale_one(
+    exponent, unbiased
+):
+    scale = 2.0**exponent
+    observed = np.array([0.75, 0.6])  # in [0.5, 1): the estimator scales the far ones back exactly
+
+    def simulator(theta, n, rng):
+        return np.array([0.6, 0.7]) + theta + 0.1 * rng.standard_normal((n, 2))
+
+    def far(theta, n, rng):
+        return scale * simulator(theta, n, rng)
+
+    ordinary = km.SyntheticLikelihood(simulator, observed, 50, unbiased=unbiased, batched=True)
+    extreme = km.SyntheticLikelihood(far, scale * observed, 50, unbiased=unbiased, batched=True)
+    summaries = simulator(np.zeros(2), 12, np.random.default_rng(0))
+    # the density of the scaled summaries is that of the others over scale^s
+    assert extreme.log_likelihood(scale * summaries) == pytest.approx(
+        ordinary.log_likelihood(summaries) - 2 * exponent * math.log(2.0), rel=1e-13
+    )
+    # a sampler that adapts nothing: the accept decisions compare log
+    # densities that differ by that constant, so the draws are the same bit
+    # for bit (an adapting one, steered by acceptance probabilities, would
+    # differ in the last bits)
+    walk = km.RandomWalk(scale=0.05, learned=False, whiten=False)
+    run = dict(sampler=walk, draws=200, tune=0, chains=2, seed=3, progress=False)
+    expected = km.sample(ordinary, [0.1, -0.1], **run)
+    chains = km.sample(extreme, [0.1, -0.1], **run)
+    assert min(chains.posterior.attrs["acceptance_rate"]) > 0.1
+    np.testing.assert_array_equal(chains.posterior["x"].values, expected.posterior["x"].values)
+    np.testing.assert_allclose(
+        chains.sample_stats["lp"].values, expected.sample_stats["lp"].values - 2 * exponent * math.log(2.0), rtol=1e-12
+    )
+
+
 def test_wood_estimate_is_the_gaussian_log_density_at_the_sample_moments():
     scipy_stats = pytest.importorskip("scipy.stats")
     sl = km.SyntheticLikelihood(gaussian_summaries(np.eye(3)), [0.3, -0.2, 1.0], 8, batched=True)
@@ -352,6 +392,39 @@ def test_summaries_given_to_log_likelihood_that_are_not_real_numbers_are_a_type_
         abc.log_likelihood(np.asarray(value).reshape(1, 1))
 
 
+# numpy makes a bool beside numbers in a list 0 or 1, with no complaint
+BOOL_BESIDE_NUMBERS = [
+    pytest.param([1.0, False], id="list"),
+    pytest.param((1, np.bool_(True)), id="tuple-np-bool"),
+    pytest.param([np.float64(1.0), np.array(False)], id="0d-bool-array"),
+]
+
+
+@pytest.mark.parametrize("value", BOOL_BESIDE_NUMBERS)
+def test_a_bool_beside_numbers_in_summaries_is_a_type_error_as_a_bool_array_is(value):
+    for make in (
+        lambda: km.ABC(mean_of_draws, value, 1.0, 4),
+        lambda: km.SyntheticLikelihood(mean_of_draws, value, 4),
+        lambda: km.HABC(mean_of_draws, value),
+    ):
+        with pytest.raises(TypeError, match=r"`observed` is a \w+ holding booleans .*; expected a real-valued"):
+            make()
+    for estimator in (
+        km.ABC(lambda theta, rng: value, [0.0, 0.0], 1.0, 4),
+        km.SyntheticLikelihood(lambda theta, rng: value, [0.0, 0.0], 4),
+        km.ABC(lambda theta, n, rng: [value] * n, [0.0, 0.0], 1.0, 4, batched=True),
+    ):
+        with pytest.raises(TypeError, match=r"the simulator returned a \w+ holding booleans"):
+            estimator(np.zeros(1), np.random.default_rng(0))
+    abc = km.ABC(mean_of_draws, [0.0, 0.0], [1.0, 1.0], 4)
+    with pytest.raises(TypeError, match=r"`summaries` is a list holding booleans"):
+        abc.log_likelihood([value])
+    with pytest.raises(ValueError, match="`epsilon`"):
+        km.ABC(mean_of_draws, [0.0, 0.0], value, 4)
+    with pytest.raises(TypeError, match=r"`theta` is a \w+ holding booleans"):
+        km.log_likelihood_sd(abc, value)
+
+
 @pytest.mark.parametrize("epsilon", ["0.5", ["0.5"], 0.5 + 0j, np.array([0.5 + 0j])])
 def test_an_abc_epsilon_that_is_not_a_real_number_is_refused(epsilon):
     with pytest.raises(ValueError, match="`epsilon`"):
@@ -382,3 +455,13 @@ def test_the_estimator_keeps_its_own_copy_of_the_observed_summaries():
     observed[0] = 7.0  # the user's array stays writable, the estimator's unchanged
     assert abc.observed.tolist() == [0.5, 1.0]
     assert not abc.observed.flags.writeable
+
+
+@pytest.mark.parametrize("rng", [None, 0, np.random.RandomState(0)], ids=["none", "int", "RandomState"])
+def test_an_estimate_drawn_with_what_is_not_a_generator_is_a_type_error(rng):
+    # the simulator failed with AttributeError: 'int' object has no attribute 'normal'
+    for estimator in (km.ABC(mean_of_draws, [OBS], EPS, 5, batched=True),
+                      km.SyntheticLikelihood(mean_of_draws, [OBS], 5, batched=True)):
+        for call in (estimator, estimator.simulate):
+            with pytest.raises(TypeError, match=r"`rng` must be a numpy.random.Generator"):
+                call([0.0], rng)

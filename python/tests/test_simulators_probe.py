@@ -213,3 +213,44 @@ def test_a_python_simulator_with_unallocatable_simulations_is_refused_at_constru
     # at construction)
     with pytest.raises(ValueError, match="`n_simulations`"):
         make(gaussian_summary, [0.0, 0.0], 2**62, batched=batched)
+
+
+def scaled_shift(scale):
+    """A compiled simulator of summaries scale·(0.6 + θ₀ + 0.1 z₀, 0.7 + θ₁ + 0.1 z₁)."""
+
+    @numba.cfunc(SIGNATURE)
+    def simulate(theta, dim, noise, n_noise, out, n_summaries):
+        out[0] = scale * (0.6 + theta[0] + 0.1 * noise[0])
+        out[1] = scale * (0.7 + theta[1] + 0.1 * noise[1])
+        return 0
+
+    return km.CompiledSimulator(simulate.address, 2, 2, 2, owner=simulate)
+
+
+@pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")  # 200 draws: an ESS below 100
+@pytest.mark.parametrize("exponent", [-1000, -532, 520, 1000])
+@pytest.mark.parametrize("unbiased", [False, True], ids=["wood", "unbiased"])
+def test_a_compiled_synthetic_likelihood_of_summaries_of_extreme_scale_is_that_at_scale_one(exponent, unbiased):
+    # the covariance of summaries near 2^-532 ≈ 1.4e-160 underflowed, near
+    # 2^520 ≈ 3.4e156 overflowed: every estimate was -inf. Now the
+    # summaries are scaled back by a power of two (exact), so the estimate
+    # is that at scale 1 less s·log(scale), and the draws are the same
+    scale = 2.0**exponent
+    observed = np.array([0.75, 0.6])
+    ordinary = km.SyntheticLikelihood(scaled_shift(1.0), observed, 50, unbiased=unbiased)
+    extreme = km.SyntheticLikelihood(scaled_shift(scale), scale * observed, 50, unbiased=unbiased)
+    theta = np.array([0.15, -0.1])
+    np.testing.assert_array_equal(
+        extreme.simulate(theta, np.random.default_rng(1)), scale * ordinary.simulate(theta, np.random.default_rng(1))
+    )
+    shift = -2 * exponent * np.log(2.0)
+    assert extreme(theta, np.random.default_rng(1)) == pytest.approx(
+        ordinary(theta, np.random.default_rng(1)) + shift, rel=1e-13
+    )
+    walk = km.RandomWalk(scale=0.05, learned=False, whiten=False)
+    run = dict(sampler=walk, draws=200, tune=0, chains=2, seed=3, progress=False)
+    expected = km.sample(ordinary, [0.1, -0.1], **run)
+    chains = km.sample(extreme, [0.1, -0.1], **run)
+    assert min(chains.posterior.attrs["acceptance_rate"]) > 0.1
+    np.testing.assert_array_equal(chains.posterior["x"].values, expected.posterior["x"].values)
+    np.testing.assert_allclose(chains.sample_stats["lp"].values, expected.sample_stats["lp"].values + shift, rtol=1e-12)

@@ -400,8 +400,8 @@ fn read_batch(
 ) -> PyResult<Vec<f64>> {
     // a float64 array, what a numpy density returns, is read as it is
     let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
-        Ok(array) => array.clone(),
-        Err(_) => real_float_array(value, count).map_err(|held| {
+        Ok(array) if !is_masked(value) => array.clone(),
+        _ => real_float_array(value, count).map_err(|held| {
             let got = short_repr(value);
             PyTypeError::new_err(match held {
                 Some(held) => format!(
@@ -434,10 +434,44 @@ fn shape_message(function: &Bound<'_, PyAny>, count: usize, got: &str) -> String
 }
 
 /// `value` as a float64 numpy array of shape `(count,)` if it holds real
-/// numbers (as [`real_float`] reads them, for an object array); else what
-/// it holds that is not, or None if numpy cannot make an array of it or
-/// its shape is another.
+/// numbers (as [`real_float`] reads them, for an object array), with NaN
+/// at the masked entries of a masked array (numpy would use the values
+/// under the mask; NaN rejects, as a masked scalar does); else what it
+/// holds that is not, or None if numpy cannot make an array of it or its
+/// shape is another.
 fn real_float_array<'py>(
+    value: &Bound<'py, PyAny>,
+    count: usize,
+) -> Result<Bound<'py, numpy::PyArrayDyn<f64>>, Option<String>> {
+    static GETMASKARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static WHERE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let floats = unmasked_real_floats(value, count)?;
+    if !is_masked(value) {
+        return Ok(floats);
+    }
+    let py = value.py();
+    GETMASKARRAY
+        .import(py, "numpy.ma", "getmaskarray")
+        .and_then(|getmaskarray| getmaskarray.call1((value,)))
+        .and_then(|mask| {
+            WHERE
+                .import(py, "numpy", "where")?
+                .call1((mask, f64::NAN, floats))
+        })
+        .and_then(|a| Ok(a.cast_into::<numpy::PyArrayDyn<f64>>()?))
+        .map_err(|_| None)
+}
+
+/// Whether `value` is a numpy masked array.
+fn is_masked(value: &Bound<'_, PyAny>) -> bool {
+    static MASKED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    MASKED
+        .import(value.py(), "numpy.ma", "MaskedArray")
+        .is_ok_and(|ty| value.is_instance(ty).unwrap_or(false))
+}
+
+/// [`real_float_array`] without the mask.
+fn unmasked_real_floats<'py>(
     value: &Bound<'py, PyAny>,
     count: usize,
 ) -> Result<Bound<'py, numpy::PyArrayDyn<f64>>, Option<String>> {
@@ -451,11 +485,21 @@ fn real_float_array<'py>(
     if untyped.shape() != [count] {
         return Err(None);
     }
+    let dtype = untyped.dtype();
+    if matches!(dtype.kind(), b'f' | b'i' | b'u') {
+        // numpy makes a bool beside numbers in a sequence 0 or 1
+        if let Some(item) = bool_item(value) {
+            return Err(Some(format!(
+                "which holds {} ({}) beside numbers",
+                describe(&item),
+                short_repr(&item)
+            )));
+        }
+    }
     // a sequence of floats: numpy made a float64 array of it
     if let Ok(floats) = array.cast::<numpy::PyArrayDyn<f64>>() {
         return Ok(floats.clone());
     }
-    let dtype = untyped.dtype();
     if let Some(held) = not_real_kind(dtype.kind()) {
         return Err(Some(format!("which holds {held} (dtype {dtype})")));
     }
@@ -481,26 +525,45 @@ fn real_float_array<'py>(
         .map_err(|_| None)
 }
 
-/// Copies a returned gradient (any 1-d float sequence of length d) into `out`.
+/// The first item of `value`, a sequence that is not a numpy array, that
+/// is a bool (Python's or numpy's, or a 0-d bool array), if any. Floats,
+/// what a density returns, are passed over with one type check each.
+fn bool_item<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    if value.cast::<PyUntypedArray>().is_ok() {
+        return None;
+    }
+    value.try_iter().ok()?.flatten().find(|item| {
+        !item.is_instance_of::<PyFloat>()
+            && (item.is_instance_of::<PyBool>() || has_not_real_dtype(item))
+    })
+}
+
+/// Copies a returned gradient (an array or sequence of d real floats, as
+/// [`real_float_array`] reads them) into `out`; else `TypeError`.
 fn read_gradient(
     function: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
     out: &mut [f64],
 ) -> PyResult<()> {
-    let values: Vec<f64> = value.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "gradient function `{function}` must return a sequence of {} floats",
-            out.len()
-        ))
-    })?;
-    if values.len() != out.len() {
-        return Err(PyTypeError::new_err(format!(
-            "gradient function `{function}` returned {} values, expected {}",
-            values.len(),
-            out.len()
-        )));
-    }
-    out.copy_from_slice(&values);
+    let d = out.len();
+    let array = match value.cast::<numpy::PyArrayDyn<f64>>() {
+        Ok(array) if array.ndim() == 1 && array.len() == d && !is_masked(value) => array.clone(),
+        _ => real_float_array(value, d).map_err(|held| {
+            let (name, got) = (function_name(function), short_repr(value));
+            PyTypeError::new_err(match held {
+                Some(held) => format!(
+                    "gradient function `{name}` returned {got}, {held}; expected {d} real floats"
+                ),
+                None => format!(
+                    "gradient function `{name}` must return {d} floats (an array of shape ({d},)), \
+                     got {got}"
+                ),
+            })
+        })?,
+    };
+    out.iter_mut()
+        .zip(array.readonly().as_array().iter())
+        .for_each(|(o, v)| *o = *v);
     Ok(())
 }
 

@@ -55,11 +55,13 @@ thread_local! {
 /// chain's stream and passes them to the function, so the simulations are
 /// reproducible whatever thread runs them. The first nonzero status is
 /// kept (with its θ); every simulation from then on is NaN without a call,
-/// and the run stops.
+/// and the run stops. Summary j, observed and simulated, is multiplied by
+/// `factors[j]`, a power of two (exact; empty: by none).
 pub struct CompiledSimulator {
     function: CompiledSimulatorFn,
     dim: usize,
     observed: Vec<f64>,
+    factors: Vec<f64>,
     n_noise: usize,
     noise: Noise,
     failed: AtomicBool,
@@ -97,6 +99,9 @@ impl CompiledSimulator {
             first.get_or_insert_with(|| (status, theta.to_vec()));
             self.failed.store(true, Ordering::Relaxed);
         }
+        out.iter_mut()
+            .zip(&self.factors)
+            .for_each(|(v, factor)| *v *= factor);
     }
 
     /// The first failure as a Python error, if any.
@@ -144,22 +149,17 @@ impl SummarySimulator for CompiledSimulator {
 pub enum SimulationLikelihood {
     /// Gaussian-kernel ABC.
     Abc(AbcLikelihood<CompiledSimulator>),
-    /// Gaussian synthetic likelihood (Wood's or unbiased).
-    Synthetic(GaussianSyntheticLikelihood<CompiledSimulator>),
+    /// Gaussian synthetic likelihood (Wood's or unbiased) of the scaled
+    /// summaries, and the log of the scaling's Jacobian, which turns it into
+    /// that of the summaries.
+    Synthetic(GaussianSyntheticLikelihood<CompiledSimulator>, f64),
 }
 
 impl SimulationLikelihood {
     fn simulator(&self) -> &CompiledSimulator {
         match self {
             Self::Abc(abc) => abc.simulator(),
-            Self::Synthetic(sl) => sl.simulator(),
-        }
-    }
-
-    fn n_simulations(&self) -> usize {
-        match self {
-            Self::Abc(abc) => abc.n_simulations(),
-            Self::Synthetic(sl) => sl.n_simulations(),
+            Self::Synthetic(sl, _) => sl.simulator(),
         }
     }
 
@@ -168,7 +168,9 @@ impl SimulationLikelihood {
     pub fn log_likelihood_estimate(&self, theta: &[f64], rng: &mut dyn Rng) -> f64 {
         match self {
             Self::Abc(abc) => abc.log_likelihood_estimate(theta, rng),
-            Self::Synthetic(sl) => sl.log_likelihood_estimate(theta, rng),
+            Self::Synthetic(sl, log_jacobian) => {
+                sl.log_likelihood_estimate(theta, rng) + log_jacobian
+            }
         }
     }
 
@@ -186,8 +188,14 @@ impl SimulationLikelihood {
 /// What an estimator of a compiled simulator computes.
 #[derive(Debug, Clone)]
 enum Estimate {
-    Abc { epsilon: Vec<f64> },
-    Synthetic { unbiased: bool },
+    Abc {
+        epsilon: Vec<f64>,
+    },
+    /// `exponents`: summary j is scaled by 2^`exponents[j]` (empty: none).
+    Synthetic {
+        unbiased: bool,
+        exponents: Vec<i32>,
+    },
 }
 
 /// What a [`CompiledSimulator`] is made of, checked once: the function,
@@ -233,12 +241,20 @@ impl SimulatorParts {
         })
     }
 
-    /// The simulator, with a fresh failure record.
-    fn simulator(&self) -> CompiledSimulator {
+    /// The simulator, with a fresh failure record, its summaries scaled by
+    /// 2^`exponents[j]` (none if empty).
+    fn simulator(&self, exponents: &[i32]) -> CompiledSimulator {
+        let factors: Vec<f64> = exponents.iter().map(|&e| 2f64.powi(e)).collect();
+        let mut observed = self.observed.clone();
+        observed
+            .iter_mut()
+            .zip(&factors)
+            .for_each(|(v, factor)| *v *= factor);
         CompiledSimulator {
             function: self.function,
             dim: self.dim,
-            observed: self.observed.clone(),
+            observed,
+            factors,
             n_noise: self.n_noise,
             noise: self.noise,
             failed: AtomicBool::new(false),
@@ -266,9 +282,11 @@ impl CompiledLikelihood {
     /// summaries, `n_noise` values of `noise` (`"normal"` or `"uniform"`)
     /// per simulation and `n_simulations` simulations per estimate: ABC
     /// with kernel widths `epsilon` (one, or one per summary), or, without
-    /// `epsilon`, the Gaussian synthetic likelihood (`unbiased` or Wood's).
+    /// `epsilon`, the Gaussian synthetic likelihood (`unbiased` or Wood's)
+    /// of the summaries scaled by 2^`exponents[j]` (powers in
+    /// [-1022, 1022]; exact), corrected by the scaling's Jacobian.
     #[new]
-    #[pyo3(signature = (address, dim, observed, n_noise, noise, n_simulations, epsilon=None, unbiased=false))]
+    #[pyo3(signature = (address, dim, observed, n_noise, noise, n_simulations, epsilon=None, unbiased=false, exponents=Vec::new()))]
     // one argument per field of the Python classes it implements
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -280,13 +298,29 @@ impl CompiledLikelihood {
         n_simulations: usize,
         epsilon: Option<Vec<f64>>,
         unbiased: bool,
+        exponents: Vec<i32>,
     ) -> PyResult<Self> {
+        if !exponents.is_empty() && exponents.len() != observed.len() {
+            return Err(PyValueError::new_err(format!(
+                "`exponents` has {} powers of two for {} summaries",
+                exponents.len(),
+                observed.len()
+            )));
+        }
+        if let Some(e) = exponents.iter().find(|e| e.abs() > 1022) {
+            return Err(PyValueError::new_err(format!(
+                "a summary's scale 2^{e} is not a normal float (powers from -1022 to 1022)"
+            )));
+        }
         let likelihood = Self {
             parts: SimulatorParts::new(address, dim, observed, n_noise, noise)?,
             n_simulations,
             estimate: match epsilon {
                 Some(epsilon) => Estimate::Abc { epsilon },
-                None => Estimate::Synthetic { unbiased },
+                None => Estimate::Synthetic {
+                    unbiased,
+                    exponents,
+                },
             },
         };
         // the estimator's own checks, once
@@ -312,26 +346,25 @@ impl CompiledLikelihood {
 
     /// The `n_simulations` summaries (n, s) that
     /// [`CompiledLikelihood::log_likelihood`] with the same `theta` and
-    /// `seed` computes its estimate from.
+    /// `seed` computes its estimate from (unscaled).
     fn simulate<'py>(
         &self,
         py: Python<'py>,
         theta: Vec<f64>,
         seed: u64,
     ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
-        let likelihood = self.build(theta.len())?;
-        let (n, s) = (likelihood.n_simulations(), self.parts.observed.len());
+        self.build(theta.len())?;
+        let simulator = self.parts.simulator(&[]);
+        let (n, s) = (self.n_simulations, self.parts.observed.len());
         let summaries = py.detach(|| {
             let mut rng = chain_rng(seed, 0);
             let mut out = vec![0.0; n * s];
             for row in out.chunks_exact_mut(s) {
-                likelihood
-                    .simulator()
-                    .simulate_summary(&theta, &mut rng, row);
+                simulator.simulate_summary(&theta, &mut rng, row);
             }
             out
         });
-        if let Some(error) = likelihood.take_error() {
+        if let Some(error) = simulator.take_error() {
             return Err(error);
         }
         PyArray1::from_vec(py, summaries).reshape([n, s])
@@ -348,13 +381,24 @@ impl CompiledLikelihood {
                 self.parts.dim
             )));
         }
-        let simulator = self.parts.simulator();
         let likelihood = match &self.estimate {
-            Estimate::Abc { epsilon } => AbcLikelihood::new(simulator, epsilon, self.n_simulations)
-                .map(SimulationLikelihood::Abc),
-            Estimate::Synthetic { unbiased } => {
-                GaussianSyntheticLikelihood::new(simulator, self.n_simulations, *unbiased)
-                    .map(SimulationLikelihood::Synthetic)
+            Estimate::Abc { epsilon } => {
+                AbcLikelihood::new(self.parts.simulator(&[]), epsilon, self.n_simulations)
+                    .map(SimulationLikelihood::Abc)
+            }
+            Estimate::Synthetic {
+                unbiased,
+                exponents,
+            } => {
+                // the density of D y, D = diag(2^e), is that of y over |D|
+                let log_jacobian =
+                    exponents.iter().map(|&e| f64::from(e)).sum::<f64>() * std::f64::consts::LN_2;
+                GaussianSyntheticLikelihood::new(
+                    self.parts.simulator(exponents),
+                    self.n_simulations,
+                    *unbiased,
+                )
+                .map(|sl| SimulationLikelihood::Synthetic(sl, log_jacobian))
             }
         };
         likelihood.map_err(value_error)
@@ -554,7 +598,7 @@ fn habc_sample<'py>(
     let chains = match (compiled, simulator, observed) {
         (Some((address, dim, n_noise, noise)), _, Some(observed)) => {
             let simulator =
-                SimulatorParts::new(address, dim, observed, n_noise, &noise)?.simulator();
+                SimulatorParts::new(address, dim, observed, n_noise, &noise)?.simulator(&[]);
             let likelihood =
                 SyntheticLikelihood::new(simulator, n_simulations, epsilon).map_err(value_error)?;
             let mut habc = Habc::new(likelihood, prior, config).map_err(value_error)?;
