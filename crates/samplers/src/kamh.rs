@@ -14,6 +14,7 @@ use kameleon_kernels::{
 };
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 /// A kernel whose length-scale ℓ can be replaced, which is what the median
@@ -111,7 +112,7 @@ impl Refresh {
         }
     }
 
-    fn decide(&self, t: u64, rng: &mut dyn Rng) -> bool {
+    fn decide<R: Rng + ?Sized>(&self, t: u64, rng: &mut R) -> bool {
         match self {
             Self::Probability(p) => p.decide(t, rng),
             Self::EveryStepUntil(stop) => t <= *stop,
@@ -519,7 +520,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
 
     /// After the accept decision of adapting step `t`: records the new state
     /// and maybe redraws z (and the bandwidth). Returns whether z changed.
-    pub(crate) fn adapt(&mut self, t: u64, current: &[f64], rng: &mut dyn Rng) -> bool {
+    pub(crate) fn adapt<R: Rng + ?Sized>(&mut self, t: u64, current: &[f64], rng: &mut R) -> bool {
         self.history.push(current);
         let due = if self.has_subsample {
             self.config.refresh.decide(t, rng)
@@ -758,6 +759,32 @@ impl<K: LengthScale> Kamh<K> {
     }
 }
 
+impl<K: LengthScale> Kamh<K> {
+    /// [`Proposal::observe`] for any generator: swaps the cached factors on
+    /// acceptance and, if `adapt`, updates ν and the subsample.
+    fn observe_with<R: Rng + ?Sized>(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut R,
+    ) {
+        if self.used_kernel && outcome.accepted {
+            std::mem::swap(&mut self.current, &mut self.proposed);
+        }
+        if adapt {
+            if self.used_kernel {
+                self.scale.update(outcome.accept_prob);
+            }
+            if self
+                .adaptation
+                .adapt(outcome.iteration, outcome.current, rng)
+            {
+                self.current_valid = false;
+            }
+        }
+    }
+}
+
 impl<K: LengthScale> Proposal for Kamh<K> {
     fn state_dim(&self) -> Option<usize> {
         Some(self.adaptation.dim)
@@ -807,20 +834,16 @@ impl<K: LengthScale> Proposal for Kamh<K> {
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
-        if self.used_kernel && outcome.accepted {
-            std::mem::swap(&mut self.current, &mut self.proposed);
-        }
-        if adapt {
-            if self.used_kernel {
-                self.scale.update(outcome.accept_prob);
-            }
-            if self
-                .adaptation
-                .adapt(outcome.iteration, outcome.current, rng)
-            {
-                self.current_valid = false;
-            }
-        }
+        self.observe_with(outcome, adapt, rng);
+    }
+
+    fn observe_chain(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) {
+        self.observe_with(outcome, adapt, rng);
     }
 
     fn kept_states(&self) -> Option<KeptStates> {
