@@ -224,8 +224,6 @@ struct PivotSelect {
     sample: Vec<u64>,
     /// The patterns between the pivots (a prefix of it; it only grows).
     kept: Vec<u64>,
-    /// The histogram among them.
-    counts: Vec<u32>,
 }
 
 /// About this many patterns are sampled for the pivots.
@@ -281,13 +279,7 @@ impl PivotSelect {
         if less > k.saturating_sub(1) || less + len <= k {
             return None;
         }
-        Some(select_in_range(
-            &mut self.kept[..len],
-            k - less,
-            low,
-            width,
-            &mut self.counts,
-        ))
+        Some(select_in_range(&mut self.kept[..len], k - less, low, width))
     }
 }
 
@@ -440,17 +432,13 @@ const RANGE_BITS: u32 = 8;
 /// offsets from `low` in 2⁸ buckets of equal width finds the bucket holding
 /// rank `k`; its keys are moved to the front and selected among (every key
 /// of a lower bucket is smaller, of a higher one larger).
-fn select_in_range(
-    keys: &mut [u64],
-    k: usize,
-    low: u64,
-    width: u64,
-    counts: &mut Vec<u32>,
-) -> (Option<u64>, u64) {
+fn select_in_range(keys: &mut [u64], k: usize, low: u64, width: u64) -> (Option<u64>, u64) {
+    const BUCKETS: usize = 1 << RANGE_BITS;
     let shift = (u64::BITS - width.leading_zeros()).saturating_sub(RANGE_BITS);
-    let bucket = |key: u64| ((key - low) >> shift) as usize;
-    counts.clear();
-    counts.resize(1 << RANGE_BITS, 0);
+    // an offset ≤ width shifted right by `shift` is below 2⁸ already: the
+    // mask changes no bucket, it only spares the histogram's bounds checks
+    let bucket = |key: u64| ((key - low) >> shift) as usize & (BUCKETS - 1);
+    let mut counts = [0u32; BUCKETS];
     for &key in keys.iter() {
         counts[bucket(key)] += 1;
     }
@@ -493,7 +481,7 @@ const KEPT_PER_STEP: usize = 4;
 /// Writes `keys` in order to `out[len..]`, each over the previous one unless
 /// `keep` held for it, and returns the new `len`: a compaction step without
 /// branches (the outcomes are random), with one bounds check for the N
-/// stores. `out` must hold `len + N` entries.
+/// stores. `out` must hold `len + N` entries; N is a power of two.
 #[inline(always)]
 fn keep_where<const N: usize>(
     out: &mut [u64],
@@ -504,10 +492,13 @@ fn keep_where<const N: usize>(
     let slots: &mut [u64; N] = (&mut out[len..len + N])
         .try_into()
         .expect("a slice of length N");
+    const { assert!(N.is_power_of_two()) };
     let mut kept = 0;
-    for (c, key) in keys.into_iter().enumerate() {
-        // kept ≤ c < N
-        slots[kept.min(c)] = key;
+    for key in keys {
+        // kept < N (it is at most the keys written before): the mask
+        // changes nothing when N is a power of two, but spares the bounds
+        // check
+        slots[kept & (N - 1)] = key;
         kept += usize::from(keep(key));
     }
     len + kept
