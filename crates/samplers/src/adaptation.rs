@@ -582,18 +582,19 @@ impl History {
         // the gather apart from the draws: its loads are independent, so
         // the cache misses of a long history overlap
         let args = (self.points.values(), &self.order[..m], out, self.dim);
+        let arch = pulp::Arch::new();
         match self.dim {
-            1 => gather::<1>(args),
-            2 => gather::<2>(args),
-            3 => gather::<3>(args),
-            4 => gather::<4>(args),
-            5 => gather::<5>(args),
-            6 => gather::<6>(args),
-            7 => gather::<7>(args),
-            8 => gather::<8>(args),
-            9 => gather::<9>(args),
-            10 => gather::<10>(args),
-            _ => gather::<0>(args),
+            1 => arch.dispatch(Gather::<1>(args)),
+            2 => arch.dispatch(Gather::<2>(args)),
+            3 => arch.dispatch(Gather::<3>(args)),
+            4 => arch.dispatch(Gather::<4>(args)),
+            5 => arch.dispatch(Gather::<5>(args)),
+            6 => arch.dispatch(Gather::<6>(args)),
+            7 => arch.dispatch(Gather::<7>(args)),
+            8 => arch.dispatch(Gather::<8>(args)),
+            9 => arch.dispatch(Gather::<9>(args)),
+            10 => arch.dispatch(Gather::<10>(args)),
+            _ => arch.dispatch(Gather::<0>(args)),
         }
         Ok(())
     }
@@ -623,9 +624,24 @@ fn shuffle_front<R: Rng + ?Sized>(order: &mut [usize], m: usize, rng: &mut R) {
     }
 }
 
+/// [`gather`] as a [`pulp::WithSimd`] operation: compiled for the CPU's
+/// vector width, a row of d = 8 values is two 256-bit moves (four with the
+/// baseline's 128-bit ones).
+struct Gather<'a, const DIM: usize>((&'a [f64], &'a [usize], &'a mut [f64], usize));
+
+impl<const DIM: usize> pulp::WithSimd for Gather<'_, DIM> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        gather::<DIM>(self.0);
+    }
+}
+
 /// Copies the rows `indices` of the n × d row-major `points` in turn into
 /// `out`: with d = DIM > 0 each row as a fixed-size array (a few vector
 /// moves), otherwise as slices of the runtime dimension `dim`.
+#[inline(always)]
 fn gather<const DIM: usize>((points, indices, out, dim): (&[f64], &[usize], &mut [f64], usize)) {
     if DIM > 0 {
         let (rows, _) = points.as_chunks::<DIM>();

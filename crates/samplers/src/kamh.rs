@@ -463,18 +463,19 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     /// change of z).
     fn transpose_subsample(&mut self) {
         let args = (&self.subsample[..], &mut self.columns[..], self.dim);
+        let arch = pulp::Arch::new();
         match self.dim {
-            1 => transpose::<1>(args),
-            2 => transpose::<2>(args),
-            3 => transpose::<3>(args),
-            4 => transpose::<4>(args),
-            5 => transpose::<5>(args),
-            6 => transpose::<6>(args),
-            7 => transpose::<7>(args),
-            8 => transpose::<8>(args),
-            9 => transpose::<9>(args),
-            10 => transpose::<10>(args),
-            _ => transpose::<0>(args),
+            1 => arch.dispatch(Transpose::<1>(args)),
+            2 => arch.dispatch(Transpose::<2>(args)),
+            3 => arch.dispatch(Transpose::<3>(args)),
+            4 => arch.dispatch(Transpose::<4>(args)),
+            5 => arch.dispatch(Transpose::<5>(args)),
+            6 => arch.dispatch(Transpose::<6>(args)),
+            7 => arch.dispatch(Transpose::<7>(args)),
+            8 => arch.dispatch(Transpose::<8>(args)),
+            9 => arch.dispatch(Transpose::<9>(args)),
+            10 => arch.dispatch(Transpose::<10>(args)),
+            _ => arch.dispatch(Transpose::<0>(args)),
         }
     }
 
@@ -584,11 +585,25 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     }
 }
 
+/// [`transpose`] as a [`pulp::WithSimd`] operation, compiled for the CPU's
+/// vector width.
+struct Transpose<'a, const DIM: usize>((&'a [f64], &'a mut [f64], usize));
+
+impl<const DIM: usize> pulp::WithSimd for Transpose<'_, DIM> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        transpose::<DIM>(self.0);
+    }
+}
+
 /// Writes the n × d row-major `rows` column-major into `columns` (both of
 /// length n·d). With d = DIM > 0 row by row, each row's d values stored
 /// into the d columns (split once, so the stores need no bounds checks);
 /// otherwise column by column, the reads striding through `rows` (which
 /// stays in cache).
+#[inline(always)]
 fn transpose<const DIM: usize>((rows, columns, dim): (&[f64], &mut [f64], usize)) {
     let n = columns.len() / dim;
     if DIM > 0 {
