@@ -1,6 +1,6 @@
 //! The engine tells a proposal the outcome of a step through
 //! [`Proposal::observe_chain`], with the chain's generator as its own type;
-//! KAMH and the whitening wrapper override it to draw their adaptation's
+//! KAMH, PCA-Kameleon and the whitening wrapper override it to draw their adaptation's
 //! words inline. These tests check that the override makes exactly the
 //! draws of [`Proposal::observe`] through a `dyn Rng`: the same chain, bit
 //! for bit, and the same generator state.
@@ -10,8 +10,9 @@ use crate::common;
 use common::{adaptive_scale, correlated_gaussian, subsample_config};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptProbability, Bandwidth, CoordinateChange, Kamh, KamhConfig, MetropolisHastings, Proposal,
-    Refresh, StepOutcome, Target, Whitened, WhiteningConfig, chain_rng,
+    AdaptProbability, Bandwidth, CoordinateChange, Kamh, KamhConfig, MetropolisHastings,
+    PcaKameleon, PcaKameleonConfig, Proposal, Refresh, StepOutcome, SubsampleConfig, Target,
+    Whitened, WhiteningConfig, chain_rng,
 };
 use rand::Rng;
 
@@ -67,16 +68,31 @@ impl<P: Proposal> Proposal for Dynamic<P> {
 /// KAMH in 3 dimensions with z (n = 30) redrawn at every adapting step and
 /// the median heuristic over 10 of its points (the row sample draws from
 /// the generator too), ν learned.
-fn kamh() -> Kamh<Gaussian> {
-    let subsample = subsample_config(30, 0.2, Refresh::Probability(AdaptProbability::Always))
+fn subsample() -> SubsampleConfig {
+    subsample_config(30, 0.2, Refresh::Probability(AdaptProbability::Always))
         .with_bandwidth(Bandwidth::MedianHeuristic { max_points: 10 })
-        .unwrap();
+        .unwrap()
+}
+
+fn kamh() -> Kamh<Gaussian> {
     let config = KamhConfig::default()
-        .with_subsample(subsample)
+        .with_subsample(subsample())
         .unwrap()
         .with_scale(adaptive_scale())
         .unwrap();
     Kamh::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
+}
+
+/// PCA-Kameleon with the same subsample adaptation and two components.
+fn pca_kameleon() -> PcaKameleon<Gaussian> {
+    let config = PcaKameleonConfig::default()
+        .with_subsample(subsample())
+        .unwrap()
+        .with_components(2)
+        .unwrap()
+        .with_scale(adaptive_scale())
+        .unwrap();
+    PcaKameleon::new(3, Gaussian::new(2.0).unwrap(), config).unwrap()
 }
 
 /// Runs `direct` and `dynamic` side by side for `steps` steps, adapting
@@ -105,6 +121,11 @@ fn assert_same_chains<A: Proposal, B: Proposal>(
 #[test]
 fn kamh_told_with_the_chains_generator_draws_as_through_dyn_rng() {
     assert_same_chains(kamh(), Dynamic(kamh()), 600, 500);
+}
+
+#[test]
+fn pca_kameleon_told_with_the_chains_generator_draws_as_through_dyn_rng() {
+    assert_same_chains(pca_kameleon(), Dynamic(pca_kameleon()), 600, 500);
 }
 
 #[test]
