@@ -62,6 +62,15 @@ impl<'a, R: Rng + ?Sized> PrefetchedWords<'a, R> {
     pub fn remaining(&self) -> usize {
         self.words.len()
     }
+
+    /// The generator's next word, once the words drawn ahead are used up:
+    /// out of line, so that a draw from the words stays small enough to be
+    /// inlined whatever the generator's own `next_u64` costs.
+    #[cold]
+    #[inline(never)]
+    fn next_from_generator(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
 }
 
 impl<R: Rng + ?Sized> TryRng for PrefetchedWords<'_, R> {
@@ -76,7 +85,7 @@ impl<R: Rng + ?Sized> TryRng for PrefetchedWords<'_, R> {
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
         Ok(match self.words.next() {
             Some(&word) => word,
-            None => self.rng.next_u64(),
+            None => self.next_from_generator(),
         })
     }
 

@@ -224,8 +224,6 @@ struct PivotSelect {
     sample: Vec<u64>,
     /// The patterns between the pivots (a prefix of it; it only grows).
     kept: Vec<u64>,
-    /// The histogram among them.
-    counts: Vec<u32>,
 }
 
 /// About this many patterns are sampled for the pivots.
@@ -281,13 +279,7 @@ impl PivotSelect {
         if less > k.saturating_sub(1) || less + len <= k {
             return None;
         }
-        Some(select_in_range(
-            &mut self.kept[..len],
-            k - less,
-            low,
-            width,
-            &mut self.counts,
-        ))
+        Some(select_in_range(&mut self.kept[..len], k - less, low, width))
     }
 }
 
@@ -398,23 +390,24 @@ mod avx2 {
     ) -> (usize, usize) {
         let splat = |v: u64| simd.avx._mm256_set1_epi64x(v as i64);
         let (sign, low_v) = (splat(SIGN), splat(low));
-        let (low_flipped, width_flipped) = (splat(low ^ SIGN), splat(width ^ SIGN));
-        let (mut len, mut less) = (0, 0);
+        // with the offset o = key − low (wrapping): the key is between the
+        // bounds iff o ≤ width, and below low iff the subtraction wrapped,
+        // i.e. o > !low (= 2⁶⁴ − 1 − low); both unsigned comparisons of o
+        let (width_flipped, wrapped_flipped) = (splat(width ^ SIGN), splat(!low ^ SIGN));
+        let mut len = 0;
+        // per lane, minus the count of patterns below (a comparison's
+        // true lanes are −1)
+        let mut below_counts = simd.avx._mm256_setzero_si256();
         let mut chunks = values.chunks_exact(KEPT_PER_STEP);
         for chunk in &mut chunks {
             let keys: [u64; 4] = std::array::from_fn(|c| chunk[c].to_bits());
             let keys: __m256i = pulp::cast(keys);
-            // key < low, and key − low (wrapping) > width: outside
-            let below = simd
+            let offset = simd
                 .avx2
-                ._mm256_cmpgt_epi64(low_flipped, simd.avx2._mm256_xor_si256(keys, sign));
-            let offset = simd.avx2._mm256_sub_epi64(keys, low_v);
-            let outside = simd
-                .avx2
-                ._mm256_cmpgt_epi64(simd.avx2._mm256_xor_si256(offset, sign), width_flipped);
-            let below = simd
-                .avx
-                ._mm256_movemask_pd(simd.avx._mm256_castsi256_pd(below));
+                ._mm256_xor_si256(simd.avx2._mm256_sub_epi64(keys, low_v), sign);
+            let outside = simd.avx2._mm256_cmpgt_epi64(offset, width_flipped);
+            let below = simd.avx2._mm256_cmpgt_epi64(offset, wrapped_flipped);
+            below_counts = simd.avx2._mm256_sub_epi64(below_counts, below);
             let inside = !simd
                 .avx
                 ._mm256_movemask_pd(simd.avx._mm256_castsi256_pd(outside))
@@ -423,8 +416,9 @@ mod avx2 {
             let packed: [u64; 4] = pulp::cast(simd.avx2._mm256_permutevar8x32_epi32(keys, order));
             kept[len..len + 4].copy_from_slice(&packed);
             len += inside.count_ones() as usize;
-            less += below.count_ones() as usize;
         }
+        let below_counts: [u64; 4] = pulp::cast(below_counts);
+        let less = below_counts.iter().sum::<u64>() as usize;
         let (tail_len, tail_less) =
             keep_between_scalar(chunks.remainder(), low, width, &mut kept[len..]);
         (len + tail_len, less + tail_less)
@@ -438,17 +432,13 @@ const RANGE_BITS: u32 = 8;
 /// offsets from `low` in 2⁸ buckets of equal width finds the bucket holding
 /// rank `k`; its keys are moved to the front and selected among (every key
 /// of a lower bucket is smaller, of a higher one larger).
-fn select_in_range(
-    keys: &mut [u64],
-    k: usize,
-    low: u64,
-    width: u64,
-    counts: &mut Vec<u32>,
-) -> (Option<u64>, u64) {
+fn select_in_range(keys: &mut [u64], k: usize, low: u64, width: u64) -> (Option<u64>, u64) {
+    const BUCKETS: usize = 1 << RANGE_BITS;
     let shift = (u64::BITS - width.leading_zeros()).saturating_sub(RANGE_BITS);
-    let bucket = |key: u64| ((key - low) >> shift) as usize;
-    counts.clear();
-    counts.resize(1 << RANGE_BITS, 0);
+    // an offset ≤ width shifted right by `shift` is below 2⁸ already: the
+    // mask changes no bucket, it only spares the histogram's bounds checks
+    let bucket = |key: u64| ((key - low) >> shift) as usize & (BUCKETS - 1);
+    let mut counts = [0u32; BUCKETS];
     for &key in keys.iter() {
         counts[bucket(key)] += 1;
     }
@@ -491,7 +481,7 @@ const KEPT_PER_STEP: usize = 4;
 /// Writes `keys` in order to `out[len..]`, each over the previous one unless
 /// `keep` held for it, and returns the new `len`: a compaction step without
 /// branches (the outcomes are random), with one bounds check for the N
-/// stores. `out` must hold `len + N` entries.
+/// stores. `out` must hold `len + N` entries; N is a power of two.
 #[inline(always)]
 fn keep_where<const N: usize>(
     out: &mut [u64],
@@ -502,10 +492,13 @@ fn keep_where<const N: usize>(
     let slots: &mut [u64; N] = (&mut out[len..len + N])
         .try_into()
         .expect("a slice of length N");
+    const { assert!(N.is_power_of_two()) };
     let mut kept = 0;
-    for (c, key) in keys.into_iter().enumerate() {
-        // kept ≤ c < N
-        slots[kept.min(c)] = key;
+    for key in keys {
+        // kept < N (it is at most the keys written before): the mask
+        // changes nothing when N is a power of two, but spares the bounds
+        // check
+        slots[kept & (N - 1)] = key;
         kept += usize::from(keep(key));
     }
     len + kept
@@ -557,7 +550,7 @@ struct PairDistances<'a, const DIM: usize> {
     squared: &'a mut [f64],
 }
 
-impl<const DIM: usize> pulp::WithSimd for PairDistances<'_, DIM> {
+impl<'a, const DIM: usize> pulp::WithSimd for PairDistances<'a, DIM> {
     type Output = ();
 
     #[inline(always)]
@@ -575,21 +568,25 @@ impl<const DIM: usize> pulp::WithSimd for PairDistances<'_, DIM> {
             let t = simd.sub_f64s(u, v);
             simd.add_f64s(sum, simd.mul_f64s(t, t))
         };
+        // the d columns, split once (each `stride` long): a row's later
+        // points are then the same range of each, checked once
+        let mut rest = columns;
+        let split: [&[f64]; DIM] = std::array::from_fn(|_| {
+            let (column, tail) = rest.split_at(stride);
+            rest = tail;
+            column
+        });
         let mut start = 0;
         for a in 0..m.saturating_sub(1) {
             let point = &rows[a * d..(a + 1) * d];
             let count = m - 1 - a;
-            let vectors = count.div_ceil(lanes);
-            // the later points' coordinate l, as `vectors` SIMD vectors
-            let later = |l: usize| {
-                let from = l * stride + a + 1;
-                &S::as_simd_f64s(&columns[from..from + vectors * lanes]).0[..vectors]
-            };
-            let out =
-                &mut S::as_mut_simd_f64s(&mut squared[start..start + vectors * lanes]).0[..vectors];
+            let len = count.div_ceil(lanes) * lanes;
+            // the later points' coordinate in `column`, as SIMD vectors
+            let later = |column: &'a [f64]| S::as_simd_f64s(&column[a + 1..a + 1 + len]).0;
+            let out = S::as_mut_simd_f64s(&mut squared[start..start + len]).0;
             if DIM > 0 {
                 let u: [S::f64s; DIM] = std::array::from_fn(|l| simd.splat_f64s(point[l]));
-                let v: [&[S::f64s]; DIM] = std::array::from_fn(later);
+                let v: [&[S::f64s]; DIM] = std::array::from_fn(|l| later(split[l]));
                 for (j, o) in out.iter_mut().enumerate() {
                     let mut sum = simd.splat_f64s(0.0);
                     for l in 0..DIM {
@@ -601,7 +598,8 @@ impl<const DIM: usize> pulp::WithSimd for PairDistances<'_, DIM> {
                 out.fill(simd.splat_f64s(0.0));
                 for (l, &u) in point.iter().enumerate() {
                     let u = simd.splat_f64s(u);
-                    for (o, &v) in out.iter_mut().zip(later(l)) {
+                    let column = &columns[l * stride..(l + 1) * stride];
+                    for (o, &v) in out.iter_mut().zip(later(column)) {
                         *o = add_square(*o, u, v);
                     }
                 }

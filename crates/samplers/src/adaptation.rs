@@ -176,7 +176,7 @@ impl AdaptProbability {
     }
 
     /// Decides whether to adapt at step t; draws a uniform only when p_t < 1.
-    pub fn decide(&self, t: u64, rng: &mut dyn Rng) -> bool {
+    pub fn decide<R: Rng + ?Sized>(&self, t: u64, rng: &mut R) -> bool {
         let p = self.probability(t);
         p >= 1.0 || rng.random::<f64>() < p
     }
@@ -560,7 +560,7 @@ impl History {
     /// `rng` is left as those draws leave it, for the generators of
     /// [`PrefetchedWords`] (such as the samplers' `Xoshiro256PlusPlus`): the
     /// words are drawn from `rng` in blocks ahead of the draws.
-    pub fn subsample_into(&mut self, rng: &mut dyn Rng, out: &mut [f64]) -> Result<()> {
+    pub fn subsample_into<R: Rng + ?Sized>(&mut self, rng: &mut R, out: &mut [f64]) -> Result<()> {
         ensure(
             self.dim >= 1,
             "dim",
@@ -578,44 +578,70 @@ impl History {
             "subsample size",
             "must not exceed the history length",
         )?;
-        // the indices from blocks of words drawn ahead, so that rand's
-        // sampling inlines (not one dynamic call per draw); each draw takes
-        // at least one word, so `count` draws use up a block of `count`
-        let mut buffer = [0; WORDS_AHEAD];
-        let mut i = 0;
-        while i < m {
-            let count = (m - i).min(WORDS_AHEAD);
-            let mut words = PrefetchedWords::new(&mut *rng, &mut buffer[..count]);
-            for i in i..i + count {
-                // what `words.random_range(i..n)` returns (i < n), inlined
-                let j = UniformUsize::sample_single(i, n, &mut words).unwrap_or(i);
-                self.order.swap(i, j);
-            }
-            i += count;
-        }
+        shuffle_front(&mut self.order, m, rng);
         // the gather apart from the draws: its loads are independent, so
         // the cache misses of a long history overlap
         let args = (self.points.values(), &self.order[..m], out, self.dim);
+        let arch = pulp::Arch::new();
         match self.dim {
-            1 => gather::<1>(args),
-            2 => gather::<2>(args),
-            3 => gather::<3>(args),
-            4 => gather::<4>(args),
-            5 => gather::<5>(args),
-            6 => gather::<6>(args),
-            7 => gather::<7>(args),
-            8 => gather::<8>(args),
-            9 => gather::<9>(args),
-            10 => gather::<10>(args),
-            _ => gather::<0>(args),
+            1 => arch.dispatch(Gather::<1>(args)),
+            2 => arch.dispatch(Gather::<2>(args)),
+            3 => arch.dispatch(Gather::<3>(args)),
+            4 => arch.dispatch(Gather::<4>(args)),
+            5 => arch.dispatch(Gather::<5>(args)),
+            6 => arch.dispatch(Gather::<6>(args)),
+            7 => arch.dispatch(Gather::<7>(args)),
+            8 => arch.dispatch(Gather::<8>(args)),
+            9 => arch.dispatch(Gather::<9>(args)),
+            10 => arch.dispatch(Gather::<10>(args)),
+            _ => arch.dispatch(Gather::<0>(args)),
         }
         Ok(())
+    }
+}
+
+/// The partial Fisher–Yates shuffle of [`History::subsample_into`]: swaps
+/// `order[i]` with `order[rng.random_range(i..n)]` for i = 0, 1, …, m − 1
+/// (m ≤ n = `order.len()`). The indices come from blocks of words drawn
+/// ahead, so that rand's sampling inlines (not one dynamic call per draw
+/// through a `dyn Rng`); each draw takes at least one word, so `count`
+/// draws use up a block of `count`. Kept out of line: inlined into a large
+/// caller, rand's sampling was not inlined into it.
+#[inline(never)]
+fn shuffle_front<R: Rng + ?Sized>(order: &mut [usize], m: usize, rng: &mut R) {
+    let n = order.len();
+    let mut buffer = [0; WORDS_AHEAD];
+    let mut i = 0;
+    while i < m {
+        let count = (m - i).min(WORDS_AHEAD);
+        let mut words = PrefetchedWords::new(&mut *rng, &mut buffer[..count]);
+        for i in i..i + count {
+            // what `words.random_range(i..n)` returns (i < n), inlined
+            let j = UniformUsize::sample_single(i, n, &mut words).unwrap_or(i);
+            order.swap(i, j);
+        }
+        i += count;
+    }
+}
+
+/// [`gather`] as a [`pulp::WithSimd`] operation: compiled for the CPU's
+/// vector width, a row of d = 8 values is two 256-bit moves (four with the
+/// baseline's 128-bit ones).
+struct Gather<'a, const DIM: usize>((&'a [f64], &'a [usize], &'a mut [f64], usize));
+
+impl<const DIM: usize> pulp::WithSimd for Gather<'_, DIM> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        gather::<DIM>(self.0);
     }
 }
 
 /// Copies the rows `indices` of the n × d row-major `points` in turn into
 /// `out`: with d = DIM > 0 each row as a fixed-size array (a few vector
 /// moves), otherwise as slices of the runtime dimension `dim`.
+#[inline(always)]
 fn gather<const DIM: usize>((points, indices, out, dim): (&[f64], &[usize], &mut [f64], usize)) {
     if DIM > 0 {
         let (rows, _) = points.as_chunks::<DIM>();

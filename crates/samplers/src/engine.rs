@@ -178,6 +178,21 @@ pub trait Proposal: Send {
     /// only if `adapt` (the engine turns adaptation off after its stop point).
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng);
 
+    /// [`Proposal::observe`] as the engine calls it, with the chain's
+    /// generator as its own type: a proposal that draws many words while
+    /// adapting (KAMH's subsample of the history) overrides it to draw them
+    /// inlined, the generator's state in registers, instead of through one
+    /// dynamically dispatched call per word. An override must do exactly
+    /// what `observe` does with the same generator. Default: `observe`.
+    fn observe_chain(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) {
+        self.observe(outcome, adapt, rng);
+    }
+
     /// Told, while adaptation is on and between two steps, that the
     /// coordinates the proposal runs in change by `change`
     /// (u_new = B (u_old − c)): the chain's states, and every state the
@@ -468,7 +483,7 @@ impl<P: Proposal> MetropolisHastings<P> {
             accept_prob,
         };
         let adapt = self.adapt_until.is_none_or(|n| self.iteration <= n);
-        self.proposal.observe(&outcome, adapt, &mut self.rng);
+        self.proposal.observe_chain(&outcome, adapt, &mut self.rng);
         StepInfo {
             accepted,
             accept_prob,

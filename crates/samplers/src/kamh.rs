@@ -14,6 +14,7 @@ use kameleon_kernels::{
 };
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 /// A kernel whose length-scale ℓ can be replaced, which is what the median
@@ -111,7 +112,7 @@ impl Refresh {
         }
     }
 
-    fn decide(&self, t: u64, rng: &mut dyn Rng) -> bool {
+    fn decide<R: Rng + ?Sized>(&self, t: u64, rng: &mut R) -> bool {
         match self {
             Self::Probability(p) => p.decide(t, rng),
             Self::EveryStepUntil(stop) => t <= *stop,
@@ -462,18 +463,19 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     /// change of z).
     fn transpose_subsample(&mut self) {
         let args = (&self.subsample[..], &mut self.columns[..], self.dim);
+        let arch = pulp::Arch::new();
         match self.dim {
-            1 => transpose::<1>(args),
-            2 => transpose::<2>(args),
-            3 => transpose::<3>(args),
-            4 => transpose::<4>(args),
-            5 => transpose::<5>(args),
-            6 => transpose::<6>(args),
-            7 => transpose::<7>(args),
-            8 => transpose::<8>(args),
-            9 => transpose::<9>(args),
-            10 => transpose::<10>(args),
-            _ => transpose::<0>(args),
+            1 => arch.dispatch(Transpose::<1>(args)),
+            2 => arch.dispatch(Transpose::<2>(args)),
+            3 => arch.dispatch(Transpose::<3>(args)),
+            4 => arch.dispatch(Transpose::<4>(args)),
+            5 => arch.dispatch(Transpose::<5>(args)),
+            6 => arch.dispatch(Transpose::<6>(args)),
+            7 => arch.dispatch(Transpose::<7>(args)),
+            8 => arch.dispatch(Transpose::<8>(args)),
+            9 => arch.dispatch(Transpose::<9>(args)),
+            10 => arch.dispatch(Transpose::<10>(args)),
+            _ => arch.dispatch(Transpose::<0>(args)),
         }
     }
 
@@ -519,7 +521,7 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
 
     /// After the accept decision of adapting step `t`: records the new state
     /// and maybe redraws z (and the bandwidth). Returns whether z changed.
-    pub(crate) fn adapt(&mut self, t: u64, current: &[f64], rng: &mut dyn Rng) -> bool {
+    pub(crate) fn adapt<R: Rng + ?Sized>(&mut self, t: u64, current: &[f64], rng: &mut R) -> bool {
         self.history.push(current);
         let due = if self.has_subsample {
             self.config.refresh.decide(t, rng)
@@ -583,11 +585,25 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     }
 }
 
+/// [`transpose`] as a [`pulp::WithSimd`] operation, compiled for the CPU's
+/// vector width.
+struct Transpose<'a, const DIM: usize>((&'a [f64], &'a mut [f64], usize));
+
+impl<const DIM: usize> pulp::WithSimd for Transpose<'_, DIM> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        transpose::<DIM>(self.0);
+    }
+}
+
 /// Writes the n × d row-major `rows` column-major into `columns` (both of
 /// length n·d). With d = DIM > 0 row by row, each row's d values stored
 /// into the d columns (split once, so the stores need no bounds checks);
 /// otherwise column by column, the reads striding through `rows` (which
 /// stays in cache).
+#[inline(always)]
 fn transpose<const DIM: usize>((rows, columns, dim): (&[f64], &mut [f64], usize)) {
     let n = columns.len() / dim;
     if DIM > 0 {
@@ -758,6 +774,32 @@ impl<K: LengthScale> Kamh<K> {
     }
 }
 
+impl<K: LengthScale> Kamh<K> {
+    /// [`Proposal::observe`] for any generator: swaps the cached factors on
+    /// acceptance and, if `adapt`, updates ν and the subsample.
+    fn observe_with<R: Rng + ?Sized>(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut R,
+    ) {
+        if self.used_kernel && outcome.accepted {
+            std::mem::swap(&mut self.current, &mut self.proposed);
+        }
+        if adapt {
+            if self.used_kernel {
+                self.scale.update(outcome.accept_prob);
+            }
+            if self
+                .adaptation
+                .adapt(outcome.iteration, outcome.current, rng)
+            {
+                self.current_valid = false;
+            }
+        }
+    }
+}
+
 impl<K: LengthScale> Proposal for Kamh<K> {
     fn state_dim(&self) -> Option<usize> {
         Some(self.adaptation.dim)
@@ -807,20 +849,16 @@ impl<K: LengthScale> Proposal for Kamh<K> {
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
-        if self.used_kernel && outcome.accepted {
-            std::mem::swap(&mut self.current, &mut self.proposed);
-        }
-        if adapt {
-            if self.used_kernel {
-                self.scale.update(outcome.accept_prob);
-            }
-            if self
-                .adaptation
-                .adapt(outcome.iteration, outcome.current, rng)
-            {
-                self.current_valid = false;
-            }
-        }
+        self.observe_with(outcome, adapt, rng);
+    }
+
+    fn observe_chain(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) {
+        self.observe_with(outcome, adapt, rng);
     }
 
     fn kept_states(&self) -> Option<KeptStates> {

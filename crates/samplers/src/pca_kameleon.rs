@@ -13,6 +13,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par, Side};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 /// Eigenvalues below this fraction of the largest are treated as zero
@@ -348,6 +349,32 @@ fn double_centre(mut k: MatMut<'_, f64>) {
     }
 }
 
+impl<K: LengthScale> PcaKameleon<K> {
+    /// [`Proposal::observe`] for any generator: swaps the cached factors on
+    /// acceptance and, if `adapt`, updates the chosen ν and the subsample.
+    fn observe_with<R: Rng + ?Sized>(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut R,
+    ) {
+        if self.used_kernel && outcome.accepted {
+            std::mem::swap(&mut self.current, &mut self.proposed);
+        }
+        if adapt {
+            if self.used_kernel {
+                self.scales[self.chosen].update(outcome.accept_prob);
+            }
+            if self
+                .adaptation
+                .adapt(outcome.iteration, outcome.current, rng)
+            {
+                self.update_directions();
+            }
+        }
+    }
+}
+
 impl<K: LengthScale> Proposal for PcaKameleon<K> {
     fn state_dim(&self) -> Option<usize> {
         Some(self.adaptation.dim)
@@ -403,20 +430,16 @@ impl<K: LengthScale> Proposal for PcaKameleon<K> {
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
-        if self.used_kernel && outcome.accepted {
-            std::mem::swap(&mut self.current, &mut self.proposed);
-        }
-        if adapt {
-            if self.used_kernel {
-                self.scales[self.chosen].update(outcome.accept_prob);
-            }
-            if self
-                .adaptation
-                .adapt(outcome.iteration, outcome.current, rng)
-            {
-                self.update_directions();
-            }
-        }
+        self.observe_with(outcome, adapt, rng);
+    }
+
+    fn observe_chain(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) {
+        self.observe_with(outcome, adapt, rng);
     }
 
     fn kept_states(&self) -> Option<KeptStates> {

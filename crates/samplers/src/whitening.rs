@@ -59,6 +59,7 @@ use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef};
 use kameleon_core::TargetError;
 use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 /// The settings of [`Whitened`]: how long the pilot runs.
@@ -722,6 +723,59 @@ impl Target for WhitenedTarget<'_> {
     }
 }
 
+impl<P: Proposal> Whitened<P> {
+    /// [`Proposal::observe`] for any generator, telling the wrapped
+    /// proposal with `inner_observe` (its `observe` or `observe_chain`).
+    fn observe_with<R: Rng + ?Sized>(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        mut rng: &mut R,
+        inner_observe: impl Fn(&mut P, &StepOutcome<'_>, bool, &mut R),
+    ) {
+        if !self.config.enabled {
+            return inner_observe(&mut self.inner, outcome, adapt, rng);
+        }
+        let t = outcome.iteration;
+        if self.pilot_step {
+            if adapt {
+                let (current, accepted) = (outcome.current, outcome.accepted);
+                self.pilot.adapt(t, current, accepted, outcome.accept_prob);
+            }
+            if adapt && t >= self.pilot_length {
+                self.learn_map(outcome.current);
+                self.offset = t;
+                self.inner_adapts = self.adapt_until.is_none_or(|n| n > t);
+            }
+            return;
+        }
+        let source = if outcome.accepted {
+            &self.proposed
+        } else {
+            &self.current
+        };
+        self.after.copy_from_slice(source);
+        let whitened = StepOutcome {
+            iteration: t - self.offset,
+            previous: &self.current,
+            proposed: &self.proposed,
+            current: &self.after,
+            ..*outcome
+        };
+        inner_observe(&mut self.inner, &whitened, adapt, rng);
+        if let Some(at) = self.rewhiten_at.filter(|_| adapt) {
+            if t > self.rewhiten_from {
+                self.wrapped_moments.push(&self.after);
+                self.wrapped_moves += u64::from(outcome.accepted);
+            }
+            if t >= at {
+                self.rewhiten_at = None;
+                self.rewhiten(&mut rng);
+            }
+        }
+    }
+}
+
 impl<P: Proposal> Proposal for Whitened<P> {
     fn state_dim(&self) -> Option<usize> {
         Some(self.dim)
@@ -819,46 +873,18 @@ impl<P: Proposal> Proposal for Whitened<P> {
     }
 
     fn observe(&mut self, outcome: &StepOutcome<'_>, adapt: bool, rng: &mut dyn Rng) {
-        if !self.config.enabled {
-            return self.inner.observe(outcome, adapt, rng);
-        }
-        let t = outcome.iteration;
-        if self.pilot_step {
-            if adapt {
-                let (current, accepted) = (outcome.current, outcome.accepted);
-                self.pilot.adapt(t, current, accepted, outcome.accept_prob);
-            }
-            if adapt && t >= self.pilot_length {
-                self.learn_map(outcome.current);
-                self.offset = t;
-                self.inner_adapts = self.adapt_until.is_none_or(|n| n > t);
-            }
-            return;
-        }
-        let source = if outcome.accepted {
-            &self.proposed
-        } else {
-            &self.current
-        };
-        self.after.copy_from_slice(source);
-        let whitened = StepOutcome {
-            iteration: t - self.offset,
-            previous: &self.current,
-            proposed: &self.proposed,
-            current: &self.after,
-            ..*outcome
-        };
-        self.inner.observe(&whitened, adapt, rng);
-        if let Some(at) = self.rewhiten_at.filter(|_| adapt) {
-            if t > self.rewhiten_from {
-                self.wrapped_moments.push(&self.after);
-                self.wrapped_moves += u64::from(outcome.accepted);
-            }
-            if t >= at {
-                self.rewhiten_at = None;
-                self.rewhiten(rng);
-            }
-        }
+        self.observe_with(outcome, adapt, rng, |inner, outcome, adapt, rng| {
+            inner.observe(outcome, adapt, rng)
+        });
+    }
+
+    fn observe_chain(
+        &mut self,
+        outcome: &StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut Xoshiro256PlusPlus,
+    ) {
+        self.observe_with(outcome, adapt, rng, P::observe_chain);
     }
 
     fn records_last_step(&self) -> bool {

@@ -16,6 +16,7 @@ mod kamh_invariance;
 mod kamh_proposal;
 mod kmc;
 mod lockstep;
+mod observe_chain;
 mod pca_kameleon;
 mod reliability;
 mod resume;
