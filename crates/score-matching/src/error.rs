@@ -43,6 +43,13 @@ pub enum ScoreMatchingError {
     /// (increase λ).
     #[error("the regularised system is not numerically positive definite (increase lambda)")]
     NotPositiveDefinite,
+    /// The feature map's derivatives at a point (or their squares, which
+    /// the system sums) are not finite: the features' arguments overflow.
+    #[error(
+        "the feature map's derivatives at a point are not finite (the point is too large for \
+         the features' frequencies: rescale the points)"
+    )]
+    NonFiniteFeatures,
     /// A kernel could not be built.
     #[error(transparent)]
     Kernel(#[from] KernelError),
