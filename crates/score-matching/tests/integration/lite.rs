@@ -274,6 +274,24 @@ fn lite_fit_on_one_repeated_point_is_a_bump_there() {
     }
 }
 
+/// On one point the system is `λR` alone and `α̂ ∝ d/λ`: with a
+/// subnormal λ that overflows, and the fit errors instead of giving a
+/// model whose value is infinite and whose gradient is NaN everywhere. The
+/// previous fit is kept.
+#[test]
+fn lite_fit_whose_alpha_overflows_is_an_error() {
+    let point = Mat::from_fn(1, 2, |_, l| [0.5, -0.5][l]);
+    let mut model = LiteEstimator::new(1.0, 1e-3).unwrap();
+    model.fit(point.as_ref()).unwrap();
+    let fitted = model.alpha().to_vec();
+    model.set_lambda(1e-310).unwrap();
+    assert_eq!(
+        model.fit(point.as_ref()),
+        Err(ScoreMatchingError::NotPositiveDefinite)
+    );
+    assert_eq!(model.alpha(), &fitted[..]);
+}
+
 #[test]
 fn lite_rejects_bad_input() {
     assert!(matches!(
