@@ -400,6 +400,22 @@ fn check_fast_evaluation(n: usize, d: usize) {
     }
 }
 
+/// Far out, where ‖x‖² overflows, the Student-t base measure's Laplacian
+/// is its limit 0 (it was ∞/∞ = NaN), next to the tiny values just inside.
+#[test]
+fn student_base_measure_laplacian_is_finite_where_the_norm_overflows() {
+    let mut model = LiteEstimator::new(1.0, 1e-3)
+        .unwrap()
+        .with_base_measure(BaseMeasure::StudentT { dof: 3.0 })
+        .unwrap();
+    let mut grad = [0.0; 2];
+    for (r, bound) in [(1e150, 1e-290), (1e155, 0.0), (f64::MAX, 0.0)] {
+        let laplacian = model.grad_and_laplacian(&[r, -r], &mut grad);
+        assert!(laplacian.abs() <= bound, "r = {r}: {laplacian}");
+        assert!(grad.iter().all(|g| g.is_finite()), "r = {r}: {grad:?}");
+    }
+}
+
 /// The Student-t base measure's closed-form gradient and Laplacian (used by
 /// the objective checks above) against finite differences of its log
 /// density, and an invalid ν refused.
