@@ -601,7 +601,8 @@ impl GpClassification {
     }
 
     /// The covariance matrix `K_θ` of the latent values at the data.
-    /// θ must have length d and `e^{θ_d}` must be finite and positive.
+    /// θ must have length d, and every `e^{θ_l}` and its products with the
+    /// covariates must be finite (and `e^{θ_l}` positive).
     pub fn kernel_matrix(&self, theta: &[f64]) -> Result<Mat<f64>, TargetError> {
         let (n, d) = (self.data.n(), self.data.dim());
         let mut kernel = Mat::zeros(n, n);
@@ -636,6 +637,16 @@ impl GpClassification {
             }
             for (s, x) in scaled.col_as_slice_mut(l).iter_mut().zip(x.col_as_slice(l)) {
                 *s = scale * x;
+            }
+            // an overflowing e^θ x makes the distances ∞ − ∞ = NaN
+            if scaled.col_as_slice(l).iter().any(|s| !s.is_finite()) {
+                return Err(TargetError::InvalidParameter {
+                    name: "theta",
+                    reason: format!(
+                        "exp(θ_{l}) = {scale:e} times covariate {l} overflows (θ_{l} = {t} is too \
+                         large for the data's scale)"
+                    ),
+                });
             }
         }
         pulp::Arch::new().dispatch(KernelLowerTriangle { scaled, kernel });
@@ -1380,6 +1391,33 @@ mod tests {
             v10 > 0.0 && v10 / v100 > 2.5,
             "var(n_imp=10) {v10}, var(n_imp=100) {v100}"
         );
+    }
+
+    /// A finite θ whose `e^θ` times a covariate overflows made the scaled
+    /// distances ∞ − ∞ and `kernel_matrix` return NaN entries without an
+    /// error; it is refused, naming θ, by every evaluation.
+    #[test]
+    fn theta_whose_scaled_covariates_overflow_is_refused() {
+        let x = Mat::from_fn(4, 2, |i, j| (i + j) as f64 - 2.0);
+        let data = ClassificationData::new(x, vec![1.0, -1.0, 1.0, -1.0]).unwrap();
+        let model = GpClassification::new(data, 5).unwrap();
+        let theta = [709.5, 0.0];
+        for err in [
+            model.kernel_matrix(&theta).unwrap_err(),
+            model.laplace(&theta).unwrap_err(),
+            model
+                .try_log_likelihood_estimate(&theta, &mut Xoshiro256PlusPlus::seed_from_u64(0))
+                .unwrap_err(),
+        ] {
+            let message = err.to_string();
+            assert!(
+                message.contains("`theta`") && message.contains("overflows"),
+                "{message}"
+            );
+        }
+        // just below, the kernel matrix is finite (distant points: 0)
+        let kernel = model.kernel_matrix(&[709.0, 0.0]).unwrap();
+        assert!(kernel.col_iter().all(|c| c.iter().all(|v| v.is_finite())));
     }
 
     /// The paper's target: finite log density at θ = 0 and reproducible from
