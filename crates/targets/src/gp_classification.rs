@@ -56,7 +56,7 @@
 use crate::IsotropicGaussianPrior;
 use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
-use crate::util::{check_allocatable, fill_standard_normal};
+use crate::util::{check_allocatable, check_dim, fill_standard_normal};
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
@@ -661,9 +661,11 @@ impl GpClassification {
         Ok(())
     }
 
-    /// `log p(y | f) = Σᵢ log σ(yᵢ fᵢ)`.
-    pub fn log_likelihood(&self, f: &[f64]) -> f64 {
-        sum_log_sigmoid(self.data.y(), f)
+    /// `log p(y | f) = Σᵢ log σ(yᵢ fᵢ)` for latent values `f` at the n data
+    /// points; errors unless `f` has length n.
+    pub fn log_likelihood(&self, f: &[f64]) -> Result<f64, TargetError> {
+        check_dim(self.data.n(), f.len())?;
+        Ok(sum_log_sigmoid(self.data.y(), f))
     }
 
     /// The [`Workspace`] shape of this model.
@@ -714,7 +716,7 @@ impl GpClassification {
         f.fill(0.0);
         a.fill(0.0);
         // Ψ = −½ aᵀf + log p(y|f) with f = K a.
-        let objective = |a: &[f64], f: &[f64]| -0.5 * dot(a, f) + self.log_likelihood(f);
+        let objective = |a: &[f64], f: &[f64]| -0.5 * dot(a, f) + sum_log_sigmoid(self.data.y(), f);
         let mut psi = objective(a, f);
         // A NaN objective counts as no ascent, so it is never accepted.
         let no_ascent = |new: f64, old: f64| new.is_nan() || new < old;
@@ -843,7 +845,7 @@ impl GpClassification {
                 Par::Seq,
             );
             for (j, w) in log_weights.iter_mut().enumerate() {
-                *w = self.log_likelihood(draws.col_as_slice(j))
+                *w = sum_log_sigmoid(self.data.y(), draws.col_as_slice(j))
                     + 0.5 * z.col(j).squared_norm_l2()
                     + log_det_term;
             }
@@ -1279,7 +1281,8 @@ mod tests {
             n,
             |i, j| if i == j { 1.0 } else { 0.0 } + k[(i, j)] * w[j],
         );
-        let evidence = model.log_likelihood(&f) - 0.5 * quad - 0.5 * i_plus_kw.determinant().ln();
+        let evidence =
+            model.log_likelihood(&f).unwrap() - 0.5 * quad - 0.5 * i_plus_kw.determinant().ln();
         assert!(
             (lap.log_marginal_likelihood() - evidence).abs() < 1e-8,
             "{} vs {evidence}",
@@ -1391,6 +1394,24 @@ mod tests {
             v10 > 0.0 && v10 / v100 > 2.5,
             "var(n_imp=10) {v10}, var(n_imp=100) {v100}"
         );
+    }
+
+    /// Latent values of the wrong length were summed over the shorter of
+    /// the two slices without an error.
+    #[test]
+    fn log_likelihood_of_the_wrong_length_is_an_error() {
+        let (model, _) = small_model();
+        let n = model.data().n();
+        assert!(model.log_likelihood(&vec![0.0; n]).is_ok());
+        for len in [0, 1, n - 1, n + 1] {
+            assert_eq!(
+                model.log_likelihood(&vec![0.0; len]),
+                Err(TargetError::DimensionMismatch {
+                    expected: n,
+                    got: len
+                })
+            );
+        }
     }
 
     /// A finite θ whose `e^θ` times a covariate overflows made the scaled
