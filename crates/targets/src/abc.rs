@@ -63,10 +63,15 @@ impl AbcSkewNormal {
                 reason: "must be finite".into(),
             });
         }
-        if !(epsilon.is_finite() && epsilon > 0.0) {
+        // ε² divides the squared distance: it must not underflow to 0
+        // (an exact match would be 0/0)
+        if !(epsilon.is_finite() && epsilon * epsilon > 0.0) {
             return Err(TargetError::InvalidParameter {
                 name: "epsilon",
-                reason: format!("must be finite and positive, got {epsilon}"),
+                reason: format!(
+                    "must be finite and positive, with a square that does not underflow to 0 \
+                     (above about 1.5e-154), got {epsilon}"
+                ),
             });
         }
         if n_samples == 0 || n_pseudo == 0 {
@@ -206,7 +211,12 @@ mod tests {
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0, f64::NAN, 0.0], 0.5, 10, 10).is_err());
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.0, 10, 10).is_err());
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.5, 0, 10).is_err());
-        assert!(AbcSkewNormal::new(sn, vec![0.0; 3], 0.5, 10, 0).is_err());
+        assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.5, 10, 0).is_err());
+        // an ε whose square underflows made the kernel of an exact match
+        // 0/0 = NaN; just above, it is a proper (very narrow) kernel
+        assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 1e-170, 10, 10).is_err());
+        let narrow = AbcSkewNormal::new(sn, vec![0.0; 3], 1e-150, 10, 10).unwrap();
+        assert_eq!(narrow.log_kernel(&[0.0; 3]), 0.0);
     }
 
     #[test]

@@ -130,10 +130,18 @@ impl<S: SummarySimulator> AbcLikelihood<S> {
                 ),
             });
         }
-        if epsilon.iter().any(|e| !(e.is_finite() && *e > 0.0)) {
+        // the kernel scales by 1/ε, which must not overflow (an exact match
+        // would be 0 · ∞)
+        if epsilon
+            .iter()
+            .any(|e| !(e.is_finite() && *e > 0.0 && e.recip().is_finite()))
+        {
             return Err(TargetError::InvalidParameter {
                 name: "epsilon",
-                reason: format!("must be finite and positive, got {epsilon:?}"),
+                reason: format!(
+                    "must be finite and positive, with a finite reciprocal (above about \
+                     5.6e-309), got {epsilon:?}"
+                ),
             });
         }
         let width = |j: usize| epsilon[if epsilon.len() == 1 { 0 } else { j }];
@@ -553,6 +561,10 @@ mod tests {
         assert_eq!(named(abc(&[1.0, 2.0, 3.0], 5).unwrap_err()), "epsilon");
         assert_eq!(named(abc(&[0.0], 5).unwrap_err()), "epsilon");
         assert_eq!(named(abc(&[f64::NAN, 1.0], 5).unwrap_err()), "epsilon");
+        // a subnormal ε whose reciprocal overflows made the kernel of an
+        // exact match 0 · ∞ (reported as −∞); a tiny normal one is kept
+        assert_eq!(named(abc(&[1.0, 1e-310], 5).unwrap_err()), "epsilon");
+        assert!(abc(&[1e-300], 5).is_ok());
         let sl =
             |n, unbiased| GaussianSyntheticLikelihood::new(two_by_two(), n, unbiased).map(|_| ());
         assert!(sl(3, false).is_ok() && sl(5, true).is_ok());
