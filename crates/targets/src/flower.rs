@@ -199,7 +199,7 @@ impl Flower {
             };
             flower.truncated_mass = flower.angle_average(cut) / flower.angle_average(radial_mass);
             let kept = 1.0 - flower.truncated_mass;
-            if !(kept >= Self::MIN_WHOLE_NORM_MASS) {
+            if kept.is_nan() || kept < Self::MIN_WHOLE_NORM_MASS {
                 return Err(TargetError::InvalidParameter {
                     name: "dim",
                     reason: format!(

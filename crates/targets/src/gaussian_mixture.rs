@@ -435,7 +435,7 @@ impl Target for GaussianMixture {
         let (mut max, mut sum) = (f64::NEG_INFINITY, 0.0);
         for k in 0..self.num_components() {
             let l = self.component_log_density(k, x);
-            if !(l > f64::NEG_INFINITY) {
+            if l.is_nan() || l == f64::NEG_INFINITY {
                 // a density that underflows to 0 (or a NaN point) has no
                 // weight; its −Σ_k⁻¹ r_k may overflow, and 0 · ∞ is NaN
                 continue;
