@@ -311,8 +311,17 @@ impl GaussianMixture {
             );
             let det = a * c - b * b;
             let (p, q) = (s - self.mean_entry(k, i), t - self.mean_entry(k, j));
-            let quad = (c * p * p - 2.0 * b * p * q + a * q * q) / det;
-            self.weights[k].ln() - 0.5 * (2.0 * LN_2PI + det.ln() + quad)
+            let (log_det, quad) = if det.is_normal() && det > 0.0 {
+                (det.ln(), (c * p * p - 2.0 * b * p * q + a * q * q) / det)
+            } else {
+                // a·c under- or overflows (a block of scale beyond about
+                // 1e±154): through the Schur complement s = c − b²/a,
+                // det = a·s and the form is p²/a + (q − (b/a) p)²/s
+                let schur = c - b / a * b;
+                let residual = q - b / a * p;
+                (a.ln() + schur.ln(), p * p / a + residual * residual / schur)
+            };
+            self.weights[k].ln() - 0.5 * (2.0 * LN_2PI + log_det + quad)
         })))
     }
 
@@ -752,6 +761,30 @@ mod tests {
         // nearer, where the densities are positive, nothing changes
         pair.grad_log_density(&[1e5, 1e5], &mut grad).unwrap();
         assert_eq!(grad, [-99995.0, -99995.0]);
+    }
+
+    /// A pair block whose determinant a·c − b² under- or overflows (scales
+    /// of 1e±200, which the constructor accepts) has the pair marginal of
+    /// the rescaled problem (it was NaN: 0/0 and ln 0).
+    #[test]
+    fn pair_marginal_of_extreme_scales_is_finite() {
+        let unit = Mat::from_fn(2, 2, |i, j| if i == j { 1.0 } else { 0.3 });
+        let base = GaussianMixture::gaussian(&[0.0, 0.0], &unit).unwrap();
+        let at_unit = base.pair_marginal_log_density(0, 1, (0.5, -0.2)).unwrap();
+        for scale in [1e-200, 1e200] {
+            let scaled =
+                GaussianMixture::gaussian(&[0.0, 0.0], &(&unit * faer::Scale(scale))).unwrap();
+            let sd = scale.sqrt();
+            // the density of σx at σy is that of x at y over σ²
+            let got = scaled
+                .pair_marginal_log_density(0, 1, (0.5 * sd, -0.2 * sd))
+                .unwrap();
+            let expected = at_unit - scale.ln();
+            assert!(
+                (got - expected).abs() < 1e-12 * expected.abs(),
+                "{scale}: {got} vs {expected}"
+            );
+        }
     }
 
     /// 2-d midpoint quadrature over mean ± 10 sd of every component.
