@@ -20,6 +20,7 @@
 //! [`OBSERVED_SEED`].
 
 use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal, log_mean_exp};
+use crate::util::check_dim;
 use crate::{IsotropicGaussianPrior, SkewNormal, TargetError};
 use kameleon_core::SummarySimulator;
 use rand::{Rng, SeedableRng};
@@ -137,8 +138,15 @@ impl AbcSkewNormal {
         out.iter_mut().for_each(|s| *s *= scale);
     }
 
-    /// `log exp(−½‖s − s_obs‖²/ε²)`, the log ε-kernel of one summary.
-    pub fn log_kernel(&self, summary: &[f64]) -> f64 {
+    /// `log exp(−½‖s − s_obs‖²/ε²)`, the log ε-kernel of one summary;
+    /// errors unless `summary` has length d.
+    pub fn log_kernel(&self, summary: &[f64]) -> Result<f64, TargetError> {
+        check_dim(self.observed_summary.len(), summary.len())?;
+        Ok(self.log_kernel_unchecked(summary))
+    }
+
+    /// [`AbcSkewNormal::log_kernel`] of a summary of length d.
+    fn log_kernel_unchecked(&self, summary: &[f64]) -> f64 {
         let r2: f64 = summary
             .iter()
             .zip(&self.observed_summary)
@@ -165,7 +173,7 @@ impl LikelihoodEstimator for AbcSkewNormal {
         let log_kernels: Vec<f64> = (0..self.n_pseudo)
             .map(|_| {
                 self.simulate_summary(theta, rng, &mut summary);
-                self.log_kernel(&summary)
+                self.log_kernel_unchecked(&summary)
             })
             .collect();
         log_mean_exp(&log_kernels)
@@ -216,7 +224,15 @@ mod tests {
         // 0/0 = NaN; just above, it is a proper (very narrow) kernel
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 1e-170, 10, 10).is_err());
         let narrow = AbcSkewNormal::new(sn, vec![0.0; 3], 1e-150, 10, 10).unwrap();
-        assert_eq!(narrow.log_kernel(&[0.0; 3]), 0.0);
+        assert_eq!(narrow.log_kernel(&[0.0; 3]), Ok(0.0));
+        // a summary of the wrong length was compared over the shorter one
+        assert_eq!(
+            narrow.log_kernel(&[0.0; 2]),
+            Err(TargetError::DimensionMismatch {
+                expected: 3,
+                got: 2
+            })
+        );
     }
 
     #[test]
