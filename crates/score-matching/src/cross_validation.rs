@@ -120,7 +120,9 @@ pub struct CrossValidationResult {
 /// grid), moves to the best improving one, and halves the step otherwise.
 /// Candidates whose fit fails score +∞, and so do candidates of the
 /// refinement that `make` refuses (it may step beyond the range of σ or λ
-/// that a model accepts); `make` refusing a grid point is an error.
+/// that a model accepts); `make` refusing a grid point is an error, and so
+/// is a search in which no candidate scores finitely (the first failed
+/// fit's error, if a fit failed).
 /// Deterministic for a given seed (and a deterministic `make`; draw random
 /// features from a fixed seed inside it).
 pub fn cross_validate<M, F>(
@@ -156,6 +158,8 @@ where
         })
         .collect();
     let mut evaluations = Vec::new();
+    // the first failed fit's error, reported if no candidate is usable
+    let mut first_failure = None;
     // `make` refusing a grid point is the caller's error; refusing a point
     // the refinement stepped to (beyond the range a model accepts, e.g. a σ
     // whose kernel overflows) only rules that point out
@@ -170,7 +174,8 @@ where
                 }
                 Err(e) => return Err(e),
             };
-            if model.fit(train.as_ref()).is_err() {
+            if let Err(e) = model.fit(train.as_ref()) {
+                first_failure.get_or_insert(e);
                 total = f64::INFINITY;
                 break;
             }
@@ -235,6 +240,16 @@ where
             Some(better) => best = better,
             None => steps = [0.5 * steps[0], 0.5 * steps[1]],
         }
+    }
+    if !best.1.is_finite() {
+        return Err(
+            first_failure.unwrap_or(ScoreMatchingError::InvalidParameter {
+                name: "sigmas",
+                value: settings.sigmas[0],
+                reason: "no candidate (sigma, lambda) of the search gives a finite held-out \
+                     objective: try other grids",
+            }),
+        );
     }
     Ok(CrossValidationResult {
         best: best.0,

@@ -141,3 +141,17 @@ fn refinement_beyond_the_accepted_range_rules_candidates_out() {
         assert!(result.objective.is_finite(), "{sigmas:?}, {lambdas:?}");
     }
 }
+
+/// When no candidate gives a finite objective (every fit fails, here
+/// because the points' coordinates overflow the lite system), there is
+/// nothing to select: the search errors with the fits' error instead of
+/// returning the first grid point as "best" with an infinite objective.
+#[test]
+fn a_search_where_every_fit_fails_is_an_error() {
+    let points = Mat::from_fn(6, 2, |i, l| 1e200 * (i * 2 + l) as f64);
+    let settings = CrossValidation::new(2, 0, &[1.0, 2.0], &[1e-3])
+        .unwrap()
+        .with_refinement_steps(2);
+    let result = cross_validate(points.as_ref(), &settings, lite);
+    assert_eq!(result, Err(ScoreMatchingError::NotPositiveDefinite));
+}
