@@ -40,8 +40,12 @@ pub enum ScoreMatchingError {
         index: usize,
     },
     /// The regularised system was not numerically positive definite
-    /// (increase λ).
-    #[error("the regularised system is not numerically positive definite (increase lambda)")]
+    /// (increase λ; the lite estimator's system also loses precision with
+    /// the points' distance from the origin).
+    #[error(
+        "the regularised system is not numerically positive definite (increase lambda; a lite \
+         fit also loses precision as the points move away from the origin: centre them)"
+    )]
     NotPositiveDefinite,
     /// The feature map's derivatives at a point (or their squares, which
     /// the system sums) are not finite: the features' arguments overflow.

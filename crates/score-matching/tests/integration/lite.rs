@@ -292,6 +292,19 @@ fn lite_fit_whose_alpha_overflows_is_an_error() {
     assert_eq!(model.alpha(), &fitted[..]);
 }
 
+/// The lite system is formed from the raw coordinates, so points far from
+/// the origin (a spread of 3 at 10⁶) lose its positive definiteness to
+/// rounding: the error says to centre them, not only to increase λ.
+#[test]
+fn lite_fit_far_from_the_origin_advises_centring() {
+    let spread = Mat::from_fn(30, 2, |i, l| ((i * 7 + l * 3) % 11) as f64 * 0.3 - 1.5);
+    let far = Mat::from_fn(30, 2, |i, l| spread[(i, l)] + 1e6);
+    let mut model = LiteEstimator::new(2.0, 1e-3).unwrap();
+    let message = model.fit(far.as_ref()).unwrap_err().to_string();
+    assert!(message.contains("centre"), "{message}");
+    model.fit(spread.as_ref()).unwrap();
+}
+
 #[test]
 fn lite_rejects_bad_input() {
     assert!(matches!(
