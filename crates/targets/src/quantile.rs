@@ -70,8 +70,11 @@ pub(crate) fn chi_squared_quantile(dof: usize, q: f64) -> Result<f64, TargetErro
 }
 
 /// The relative error of the level (in the nearer tail) of a χ² quantile
-/// from statrs above which [`chi_squared_quantile`] refines it.
-const QUANTILE_LEVEL_TOLERANCE: f64 = 1e-9;
+/// from statrs above which [`chi_squared_quantile`] refines it. statrs'
+/// quantiles at levels 0.001–0.999 are off by up to 1.2·10⁻⁸ (dof 1–200),
+/// and the experiments' quantile regions must keep statrs' values there;
+/// the far-tail failures it is for are off by orders of magnitude.
+const QUANTILE_LEVEL_TOLERANCE: f64 = 1e-6;
 
 #[cfg(test)]
 mod tests {
@@ -91,10 +94,16 @@ mod tests {
                 "q = {q}: {t} vs {expected}"
             );
         }
-        let chi2 = ChiSquared::new(8.0).unwrap();
-        for q in [0.1, 0.5, 0.9, 0.999] {
-            assert_eq!(chi_squared_quantile(8, q).unwrap(), chi2.inverse_cdf(q));
+        // ordinary levels keep statrs' value bit for bit (with a tolerance
+        // of 1e-9 on the level, dof 4 at q = 0.075 was refined)
+        for dof in 1..=64 {
+            let chi2 = ChiSquared::new(dof as f64).unwrap();
+            for k in 1..200 {
+                let q = f64::from(k) / 200.0;
+                assert_eq!(chi_squared_quantile(dof, q).unwrap(), chi2.inverse_cdf(q));
+            }
         }
+        let chi2 = ChiSquared::new(8.0).unwrap();
         let q = 1.0 - 1e-15;
         let t = chi_squared_quantile(8, q).unwrap();
         assert!((chi2.sf(t) / (1.0 - q) - 1.0).abs() < 1e-6, "{t}");
