@@ -44,8 +44,14 @@ impl IsotropicGaussianPrior {
 impl LogPrior for IsotropicGaussianPrior {
     fn log_prior(&self, theta: &[f64]) -> f64 {
         let squared_norm: f64 = theta.iter().map(|t| t * t).sum();
-        -0.5 * squared_norm / self.variance
-            - 0.5 * theta.len() as f64 * (2.0 * std::f64::consts::PI * self.variance).ln()
+        let two_pi_variance = 2.0 * std::f64::consts::PI * self.variance;
+        // 2π·variance overflows for a variance beyond about 2.9e307
+        let log_two_pi_variance = if two_pi_variance.is_finite() {
+            two_pi_variance.ln()
+        } else {
+            (2.0 * std::f64::consts::PI).ln() + self.variance.ln()
+        };
+        -0.5 * squared_norm / self.variance - 0.5 * theta.len() as f64 * log_two_pi_variance
     }
 }
 
@@ -63,6 +69,12 @@ mod tests {
             .product();
         assert!((prior.log_prior(&theta) - per_coordinate.ln()).abs() < 1e-13);
         assert!(IsotropicGaussianPrior::new(0.0).is_err());
+        // a variance whose 2π multiple overflows is still a proper prior
+        // (the log density was −∞ everywhere)
+        let wide = IsotropicGaussianPrior::new(1e308).unwrap();
+        let expected = -0.5e-8 - 0.5 * (2.0 * std::f64::consts::PI).ln() - 0.5 * 1e308f64.ln();
+        let got = wide.log_prior(&[1e150]);
+        assert!((got - expected).abs() < 1e-13 * expected.abs(), "{got}");
         assert!(IsotropicGaussianPrior::new(f64::NAN).is_err());
     }
 }

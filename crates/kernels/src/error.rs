@@ -82,6 +82,28 @@ pub(crate) fn check_length_scale(name: &'static str, value: f64) -> Result<f64, 
     }
 }
 
+/// The result of building a kernel from the parameter `name` = `value` of
+/// a paper's convention, with a refused length-scale (derived from it)
+/// reported against that parameter, the one the caller gave.
+pub(crate) fn in_terms_of<T>(
+    name: &'static str,
+    value: f64,
+    built: Result<T, KernelError>,
+) -> Result<T, KernelError> {
+    built.map_err(|err| match err {
+        KernelError::InvalidParameter {
+            name: "length_scale",
+            ..
+        } => KernelError::InvalidParameter {
+            name,
+            value,
+            reason: "gives a length-scale the kernel refuses (it must be finite and > 0, with \
+                     a finite and positive square, fourth power and inverses)",
+        },
+        other => other,
+    })
+}
+
 /// Checks that a quantity derived from the parameter `name` (e.g. `2ν/ℓ²`)
 /// and its square are finite and positive.
 pub(crate) fn derived_positive(

@@ -1,6 +1,6 @@
 //! The Gaussian (squared-exponential) kernel.
 
-use crate::error::{check_length_scale, positive};
+use crate::error::{check_length_scale, in_terms_of, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -38,12 +38,13 @@ impl Gaussian {
 
     /// The KAMH paper's `exp(−‖x − y‖² / (2σ²))`: `ℓ = σ`.
     pub fn from_kamh_sigma(sigma: f64) -> Result<Self, KernelError> {
-        Self::new(sigma)
+        in_terms_of("sigma", sigma, Self::new(sigma))
     }
 
     /// The KMC lite estimator's `exp(−‖x − y‖² / σ)`: `ℓ = √(σ/2)`.
     pub fn from_lite_sigma(sigma: f64) -> Result<Self, KernelError> {
-        Self::new((positive("sigma", sigma)? / 2.0).sqrt())
+        let sigma = positive("sigma", sigma)?;
+        in_terms_of("sigma", sigma, Self::new((sigma / 2.0).sqrt()))
     }
 
     /// The length-scale `ℓ`.

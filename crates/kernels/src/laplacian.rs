@@ -1,6 +1,6 @@
 //! The Laplacian (L1) kernel.
 
-use crate::error::{check_length_scale, positive};
+use crate::error::{check_length_scale, in_terms_of, positive};
 use crate::radial::for_each_column;
 use crate::{Kernel, KernelError, SpectralDensity};
 use faer::{MatMut, MatRef};
@@ -48,7 +48,8 @@ impl Laplacian {
 
     /// The thesis' `exp(−σ‖x − y‖₁)`: `ℓ = 1/σ`.
     pub fn from_thesis_sigma(sigma: f64) -> Result<Self, KernelError> {
-        Self::new(1.0 / positive("sigma", sigma)?)
+        let sigma = positive("sigma", sigma)?;
+        in_terms_of("sigma", sigma, Self::new(1.0 / sigma))
     }
 
     /// The length-scale `ℓ`.

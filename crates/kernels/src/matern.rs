@@ -1,6 +1,6 @@
 //! The Matérn family.
 
-use crate::error::{check_length_scale, derived_positive, positive};
+use crate::error::{check_length_scale, derived_positive, in_terms_of, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -141,7 +141,8 @@ impl Matern {
     /// `ℓ = ρ√(2ν)`.
     pub fn from_kamh_rho(nu: f64, rho: f64) -> Result<Self, KernelError> {
         let nu = positive("nu", nu)?;
-        Self::new(nu, positive("rho", rho)? * (2.0 * nu).sqrt())
+        let rho = positive("rho", rho)?;
+        in_terms_of("rho", rho, Self::new(nu, rho * (2.0 * nu).sqrt()))
     }
 
     /// The smoothness `ν`.

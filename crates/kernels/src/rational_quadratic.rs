@@ -1,7 +1,7 @@
 //! The rational quadratic and inverse multiquadric kernels: scale mixtures of
 //! Gaussians with a Gamma-distributed precision.
 
-use crate::error::{check_length_scale, derived_positive, positive};
+use crate::error::{check_length_scale, derived_positive, in_terms_of, positive};
 use crate::radial::{Radial, impl_radial_kernel};
 use crate::{KernelError, SpectralDensity};
 use rand::{Rng, RngExt};
@@ -157,7 +157,7 @@ impl InverseMultiquadric {
 
     /// The thesis' `(c² + ‖x − y‖²)^{−β}` up to its constant factor `c^{−2β}`: `ℓ = c`.
     pub fn from_thesis(c: f64, beta: f64) -> Result<Self, KernelError> {
-        Self::with_exponent(c, beta)
+        in_terms_of("c", c, Self::with_exponent(c, beta))
     }
 
     /// The length-scale `ℓ`.

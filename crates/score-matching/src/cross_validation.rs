@@ -118,8 +118,13 @@ pub struct CrossValidationResult {
 /// best grid point in (log σ, log λ): it tries the four neighbours at the
 /// current step (initially half the grid spacing, or ln 2 for a one-value
 /// grid), moves to the best improving one, and halves the step otherwise.
-/// Candidates whose fit fails score +∞. Deterministic for a given seed (and a
-/// deterministic `make`; draw random features from a fixed seed inside it).
+/// Candidates whose fit fails score +∞, and so do candidates of the
+/// refinement that `make` refuses (it may step beyond the range of σ or λ
+/// that a model accepts); `make` refusing a grid point is an error, and so
+/// is a search in which no candidate scores finitely (the first failed
+/// fit's error, if a fit failed).
+/// Deterministic for a given seed (and a deterministic `make`; draw random
+/// features from a fixed seed inside it).
 pub fn cross_validate<M, F>(
     points: MatRef<'_, f64>,
     settings: &CrossValidation,
@@ -153,11 +158,24 @@ where
         })
         .collect();
     let mut evaluations = Vec::new();
-    let mut score = |h: Hyperparameters| -> Result<f64, ScoreMatchingError> {
+    // the first failed fit's error, reported if no candidate is usable
+    let mut first_failure = None;
+    // `make` refusing a grid point is the caller's error; refusing a point
+    // the refinement stepped to (beyond the range a model accepts, e.g. a σ
+    // whose kernel overflows) only rules that point out
+    let mut score = |h: Hyperparameters, refining: bool| -> Result<f64, ScoreMatchingError> {
         let mut total = 0.0;
         for (train, test) in &folds {
-            let mut model = make(h)?;
-            if model.fit(train.as_ref()).is_err() {
+            let mut model = match make(h) {
+                Ok(model) => model,
+                Err(_) if refining => {
+                    total = f64::INFINITY;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            if let Err(e) = model.fit(train.as_ref()) {
+                first_failure.get_or_insert(e);
                 total = f64::INFINITY;
                 break;
             }
@@ -179,7 +197,7 @@ where
     for &sigma in &settings.sigmas {
         for &lambda in &settings.lambdas {
             let h = Hyperparameters { sigma, lambda };
-            let j = score(h)?;
+            let j = score(h, false)?;
             if j < best.1 {
                 best = (h, j);
             }
@@ -189,7 +207,14 @@ where
         if grid.len() < 2 {
             std::f64::consts::LN_2
         } else {
-            0.5 * (grid[grid.len() - 1] / grid[0]).ln() / (grid.len() - 1) as f64
+            let ratio = grid[grid.len() - 1] / grid[0];
+            // the ratio of a grid spanning more than f64's range overflows
+            let log_ratio = if ratio.is_finite() {
+                ratio.ln()
+            } else {
+                grid[grid.len() - 1].ln() - grid[0].ln()
+            };
+            0.5 * log_ratio / (grid.len() - 1) as f64
         }
     };
     let mut steps = [
@@ -206,7 +231,7 @@ where
             } else {
                 h.lambda *= factor;
             }
-            let j = score(h)?;
+            let j = score(h, true)?;
             if j < improved.map_or(best.1, |(_, v)| v) {
                 improved = Some((h, j));
             }
@@ -215,6 +240,16 @@ where
             Some(better) => best = better,
             None => steps = [0.5 * steps[0], 0.5 * steps[1]],
         }
+    }
+    if !best.1.is_finite() {
+        return Err(
+            first_failure.unwrap_or(ScoreMatchingError::InvalidParameter {
+                name: "sigmas",
+                value: settings.sigmas[0],
+                reason: "no candidate (sigma, lambda) of the search gives a finite held-out \
+                     objective: try other grids",
+            }),
+        );
     }
     Ok(CrossValidationResult {
         best: best.0,

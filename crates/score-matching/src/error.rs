@@ -40,9 +40,20 @@ pub enum ScoreMatchingError {
         index: usize,
     },
     /// The regularised system was not numerically positive definite
-    /// (increase λ).
-    #[error("the regularised system is not numerically positive definite (increase lambda)")]
+    /// (increase λ; the lite estimator's system also loses precision with
+    /// the points' distance from the origin).
+    #[error(
+        "the regularised system is not numerically positive definite (increase lambda; a lite \
+         fit also loses precision as the points move away from the origin: centre them)"
+    )]
     NotPositiveDefinite,
+    /// The feature map's derivatives at a point (or their squares, which
+    /// the system sums) are not finite: the features' arguments overflow.
+    #[error(
+        "the feature map's derivatives at a point are not finite (the point is too large for \
+         the features' frequencies: rescale the points)"
+    )]
+    NonFiniteFeatures,
     /// A kernel could not be built.
     #[error(transparent)]
     Kernel(#[from] KernelError),

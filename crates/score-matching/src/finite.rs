@@ -374,6 +374,11 @@ impl<F: FeatureMap> FiniteEstimator<F> {
 
     /// Adds one point and updates θ̂ in O(dm²) (see the type's docs). Does not
     /// allocate, except during the periodic O(m³) refactorisations.
+    ///
+    /// Errors on a point of the wrong dimension or with a non-finite
+    /// coordinate, and with [`ScoreMatchingError::NonFiniteFeatures`] on a
+    /// point so large that the features' derivatives overflow; the
+    /// estimator is then unchanged.
     pub fn update(&mut self, x: &[f64]) -> Result<(), ScoreMatchingError> {
         self.ensure_workspace();
         let d = self.features.dim_in();
@@ -389,6 +394,17 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         self.features.jacobian(x, self.work.jacobian.as_mut());
         self.features
             .second_derivatives(x, self.work.second.as_mut());
+        // the base measure's term, into scratch: checked with the
+        // derivatives before anything is added to the sums, so that a point
+        // whose terms overflow leaves the estimator as it was
+        let base_term = &mut self.work.embedding;
+        base_term.fill(0.0);
+        Self::add_base_term(self.base, base_term, self.work.jacobian.as_ref(), x);
+        if !point_terms_are_finite(self.work.jacobian.as_ref(), self.work.second.as_ref())
+            || base_term.iter().any(|v| !v.is_finite())
+        {
+            return Err(ScoreMatchingError::NonFiniteFeatures);
+        }
         // S += J Jᵀ on the lower triangle, the only one read after a fit
         let j = self.work.jacobian.as_ref();
         triangular::matmul(
@@ -405,7 +421,11 @@ impl<F: FeatureMap> FiniteEstimator<F> {
         for i in 0..self.b_sum.len() {
             self.b_sum[i] -= (0..d).map(|l| self.work.second[(i, l)]).sum::<f64>();
         }
-        Self::add_base_term(self.base, &mut self.b_sum, j, x);
+        if self.base.pull_weight(x).is_some() {
+            for (b, term) in self.b_sum.iter_mut().zip(&self.work.embedding) {
+                *b += term;
+            }
+        }
         self.count += 1;
         let stale = self.ridge_schedule == RidgeSchedule::GrowingWithCount
             && self.count as f64 > (1.0 + REFACTOR_GROWTH) * self.factor_count as f64;
@@ -432,6 +452,14 @@ impl<F: FeatureMap> FiniteEstimator<F> {
     fn refactorise(&mut self) -> Result<(), ScoreMatchingError> {
         let m = self.c_sum.nrows();
         let ridge = self.sum_ridge();
+        if !ridge.is_finite() {
+            return Err(ScoreMatchingError::InvalidParameter {
+                name: "lambda",
+                value: self.lambda,
+                reason: "times the number of points (the ridge on the sums) overflows: \
+                         use a smaller lambda",
+            });
+        }
         self.cholesky.copy_from(&self.c_sum);
         for i in 0..m {
             self.cholesky[(i, i)] += ridge;
@@ -657,6 +685,10 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
     /// one point only, of rank at most d, and the ridge λ fixes the rest of
     /// θ̂; the fitted gradient says nothing about the target's spread and
     /// can be large away from the point.
+    ///
+    /// Points so large that the features' derivatives overflow give
+    /// [`ScoreMatchingError::NonFiniteFeatures`], and leave the estimator
+    /// with no points.
     fn fit(&mut self, points: MatRef<'_, f64>) -> Result<(), ScoreMatchingError> {
         let (n, d) = (points.nrows(), self.dim());
         check_points(points, d)?;
@@ -669,6 +701,19 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
         match self.features.feature_frequencies() {
             Some(frequencies) => self.sum_factored(points, frequencies.as_ref()),
             None => self.sum_jacobians(points),
+        }
+        let lower_finite = (0..self.c_sum.ncols())
+            .all(|j| (j..self.c_sum.nrows()).all(|i| self.c_sum[(i, j)].is_finite()));
+        if !lower_finite || self.b_sum.iter().any(|v| !v.is_finite()) {
+            // the sums hold no usable points: start from none again, so that
+            // later updates do not add to them
+            self.c_sum.fill(0.0);
+            self.b_sum.fill(0.0);
+            self.theta.fill(0.0);
+            self.count = 0;
+            self.factor_count = 0;
+            self.factorised = false;
+            return Err(ScoreMatchingError::NonFiniteFeatures);
         }
         self.count = n;
         self.refactorise()
@@ -714,6 +759,18 @@ impl<F: FeatureMap> GradientModel for FiniteEstimator<F> {
 /// rotations, with explicit SIMD vectors; the dot products run in
 /// [`DOT_LANES`] fixed partial sums, so the result does not depend on the
 /// CPU.
+/// Whether one point's Jacobian (m × d) and second derivatives are finite,
+/// and so are the sums of squares `Σ_l J[i, l]²` that `S += J Jᵀ` adds to
+/// the diagonal.
+fn point_terms_are_finite(jacobian: MatRef<'_, f64>, second: MatRef<'_, f64>) -> bool {
+    (0..jacobian.nrows()).all(|i| {
+        let squares: f64 = (0..jacobian.ncols())
+            .map(|l| jacobian[(i, l)] * jacobian[(i, l)])
+            .sum();
+        squares.is_finite() && (0..second.ncols()).all(|l| second[(i, l)].is_finite())
+    })
+}
+
 fn symmetric_lower_mul(lower: MatRef<'_, f64>, p: &[f64], out: ColMut<'_, f64>) {
     pulp::Arch::new().dispatch(SymmetricLowerMul { lower, p, out });
 }

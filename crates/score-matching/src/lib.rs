@@ -129,6 +129,10 @@ impl BaseMeasure {
                 // ∂_l(−x_l/u) = −1/u + 2x_l²/(m u²) with u = 1 + ‖x‖²/m
                 let m = dof + d;
                 let r2 = x.iter().map(|v| v * v).sum::<f64>();
+                if r2 == f64::INFINITY {
+                    // both terms vanish as ‖x‖ → ∞ (they would be ∞/∞)
+                    return 0.0;
+                }
                 let u = 1.0 + r2 / m;
                 -d / u + 2.0 * r2 / (m * u * u)
             }

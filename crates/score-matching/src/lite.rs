@@ -840,7 +840,13 @@ impl LiteEstimator {
         solve_lower_triangular_in_place(factor, b.as_mat_mut(), Par::Seq);
         solve_upper_triangular_in_place(factor.transpose(), b.as_mat_mut(), Par::Seq);
         let scale = -0.5 * self.sigma;
-        self.alpha = b.iter().map(|x| scale * x).collect();
+        let alpha: Vec<f64> = b.iter().map(|x| scale * x).collect();
+        if alpha.iter().any(|a| !a.is_finite()) {
+            // a λ so small that the solve overflows (e.g. one point, whose
+            // system is λR alone): the model would be NaN everywhere
+            return Err(ScoreMatchingError::NotPositiveDefinite);
+        }
+        self.alpha = alpha;
         let d = points.ncols();
         self.dim = d;
         self.basis.clear();
@@ -902,7 +908,9 @@ impl GradientModel for LiteEstimator {
     /// all points equal, `C = 0` and `b` is the kernel's Laplacian term
     /// alone, so `α̂ = −(σ/2)(λR)⁻¹b` is a Gaussian bump at that point whose
     /// height grows like `n d/λ`. Its gradient pulls towards the point,
-    /// steeply for a small λ, and says nothing about the target's spread. The n × n products and the factorisation
+    /// steeply for a small λ, and says nothing about the target's spread; a
+    /// λ so small that α overflows gives
+    /// [`ScoreMatchingError::NotPositiveDefinite`]. The n × n products and the factorisation
     /// run with faer's global parallelism (`faer::get_global_parallelism()`,
     /// by default all threads of the current rayon pool; set it with
     /// `faer::set_global_parallelism`, e.g. to `Par::Seq` where chains

@@ -20,6 +20,7 @@
 //! [`OBSERVED_SEED`].
 
 use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal, log_mean_exp};
+use crate::util::check_dim;
 use crate::{IsotropicGaussianPrior, SkewNormal, TargetError};
 use kameleon_core::SummarySimulator;
 use rand::{Rng, SeedableRng};
@@ -63,10 +64,15 @@ impl AbcSkewNormal {
                 reason: "must be finite".into(),
             });
         }
-        if !(epsilon.is_finite() && epsilon > 0.0) {
+        // ε² divides the squared distance: it must not underflow to 0
+        // (an exact match would be 0/0)
+        if !(epsilon.is_finite() && epsilon * epsilon > 0.0) {
             return Err(TargetError::InvalidParameter {
                 name: "epsilon",
-                reason: format!("must be finite and positive, got {epsilon}"),
+                reason: format!(
+                    "must be finite and positive, with a square that does not underflow to 0 \
+                     (above about 1.5e-154), got {epsilon}"
+                ),
             });
         }
         if n_samples == 0 || n_pseudo == 0 {
@@ -132,8 +138,15 @@ impl AbcSkewNormal {
         out.iter_mut().for_each(|s| *s *= scale);
     }
 
-    /// `log exp(−½‖s − s_obs‖²/ε²)`, the log ε-kernel of one summary.
-    pub fn log_kernel(&self, summary: &[f64]) -> f64 {
+    /// `log exp(−½‖s − s_obs‖²/ε²)`, the log ε-kernel of one summary;
+    /// errors unless `summary` has length d.
+    pub fn log_kernel(&self, summary: &[f64]) -> Result<f64, TargetError> {
+        check_dim(self.observed_summary.len(), summary.len())?;
+        Ok(self.log_kernel_unchecked(summary))
+    }
+
+    /// [`AbcSkewNormal::log_kernel`] of a summary of length d.
+    fn log_kernel_unchecked(&self, summary: &[f64]) -> f64 {
         let r2: f64 = summary
             .iter()
             .zip(&self.observed_summary)
@@ -160,7 +173,7 @@ impl LikelihoodEstimator for AbcSkewNormal {
         let log_kernels: Vec<f64> = (0..self.n_pseudo)
             .map(|_| {
                 self.simulate_summary(theta, rng, &mut summary);
-                self.log_kernel(&summary)
+                self.log_kernel_unchecked(&summary)
             })
             .collect();
         log_mean_exp(&log_kernels)
@@ -206,7 +219,20 @@ mod tests {
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0, f64::NAN, 0.0], 0.5, 10, 10).is_err());
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.0, 10, 10).is_err());
         assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.5, 0, 10).is_err());
-        assert!(AbcSkewNormal::new(sn, vec![0.0; 3], 0.5, 10, 0).is_err());
+        assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 0.5, 10, 0).is_err());
+        // an ε whose square underflows made the kernel of an exact match
+        // 0/0 = NaN; just above, it is a proper (very narrow) kernel
+        assert!(AbcSkewNormal::new(sn.clone(), vec![0.0; 3], 1e-170, 10, 10).is_err());
+        let narrow = AbcSkewNormal::new(sn, vec![0.0; 3], 1e-150, 10, 10).unwrap();
+        assert_eq!(narrow.log_kernel(&[0.0; 3]), Ok(0.0));
+        // a summary of the wrong length was compared over the shorter one
+        assert_eq!(
+            narrow.log_kernel(&[0.0; 2]),
+            Err(TargetError::DimensionMismatch {
+                expected: 3,
+                got: 2
+            })
+        );
     }
 
     #[test]

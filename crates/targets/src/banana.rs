@@ -55,15 +55,34 @@ impl Banana {
         self.variance
     }
 
+    /// The twist `b(y₁² − v)` of the second coordinate. Where `y₁²`
+    /// overflows it is formed as `(b y₁) y₁ − b v`, finite where the twist is
+    /// (0 for `b = 0`, where `0 · ∞` would be NaN).
+    fn twist(&self, y1: f64) -> f64 {
+        let square = y1 * y1;
+        if square.is_finite() {
+            self.bananicity * (square - self.variance)
+        } else {
+            (self.bananicity * y1) * y1 - self.bananicity * self.variance
+        }
+    }
+
     /// The untwisting residual of the second coordinate, `y₂ − b(y₁² − v)`.
     fn residual(&self, y: &[f64]) -> f64 {
-        y[1] - self.bananicity * (y[0] * y[0] - self.variance)
+        y[1] - self.twist(y[0])
     }
 
     /// `‖T(y)‖²` for a point of the right length.
     fn untwisted_norm_sq(&self, y: &[f64]) -> f64 {
         let r = self.residual(y);
-        y[0] * y[0] / self.variance + r * r + y[2..].iter().map(|v| v * v).sum::<f64>()
+        let square = y[0] * y[0];
+        // where y₁² overflows, y₁²/v may not (a large v)
+        let first = if square.is_finite() {
+            square / self.variance
+        } else {
+            (y[0] / self.variance) * y[0]
+        };
+        first + r * r + y[2..].iter().map(|v| v * v).sum::<f64>()
     }
 }
 
@@ -103,7 +122,7 @@ impl Target for Banana {
         check_dim(self.dim, out.len())?;
         fill_standard_normal(rng, out);
         out[0] *= self.variance.sqrt();
-        out[1] += self.bananicity * (out[0] * out[0] - self.variance);
+        out[1] += self.twist(out[0]);
         Ok(())
     }
 }
@@ -167,6 +186,37 @@ mod tests {
         assert!(banana.log_density(&[0.0; 2], &mut rng(0)).is_nan());
         assert!(banana.region_threshold(0.0).is_err());
         assert!(banana.region_threshold(1.0).is_err());
+    }
+
+    /// Where `y₁²` overflows, an untwisted banana (b = 0, "a Gaussian") has
+    /// its Gaussian density and gradient, and a banana with a large
+    /// variance its (finite) density and exact draws: `0 · ∞` made them
+    /// NaN (and about one draw in six of `B(0, 10³⁰⁸)`).
+    #[test]
+    fn overflowing_squares_give_no_nan() {
+        let mut r = rng(0);
+        let gaussian = Banana::new(2, 0.0, 1.0).unwrap();
+        let x = [2e154, 1.0];
+        assert_eq!(gaussian.log_density(&x, &mut r), f64::NEG_INFINITY);
+        let mut grad = [0.0; 2];
+        gaussian.grad_log_density(&x, &mut grad).unwrap();
+        assert_eq!(grad, [-2e154, -1.0]);
+
+        let wide = Banana::new(2, 0.0, 1e308).unwrap();
+        let expected = -0.5 * (2.0 * LN_2PI + 1e308f64.ln() + 4.0);
+        let got = wide.log_density(&[2e154, 0.0], &mut r);
+        assert!((got - expected).abs() < 1e-12 * expected.abs(), "{got}");
+        let mut y = [0.0; 2];
+        for _ in 0..1000 {
+            wide.sample_iid(&mut r, &mut y).unwrap();
+            assert!(y.iter().all(|v| v.is_finite()), "{y:?}");
+        }
+
+        // a tiny twist of a huge y₁ is finite: 10⁻³⁰⁰ · 10³¹⁰ = 10¹⁰
+        let faint = Banana::new(2, 1e-300, 1.0).unwrap();
+        let mut grad = [0.0; 2];
+        faint.grad_log_density(&[1e155, 1e10], &mut grad).unwrap();
+        assert!(grad.iter().all(|g| g.is_finite()), "{grad:?}");
     }
 
     #[test]

@@ -84,6 +84,9 @@ const CORRECTION_INTERVALS: usize = 128;
 const MAX_PETALS: u32 = 1024;
 
 impl Flower {
+    /// The smallest kept mass `1 − τ` [`Flower::with_whole_norm`] accepts.
+    pub const MIN_WHOLE_NORM_MASS: f64 = 1e-3;
+
     /// The flower with base radius `radius = r₀ > 0`, petal amplitude
     /// `amplitude = A` (finite), `petals = ω` petals and radial width
     /// `sigma = σ > 0`, in dimension `dim ≥ 2` (small enough that a point
@@ -170,9 +173,16 @@ impl Flower {
     /// check, which uses the plane flower's χ² thresholds, is off by up to
     /// 0.0022 per level (0.0014 on average over the levels 0.1, …, 0.9) even
     /// for exact draws of this density.
-    pub fn with_whole_norm(self) -> Self {
+    ///
+    /// Errors when the kept mass `1 − τ` is below
+    /// [`Flower::MIN_WHOLE_NORM_MASS`] (in high dimension `‖x₃:d‖` is about
+    /// `√(d − 2)` and almost never below the flower's radius): the
+    /// normaliser would be dominated by the quadrature's error, and
+    /// [`Target::sample_iid`], which keeps a draw of the plane flower with
+    /// probability `1 − τ`, would all but hang.
+    pub fn with_whole_norm(self) -> Result<Self, TargetError> {
         if self.whole_norm {
-            return self;
+            return Ok(self);
         }
         let mut flower = Self {
             whole_norm: true,
@@ -188,9 +198,24 @@ impl Flower {
                 })
             };
             flower.truncated_mass = flower.angle_average(cut) / flower.angle_average(radial_mass);
-            flower.log_normaliser += (1.0 - flower.truncated_mass).ln();
+            let kept = 1.0 - flower.truncated_mass;
+            if kept.is_nan() || kept < Self::MIN_WHOLE_NORM_MASS {
+                return Err(TargetError::InvalidParameter {
+                    name: "dim",
+                    reason: format!(
+                        "the whole-norm flower keeps only {kept:.3e} of the plane flower's \
+                         mass in dimension {} (at least {:e} is needed for an accurate \
+                         normaliser and exact sampling): use a radius well above \
+                         √(d − 2) = {:.3}, or the plane flower",
+                        flower.dim,
+                        Self::MIN_WHOLE_NORM_MASS,
+                        ((flower.dim - 2) as f64).sqrt()
+                    ),
+                });
+            }
+            flower.log_normaliser += kept.ln();
         }
-        flower
+        Ok(flower)
     }
 
     /// The radial centre `c(φ) = r₀ + A cos(ωφ)` and its derivative in φ.
@@ -749,7 +774,10 @@ mod tests {
     /// its exact mean (zero) against the draws' means.
     #[test]
     fn whole_norm_density_is_normalised_and_sampled_exactly() {
-        let flower = Flower::new(3, 2.0, 0.5, 2, 0.5).unwrap().with_whole_norm();
+        let flower = Flower::new(3, 2.0, 0.5, 2, 0.5)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap();
         assert!(
             flower.truncated_mass > 0.01,
             "τ = {}",
@@ -790,7 +818,10 @@ mod tests {
     fn whole_norm_cut_matches_plane_draws() {
         let (d, n) = (8, 200_000);
         let plane = Flower::new(d, 10.0, 6.0, 6, 1.0).unwrap();
-        let whole = Flower::new(d, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
+        let whole = Flower::new(d, 10.0, 6.0, 6, 1.0)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap();
         let tau = whole.truncated_mass;
         assert!(tau > 2e-3 && tau < 4e-3, "τ = {tau}");
         let cut = draw_iid(&plane, n, 19)
@@ -812,7 +843,10 @@ mod tests {
     #[test]
     fn whole_norm_quantile_regions_have_their_mass() {
         let (d, n) = (4, 200_000);
-        let whole = Flower::new(d, 2.0, 0.5, 2, 0.5).unwrap().with_whole_norm();
+        let whole = Flower::new(d, 2.0, 0.5, 2, 0.5)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap();
         let plane = Flower::new(d, 2.0, 0.5, 2, 0.5).unwrap();
         let statistic: Vec<f64> = draw_iid(&whole, n, 23)
             .chunks(d)
@@ -839,16 +873,52 @@ mod tests {
         );
     }
 
+    /// In high dimension `‖x₃:d‖ ≈ √(d − 2)` almost never falls below the
+    /// radius, so the whole-norm flower keeps almost none of the plane
+    /// flower's mass: its construction errors instead of building a density
+    /// whose normaliser is quadrature noise and whose exact sampler loops
+    /// (practically) forever. Where the kept mass is large it is built.
+    #[test]
+    fn whole_norm_flower_with_almost_no_mass_is_refused() {
+        let message = Flower::new(400, 3.0, 1.0, 6, 1.0)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("`dim`") && message.contains("plane flower"),
+            "{message}"
+        );
+        for d in [8, 50] {
+            let whole = Flower::new(d, 10.0, 6.0, 6, 1.0)
+                .unwrap()
+                .with_whole_norm()
+                .unwrap();
+            assert!(
+                whole.truncated_mass < 0.5,
+                "d = {d}: {}",
+                whole.truncated_mass
+            );
+            whole.sample_iid(&mut rng(0), &mut vec![0.0; d]).unwrap();
+        }
+    }
+
     #[test]
     fn whole_norm_matches_plane_in_two_dimensions_and_has_its_gradient() {
         let plane = Flower::new(2, 10.0, 6.0, 6, 1.0).unwrap();
-        let whole = Flower::new(2, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
+        let whole = Flower::new(2, 10.0, 6.0, 6, 1.0)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap();
         let mut r = rng(0);
         assert_eq!(
             plane.log_density(&[4.0, 7.0], &mut r),
             whole.log_density(&[4.0, 7.0], &mut r)
         );
-        let whole = Flower::new(4, 10.0, 6.0, 6, 1.0).unwrap().with_whole_norm();
+        let whole = Flower::new(4, 10.0, 6.0, 6, 1.0)
+            .unwrap()
+            .with_whole_norm()
+            .unwrap();
         let mut x = [0.0; 4];
         for _ in 0..20 {
             whole.sample_iid(&mut r, &mut x).unwrap();

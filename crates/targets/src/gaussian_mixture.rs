@@ -311,8 +311,17 @@ impl GaussianMixture {
             );
             let det = a * c - b * b;
             let (p, q) = (s - self.mean_entry(k, i), t - self.mean_entry(k, j));
-            let quad = (c * p * p - 2.0 * b * p * q + a * q * q) / det;
-            self.weights[k].ln() - 0.5 * (2.0 * LN_2PI + det.ln() + quad)
+            let (log_det, quad) = if det.is_normal() && det > 0.0 {
+                (det.ln(), (c * p * p - 2.0 * b * p * q + a * q * q) / det)
+            } else {
+                // a·c under- or overflows (a block of scale beyond about
+                // 1e±154): through the Schur complement s = c − b²/a,
+                // det = a·s and the form is p²/a + (q − (b/a) p)²/s
+                let schur = c - b / a * b;
+                let residual = q - b / a * p;
+                (a.ln() + schur.ln(), p * p / a + residual * residual / schur)
+            };
+            self.weights[k].ln() - 0.5 * (2.0 * LN_2PI + log_det + quad)
         })))
     }
 
@@ -359,6 +368,21 @@ impl GaussianMixture {
     }
 
     /// `log w_k N(x; μ_k, Σ_k)` for a point of the right length.
+    /// `out −= weight · Σ_k⁻¹ (x − μ_k)`.
+    fn subtract_component_score(&self, k: usize, weight: f64, x: &[f64], out: &mut [f64]) {
+        let d = self.dim;
+        let mu = &self.means[k * d..(k + 1) * d];
+        let precision = &self.precisions[k * d * d..(k + 1) * d * d];
+        for (o, row) in out.iter_mut().zip(precision.chunks(d)) {
+            let pr: f64 = row
+                .iter()
+                .zip(x.iter().zip(mu))
+                .map(|(p, (a, m))| p * (a - m))
+                .sum();
+            *o -= weight * pr;
+        }
+    }
+
     fn component_log_density(&self, k: usize, x: &[f64]) -> f64 {
         let d = self.dim;
         let mu = &self.means[k * d..(k + 1) * d];
@@ -372,6 +396,11 @@ impl GaussianMixture {
                 .sum();
             quad += (x[i] - mu[i]) * pr;
         }
+        if quad.is_nan() && x.iter().all(|v| v.is_finite()) {
+            // the products overflowed with both signs (∞ − ∞); the form
+            // itself is positive and beyond f64's range
+            quad = f64::INFINITY;
+        }
         self.log_constants[k] - 0.5 * quad
     }
 }
@@ -380,6 +409,10 @@ impl GaussianMixture {
 fn log_sum_exp(terms: impl Iterator<Item = f64>) -> f64 {
     let (mut max, mut sum) = (f64::NEG_INFINITY, 0.0);
     for l in terms {
+        if l == f64::NEG_INFINITY {
+            // adds e^{−∞} = 0 (and −∞ − max is NaN while max is −∞)
+            continue;
+        }
         if l > max {
             sum = sum * (max - l).exp() + 1.0;
             max = l;
@@ -406,12 +439,16 @@ impl Target for GaussianMixture {
     fn grad_log_density(&self, x: &[f64], out: &mut [f64]) -> Result<(), TargetError> {
         check_dim(self.dim, x.len())?;
         check_dim(self.dim, out.len())?;
-        let d = self.dim;
         // Streaming responsibilities: `out` holds Σ_k e^{l_k − max}(−Σ_k⁻¹ r_k).
         out.fill(0.0);
         let (mut max, mut sum) = (f64::NEG_INFINITY, 0.0);
         for k in 0..self.num_components() {
             let l = self.component_log_density(k, x);
+            if l.is_nan() || l == f64::NEG_INFINITY {
+                // a density that underflows to 0 (or a NaN point) has no
+                // weight; its −Σ_k⁻¹ r_k may overflow, and 0 · ∞ is NaN
+                continue;
+            }
             let weight = if l > max {
                 let rescale = (max - l).exp();
                 out.iter_mut().for_each(|o| *o *= rescale);
@@ -422,16 +459,20 @@ impl Target for GaussianMixture {
                 (l - max).exp()
             };
             sum += weight;
-            let mu = &self.means[k * d..(k + 1) * d];
-            let precision = &self.precisions[k * d * d..(k + 1) * d * d];
-            for (o, row) in out.iter_mut().zip(precision.chunks(d)) {
-                let pr: f64 = row
-                    .iter()
-                    .zip(x.iter().zip(mu))
-                    .map(|(p, (a, m))| p * (a - m))
-                    .sum();
-                *o -= weight * pr;
+            self.subtract_component_score(k, weight, x, out);
+        }
+        if sum == 0.0 {
+            // every density underflows (x is far beyond the components'
+            // scale): the weights are 0/0, except for a single component
+            if self.num_components() > 1 {
+                return Err(TargetError::Numerical(
+                    "every component's density underflows to 0 at this point (it is too far \
+                     from the means), so the components' weights in the gradient are undefined"
+                        .into(),
+                ));
             }
+            self.subtract_component_score(0, 1.0, x, out);
+            sum = 1.0;
         }
         out.iter_mut().for_each(|o| *o /= sum);
         Ok(())
@@ -680,6 +721,70 @@ mod tests {
         }
         // Far away the naive sum underflows; log-sum-exp stays finite.
         assert!(mixture.log_density(&[1e3, -1e3, 1e3], &mut r).is_finite());
+    }
+
+    /// Far beyond the components' scale every density underflows: the log
+    /// densities are −∞ (they were NaN: −∞ − (−∞) in the log-sum-exp, or
+    /// ∞ − ∞ in a correlated quadratic form), a single Gaussian's gradient
+    /// is still −Σ⁻¹(x − μ), and a mixture's gradient, whose weights are
+    /// 0/0 there, is an error rather than NaN.
+    #[test]
+    fn far_beyond_the_components_nothing_is_nan() {
+        let mut r = rng(0);
+        let x = [1e200, -1e200];
+        let single = GaussianMixture::isotropic(&[1.0], &[vec![0.0, 0.0]], &[2.0]).unwrap();
+        let correlated = GaussianMixture::gaussian(
+            &[0.0, 0.0],
+            &Mat::from_fn(2, 2, |i, j| if i == j { 1.0 } else { 0.5 }),
+        )
+        .unwrap();
+        let pair =
+            GaussianMixture::isotropic(&[1.0, 1.0], &[vec![0.0, 0.0], vec![5.0, 5.0]], &[1.0, 1.0])
+                .unwrap();
+        for mixture in [&single, &correlated, &pair] {
+            assert_eq!(mixture.log_density(&x, &mut r), f64::NEG_INFINITY);
+            assert_eq!(
+                mixture.marginal_log_density(0, 1e300).unwrap(),
+                f64::NEG_INFINITY
+            );
+        }
+        let mut grad = [0.0; 2];
+        single.grad_log_density(&x, &mut grad).unwrap();
+        assert!(
+            (grad[0] / -0.5e200 - 1.0).abs() < 1e-15 && (grad[1] / 0.5e200 - 1.0).abs() < 1e-15,
+            "{grad:?}"
+        );
+        assert!(matches!(
+            pair.grad_log_density(&x, &mut grad),
+            Err(TargetError::Numerical(_))
+        ));
+        // nearer, where the densities are positive, nothing changes
+        pair.grad_log_density(&[1e5, 1e5], &mut grad).unwrap();
+        assert_eq!(grad, [-99995.0, -99995.0]);
+    }
+
+    /// A pair block whose determinant a·c − b² under- or overflows (scales
+    /// of 1e±200, which the constructor accepts) has the pair marginal of
+    /// the rescaled problem (it was NaN: 0/0 and ln 0).
+    #[test]
+    fn pair_marginal_of_extreme_scales_is_finite() {
+        let unit = Mat::from_fn(2, 2, |i, j| if i == j { 1.0 } else { 0.3 });
+        let base = GaussianMixture::gaussian(&[0.0, 0.0], &unit).unwrap();
+        let at_unit = base.pair_marginal_log_density(0, 1, (0.5, -0.2)).unwrap();
+        for scale in [1e-200, 1e200] {
+            let scaled =
+                GaussianMixture::gaussian(&[0.0, 0.0], &(&unit * faer::Scale(scale))).unwrap();
+            let sd = scale.sqrt();
+            // the density of σx at σy is that of x at y over σ²
+            let got = scaled
+                .pair_marginal_log_density(0, 1, (0.5 * sd, -0.2 * sd))
+                .unwrap();
+            let expected = at_unit - scale.ln();
+            assert!(
+                (got - expected).abs() < 1e-12 * expected.abs(),
+                "{scale}: {got} vs {expected}"
+            );
+        }
     }
 
     /// 2-d midpoint quadrature over mean ± 10 sd of every component.

@@ -56,7 +56,7 @@
 use crate::IsotropicGaussianPrior;
 use crate::cholesky::solve_lower_transposed_right_in_place;
 use crate::pseudo_marginal::{LikelihoodEstimator, PseudoMarginal};
-use crate::util::{check_allocatable, fill_standard_normal};
+use crate::util::{check_allocatable, check_dim, fill_standard_normal};
 use crate::{TargetError, pseudo_marginal::log_mean_exp};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as triangular_matmul};
@@ -601,7 +601,8 @@ impl GpClassification {
     }
 
     /// The covariance matrix `K_θ` of the latent values at the data.
-    /// θ must have length d and `e^{θ_d}` must be finite and positive.
+    /// θ must have length d, and every `e^{θ_l}` and its products with the
+    /// covariates must be finite (and `e^{θ_l}` positive).
     pub fn kernel_matrix(&self, theta: &[f64]) -> Result<Mat<f64>, TargetError> {
         let (n, d) = (self.data.n(), self.data.dim());
         let mut kernel = Mat::zeros(n, n);
@@ -637,6 +638,16 @@ impl GpClassification {
             for (s, x) in scaled.col_as_slice_mut(l).iter_mut().zip(x.col_as_slice(l)) {
                 *s = scale * x;
             }
+            // an overflowing e^θ x makes the distances ∞ − ∞ = NaN
+            if scaled.col_as_slice(l).iter().any(|s| !s.is_finite()) {
+                return Err(TargetError::InvalidParameter {
+                    name: "theta",
+                    reason: format!(
+                        "exp(θ_{l}) = {scale:e} times covariate {l} overflows (θ_{l} = {t} is too \
+                         large for the data's scale)"
+                    ),
+                });
+            }
         }
         pulp::Arch::new().dispatch(KernelLowerTriangle { scaled, kernel });
         // Mirror: the top of column i is row i of the columns to its left.
@@ -650,9 +661,11 @@ impl GpClassification {
         Ok(())
     }
 
-    /// `log p(y | f) = Σᵢ log σ(yᵢ fᵢ)`.
-    pub fn log_likelihood(&self, f: &[f64]) -> f64 {
-        sum_log_sigmoid(self.data.y(), f)
+    /// `log p(y | f) = Σᵢ log σ(yᵢ fᵢ)` for latent values `f` at the n data
+    /// points; errors unless `f` has length n.
+    pub fn log_likelihood(&self, f: &[f64]) -> Result<f64, TargetError> {
+        check_dim(self.data.n(), f.len())?;
+        Ok(sum_log_sigmoid(self.data.y(), f))
     }
 
     /// The [`Workspace`] shape of this model.
@@ -703,7 +716,7 @@ impl GpClassification {
         f.fill(0.0);
         a.fill(0.0);
         // Ψ = −½ aᵀf + log p(y|f) with f = K a.
-        let objective = |a: &[f64], f: &[f64]| -0.5 * dot(a, f) + self.log_likelihood(f);
+        let objective = |a: &[f64], f: &[f64]| -0.5 * dot(a, f) + sum_log_sigmoid(self.data.y(), f);
         let mut psi = objective(a, f);
         // A NaN objective counts as no ascent, so it is never accepted.
         let no_ascent = |new: f64, old: f64| new.is_nan() || new < old;
@@ -832,7 +845,7 @@ impl GpClassification {
                 Par::Seq,
             );
             for (j, w) in log_weights.iter_mut().enumerate() {
-                *w = self.log_likelihood(draws.col_as_slice(j))
+                *w = sum_log_sigmoid(self.data.y(), draws.col_as_slice(j))
                     + 0.5 * z.col(j).squared_norm_l2()
                     + log_det_term;
             }
@@ -1268,7 +1281,8 @@ mod tests {
             n,
             |i, j| if i == j { 1.0 } else { 0.0 } + k[(i, j)] * w[j],
         );
-        let evidence = model.log_likelihood(&f) - 0.5 * quad - 0.5 * i_plus_kw.determinant().ln();
+        let evidence =
+            model.log_likelihood(&f).unwrap() - 0.5 * quad - 0.5 * i_plus_kw.determinant().ln();
         assert!(
             (lap.log_marginal_likelihood() - evidence).abs() < 1e-8,
             "{} vs {evidence}",
@@ -1380,6 +1394,51 @@ mod tests {
             v10 > 0.0 && v10 / v100 > 2.5,
             "var(n_imp=10) {v10}, var(n_imp=100) {v100}"
         );
+    }
+
+    /// Latent values of the wrong length were summed over the shorter of
+    /// the two slices without an error.
+    #[test]
+    fn log_likelihood_of_the_wrong_length_is_an_error() {
+        let (model, _) = small_model();
+        let n = model.data().n();
+        assert!(model.log_likelihood(&vec![0.0; n]).is_ok());
+        for len in [0, 1, n - 1, n + 1] {
+            assert_eq!(
+                model.log_likelihood(&vec![0.0; len]),
+                Err(TargetError::DimensionMismatch {
+                    expected: n,
+                    got: len
+                })
+            );
+        }
+    }
+
+    /// A finite θ whose `e^θ` times a covariate overflows made the scaled
+    /// distances ∞ − ∞ and `kernel_matrix` return NaN entries without an
+    /// error; it is refused, naming θ, by every evaluation.
+    #[test]
+    fn theta_whose_scaled_covariates_overflow_is_refused() {
+        let x = Mat::from_fn(4, 2, |i, j| (i + j) as f64 - 2.0);
+        let data = ClassificationData::new(x, vec![1.0, -1.0, 1.0, -1.0]).unwrap();
+        let model = GpClassification::new(data, 5).unwrap();
+        let theta = [709.5, 0.0];
+        for err in [
+            model.kernel_matrix(&theta).unwrap_err(),
+            model.laplace(&theta).unwrap_err(),
+            model
+                .try_log_likelihood_estimate(&theta, &mut Xoshiro256PlusPlus::seed_from_u64(0))
+                .unwrap_err(),
+        ] {
+            let message = err.to_string();
+            assert!(
+                message.contains("`theta`") && message.contains("overflows"),
+                "{message}"
+            );
+        }
+        // just below, the kernel matrix is finite (distant points: 0)
+        let kernel = model.kernel_matrix(&[709.0, 0.0]).unwrap();
+        assert!(kernel.col_iter().all(|c| c.iter().all(|v| v.is_finite())));
     }
 
     /// The paper's target: finite log density at θ = 0 and reproducible from

@@ -19,7 +19,7 @@
 
 use crate::TargetError;
 use crate::pseudo_marginal::LikelihoodEstimator;
-use crate::util::check_allocatable;
+use crate::util::{check_allocatable, check_dim};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 use kameleon_core::SummarySimulator;
@@ -130,10 +130,18 @@ impl<S: SummarySimulator> AbcLikelihood<S> {
                 ),
             });
         }
-        if epsilon.iter().any(|e| !(e.is_finite() && *e > 0.0)) {
+        // the kernel scales by 1/ε, which must not overflow (an exact match
+        // would be 0 · ∞)
+        if epsilon
+            .iter()
+            .any(|e| !(e.is_finite() && *e > 0.0 && e.recip().is_finite()))
+        {
             return Err(TargetError::InvalidParameter {
                 name: "epsilon",
-                reason: format!("must be finite and positive, got {epsilon:?}"),
+                reason: format!(
+                    "must be finite and positive, with a finite reciprocal (above about \
+                     5.6e-309), got {epsilon:?}"
+                ),
             });
         }
         let width = |j: usize| epsilon[if epsilon.len() == 1 { 0 } else { j }];
@@ -158,8 +166,15 @@ impl<S: SummarySimulator> AbcLikelihood<S> {
         self.n_simulations
     }
 
-    /// `log N(s_obs; summary, diag(ε²))`; `-inf` if `summary` is not finite.
-    pub fn log_kernel(&self, summary: &[f64]) -> f64 {
+    /// `log N(s_obs; summary, diag(ε²))`; `-inf` if `summary` is not
+    /// finite. Errors unless `summary` has the observed summary's length.
+    pub fn log_kernel(&self, summary: &[f64]) -> Result<f64, TargetError> {
+        check_dim(self.inverse_epsilon.len(), summary.len())?;
+        Ok(self.log_kernel_unchecked(summary))
+    }
+
+    /// [`AbcLikelihood::log_kernel`] of a summary of the right length.
+    fn log_kernel_unchecked(&self, summary: &[f64]) -> f64 {
         let squared: f64 = summary
             .iter()
             .zip(self.simulator.observed_summary())
@@ -193,7 +208,7 @@ impl<S: SummarySimulator> LikelihoodEstimator for AbcLikelihood<S> {
             for _ in 0..self.n_simulations {
                 self.simulator
                     .simulate_summary(theta, rng, &mut ws.summaries);
-                let value = self.log_kernel(&ws.summaries);
+                let value = self.log_kernel_unchecked(&ws.summaries);
                 if value == f64::NEG_INFINITY {
                     continue;
                 }
@@ -455,8 +470,18 @@ mod tests {
     #[test]
     fn abc_kernel_of_a_non_finite_summary_is_zero_and_all_nan_is_minus_infinity() {
         let abc = AbcLikelihood::new(two_by_two(), &[1.0], 3).unwrap();
-        assert_eq!(abc.log_kernel(&[f64::NAN, 0.0]), f64::NEG_INFINITY);
-        assert_eq!(abc.log_kernel(&[f64::INFINITY, 0.0]), f64::NEG_INFINITY);
+        assert_eq!(abc.log_kernel(&[f64::NAN, 0.0]), Ok(f64::NEG_INFINITY));
+        assert_eq!(abc.log_kernel(&[f64::INFINITY, 0.0]), Ok(f64::NEG_INFINITY));
+        // a summary of the wrong length was compared over the shorter one
+        for len in [0, 1, 3] {
+            assert_eq!(
+                abc.log_kernel(&vec![0.0; len]),
+                Err(TargetError::DimensionMismatch {
+                    expected: 2,
+                    got: len
+                })
+            );
+        }
         let mut sim = two_by_two();
         sim.nan_above = 0.0;
         let abc = AbcLikelihood::new(sim, &[1.0], 3).unwrap();
@@ -553,6 +578,10 @@ mod tests {
         assert_eq!(named(abc(&[1.0, 2.0, 3.0], 5).unwrap_err()), "epsilon");
         assert_eq!(named(abc(&[0.0], 5).unwrap_err()), "epsilon");
         assert_eq!(named(abc(&[f64::NAN, 1.0], 5).unwrap_err()), "epsilon");
+        // a subnormal ε whose reciprocal overflows made the kernel of an
+        // exact match 0 · ∞ (reported as −∞); a tiny normal one is kept
+        assert_eq!(named(abc(&[1.0, 1e-310], 5).unwrap_err()), "epsilon");
+        assert!(abc(&[1e-300], 5).is_ok());
         let sl =
             |n, unbiased| GaussianSyntheticLikelihood::new(two_by_two(), n, unbiased).map(|_| ());
         assert!(sl(3, false).is_ok() && sl(5, true).is_ok());

@@ -144,7 +144,7 @@ impl TargetSpec {
                 sigma,
                 whole_norm,
             } => BuiltTarget::Flower(if whole_norm {
-                Flower::new(dim, radius, amplitude, petals, sigma)?.with_whole_norm()
+                Flower::new(dim, radius, amplitude, petals, sigma)?.with_whole_norm()?
             } else {
                 Flower::new(dim, radius, amplitude, petals, sigma)?
             }),

@@ -27,6 +27,33 @@ fn bandwidths_and_shapes_must_be_finite_and_positive() {
     assert!(Gaussian::new(1e-50).is_ok() && RationalQuadratic::new(2.0, 1e6).is_ok());
 }
 
+/// A paper's parameter that gives a refused length-scale is named in the
+/// error with the value the caller gave (the error named `length_scale`
+/// with a derived value, e.g. `inf` for the thesis' σ = 1e-310).
+#[test]
+fn named_constructors_report_the_parameter_given() {
+    use kameleon_kernels::Matern;
+    fn named<T: std::fmt::Debug>(r: Result<T, KernelError>) -> (&'static str, f64) {
+        match r {
+            Err(KernelError::InvalidParameter { name, value, .. }) => (name, value),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        named(Laplacian::from_thesis_sigma(1e-310)),
+        ("sigma", 1e-310)
+    );
+    assert_eq!(named(Gaussian::from_lite_sigma(1e-300)), ("sigma", 1e-300));
+    assert_eq!(named(Gaussian::from_kamh_sigma(1e200)), ("sigma", 1e200));
+    assert_eq!(named(Matern::from_kamh_rho(1.5, 1e-200)), ("rho", 1e-200));
+    assert_eq!(
+        named(InverseMultiquadric::from_thesis(1e100, 0.5)),
+        ("c", 1e100)
+    );
+    // other parameters keep their own names
+    assert_eq!(named(Matern::from_kamh_rho(-1.0, 1.0)).0, "nu");
+}
+
 /// A length-scale whose square (or fourth power, or their inverses) under-
 /// or overflows would make every kernel value degenerate (e.g. ℓ = 1e-200:
 /// ℓ² = 0, every r²/ℓ² infinite, every KAMH proposal non-finite): refused.

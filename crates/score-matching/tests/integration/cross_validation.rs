@@ -122,3 +122,36 @@ fn cross_validation_rejects_bad_settings() {
         Err(ScoreMatchingError::TooFewPoints { needed: 5, got: 3 })
     ));
 }
+
+/// The compass search may step beyond the range a model accepts: from
+/// σ = 2.5·10¹⁵⁴ (near the largest σ the lite estimator takes) a step up,
+/// and from λ = 1.7·10³⁰⁸ (with a grid spacing whose ratio overflows) any
+/// step up. Those candidates score +∞ instead of failing the whole search
+/// with an error about a value the caller never gave.
+#[test]
+fn refinement_beyond_the_accepted_range_rules_candidates_out() {
+    let points = gaussian_points(10, &[0.0, 0.0], &Mat::identity(2, 2), 4);
+    for (sigmas, lambdas) in [(&[2.5e154][..], &[1e-3][..]), (&[1.0], &[1e-3, 1.7e308])] {
+        let settings = CrossValidation::new(2, 0, sigmas, lambdas).unwrap();
+        let result = cross_validate(points.as_ref(), &settings, lite).unwrap();
+        assert!(
+            result.evaluations.iter().any(|(_, j)| *j == f64::INFINITY),
+            "{sigmas:?}, {lambdas:?}: the search never left the range"
+        );
+        assert!(result.objective.is_finite(), "{sigmas:?}, {lambdas:?}");
+    }
+}
+
+/// When no candidate gives a finite objective (every fit fails, here
+/// because the points' coordinates overflow the lite system), there is
+/// nothing to select: the search errors with the fits' error instead of
+/// returning the first grid point as "best" with an infinite objective.
+#[test]
+fn a_search_where_every_fit_fails_is_an_error() {
+    let points = Mat::from_fn(6, 2, |i, l| 1e200 * (i * 2 + l) as f64);
+    let settings = CrossValidation::new(2, 0, &[1.0, 2.0], &[1e-3])
+        .unwrap()
+        .with_refinement_steps(2);
+    let result = cross_validate(points.as_ref(), &settings, lite);
+    assert_eq!(result, Err(ScoreMatchingError::NotPositiveDefinite));
+}

@@ -372,3 +372,65 @@ fn finite_rejects_bad_input() {
         })
     ));
 }
+
+/// A finite point so large that the features' arguments overflow (their
+/// sines and cosines are NaN) is refused by `update` without touching the
+/// estimator: the next ordinary point updates it exactly as if the bad one
+/// had never been offered (the NaN derivatives used to go into the sums,
+/// after which every update failed). A batch fit on such points errors and
+/// leaves no points behind, so that updates start afresh.
+#[test]
+fn points_whose_features_overflow_are_refused_without_damage() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let features =
+        RandomFourierFeatures::new(&kernel, 2, 50, Embedding::CosPhase, &mut rng).unwrap();
+    let points = uniform_points(5, 2, 3);
+    let huge = [1e308, 1e308];
+    for base in [BaseMeasure::Flat, BaseMeasure::StandardNormal] {
+        for schedule in [RidgeSchedule::GrowingWithCount, RidgeSchedule::FixedOnSums] {
+            let mut model = FiniteEstimator::new(features.clone(), 1e-3)
+                .unwrap()
+                .with_base_measure(base)
+                .unwrap()
+                .with_ridge_schedule(schedule)
+                .unwrap();
+            model.fit(points.as_ref()).unwrap();
+            let mut reference = model.clone();
+            assert_eq!(
+                model.update(&huge),
+                Err(ScoreMatchingError::NonFiniteFeatures)
+            );
+            assert_eq!(model.count(), 5);
+            model.update(&[0.5, -0.5]).unwrap();
+            reference.update(&[0.5, -0.5]).unwrap();
+            assert_eq!(model.theta(), reference.theta(), "{base:?}, {schedule:?}");
+
+            let mut bad = points.clone();
+            bad[(2, 0)] = huge[0];
+            bad[(2, 1)] = huge[1];
+            assert_eq!(
+                model.fit(bad.as_ref()),
+                Err(ScoreMatchingError::NonFiniteFeatures)
+            );
+            assert_eq!(model.count(), 0);
+            model.update(&[0.5, -0.5]).unwrap();
+            assert!(model.theta().iter().all(|t| t.is_finite()));
+        }
+    }
+}
+
+/// A ridge λ whose product with the number of points overflows is reported
+/// as a too-large λ (it was "not positive definite (increase lambda)").
+#[test]
+fn an_overflowing_ridge_names_lambda() {
+    let kernel = Gaussian::new(1.0).unwrap();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let features =
+        RandomFourierFeatures::new(&kernel, 2, 20, Embedding::CosPhase, &mut rng).unwrap();
+    let mut model = FiniteEstimator::new(features, 1e308).unwrap();
+    match model.fit(uniform_points(5, 2, 3).as_ref()) {
+        Err(ScoreMatchingError::InvalidParameter { name: "lambda", .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}

@@ -274,6 +274,37 @@ fn lite_fit_on_one_repeated_point_is_a_bump_there() {
     }
 }
 
+/// On one point the system is `λR` alone and `α̂ ∝ d/λ`: with a
+/// subnormal λ that overflows, and the fit errors instead of giving a
+/// model whose value is infinite and whose gradient is NaN everywhere. The
+/// previous fit is kept.
+#[test]
+fn lite_fit_whose_alpha_overflows_is_an_error() {
+    let point = Mat::from_fn(1, 2, |_, l| [0.5, -0.5][l]);
+    let mut model = LiteEstimator::new(1.0, 1e-3).unwrap();
+    model.fit(point.as_ref()).unwrap();
+    let fitted = model.alpha().to_vec();
+    model.set_lambda(1e-310).unwrap();
+    assert_eq!(
+        model.fit(point.as_ref()),
+        Err(ScoreMatchingError::NotPositiveDefinite)
+    );
+    assert_eq!(model.alpha(), &fitted[..]);
+}
+
+/// The lite system is formed from the raw coordinates, so points far from
+/// the origin (a spread of 3 at 10⁶) lose its positive definiteness to
+/// rounding: the error says to centre them, not only to increase λ.
+#[test]
+fn lite_fit_far_from_the_origin_advises_centring() {
+    let spread = Mat::from_fn(30, 2, |i, l| ((i * 7 + l * 3) % 11) as f64 * 0.3 - 1.5);
+    let far = Mat::from_fn(30, 2, |i, l| spread[(i, l)] + 1e6);
+    let mut model = LiteEstimator::new(2.0, 1e-3).unwrap();
+    let message = model.fit(far.as_ref()).unwrap_err().to_string();
+    assert!(message.contains("centre"), "{message}");
+    model.fit(spread.as_ref()).unwrap();
+}
+
 #[test]
 fn lite_rejects_bad_input() {
     assert!(matches!(
@@ -379,6 +410,22 @@ fn check_fast_evaluation(n: usize, d: usize) {
         }
         let f = model.log_density_unnormalised(&x);
         assert!((f - direct_f).abs() <= 1e-13 * scale, "{f} vs {direct_f}");
+    }
+}
+
+/// Far out, where ‖x‖² overflows, the Student-t base measure's Laplacian
+/// is its limit 0 (it was ∞/∞ = NaN), next to the tiny values just inside.
+#[test]
+fn student_base_measure_laplacian_is_finite_where_the_norm_overflows() {
+    let mut model = LiteEstimator::new(1.0, 1e-3)
+        .unwrap()
+        .with_base_measure(BaseMeasure::StudentT { dof: 3.0 })
+        .unwrap();
+    let mut grad = [0.0; 2];
+    for (r, bound) in [(1e150, 1e-290), (1e155, 0.0), (f64::MAX, 0.0)] {
+        let laplacian = model.grad_and_laplacian(&[r, -r], &mut grad);
+        assert!(laplacian.abs() <= bound, "r = {r}: {laplacian}");
+        assert!(grad.iter().all(|g| g.is_finite()), "r = {r}: {grad:?}");
     }
 }
 
