@@ -76,5 +76,32 @@ fn tiny_report_has_every_field() {
         md.contains("| `kamh_step` |") && md.contains("VmHWM"),
         "{md}"
     );
+    // the fits and the Glass estimate are bound by dense linear algebra:
+    // marked, and with peers they get no peer goal while the others do
+    let blas_bound: Vec<&str> = report
+        .paths
+        .iter()
+        .filter(|p| p.blas_bound)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(blas_bound, ["lite_fit", "finite_fit", "glass_estimate"]);
+    assert!(md.contains("| `glass_estimate` † |"), "{md}");
+    let mut with_peers = report.clone();
+    for p in &mut with_peers.paths {
+        p.vs_peer = Some(10.0);
+    }
+    let goals = with_peers.goals();
+    let peer_goals: Vec<&str> = goals
+        .iter()
+        .filter(|g| g.goal.contains("numpy peer"))
+        .map(|g| g.goal.as_str())
+        .collect();
+    assert_eq!(peer_goals.len(), report.paths.len() - 3, "{peer_goals:?}");
+    assert!(
+        blas_bound
+            .iter()
+            .all(|name| peer_goals.iter().all(|g| !g.contains(&format!("`{name}`")))),
+        "{peer_goals:?}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
