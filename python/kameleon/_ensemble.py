@@ -74,7 +74,8 @@ def sample_ensemble(
     ``x0 + 1e-3 * N(0, I)`` (drawn from stream 1 of ``seed``; the sampler uses
     stream 0), or the walkers' starting points of shape (walkers, d). The
     walkers must not lie in a lower-dimensional affine subspace.
-    ``walkers``: the ensemble size W (more than d; default ``max(2 * d, 32)``,
+    ``walkers``: the ensemble size W (more than d, and at least 2d to mix
+    well: fewer give a warning; default ``max(2 * d, 32)``,
     or the rows of a 2-d ``x0``). ``a``: the stretch scale (> 1).
     ``seed``: drawn from OS entropy and recorded if None; a seed gives the
     same result every time. ``walkers``, ``draws``, ``tune`` and ``seed``
@@ -275,6 +276,14 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         "accepted": np.swapaxes(result["accepted"], 0, 1),
     }
     acceptance, problems = _check_ensemble(result, walkers)
+    d = samples.shape[-1]
+    if walkers < 2 * d:
+        # d + 1 walkers are the least that span the space (fewer are refused)
+        problems.insert(
+            0,
+            f"{walkers} walkers for {d} parameters: with fewer than 2d = {2 * d} the stretch move mixes "
+            f"poorly (emcee refuses them). Use at least {2 * d} walkers (the default is max(2d, 32))",
+        )
     attrs = {
         "inference_library": "kameleon",
         "inference_library_version": __version__,

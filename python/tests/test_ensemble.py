@@ -200,3 +200,13 @@ def test_bad_starts_raise_value_error():
         km.sample_ensemble(gaussian_logp, np.tile(MEAN, (8, 1)), draws=5)
     with pytest.raises(ValueError, match="support"):
         km.sample_ensemble(lambda x: -math.inf, MEAN, walkers=8, draws=5)
+
+
+def test_fewer_than_two_d_walkers_warn_and_enough_do_not():
+    """d + 1 … 2d − 1 walkers span the space (fewer are refused) but mix
+    poorly; the run says so, with what to use, in a warning and its attrs."""
+    with pytest.warns(km.SamplingWarning, match=r"5 walkers for 3 parameters: with fewer than 2d = 6"):
+        idata = km.sample_ensemble(gaussian_logp, MEAN, walkers=5, draws=20, tune=0, seed=1, progress=False)
+    assert any("Use at least 6 walkers" in line for line in idata.posterior.attrs["warnings"])
+    idata = km.sample_ensemble(gaussian_logp, MEAN, walkers=6, draws=20, tune=0, seed=1, progress=False)
+    assert not any("walkers for" in line for line in idata.posterior.attrs["warnings"])
