@@ -31,7 +31,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// evaluation) brings it back to the state it had, bit for bit, and it
 /// continues from there.
 #[derive(Serialize, Deserialize)]
-struct EnsembleCheckpoint {
+struct EnsembleRun {
     dim: usize,
     walkers: usize,
     a: f64,
@@ -42,9 +42,16 @@ struct EnsembleCheckpoint {
     initial: Vec<f64>,
     /// Every log density evaluated, in order.
     values: Vec<f64>,
-    /// What the run's log density was, for `resume_ensemble` to check the
-    /// one it is given (`None`: not recorded, as in a checkpoint of the
-    /// earlier kind).
+}
+
+/// An ensemble checkpoint: the run, then what the run's log density was,
+/// for `resume_ensemble` to check the one it is given (`None`: not
+/// recorded, as in a checkpoint of the earlier kind). Checkpoints are
+/// postcard, which writes a nested struct as its fields in order, so the
+/// file of the earlier kind is an [`EnsembleRun`] alone.
+#[derive(Serialize, Deserialize)]
+struct EnsembleCheckpoint {
+    run: EnsembleRun,
     density: Option<DensityRecord>,
 }
 
@@ -52,35 +59,12 @@ struct EnsembleCheckpoint {
 const ENSEMBLE_CHECKPOINT_KIND: &str = "kameleon-python ensemble run v2";
 
 /// The kind of the ensemble checkpoints written before they held a
-/// [`DensityRecord`]: they still load, without one.
+/// [`DensityRecord`]: an [`EnsembleRun`] alone; they still load, without one.
 const ENSEMBLE_CHECKPOINT_KIND_V1: &str = "kameleon-python ensemble run v1";
 
-/// An [`EnsembleCheckpoint`] of the kind [`ENSEMBLE_CHECKPOINT_KIND_V1`].
-#[derive(Deserialize)]
-struct EnsembleCheckpointV1 {
-    dim: usize,
-    walkers: usize,
-    a: f64,
-    seed: u64,
-    draws: u64,
-    tune: u64,
-    initial: Vec<f64>,
-    values: Vec<f64>,
-}
-
-impl From<EnsembleCheckpointV1> for EnsembleCheckpoint {
-    fn from(run: EnsembleCheckpointV1) -> Self {
-        EnsembleCheckpoint {
-            dim: run.dim,
-            walkers: run.walkers,
-            a: run.a,
-            seed: run.seed,
-            draws: run.draws,
-            tune: run.tune,
-            initial: run.initial,
-            values: run.values,
-            density: None,
-        }
+impl From<EnsembleRun> for EnsembleCheckpoint {
+    fn from(run: EnsembleRun) -> Self {
+        EnsembleCheckpoint { run, density: None }
     }
 }
 
@@ -133,19 +117,21 @@ pub fn sample_ensemble<'py>(
             "x0 has {rows} rows: give one point or one row per walker ({walkers})"
         )));
     };
-    let run = EnsembleCheckpoint {
-        dim,
-        walkers,
-        a,
-        seed,
-        draws,
-        tune,
-        initial,
-        values: Vec::new(),
+    let file = EnsembleCheckpoint {
+        run: EnsembleRun {
+            dim,
+            walkers,
+            a,
+            seed,
+            draws,
+            tune,
+            initial,
+            values: Vec::new(),
+        },
         density: DensityRecord::from_python(density_record.as_ref())?,
     };
     let density = crate::density(py, kind, function, None, dim)?;
-    drive(py, run, &density, progress, checkpoint, checkpoint_every)
+    drive(py, file, &density, progress, checkpoint, checkpoint_every)
 }
 
 /// Continues the ensemble run checkpointed at `path` (see
@@ -160,9 +146,9 @@ pub fn resume_ensemble<'py>(
     progress: Option<Bound<'py, PyAny>>,
     checkpoint_every: f64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let run = load(&path)?;
-    let density = crate::density(py, kind, function, None, run.dim)?;
-    drive(py, run, &density, progress, Some(path), checkpoint_every)
+    let file = load(&path)?;
+    let density = crate::density(py, kind, function, None, file.run.dim)?;
+    drive(py, file, &density, progress, Some(path), checkpoint_every)
 }
 
 /// The settings of the ensemble run checkpointed at `path`: `dim`,
@@ -176,7 +162,7 @@ pub fn ensemble_checkpoint_header<'py>(
     py: Python<'py>,
     path: PathBuf,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let run = load(&path)?;
+    let EnsembleCheckpoint { run, density } = load(&path)?;
     let dict = PyDict::new(py);
     dict.set_item("dim", run.dim)?;
     dict.set_item("walkers", run.walkers)?;
@@ -187,7 +173,7 @@ pub fn ensemble_checkpoint_header<'py>(
     dict.set_item("evaluations", run.values.len())?;
     dict.set_item("first_point", &run.initial[..run.dim])?;
     dict.set_item("first_log_density", run.values.first())?;
-    dict.set_item("density", DensityRecord::to_python(&run.density, py)?)?;
+    dict.set_item("density", DensityRecord::to_python(&density, py)?)?;
     Ok(dict)
 }
 
@@ -195,22 +181,27 @@ pub fn ensemble_checkpoint_header<'py>(
 /// density record); a damaged or foreign file is a `ValueError`, an
 /// unreadable one an `OSError`, each naming the file.
 fn load(path: &std::path::Path) -> PyResult<EnsembleCheckpoint> {
-    load_kind::<EnsembleCheckpoint, EnsembleCheckpointV1>(
+    load_kind::<EnsembleCheckpoint, EnsembleRun>(
         path,
         ENSEMBLE_CHECKPOINT_KIND,
         ENSEMBLE_CHECKPOINT_KIND_V1,
     )
 }
 
-/// Runs (or, replaying `run.values`, continues) the ensemble run.
+/// Runs (or, replaying the run's logged values, continues) the ensemble
+/// run of `file`.
 fn drive<'py>(
     py: Python<'py>,
-    run: EnsembleCheckpoint,
+    file: EnsembleCheckpoint,
     density: &Density,
     progress: Option<Bound<'py, PyAny>>,
     checkpoint: Option<PathBuf>,
     checkpoint_every: f64,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let EnsembleCheckpoint {
+        run,
+        density: record,
+    } = file;
     let (dim, walkers) = (run.dim, run.walkers);
     let config = EnsembleConfig::default()
         .with_walkers(walkers)
@@ -241,10 +232,12 @@ fn drive<'py>(
             .0
             .clone();
         let file = EnsembleCheckpoint {
-            values,
-            initial: run.initial.clone(),
-            density: run.density.clone(),
-            ..run
+            run: EnsembleRun {
+                values,
+                initial: run.initial.clone(),
+                ..run
+            },
+            density: record.clone(),
         };
         kameleon_samplers::checkpoint::save(path, ENSEMBLE_CHECKPOINT_KIND, &file)
             .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
