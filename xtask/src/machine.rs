@@ -33,6 +33,19 @@ pub fn description() -> String {
     out
 }
 
+/// Whether the running CPU has vectors wider than 256 bits (AVX-512), which
+/// the kernels use unless capped (`kameleon_core::simd`).
+pub fn has_wider_vectors_than_256_bits() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        pulp::x86::V4::try_new().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The widest SIMD instruction set the running CPU offers to our kernels.
 fn simd_width() -> &'static str {
     #[cfg(target_arch = "x86_64")]

@@ -14,7 +14,7 @@
 //!
 //! **Call the `_fma` variants only from code compiled with FMA enabled**: in
 //! practice inside a `pulp::WithSimd::with_simd` run by
-//! `pulp::Arch::dispatch` (AVX2 + FMA on x86-64), where the functions, being
+//! [`crate::simd::dispatch`] (AVX2 + FMA or AVX-512 on x86-64), where the functions, being
 //! `#[inline(always)]`, are compiled into the caller's vectorised loop and
 //! every `mul_add` is one instruction. Elsewhere (code built for baseline
 //! x86-64, or pulp's scalar fallback on a CPU without FMA) `f64::mul_add`
@@ -458,7 +458,7 @@ mod tests {
             }
         }
         let mut out = vec![T::default(); args.len()];
-        pulp::Arch::new().dispatch(Map(args, &mut out, f));
+        crate::simd::dispatch(Map(args, &mut out, f));
         out
     }
 

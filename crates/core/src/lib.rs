@@ -26,6 +26,8 @@
 //! - [`normal_cdf`]: the standard normal CDF, accurate in both tails;
 //! - [`PrefetchedWords`]: a generator's words drawn ahead, so
 //!   that loops of draws through a `&mut dyn Rng` inline;
+//! - [`simd`]: the instruction set every SIMD kernel runs with, and the
+//!   fixed-order sums that make results the same at every vector width;
 //! - [`buffer`]: buffers whose size the caller chooses, sized with checked
 //!   arithmetic and allocated fallibly ([`buffer::BufferTooLarge`]).
 //!
@@ -41,6 +43,7 @@ mod function;
 mod normal;
 mod prefetch;
 mod prior;
+pub mod simd;
 mod simulator;
 
 pub use error::TargetError;

@@ -119,7 +119,7 @@ fn butterflies(re: &mut [f64], im: &mut [f64], twiddles: &Twiddles, inverse: boo
     } else {
         &twiddles.forward
     };
-    pulp::Arch::new().dispatch(Butterflies { re, im, factors });
+    kameleon_core::simd::dispatch(Butterflies { re, im, factors });
 }
 
 /// The butterfly stages of a radix-2 FFT on bit-reversed data: in stage

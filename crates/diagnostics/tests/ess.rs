@@ -426,3 +426,30 @@ fn rank_normalize_matches_brute_force_ranks_across_sizes() {
         }
     }
 }
+
+/// The autocovariances' FFT runs at the CPU's widest vectors; capped at 256
+/// bits it gives the same bits (on a CPU without AVX-512 both runs take the
+/// same path). Lengths whose FFT halves are and are not whole vectors.
+#[test]
+fn estimates_do_not_depend_on_the_vector_width() {
+    use kameleon_core::simd::{Width, set_max_width};
+    let figures = |width| {
+        set_max_width(width);
+        let values: Vec<u64> = [5, 13, 100, 1001]
+            .into_iter()
+            .flat_map(|n| {
+                let (a, b) = (ar1(0.7, n, 1), ar1(0.7, n, 2));
+                let chains: [&[f64]; 2] = [&a, &b];
+                [
+                    ess_bulk(&chains).unwrap(),
+                    ess_tail(&chains).unwrap(),
+                    rhat_rank(&chains).unwrap(),
+                ]
+            })
+            .map(f64::to_bits)
+            .collect();
+        set_max_width(Width::Widest);
+        values
+    };
+    assert_eq!(figures(Width::Widest), figures(Width::Bits256));
+}

@@ -756,7 +756,8 @@ enum PointOp<'a> {
 }
 
 /// One per-point operation as a [`pulp::WithSimd`] operation: compiled for
-/// the best instruction set of the running CPU (AVX2 + FMA where available),
+/// the best instruction set of the running CPU (AVX-512 or AVX2 + FMA where
+/// available, [`kameleon_core::simd::dispatch`]),
 /// where the tile loops vectorise — the sines and cosines ([`FastFma`], the
 /// FMA variants of [`kameleon_core::fastmath`]) included — and
 /// `f64::mul_add` is one instruction. Fused multiply-adds are exact-then-rounded on every CPU (in
@@ -770,7 +771,7 @@ struct PerPoint<'a> {
 
 impl PerPoint<'_> {
     fn run(self) {
-        pulp::Arch::new().dispatch(self);
+        kameleon_core::simd::dispatch(self);
     }
 }
 
@@ -849,7 +850,7 @@ mod tests {
 
     /// The per-point methods give the same bits with pulp's portable
     /// back-ends of 1, 2, 4 and 8 lanes per vector as under the running
-    /// CPU's dispatch (AVX2 + FMA where available): the partial sums have a
+    /// CPU's dispatch (AVX-512 or AVX2 + FMA where available): the partial sums have a
     /// fixed lane structure and every multiply-add is fused on every
     /// back-end. Covers a partial last tile, a last tile of one block, two
     /// sweeps of coordinates, both embeddings and arguments outside the fast

@@ -27,16 +27,16 @@ pub(crate) fn gradient_gram_via_matrix<K: crate::Kernel + ?Sized>(
 /// column-major) in `m`.
 fn gram_and_row_sums(m: &[f64], d: usize, gram: &mut [f64], row_sums: &mut [f64]) {
     match d {
-        1 => pulp::Arch::new().dispatch(GramPanels::<1> { m, gram, row_sums }),
-        2 => pulp::Arch::new().dispatch(GramPanels::<2> { m, gram, row_sums }),
-        3 => pulp::Arch::new().dispatch(GramPanels::<3> { m, gram, row_sums }),
-        4 => pulp::Arch::new().dispatch(GramPanels::<4> { m, gram, row_sums }),
-        5 => pulp::Arch::new().dispatch(GramPanels::<5> { m, gram, row_sums }),
-        6 => pulp::Arch::new().dispatch(GramPanels::<6> { m, gram, row_sums }),
-        7 => pulp::Arch::new().dispatch(GramPanels::<7> { m, gram, row_sums }),
-        8 => pulp::Arch::new().dispatch(GramPanels::<8> { m, gram, row_sums }),
-        9 => pulp::Arch::new().dispatch(GramPanels::<9> { m, gram, row_sums }),
-        10 => pulp::Arch::new().dispatch(GramPanels::<10> { m, gram, row_sums }),
+        1 => kameleon_core::simd::dispatch(GramPanels::<1> { m, gram, row_sums }),
+        2 => kameleon_core::simd::dispatch(GramPanels::<2> { m, gram, row_sums }),
+        3 => kameleon_core::simd::dispatch(GramPanels::<3> { m, gram, row_sums }),
+        4 => kameleon_core::simd::dispatch(GramPanels::<4> { m, gram, row_sums }),
+        5 => kameleon_core::simd::dispatch(GramPanels::<5> { m, gram, row_sums }),
+        6 => kameleon_core::simd::dispatch(GramPanels::<6> { m, gram, row_sums }),
+        7 => kameleon_core::simd::dispatch(GramPanels::<7> { m, gram, row_sums }),
+        8 => kameleon_core::simd::dispatch(GramPanels::<8> { m, gram, row_sums }),
+        9 => kameleon_core::simd::dispatch(GramPanels::<9> { m, gram, row_sums }),
+        10 => kameleon_core::simd::dispatch(GramPanels::<10> { m, gram, row_sums }),
         _ => {
             let n = m.len() / d;
             let m = MatRef::from_column_major_slice(m, d, n);

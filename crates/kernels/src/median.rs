@@ -520,7 +520,7 @@ const OVERHANG: usize = 8;
 fn pair_distances<const DIM: usize>(
     (rows, columns, dim, squared): (&[f64], &[f64], usize, &mut [f64]),
 ) {
-    pulp::Arch::new().dispatch(PairDistances::<DIM> {
+    kameleon_core::simd::dispatch(PairDistances::<DIM> {
         rows,
         columns,
         dim,

@@ -9,6 +9,7 @@
 use crate::simd;
 use faer::reborrow::ReborrowMut;
 use faer::{MatMut, MatRef};
+use kameleon_core::simd::{MAX_ACCUMULATORS, accumulators, reduce_accumulators};
 
 /// A kernel that depends on `x − y` only through `s = ‖x − y‖²`.
 pub(crate) trait Radial {
@@ -145,7 +146,7 @@ fn fused_gram<'a, 'b, R: Radial, const DIM: usize>(
         return Err((kernel, x, z, gram, row_sums));
     };
     let columns: [&[f64]; DIM] = std::array::from_fn(|l| columns.col(l).as_slice());
-    pulp::Arch::new().dispatch(FusedGram::<R, DIM> {
+    kameleon_core::simd::dispatch(FusedGram::<R, DIM> {
         kernel,
         x,
         columns,
@@ -156,8 +157,8 @@ fn fused_gram<'a, 'b, R: Radial, const DIM: usize>(
 }
 
 /// SIMD vectors of points per block of [`FusedGram`]; the results are
-/// bitwise the same for any block size (each lane's sums see the points in
-/// the same order). Larger blocks spread the per-block work (the Gram sums
+/// bitwise the same for any even block size (each lane's sums see the points
+/// in the same order, and a block starts on an even vector). Larger blocks spread the per-block work (the Gram sums
 /// loaded and stored again, the exponential's loop set-up) over more points;
 /// 16 vectors was the fastest size measured (see PERFORMANCE.md).
 const CHUNKS: usize = 16;
@@ -174,7 +175,7 @@ struct CacheAligned<T>(T);
 /// The lower triangle of `M Mᵀ` and `M1` for a radial kernel without
 /// forming M, for `d = DIM` ≤ 10 and z column-major (each coordinate of the
 /// n points contiguous): the points are taken in blocks of [`CHUNKS`] SIMD
-/// vectors (64 points with AVX2), each vector holding one coordinate of
+/// vectors (64 points with AVX2, 128 with AVX-512), each vector holding one coordinate of
 /// consecutive points, and per block
 ///
 /// 1. in one pass, the differences `z_i − x` (negated, see [`differences`])
@@ -192,8 +193,11 @@ struct CacheAligned<T>(T);
 ///    at once, with no broadcasts and no entries above the diagonal; the
 ///    same pass adds `−m_k` to `−(M1)_k`.
 ///
-/// The sums are reduced across the lanes at the end. z is read once and M
-/// never leaves the L1 cache.
+/// Steps 3–4 run once per accumulator set of `kameleon_core::simd` (two with
+/// AVX2: the even vectors of the block, then the odd ones; one with
+/// AVX-512), so each of the sums' 8 lanes adds the same points in the same
+/// order at both widths; the sets' lanes are added at the end in that
+/// module's order. z is read once and M never leaves the L1 cache.
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, R, const DIM: usize> {
@@ -222,8 +226,13 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
         let xs: [S::f64s; DIM] = std::array::from_fn(|l| simd.splat_f64s(x[l]));
         // sums[k][l]: G_lk for l ≥ k; totals[l]: −(M1)_l (lane-wise; the
         // buffer holds −M, see `differences`)
-        let mut sums = [[zero; DIM]; DIM];
-        let mut totals = [zero; DIM];
+        // one set per accumulator: vector v of the points (global index) in
+        // set v mod `parts`, so that each of the sums' 8 lanes (see
+        // `kameleon_core::simd`) sees the same points in the same order with
+        // AVX2 and AVX-512
+        let parts = accumulators::<S>();
+        let mut sums = [[[zero; DIM]; DIM]; MAX_ACCUMULATORS];
+        let mut totals = [[zero; DIM]; MAX_ACCUMULATORS];
         let mut weights = CacheAligned([0.0; CHUNKS * MAX_LANES]);
         let mut buffer = CacheAligned([[zero; DIM]; CHUNKS]);
         // each column as whole SIMD vectors and the rest, split once
@@ -256,26 +265,40 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for FusedGram<'_, R, DIM> {
             //      column, then the other columns, one per pass, and −M1
             //      (straight calls with constant K; the columns K ≥ DIM
             //      return at once)
+            //      (`first` is a multiple of CHUNKS, so slot i of the block
+            //      belongs to set i mod `parts`)
             let block_weights = &S::as_simd_f64s(padded).0[..chunks];
-            weigh_first_column(simd, block, block_weights, &mut sums[0], &mut totals[0]);
-            gram_column::<S, DIM, 1>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 2>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 3>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 4>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 5>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 6>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 7>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 8>(simd, block, &mut sums, &mut totals);
-            gram_column::<S, DIM, 9>(simd, block, &mut sums, &mut totals);
+            for (part, (sums, totals)) in sums.iter_mut().zip(&mut totals).take(parts).enumerate() {
+                let set = (part, parts);
+                weigh_first_column(
+                    simd,
+                    block,
+                    set,
+                    block_weights,
+                    &mut sums[0],
+                    &mut totals[0],
+                );
+                gram_column::<S, DIM, 1>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 2>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 3>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 4>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 5>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 6>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 7>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 8>(simd, block, set, sums, totals);
+                gram_column::<S, DIM, 9>(simd, block, set, sums, totals);
+            }
             first += chunks;
         }
-        for (k, column) in sums.iter().enumerate() {
+        let [sums0, sums1] = &sums;
+        for k in 0..DIM {
             for l in k..DIM {
-                gram[k * DIM + l] = simd.reduce_sum_f64s(column[l]);
+                gram[k * DIM + l] = reduce_accumulators(simd, [sums0[k][l], sums1[k][l]]);
             }
         }
-        for (s, total) in row_sums.iter_mut().zip(totals) {
-            *s = -simd.reduce_sum_f64s(total);
+        let [totals0, totals1] = &totals;
+        for (l, s) in row_sums.iter_mut().enumerate() {
+            *s = -reduce_accumulators(simd, [totals0[l], totals1[l]]);
         }
     }
 }
@@ -316,21 +339,44 @@ fn differences<S: pulp::Simd, const DIM: usize>(
 fn weigh_first_column<S: pulp::Simd, const DIM: usize>(
     simd: S,
     block: &mut [[S::f64s; DIM]],
+    (part, parts): (usize, usize),
     weights: &[S::f64s],
     sums: &mut [S::f64s; DIM],
     total: &mut S::f64s,
 ) {
-    let mut acc = *sums;
-    let mut sum = *total;
-    for (slot, w) in block.iter_mut().zip(weights) {
-        let m0 = simd.mul_f64s(*w, slot[0]);
-        sum = simd.add_f64s(sum, m0);
+    // A function, not a closure (see `GradientColumns`).
+    #[inline(always)]
+    fn weigh<S: pulp::Simd, const DIM: usize>(
+        simd: S,
+        slot: &mut [S::f64s; DIM],
+        w: S::f64s,
+        acc: &mut [S::f64s; DIM],
+        sum: &mut S::f64s,
+    ) {
+        let m0 = simd.mul_f64s(w, slot[0]);
+        *sum = simd.add_f64s(*sum, m0);
         acc[0] = simd.mul_add_f64s(m0, m0, acc[0]);
         for l in 1..DIM {
-            let ml = simd.mul_f64s(*w, slot[l]);
+            let ml = simd.mul_f64s(w, slot[l]);
             slot[l] = ml;
             acc[l] = simd.mul_add_f64s(m0, ml, acc[l]);
         }
+    }
+    let mut acc = *sums;
+    let mut sum = *total;
+    // slot `part` of each group of `parts`, then the odd one out (an even
+    // index, so set 0's): straight loops, which a strided iterator is not
+    let mut groups = block.chunks_exact_mut(parts);
+    let mut weight_groups = weights.chunks_exact(parts);
+    for (group, w) in (&mut groups).zip(&mut weight_groups) {
+        weigh(simd, &mut group[part], w[part], &mut acc, &mut sum);
+    }
+    let rest = (
+        groups.into_remainder().first_mut(),
+        weight_groups.remainder().first(),
+    );
+    if let (0, (Some(slot), Some(w))) = (part, rest) {
+        weigh(simd, slot, *w, &mut acc, &mut sum);
     }
     *sums = acc;
     *total = sum;
@@ -344,20 +390,37 @@ fn weigh_first_column<S: pulp::Simd, const DIM: usize>(
 fn gram_column<S: pulp::Simd, const DIM: usize, const K: usize>(
     simd: S,
     block: &[[S::f64s; DIM]],
+    (part, parts): (usize, usize),
     sums: &mut [[S::f64s; DIM]; DIM],
     totals: &mut [S::f64s; DIM],
 ) {
     if K >= DIM {
         return;
     }
-    let mut acc = sums[K];
-    let mut total = totals[K];
-    for slot in block {
+    // A function, not a closure (see `GradientColumns`).
+    #[inline(always)]
+    fn add<S: pulp::Simd, const DIM: usize, const K: usize>(
+        simd: S,
+        slot: &[S::f64s; DIM],
+        acc: &mut [S::f64s; DIM],
+        total: &mut S::f64s,
+    ) {
         let mk = slot[K];
-        total = simd.add_f64s(total, mk);
+        *total = simd.add_f64s(*total, mk);
         for l in K..DIM {
             acc[l] = simd.mul_add_f64s(mk, slot[l], acc[l]);
         }
+    }
+    let mut acc = sums[K];
+    let mut total = totals[K];
+    // as in `weigh_first_column`
+    let groups = block.chunks_exact(parts);
+    let rest = groups.remainder().first().filter(|_| part == 0);
+    for group in groups {
+        add::<S, DIM, K>(simd, &group[part], &mut acc, &mut total);
+    }
+    if let Some(slot) = rest {
+        add::<S, DIM, K>(simd, slot, &mut acc, &mut total);
     }
     sums[K] = acc;
     totals[K] = total;
@@ -368,17 +431,17 @@ fn gram_column<S: pulp::Simd, const DIM: usize, const K: usize>(
 const BLOCK: usize = 64;
 
 /// The gradient matrix with `d = DIM` if `DIM > 0`, else `d = x.len()`,
-/// dispatched by `pulp` to the best instruction set of the running CPU (AVX2
-/// and FMA on x86-64 where available; the squared distances are summed
-/// lane-wise with fused multiply-adds, so they may differ from `grad_x`'s
-/// sequential sum in the last bits).
+/// run at the CPU's widest vectors ([`kameleon_core::simd::dispatch`]; the
+/// squared distances are summed over the 8 lanes of that module with fused
+/// multiply-adds, the same bits at every width, so they may differ from
+/// `grad_x`'s sequential sum in the last bits).
 fn gradient_columns<R: Radial, const DIM: usize>(
     kernel: &R,
     x: &[f64],
     z: MatRef<'_, f64>,
     out: MatMut<'_, f64>,
 ) {
-    pulp::Arch::new().dispatch(GradientColumns::<R, DIM> { kernel, x, z, out });
+    kameleon_core::simd::dispatch(GradientColumns::<R, DIM> { kernel, x, z, out });
 }
 
 struct GradientColumns<'a, R, const DIM: usize> {
@@ -419,6 +482,7 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
             return;
         };
         let blocks = simd::blocks::<S>(d);
+        let parts = accumulators::<S>();
         // A function, not a closure: a closure cannot be marked
         // `#[inline(always)]`, and compiled out of line it lacks the
         // caller's target features, so every SIMD subtraction in it became
@@ -437,12 +501,15 @@ impl<R: Radial, const DIM: usize> pulp::WithSimd for GradientColumns<'_, R, DIM>
             let (z, out) = (z.subrows(start, len), out.rb_mut().subcols_mut(start, len));
             let weights = &mut weights[..len];
             for (w, zi) in weights.iter_mut().zip(z.row_iter()) {
-                let mut sum = simd.splat_f64s(0.0);
+                // block b in accumulator b mod `parts` (see
+                // `kameleon_core::simd`)
+                let mut sums = [simd.splat_f64s(0.0); MAX_ACCUMULATORS];
                 for b in 0..blocks {
                     let diff = difference(simd, x, zi.as_slice(), b);
-                    sum = simd.mul_add_f64s(diff, diff, sum);
+                    let sum = &mut sums[b % parts];
+                    *sum = simd.mul_add_f64s(diff, diff, *sum);
                 }
-                *w = simd.reduce_sum_f64s(sum);
+                *w = reduce_accumulators(simd, sums);
             }
             kernel.gradient_weights(weights);
             for ((w, zi), col) in weights.iter().zip(z.row_iter()).zip(out.col_iter_mut()) {

@@ -17,7 +17,7 @@
 //!     }
 //! }
 //! let mut v = [1.0, 2.0, 3.0, 4.0, 5.0];
-//! pulp::Arch::new().dispatch(Double(&mut v));
+//! kameleon_core::simd::dispatch(Double(&mut v));
 //! assert_eq!(v, [2.0, 4.0, 6.0, 8.0, 10.0]);
 //! ```
 

@@ -275,7 +275,7 @@ impl RunningMoments {
     /// Applies a pending rank-one update of the scatter, if any.
     pub(crate) fn settle(&mut self) {
         if std::mem::take(&mut self.pending) {
-            pulp::Arch::new().dispatch(RankOne {
+            kameleon_core::simd::dispatch(RankOne {
                 m2: &mut self.m2,
                 left: &self.delta,
                 right: &self.centred,
@@ -582,19 +582,18 @@ impl History {
         // the gather apart from the draws: its loads are independent, so
         // the cache misses of a long history overlap
         let args = (self.points.values(), &self.order[..m], out, self.dim);
-        let arch = pulp::Arch::new();
         match self.dim {
-            1 => arch.dispatch(Gather::<1>(args)),
-            2 => arch.dispatch(Gather::<2>(args)),
-            3 => arch.dispatch(Gather::<3>(args)),
-            4 => arch.dispatch(Gather::<4>(args)),
-            5 => arch.dispatch(Gather::<5>(args)),
-            6 => arch.dispatch(Gather::<6>(args)),
-            7 => arch.dispatch(Gather::<7>(args)),
-            8 => arch.dispatch(Gather::<8>(args)),
-            9 => arch.dispatch(Gather::<9>(args)),
-            10 => arch.dispatch(Gather::<10>(args)),
-            _ => arch.dispatch(Gather::<0>(args)),
+            1 => kameleon_core::simd::dispatch(Gather::<1>(args)),
+            2 => kameleon_core::simd::dispatch(Gather::<2>(args)),
+            3 => kameleon_core::simd::dispatch(Gather::<3>(args)),
+            4 => kameleon_core::simd::dispatch(Gather::<4>(args)),
+            5 => kameleon_core::simd::dispatch(Gather::<5>(args)),
+            6 => kameleon_core::simd::dispatch(Gather::<6>(args)),
+            7 => kameleon_core::simd::dispatch(Gather::<7>(args)),
+            8 => kameleon_core::simd::dispatch(Gather::<8>(args)),
+            9 => kameleon_core::simd::dispatch(Gather::<9>(args)),
+            10 => kameleon_core::simd::dispatch(Gather::<10>(args)),
+            _ => kameleon_core::simd::dispatch(Gather::<0>(args)),
         }
         Ok(())
     }

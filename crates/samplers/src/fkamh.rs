@@ -42,6 +42,7 @@ use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure, ensure_room};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use kameleon_core::simd::{MAX_ACCUMULATORS, accumulators, reduce_accumulators};
 use kameleon_features::FeatureMap;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -385,7 +386,7 @@ impl QuadraticForm {
     fn compute(&mut self, moments: &mut RunningMoments, jacobian: &[f64], out: &mut [f64]) {
         let (big, d) = (self.big, self.d);
         let (scatter, update) = moments.take_scatter();
-        pulp::Arch::new().dispatch(HalfLowerProduct {
+        kameleon_core::simd::dispatch(HalfLowerProduct {
             scatter,
             update,
             jacobian,
@@ -422,6 +423,11 @@ impl QuadraticForm {
 /// and one slice index reaches them (no per-column bounds checks). The chunk
 /// holding the diagonal is assembled in a small array (`S_ab` for b < a,
 /// `½ S_aa`, then zeros) and the accumulators are reduced once per row.
+/// With AVX2 a row's vectors alternate between two accumulator sets (one
+/// pass over the row each; the row stays in L1), with AVX-512 one set holds
+/// them all, so each of the 8 lanes of `kameleon_core::simd` adds the same
+/// entries in the same order and the product has the same bits at both
+/// widths.
 struct HalfLowerProduct<'a> {
     scatter: &'a mut [f64],
     /// A rank-one update to apply to S's lower triangle first (see
@@ -506,6 +512,7 @@ impl ColumnGroup<'_> {
             product,
         } = self;
         let lanes = S::F64_LANES;
+        let parts = accumulators::<S>();
         // packed[(q·C + k)·lanes + i] = J[q·lanes + i, k], zero past row D
         // (one vector load and store each: a variable-length copy would be a
         // memcpy call per vector)
@@ -538,33 +545,67 @@ impl ColumnGroup<'_> {
             let start = full * lanes;
             let (below, diagonal) = row.split_at_mut(start);
             let below = S::as_mut_simd_f64s(below).0;
-            let mut sums = [zero; C];
-            match update {
-                Some(RankOneUpdate { left, right }) => {
-                    // the pending update of the row, in the same pass: a
-                    // multiply and an add per entry, as RunningMoments does
-                    let scale = simd.splat_f64s(left[a]);
-                    let right_below = S::as_simd_f64s(&right[..start]).0;
-                    for ((s, r), js) in below.iter_mut().zip(right_below).zip(chunks) {
-                        *s = simd.add_f64s(*s, simd.mul_f64s(scale, *r));
-                        accumulate(&mut sums, *s, js);
+            // vector q of the row in accumulator set q mod `parts` (see
+            // `kameleon_core::simd`), one pass over the row per set
+            // (vector `part` of each group of `parts`, then the odd one out,
+            // an even index: straight loops, which a strided iterator is not)
+            let mut sums = [[zero; C]; MAX_ACCUMULATORS];
+            let chunks_below = &chunks[..full];
+            for (part, set) in sums.iter_mut().enumerate().take(parts) {
+                let mut local = [zero; C];
+                let mut groups = below.chunks_exact_mut(parts);
+                let mut chunk_groups = chunks_below.chunks_exact(parts);
+                match update {
+                    Some(RankOneUpdate { left, right }) => {
+                        // the pending update of the row, in the same pass: a
+                        // multiply and an add per entry, as RunningMoments does
+                        let scale = simd.splat_f64s(left[a]);
+                        let mut right_groups =
+                            S::as_simd_f64s(&right[..start]).0.chunks_exact(parts);
+                        for ((s, js), r) in
+                            (&mut groups).zip(&mut chunk_groups).zip(&mut right_groups)
+                        {
+                            let s = &mut s[part];
+                            *s = simd.add_f64s(*s, simd.mul_f64s(scale, r[part]));
+                            accumulate(&mut local, *s, &js[part]);
+                        }
+                        let rest = groups.into_remainder().first_mut();
+                        let rest = (
+                            rest,
+                            chunk_groups.remainder().first(),
+                            right_groups.remainder().first(),
+                        );
+                        if let (0, (Some(s), Some(js), Some(r))) = (part, rest) {
+                            *s = simd.add_f64s(*s, simd.mul_f64s(scale, *r));
+                            accumulate(&mut local, *s, js);
+                        }
                     }
-                    add_scaled(&mut diagonal[..=a - start], left[a], &right[start..=a]);
-                }
-                None => {
-                    for (s, js) in below.iter().zip(chunks) {
-                        accumulate(&mut sums, *s, js);
+                    None => {
+                        for (s, js) in (&mut groups).zip(&mut chunk_groups) {
+                            accumulate(&mut local, s[part], &js[part]);
+                        }
+                        let rest = (
+                            groups.into_remainder().first(),
+                            chunk_groups.remainder().first(),
+                        );
+                        if let (0, (Some(s), Some(js))) = (part, rest) {
+                            accumulate(&mut local, *s, js);
+                        }
                     }
                 }
+                *set = local;
+            }
+            if let Some(RankOneUpdate { left, right }) = update {
+                add_scaled(&mut diagonal[..=a - start], left[a], &right[start..=a]);
             }
             // the diagonal's chunk: S_ab for start ≤ b < a, ½ S_aa, then zeros
             let s = simd.mul_f64s(
                 simd.partial_load_f64s(&diagonal[..=a - start]),
                 diagonal_weights[a - start],
             );
-            accumulate(&mut sums, s, &chunks[full]);
+            accumulate(&mut sums[full % parts], s, &chunks[full]);
             for k in 0..C {
-                product[k * big + a] = simd.reduce_sum_f64s(sums[k]);
+                product[k * big + a] = reduce_accumulators(simd, [sums[0][k], sums[1][k]]);
             }
         }
     }

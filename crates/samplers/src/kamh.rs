@@ -463,19 +463,18 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
     /// change of z).
     fn transpose_subsample(&mut self) {
         let args = (&self.subsample[..], &mut self.columns[..], self.dim);
-        let arch = pulp::Arch::new();
         match self.dim {
-            1 => arch.dispatch(Transpose::<1>(args)),
-            2 => arch.dispatch(Transpose::<2>(args)),
-            3 => arch.dispatch(Transpose::<3>(args)),
-            4 => arch.dispatch(Transpose::<4>(args)),
-            5 => arch.dispatch(Transpose::<5>(args)),
-            6 => arch.dispatch(Transpose::<6>(args)),
-            7 => arch.dispatch(Transpose::<7>(args)),
-            8 => arch.dispatch(Transpose::<8>(args)),
-            9 => arch.dispatch(Transpose::<9>(args)),
-            10 => arch.dispatch(Transpose::<10>(args)),
-            _ => arch.dispatch(Transpose::<0>(args)),
+            1 => kameleon_core::simd::dispatch(Transpose::<1>(args)),
+            2 => kameleon_core::simd::dispatch(Transpose::<2>(args)),
+            3 => kameleon_core::simd::dispatch(Transpose::<3>(args)),
+            4 => kameleon_core::simd::dispatch(Transpose::<4>(args)),
+            5 => kameleon_core::simd::dispatch(Transpose::<5>(args)),
+            6 => kameleon_core::simd::dispatch(Transpose::<6>(args)),
+            7 => kameleon_core::simd::dispatch(Transpose::<7>(args)),
+            8 => kameleon_core::simd::dispatch(Transpose::<8>(args)),
+            9 => kameleon_core::simd::dispatch(Transpose::<9>(args)),
+            10 => kameleon_core::simd::dispatch(Transpose::<10>(args)),
+            _ => kameleon_core::simd::dispatch(Transpose::<0>(args)),
         }
     }
 

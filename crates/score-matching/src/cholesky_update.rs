@@ -85,7 +85,7 @@ pub(crate) fn rank_update(
                 .expect("contiguous columns")
                 .as_slice_mut();
         }
-        pulp::Arch::new().dispatch(GroupUpdate {
+        kameleon_core::simd::dispatch(GroupUpdate {
             factor: factor.as_mut(),
             columns: &mut columns[..count],
         })?;
@@ -95,7 +95,7 @@ pub(crate) fn rank_update(
 
 /// The update by one group of at most [`GROUP`] columns of V, as a
 /// [`pulp::WithSimd`] operation compiled for the best instruction set of the
-/// running CPU (AVX2 + FMA where available). Every value is computed by the
+/// running CPU (AVX-512 or AVX2 + FMA where available). Every value is computed by the
 /// same scalar operations whatever the vector width (`mul_add` is one fused
 /// operation on every back-end), so the result does not depend on the CPU.
 struct GroupUpdate<'a, 'v> {

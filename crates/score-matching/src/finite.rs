@@ -772,7 +772,7 @@ fn point_terms_are_finite(jacobian: MatRef<'_, f64>, second: MatRef<'_, f64>) ->
 }
 
 fn symmetric_lower_mul(lower: MatRef<'_, f64>, p: &[f64], out: ColMut<'_, f64>) {
-    pulp::Arch::new().dispatch(SymmetricLowerMul { lower, p, out });
+    kameleon_core::simd::dispatch(SymmetricLowerMul { lower, p, out });
 }
 
 /// Partial sums of the dot products in [`symmetric_lower_mul`].

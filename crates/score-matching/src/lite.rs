@@ -14,6 +14,7 @@ use faer::linalg::triangular_solve::{
 use faer::{Accum, Col, Mat, MatMut, MatRef, Par};
 use kameleon_core::buffer::ensure_room;
 use kameleon_core::fastmath::exp_nonpositive_fma;
+use kameleon_core::simd::{MAX_ACCUMULATORS, SUM_LANES, accumulators, reduce_accumulators};
 use kameleon_kernels::Gaussian;
 use rayon::prelude::*;
 
@@ -353,13 +354,14 @@ impl LiteEstimator {
 
 /// One evaluation pass with `d = DIM` if `DIM > 0` (the partial sums in
 /// registers), else `d = x.len()` (the partial sums in [`Packed::sums`]),
-/// dispatched by `pulp` to the best instruction set of the running CPU.
+/// with vectors of at most 256 bits: its partial sums are laid out for
+/// [`LANES`] = 4 lanes.
 fn evaluate_in<const DIM: usize, const LAPLACIAN: bool>(
     packed: &mut Packed,
     x: &[f64],
     sigma: f64,
 ) -> Totals {
-    pulp::Arch::new().dispatch(Evaluation::<DIM, LAPLACIAN> { packed, x, sigma })
+    kameleon_core::simd::dispatch_at_most_256(Evaluation::<DIM, LAPLACIAN> { packed, x, sigma })
 }
 
 /// One evaluation pass over the basis as a [`pulp::WithSimd`] operation
@@ -566,10 +568,9 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
     // column-major: coordinate l of all points is a contiguous column
     let z = z.to_owned();
     let z = z.as_ref();
-    let arch = pulp::Arch::new();
     // s_i = G_ii, by `gram_column` itself (a column of one row) so that the
     // distance of a point to itself is exactly 0
-    let squares: Vec<f64> = arch.dispatch(|| {
+    let squares: Vec<f64> = kameleon_core::simd::dispatch(|| {
         (0..n)
             .map(|i| {
                 let mut s = [0.0];
@@ -591,7 +592,7 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
         .zip(b_slice.as_slice_mut().par_chunks_mut(chunk))
         .enumerate()
         .for_each(|(part, ((kernel, half_b), b))| {
-            arch.dispatch(KernelPass {
+            kameleon_core::simd::dispatch(KernelPass {
                 z,
                 squares: &squares,
                 sigma,
@@ -609,7 +610,7 @@ pub(crate) fn lite_system(z: MatRef<'_, f64>, sigma: f64, par: Par) -> LiteSyste
         .par_col_chunks_mut(chunk)
         .enumerate()
         .for_each(|(part, c)| {
-            arch.dispatch(GramProduct {
+            kameleon_core::simd::dispatch(GramProduct {
                 z,
                 first: part * chunk,
                 c,
@@ -738,15 +739,23 @@ impl pulp::WithSimd for KernelPass<'_> {
     }
 }
 
-/// The sum of `values` with one SIMD accumulator (lane-wise partial sums
-/// added at the end).
+/// The sum of `values` over the 8 lanes of `kameleon_core::simd` (value i
+/// in lane i mod 8, the lanes added at the end in that module's order; the
+/// values past the last whole group of 8 added after), the same bits with
+/// AVX2 and AVX-512.
 #[inline(always)]
 fn simd_sum<S: pulp::Simd>(simd: S, values: &[f64]) -> f64 {
-    let (head, tail) = S::as_simd_f64s(values);
-    let lanes = head
-        .iter()
-        .fold(simd.splat_f64s(0.0), |acc, v| simd.add_f64s(acc, *v));
-    simd.reduce_sum_f64s(lanes) + tail.iter().sum::<f64>()
+    let whole = values.len() / SUM_LANES * SUM_LANES;
+    let (head, tail) = values.split_at(whole);
+    let head = S::as_simd_f64s(head).0;
+    let parts = accumulators::<S>();
+    let mut sums = [simd.splat_f64s(0.0); MAX_ACCUMULATORS];
+    for group in head.chunks_exact(parts) {
+        for (sum, v) in sums.iter_mut().zip(group) {
+            *sum = simd.add_f64s(*sum, *v);
+        }
+    }
+    reduce_accumulators(simd, sums) + tail.iter().sum::<f64>()
 }
 
 /// `C_ij ← G_ij C_ij` on the lower triangle (`i ≥ j`) of columns

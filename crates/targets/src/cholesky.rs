@@ -43,7 +43,6 @@ const ROWS: usize = 8;
 pub(crate) fn cholesky_lower_in_place(a: &mut Mat<f64>) -> Result<(), LltError> {
     let n = a.nrows();
     debug_assert_eq!(n, a.ncols(), "the matrix must be square");
-    let arch = pulp::Arch::new();
     let mut j0 = 0;
     while j0 < n {
         let w = PANEL.min(n - j0);
@@ -61,7 +60,7 @@ pub(crate) fn cholesky_lower_in_place(a: &mut Mat<f64>) -> Result<(), LltError> 
                 Par::Seq,
             );
         }
-        arch.dispatch(FactorPanel {
+        kameleon_core::simd::dispatch(FactorPanel {
             a: a.as_mut(),
             j0,
             w,
@@ -82,7 +81,6 @@ pub(crate) fn cholesky_lower_in_place(a: &mut Mat<f64>) -> Result<(), LltError> 
 pub(crate) fn solve_lower_transposed_right_in_place(l: &Mat<f64>, x: &mut Mat<f64>) {
     let n = l.nrows();
     debug_assert_eq!((n, n), (l.ncols(), x.ncols()), "shapes must agree");
-    let arch = pulp::Arch::new();
     let mut j0 = 0;
     while j0 < n {
         let w = PANEL.min(n - j0);
@@ -105,7 +103,7 @@ pub(crate) fn solve_lower_transposed_right_in_place(l: &Mat<f64>, x: &mut Mat<f6
             }
             inverse[c] = block[c][c].recip();
         }
-        arch.dispatch(SolvePanel {
+        kameleon_core::simd::dispatch(SolvePanel {
             columns: panel_columns(x.as_mut(), j0, w, 0),
             w,
             block,

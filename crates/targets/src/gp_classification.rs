@@ -107,13 +107,14 @@ pub fn theta_paper_to_code(theta_paper: f64) -> f64 {
 /// inside the logarithm). A NaN `fᵢ` gives NaN (through the product).
 /// The loop is [`LogSigmoidSum`].
 fn sum_log_sigmoid(y: &[f64], f: &[f64]) -> f64 {
-    pulp::Arch::new().dispatch(LogSigmoidSum { y, f })
+    kameleon_core::simd::dispatch(LogSigmoidSum { y, f })
 }
 
-/// [`sum_log_sigmoid`] as a `pulp` operation: `pulp::Arch::dispatch` runs
-/// `with_simd` compiled for the best instruction set of the running CPU
-/// (AVX2 and FMA on x86-64 where available), so the loops, inlined into it,
-/// vectorise four lanes wide instead of the baseline two. The only fused
+/// [`sum_log_sigmoid`] as a `pulp` operation: [`kameleon_core::simd::dispatch`]
+/// runs `with_simd` compiled for the best instruction set of the running CPU
+/// (AVX-512 or AVX2 and FMA on x86-64 where available), so the loops,
+/// inlined into it, vectorise four or eight lanes wide instead of the
+/// baseline two. The only fused
 /// multiply-adds are those of [`fastmath::exp_fma`], which round the same in
 /// hardware and in software, so the values do not depend on the CPU. [`KernelLowerTriangle`] and
 /// [`ScaledKernelLowerTriangle`] do the same.
@@ -649,7 +650,7 @@ impl GpClassification {
                 });
             }
         }
-        pulp::Arch::new().dispatch(KernelLowerTriangle { scaled, kernel });
+        kameleon_core::simd::dispatch(KernelLowerTriangle { scaled, kernel });
         // Mirror: the top of column i is row i of the columns to its left.
         for i in 1..n {
             let (left, right) = kernel.as_mut().split_at_col_mut(i);
@@ -872,7 +873,7 @@ fn factor_b(
         *pi = sigmoid(*f);
         *sqrt_w = (*pi * (1.0 - *pi)).sqrt();
     }
-    pulp::Arch::new().dispatch(ScaledKernelLowerTriangle { k, sqrt_w, out });
+    kameleon_core::simd::dispatch(ScaledKernelLowerTriangle { k, sqrt_w, out });
     cholesky_lower_in_place(out, "B = I + W^½KW^½")
 }
 
@@ -1195,6 +1196,32 @@ mod tests {
             .try_log_likelihood_estimate(&theta, &mut nested_rng)
             .unwrap();
         assert_eq!((outer, nested_rng.nested), (first, Some(first)));
+    }
+
+    /// The Glass estimate (the kernel matrix, the Cholesky panels, the
+    /// log-sigmoid sums, faer's products) gives the same bits with the
+    /// CPU's widest vectors and capped at 256 bits (on a CPU without
+    /// AVX-512 both runs take the same path).
+    #[test]
+    fn glass_estimate_does_not_depend_on_the_vector_width() {
+        use kameleon_core::simd::{Width, set_max_width};
+        let model = GpClassification::glass(20).unwrap();
+        let estimate = |width| {
+            set_max_width(width);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+            let values: Vec<u64> = [[0.0; 9], [0.4; 9], [-0.7; 9]]
+                .iter()
+                .map(|theta| {
+                    model
+                        .try_log_likelihood_estimate(theta, &mut rng)
+                        .unwrap()
+                        .to_bits()
+                })
+                .collect();
+            set_max_width(Width::Widest);
+            values
+        };
+        assert_eq!(estimate(Width::Widest), estimate(Width::Bits256));
     }
 
     /// Kernel values in this crate's convention equal the paper's

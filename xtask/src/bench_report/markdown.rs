@@ -43,6 +43,34 @@ fn verdict(pass: Option<bool>) -> &'static str {
     }
 }
 
+/// The paths measured again with the kernels capped at 256 bits, if the CPU
+/// has wider vectors.
+fn write_widths(md: &mut String, r: &Report) -> std::fmt::Result {
+    if r.paths.iter().all(|p| p.at_256_bits.is_none()) {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\n### The CPU's width against 256 bits\n\nThe same paths in the same run with every \
+         kernel of ours capped at 256 bits (`kameleon_core::simd::set_max_width`; the chains are \
+         the same bit for bit, faer's own GEMM kernels keep their width). **speed-up** = the \
+         256-bit median over ours.\n\n| path | 256 bits | ours | speed-up |\n|---|---|---|---|"
+    )?;
+    for p in &r.paths {
+        if let Some(t) = p.at_256_bits {
+            writeln!(
+                md,
+                "| `{}` | {} | {} | {:.2}× |",
+                p.name,
+                human(t.median_secs),
+                human(p.timing.median_secs),
+                t.median_secs / p.timing.median_secs
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// The whole report.
 pub fn render(r: &Report) -> String {
     let mut md = String::new();
@@ -129,6 +157,7 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
     for p in &r.paths {
         writeln!(md, "- `{}`: {}.", p.name, p.description)?;
     }
+    write_widths(md, r)?;
     writeln!(
         md,
         "\n## Goals\n\n| goal | measured | result |\n|---|---|---|"

@@ -194,6 +194,12 @@ pub struct PathResult {
     /// against the floor only (absent in older reports: false).
     #[serde(default)]
     pub blas_bound: bool,
+    /// On a CPU with wider vectors than 256 bits, the same path with the
+    /// kernels capped at 256 bits (`kameleon_core::simd::set_max_width`),
+    /// measured in the same run (None: no wider vectors, or an older
+    /// report).
+    #[serde(default)]
+    pub at_256_bits: Option<Timing>,
 }
 
 /// The whole report.
@@ -287,8 +293,19 @@ pub fn run(opts: &ReportOptions) -> Result<Report> {
 }
 
 fn measure(opts: &ReportOptions) -> Result<Report> {
+    use kameleon_core::simd::{Width, set_max_width};
     let s = opts.sizes;
     let rust = paths::measure(&s)?;
+    // the same paths with 256-bit kernels, where the CPU has wider ones
+    let narrow = if crate::machine::has_wider_vectors_than_256_bits() {
+        eprintln!("bench-report: the paths again, capped at 256 bits");
+        set_max_width(Width::Bits256);
+        let narrow = paths::measure(&s);
+        set_max_width(Width::Widest);
+        Some(narrow?)
+    } else {
+        None
+    };
     eprintln!("bench-report: FMA, GEMM and streaming peaks");
     let mut working_sets: Vec<usize> = rust
         .iter()
@@ -318,6 +335,10 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
             let floor_secs =
                 memory_floor_secs.map_or(compute_floor_secs, |m| m.max(compute_floor_secs));
             let peer = peer_run.as_ref().and_then(|r| r.paths.get(&p.name));
+            let at_256_bits = narrow
+                .as_ref()
+                .and_then(|n| n.iter().find(|q| q.name == p.name))
+                .map(|q| q.timing);
             PathResult {
                 name: p.name.clone(),
                 description: p.description.clone(),
@@ -340,6 +361,7 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
                     .and_then(median)
                     .map(|frozen| ours / frozen),
                 blas_bound: p.blas_bound,
+                at_256_bits,
             }
         })
         .collect();

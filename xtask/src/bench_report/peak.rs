@@ -21,8 +21,8 @@ const FMA_ROUNDS: usize = 100_000;
 /// The measured peaks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peak {
-    /// The vector width the FMA loop ran at (pulp's dispatch: the widest
-    /// the CPU offers), in f64 lanes.
+    /// The vector width the FMA loop ran at (`kameleon_core::simd::dispatch`:
+    /// the widest the CPU offers), in f64 lanes.
     pub lanes: usize,
     /// The timing of one call of the FMA loop.
     pub fma_timing: Timing,
@@ -79,7 +79,7 @@ impl Peak {
         };
         let mut lanes = 0;
         let fma_timing = fma_timer.time(|| {
-            let (value, width) = pulp::Arch::new().dispatch(FmaLoop::new(FMA_ROUNDS));
+            let (value, width) = kameleon_core::simd::dispatch(FmaLoop::new(FMA_ROUNDS));
             lanes = width;
             black_box(value);
         });
@@ -112,10 +112,10 @@ impl Peak {
     }
 
     /// The flop rate the floors use: the FMA loop's, or the GEMM's where
-    /// that is higher. Our loop runs at the widest width pulp dispatches to
-    /// (256 bits on AVX-512 CPUs too), while faer's GEMM kernels use 512-bit
-    /// vectors where the CPU has them: a rate the machine demonstrably
-    /// reaches bounds every path from below, whichever code reached it.
+    /// that is higher. Both run at the CPU's widest vectors (the loop through
+    /// `kameleon_core::simd::dispatch`, 512 bits on AVX-512 CPUs); a rate the
+    /// machine demonstrably reaches bounds every path from below, whichever
+    /// code reached it.
     pub fn flop_gflops(&self) -> f64 {
         self.fma_gflops.max(self.gemm.gflops_best)
     }
@@ -210,7 +210,7 @@ impl pulp::WithSimd for FmaLoop {
 fn read_rate(timer: &TimerSettings, bytes: usize) -> ReadRate {
     let values: Vec<f64> = (0..bytes / 8).map(|i| (i % 7) as f64).collect();
     let timing = timer.time(|| {
-        black_box(pulp::Arch::new().dispatch(StreamSum { values: &values }));
+        black_box(kameleon_core::simd::dispatch(StreamSum { values: &values }));
     });
     ReadRate {
         bytes,

@@ -21,5 +21,6 @@ mod pca_kameleon;
 mod reliability;
 mod resume;
 mod shared_history;
+mod simd_width;
 mod validity;
 mod whitening;

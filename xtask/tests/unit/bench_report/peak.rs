@@ -8,7 +8,7 @@ use xtask::bench_report::timing::TimerSettings;
 fn stream_sum_sums() {
     for n in [0usize, 1, 7, 16, 33, 1000] {
         let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let sum = pulp::Arch::new().dispatch(StreamSum { values: &values });
+        let sum = kameleon_core::simd::dispatch(StreamSum { values: &values });
         assert_eq!(sum, (n * n.saturating_sub(1) / 2) as f64, "n = {n}");
     }
 }
@@ -19,7 +19,7 @@ fn stream_sum_sums() {
 #[test]
 fn fma_loop_computes_the_recurrence() {
     let rounds = 1000;
-    let (sum, lanes) = pulp::Arch::new().dispatch(FmaLoop::new(rounds));
+    let (sum, lanes) = kameleon_core::simd::dispatch(FmaLoop::new(rounds));
     assert!(lanes >= 1);
     let (a, b): (f64, f64) = (0.999_999, 1e-6);
     let fixed = b / (1.0 - a);
