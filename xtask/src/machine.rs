@@ -50,7 +50,7 @@ pub fn has_wider_vectors_than_256_bits() -> bool {
 fn simd_width() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
+        if has_wider_vectors_than_256_bits() {
             return "AVX-512";
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {

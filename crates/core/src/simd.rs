@@ -67,27 +67,17 @@ pub fn max_width() -> Width {
 #[inline]
 pub fn dispatch<Op: pulp::WithSimd>(op: Op) -> Op::Output {
     #[cfg(target_arch = "x86_64")]
+    if !CAPPED_AT_256.load(Ordering::Relaxed)
+        && let Some(simd) = pulp::x86::V4::try_new()
     {
-        use pulp::Simd;
-        if !CAPPED_AT_256.load(Ordering::Relaxed)
-            && let Some(simd) = pulp::x86::V4::try_new()
-        {
-            return Simd::vectorize(simd, op);
-        }
-        match pulp::x86::V3::try_new() {
-            Some(simd) => Simd::vectorize(simd, op),
-            None => Simd::vectorize(pulp::Scalar::new(), op),
-        }
+        return pulp::Simd::vectorize(simd, op);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        kameleon_core::simd::dispatch(op)
-    }
+    dispatch_at_most_256(op)
 }
 
 /// Runs `op` with vectors of at most 256 bits (AVX2 and FMA where the CPU
-/// has them, else as [`dispatch`]): for kernels whose sums are laid out for
-/// 4-lane vectors, which would give other bits at 512.
+/// has them; on other platforms pulp's own choice): for kernels whose sums
+/// are laid out for 4-lane vectors, which would give other bits at 512.
 #[inline]
 pub fn dispatch_at_most_256<Op: pulp::WithSimd>(op: Op) -> Op::Output {
     #[cfg(target_arch = "x86_64")]
