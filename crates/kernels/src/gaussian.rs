@@ -90,6 +90,8 @@ impl Radial for Gaussian {
             *s = 2.0 * (k * minus_inv_l2);
         }
     }
+
+    const VECTORISED_WEIGHTS: bool = true;
 }
 
 impl_radial_kernel!(Gaussian);
