@@ -141,6 +141,16 @@ impl MedianHeuristic {
                 copy_row(&mut self.rows, i)?;
             }
         }
+        self.median_of_rows(m, d, pairs)
+    }
+
+    /// The median pairwise distance of the m rows in `rows` (m × d
+    /// row-major), `pairs` = m(m − 1)/2 of them, with `squared` sized for
+    /// them. Not generic, unlike [`MedianHeuristic::compute`], so that its
+    /// SIMD kernels (one per dimension up to 10 and instruction set) are
+    /// compiled once, here, rather than in every crate that calls `compute`
+    /// with its own generator.
+    fn median_of_rows(&mut self, m: usize, d: usize, pairs: usize) -> Result<f64, KernelError> {
         // the coordinates of the m points, each contiguous and followed by
         // OVERHANG entries that a row's last SIMD vector may read, so that
         // the distances from one point to all later ones run over the later
