@@ -52,6 +52,11 @@ SAMPLERS = {
     # fewer features than the defaults keep the files small
     "FKAMH": lambda: km.FKAMH(features=40),
     "CKAM": km.CKAM,
+    # every other kernel of the KAMH-type samplers, whose state holds it
+    "KAMH-Laplacian": lambda: km.KAMH(kernel=km.Laplacian()),
+    "PCAKameleon-Matern": lambda: km.PCAKameleon(kernel=km.Matern(nu=1.5)),
+    "CKAM-InverseMultiquadric": lambda: km.CKAM(kernel=km.InverseMultiquadric(beta=0.7)),
+    "KAMH-RationalQuadratic": lambda: km.KAMH(kernel=km.RationalQuadratic(alpha=2.0, bandwidth=1.3)),
     "KMCLite": km.KMCLite,
     "KMCFinite": lambda: km.KMCFinite(features=40),
 }

@@ -14,6 +14,7 @@
 //! `ess_*`/`rhat`/`mmd` functions wrap the diagnostics crate;
 //! `habc_sample` runs the HABC baseline on a simulator.
 
+mod any_kernel;
 mod builtin;
 mod density;
 mod diagnostics;

@@ -10,7 +10,7 @@ use kameleon_kernels::{
 use kameleon_samplers::{
     AdaptProbability, AdaptiveMetropolis, AdaptiveMetropolisConfig, Bandwidth, Ckam, CkamConfig,
     CycleAdaptation, CycleDraws, FKamh, FKamhConfig, FiniteSurrogate, FiniteSurrogateConfig, Gamma,
-    Hmc, HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LengthScale, LiteSurrogate,
+    Hmc, HmcConfig, Kamh, KamhConfig, KmcConfig, KmcFinite, KmcLite, LiteSurrogate,
     LiteSurrogateConfig, MomentUpdate, PcaKameleon, PcaKameleonConfig, PrincipalComponents,
     PrincipalComponentsConfig, Proposal, RandomWalk, RandomWalkConfig, Refresh, RobbinsMonro,
     Scale, StepSchedule, SubsampleConfig, SwitchRule, Whitened, WhiteningConfig, chain_rng,
@@ -18,6 +18,8 @@ use kameleon_samplers::{
 use kameleon_score_matching::{BaseMeasure, FiniteEstimator, LiteEstimator};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::any_kernel::{self, AnyKernel};
 
 /// An error building a sampler: the message of the crate that rejected a
 /// parameter (it names the parameter).
@@ -79,20 +81,11 @@ pub enum KernelSpec {
     },
 }
 
-/// The bound every kernel of a KAMH-type sampler meets here.
-pub trait KernelType:
-    LengthScale + SpectralDensity + Clone + Serialize + DeserializeOwned + Send + Sync + 'static
-{
-}
-impl<K> KernelType for K where
-    K: LengthScale + SpectralDensity + Clone + Serialize + DeserializeOwned + Send + Sync + 'static
-{
-}
-
-/// A sampler family generic over its kernel.
+/// A KAMH-type sampler family, built on the one kernel type of the Python
+/// classes.
 trait KernelFamily: Sync {
-    type P<K: KernelType>: Sampler;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>>;
+    type P: Sampler;
+    fn build(&self, kernel: &AnyKernel, median: bool) -> BuildResult<Self::P>;
 }
 
 impl KernelSpec {
@@ -107,32 +100,24 @@ impl KernelSpec {
     }
 
     /// Runs `job` with the proposal `family` builds on this kernel (with
-    /// length-scale 1 as the placeholder the median heuristic replaces).
+    /// length-scale 1 as the placeholder the median heuristic replaces), an
+    /// [`AnyKernel`] that the job's decodes read as this kernel's kind.
     fn dispatch<J: Job, F: KernelFamily>(&self, family: F, job: J) -> BuildResult<J::Output> {
         let median = self.bandwidth().is_none();
         let ell = self.bandwidth().unwrap_or(1.0);
-        Ok(match *self {
-            Self::Gaussian { .. } => {
-                let k = Gaussian::new(ell).map_err(msg)?;
-                job.run(&|_, _| family.build(&k, median))
-            }
-            Self::Laplacian { .. } => {
-                let k = Laplacian::new(ell).map_err(msg)?;
-                job.run(&|_, _| family.build(&k, median))
-            }
-            Self::Matern { nu, .. } => {
-                let k = Matern::new(nu, ell).map_err(msg)?;
-                job.run(&|_, _| family.build(&k, median))
-            }
-            Self::InverseMultiquadric { beta, .. } => {
-                let k = InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?;
-                job.run(&|_, _| family.build(&k, median))
-            }
+        let kernel = match *self {
+            Self::Gaussian { .. } => AnyKernel::Gaussian(Gaussian::new(ell).map_err(msg)?),
+            Self::Laplacian { .. } => AnyKernel::Laplacian(Laplacian::new(ell).map_err(msg)?),
+            Self::Matern { nu, .. } => AnyKernel::Matern(Matern::new(nu, ell).map_err(msg)?),
+            Self::InverseMultiquadric { beta, .. } => AnyKernel::InverseMultiquadric(
+                InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?,
+            ),
             Self::RationalQuadratic { alpha, .. } => {
-                let k = RationalQuadratic::new(ell, alpha).map_err(msg)?;
-                job.run(&|_, _| family.build(&k, median))
+                AnyKernel::RationalQuadratic(RationalQuadratic::new(ell, alpha).map_err(msg)?)
             }
-        })
+        };
+        let _kind = any_kernel::decoding(kernel.kind());
+        Ok(job.run(&|_, _| family.build(&kernel, median)))
     }
 
     /// The kernel a sampler that needs a numeric bandwidth uses: with
@@ -427,8 +412,8 @@ struct KamhFamily {
 }
 
 impl KernelFamily for KamhFamily {
-    type P<K: KernelType> = Whitened<Kamh<K>>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
+    type P = Whitened<Kamh<AnyKernel>>;
+    fn build(&self, kernel: &AnyKernel, median: bool) -> BuildResult<Self::P> {
         let mut config = KamhConfig::default();
         config.subsample = with_bandwidth(self.config, median);
         config.scale = self.scale.clone();
@@ -449,8 +434,8 @@ struct PcaKameleonFamily {
 }
 
 impl KernelFamily for PcaKameleonFamily {
-    type P<K: KernelType> = Whitened<PcaKameleon<K>>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
+    type P = Whitened<PcaKameleon<AnyKernel>>;
+    fn build(&self, kernel: &AnyKernel, median: bool) -> BuildResult<Self::P> {
         let mut config = PcaKameleonConfig::default();
         config.subsample = with_bandwidth(self.config, median);
         config.components = self.components;
@@ -479,8 +464,8 @@ struct CkamFamily {
 }
 
 impl KernelFamily for CkamFamily {
-    type P<K: KernelType> = Whitened<Ckam<K>>;
-    fn build<K: KernelType>(&self, kernel: &K, median: bool) -> BuildResult<Self::P<K>> {
+    type P = Whitened<Ckam<AnyKernel>>;
+    fn build(&self, kernel: &AnyKernel, median: bool) -> BuildResult<Self::P> {
         if median {
             return Err(
                 "invalid sampler parameter `bandwidth`: cKAM needs a number, not \"median\""
