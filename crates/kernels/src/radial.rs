@@ -157,55 +157,50 @@ pub(crate) fn gradient_gram<R: Radial + crate::Kernel>(
     row_sums: &mut [f64],
 ) {
     debug_assert_eq!(x.len(), z.ncols());
-    let fused = match z.try_as_col_major() {
-        Some(columns) => fused_gram(kernel, x, columns, gram, row_sums),
-        None => false,
+    let fused: Option<FusedGramFn> = match x.len() {
+        1 => Some(fused_gram::<1>),
+        2 => Some(fused_gram::<2>),
+        3 => Some(fused_gram::<3>),
+        4 => Some(fused_gram::<4>),
+        5 => Some(fused_gram::<5>),
+        6 => Some(fused_gram::<6>),
+        7 => Some(fused_gram::<7>),
+        8 => Some(fused_gram::<8>),
+        9 => Some(fused_gram::<9>),
+        10 => Some(fused_gram::<10>),
+        _ => None,
     };
-    if !fused {
-        crate::gram::gradient_gram_via_matrix(kernel, x, z, scratch, gram, row_sums);
+    match (fused, z.try_as_col_major()) {
+        (Some(fused), Some(columns)) => fused(kernel, x, columns, gram, row_sums),
+        _ => crate::gram::gradient_gram_via_matrix(kernel, x, z, scratch, gram, row_sums),
     }
 }
 
-/// Runs [`FusedGram`] with `d = DIM` for the dimensions it is compiled for
-/// (d ≤ 10); returns whether it did.
-fn fused_gram(
+/// [`fused_gram`] for one dimension.
+type FusedGramFn = fn(
+    &dyn BlockWeights,
+    &[f64],
+    MatRef<'_, f64, usize, usize, faer::ContiguousFwd>,
+    &mut [f64],
+    &mut [f64],
+);
+
+/// Runs [`FusedGram`] with `d = DIM` on z stored column by column.
+fn fused_gram<const DIM: usize>(
     weights: &dyn BlockWeights,
     x: &[f64],
     z: MatRef<'_, f64, usize, usize, faer::ContiguousFwd>,
     gram: &mut [f64],
     row_sums: &mut [f64],
-) -> bool {
-    /// [`FusedGram`] for `d = DIM`.
-    fn run<const DIM: usize>(
-        weights: &dyn BlockWeights,
-        x: &[f64],
-        z: MatRef<'_, f64, usize, usize, faer::ContiguousFwd>,
-        gram: &mut [f64],
-        row_sums: &mut [f64],
-    ) -> bool {
-        let columns: [&[f64]; DIM] = std::array::from_fn(|l| z.col(l).as_slice());
-        kameleon_core::simd::dispatch(FusedGram::<DIM> {
-            weights,
-            x,
-            columns,
-            gram,
-            row_sums,
-        });
-        true
-    }
-    match x.len() {
-        1 => run::<1>(weights, x, z, gram, row_sums),
-        2 => run::<2>(weights, x, z, gram, row_sums),
-        3 => run::<3>(weights, x, z, gram, row_sums),
-        4 => run::<4>(weights, x, z, gram, row_sums),
-        5 => run::<5>(weights, x, z, gram, row_sums),
-        6 => run::<6>(weights, x, z, gram, row_sums),
-        7 => run::<7>(weights, x, z, gram, row_sums),
-        8 => run::<8>(weights, x, z, gram, row_sums),
-        9 => run::<9>(weights, x, z, gram, row_sums),
-        10 => run::<10>(weights, x, z, gram, row_sums),
-        _ => false,
-    }
+) {
+    let columns: [&[f64]; DIM] = std::array::from_fn(|l| z.col(l).as_slice());
+    kameleon_core::simd::dispatch(FusedGram::<DIM> {
+        weights,
+        x,
+        columns,
+        gram,
+        row_sums,
+    });
 }
 
 /// SIMD vectors of points per block of [`FusedGram`]; the results are
