@@ -187,7 +187,7 @@ type FusedGramFn = fn(
 
 /// Runs [`FusedGram`] with `d = DIM` on z stored column by column.
 fn fused_gram<const DIM: usize>(
-    weights: &dyn BlockWeights,
+    kernel: &dyn BlockWeights,
     x: &[f64],
     z: MatRef<'_, f64, usize, usize, faer::ContiguousFwd>,
     gram: &mut [f64],
@@ -195,7 +195,7 @@ fn fused_gram<const DIM: usize>(
 ) {
     let columns: [&[f64]; DIM] = std::array::from_fn(|l| z.col(l).as_slice());
     kameleon_core::simd::dispatch(FusedGram::<DIM> {
-        weights,
+        kernel,
         x,
         columns,
         gram,
@@ -248,7 +248,7 @@ struct CacheAligned<T>(T);
 ///
 /// [`Kernel::gradient_matrix`]: crate::Kernel::gradient_matrix
 struct FusedGram<'a, const DIM: usize> {
-    weights: &'a dyn BlockWeights,
+    kernel: &'a dyn BlockWeights,
     x: &'a [f64],
     columns: [&'a [f64]; DIM],
     gram: &'a mut [f64],
@@ -261,7 +261,7 @@ impl<const DIM: usize> pulp::WithSimd for FusedGram<'_, DIM> {
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self {
-            weights: kernel,
+            kernel,
             x,
             columns,
             gram,

@@ -99,13 +99,9 @@ impl KernelSpec {
         }
     }
 
-    /// Runs `job` with the proposal `family` builds on this kernel (with
-    /// length-scale 1 as the placeholder the median heuristic replaces), an
-    /// [`AnyKernel`] that the job's decodes read as this kernel's kind.
-    fn dispatch<J: Job, F: KernelFamily>(&self, family: F, job: J) -> BuildResult<J::Output> {
-        let median = self.bandwidth().is_none();
-        let ell = self.bandwidth().unwrap_or(1.0);
-        let kernel = match *self {
+    /// This kernel with length-scale `ell`.
+    fn kernel(&self, ell: f64) -> BuildResult<AnyKernel> {
+        Ok(match *self {
             Self::Gaussian { .. } => AnyKernel::Gaussian(Gaussian::new(ell).map_err(msg)?),
             Self::Laplacian { .. } => AnyKernel::Laplacian(Laplacian::new(ell).map_err(msg)?),
             Self::Matern { nu, .. } => AnyKernel::Matern(Matern::new(nu, ell).map_err(msg)?),
@@ -115,7 +111,15 @@ impl KernelSpec {
             Self::RationalQuadratic { alpha, .. } => {
                 AnyKernel::RationalQuadratic(RationalQuadratic::new(ell, alpha).map_err(msg)?)
             }
-        };
+        })
+    }
+
+    /// Runs `job` with the proposal `family` builds on this kernel (with
+    /// length-scale 1 as the placeholder the median heuristic replaces), an
+    /// [`AnyKernel`] that the job's decodes read as this kernel's kind.
+    fn dispatch<J: Job, F: KernelFamily>(&self, family: F, job: J) -> BuildResult<J::Output> {
+        let median = self.bandwidth().is_none();
+        let kernel = self.kernel(self.bandwidth().unwrap_or(1.0))?;
         let _kind = any_kernel::decoding(kernel.kind());
         Ok(job.run(&|_, _| family.build(&kernel, median)))
     }
@@ -148,13 +152,7 @@ impl KernelSpec {
 
     /// The kernel's spectral density.
     fn spectral(&self) -> BuildResult<Box<dyn SpectralDensity>> {
-        if let Self::Laplacian { .. } = self {
-            return Ok(Box::new(
-                Laplacian::new(self.fixed_bandwidth()?).map_err(msg)?,
-            ));
-        }
-        let radial: Box<dyn SpectralDensity> = self.radial()?;
-        Ok(radial)
+        Ok(Box::new(self.kernel(self.fixed_bandwidth()?)?))
     }
 
     /// The kernel's spectral density as a radial one (Fastfood draws only
