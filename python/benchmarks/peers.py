@@ -584,10 +584,11 @@ def _factor_b(kernel, f):
     return pi, sqrt_w, cholesky(b)
 
 
-def glass_laplace(
+def glass_newton(
     kernel: np.ndarray, y: np.ndarray, max_steps: int = 100, tolerance: float = 1e-10
-) -> Laplace:
-    """The Laplace approximation of ``GpClassification::laplace``: Newton's
+) -> tuple[np.ndarray, float, int, bool]:
+    """The mode of ``GpClassification``'s Laplace approximation and Ψ there,
+    with the steps taken and whether they converged: Newton's
     method on ``Ψ(f) = log p(y | f) − ½ fᵀK⁻¹f`` in the stable form of
     Rasmussen & Williams Alg. 3.1, from ``f = a = 0``, with ``t = (y + 1)/2``:
 
@@ -597,9 +598,6 @@ def glass_laplace(
       times; no ascent at all ends the iteration as converged);
     * stop when a step raises Ψ by less than ``tolerance``, or after
       ``max_steps`` steps.
-
-    At the final f: ``Σ = K − VᵀV``, ``V = L⁻¹ W^½ K`` (``LLᵀ = B``), and the
-    log evidence (Alg. 3.2) ``Ψ(f̂) − Σᵢ log Lᵢᵢ``.
     """
     t = 0.5 * (y + 1.0)
     f = np.zeros(len(y))
@@ -634,6 +632,17 @@ def glass_laplace(
         if change < tolerance:
             converged = True
             break
+    return f, float(psi), steps, converged
+
+
+def glass_laplace(
+    kernel: np.ndarray, y: np.ndarray, max_steps: int = 100, tolerance: float = 1e-10
+) -> Laplace:
+    """The Laplace approximation of ``GpClassification::laplace``: the mode
+    f̂ of ``glass_newton``; there, ``Σ = K − VᵀV``, ``V = L⁻¹ W^½ K``
+    (``LLᵀ = B``), and the log evidence (Alg. 3.2) ``Ψ(f̂) − Σᵢ log Lᵢᵢ``.
+    """
+    f, psi, steps, converged = glass_newton(kernel, y, max_steps, tolerance)
     _, sqrt_w, chol_b = _factor_b(kernel, f)
     v = solve_lower(chol_b, sqrt_w[:, None] * kernel)
     covariance = kernel - v.T @ v
@@ -655,30 +664,36 @@ def glass_estimate(
     x, y, theta, n_importance, ridge, rng, max_newton_steps=100, newton_tolerance=1e-10
 ) -> float:
     """``log p̂(y | θ)`` (``GpClassification::try_log_likelihood_estimate``):
-    importance sampling from the Laplace approximation ``q = N(f̂, Σ + ρI)``
-    of ``p(f | y, θ)`` under the prior ``N(0, K + ρI)``:
+    importance sampling under the prior ``N(0, K + ρI)`` from
+    ``q = N(f̂, Σ̃)``, ``Σ̃ = ((K + ρI)⁻¹ + W)⁻¹``, the Laplace approximation
+    of ``p(f | y, θ)`` with W at the mode f̂:
 
-    ``p̂ = (1/m) Σⱼ p(y | f⁽ʲ⁾) N(f⁽ʲ⁾; 0, K + ρI) / q(f⁽ʲ⁾)``,
-    ``f⁽ʲ⁾ = f̂ + L_Σ z⁽ʲ⁾``, ``z⁽ʲ⁾ ~ N(0, I)``, so that
-    ``log wⱼ = log p(y | f⁽ʲ⁾) + ½‖z⁽ʲ⁾‖² − ½‖L_K⁻¹ f⁽ʲ⁾‖² + Σ log L_Σ,ii − Σ log L_K,ii``
-    (``L_K``, ``L_Σ`` the factors of ``K + ρI`` and ``Σ + ρI``), combined by
-    log-mean-exp. One call: the kernel matrix, Newton to the mode, the two
-    factors and all m draws at once.
+    ``p̂ = (1/m) Σⱼ p(y | f⁽ʲ⁾) N(f⁽ʲ⁾; 0, K + ρI) / q(f⁽ʲ⁾)``. With
+    ``L_K`` the factor of ``K + ρI`` and ``L_C`` that of
+    ``C = I + L_Kᵀ W L_K``, ``Σ̃ = L_K C⁻¹ L_Kᵀ``, so
+    ``f⁽ʲ⁾ = f̂ + L_K u⁽ʲ⁾``, ``u⁽ʲ⁾ = L_C⁻ᵀ z⁽ʲ⁾``, ``z⁽ʲ⁾ ~ N(0, I)``, and
+    ``log wⱼ = log p(y | f⁽ʲ⁾) + ½‖z⁽ʲ⁾‖² − ½‖L_K⁻¹f̂ + u⁽ʲ⁾‖² − Σ log L_C,ii``,
+    combined by log-mean-exp. One call: the kernel matrix, Newton to the
+    mode, the two factors and all m draws at once.
     """
     kernel = glass_kernel_matrix(x, theta)
-    laplace = glass_laplace(kernel, y, max_newton_steps, newton_tolerance)
-    ridge_eye = ridge * np.eye(len(y))
-    chol_prior = cholesky(kernel + ridge_eye)
-    chol_proposal = cholesky(laplace.covariance + ridge_eye)
-    log_det_term = half_log_det(chol_proposal) - half_log_det(chol_prior)
+    mode = glass_newton(kernel, y, max_newton_steps, newton_tolerance)[0]
+    pi = sigmoid(mode)
+    sqrt_w = np.sqrt(pi * (1.0 - pi))
+    chol_prior = cholesky(kernel + ridge * np.eye(len(y)))
+    weighted = sqrt_w[:, None] * chol_prior
+    c = weighted.T @ weighted
+    c[np.diag_indices_from(c)] += 1.0
+    chol_c = cholesky(c)
     z = rng.standard_normal((len(y), n_importance))
-    draws = laplace.mode[:, None] + chol_proposal @ z
-    whitened = solve_lower(chol_prior, draws)
+    u = lapack.dtrtrs(chol_c, z, lower=1, trans=1)[0]
+    draws = mode[:, None] + chol_prior @ u
+    whitened = solve_lower(chol_prior, mode)[:, None] + u
     log_weights = (
         log_sigmoid_sum(y, draws)
         + 0.5 * np.sum(z * z, axis=0)
         - 0.5 * np.sum(whitened * whitened, axis=0)
-        + log_det_term
+        - half_log_det(chol_c)
     )
     return log_mean_exp(log_weights)
 
