@@ -159,23 +159,21 @@ impl KernelSpec {
     /// the radii of the frequencies).
     fn radial(&self) -> BuildResult<Box<dyn RadialSpectralDensity>> {
         let ell = self.fixed_bandwidth()?;
-        Ok(match *self {
-            Self::Gaussian { .. } => Box::new(Gaussian::new(ell).map_err(msg)?),
-            Self::Laplacian { .. } => {
-                return Err(
-                    "invalid sampler parameter `feature_map`: Fastfood needs a radial \
-                            spectral density, and the Laplacian kernel's is not radial; use \
-                            \"rff\""
-                        .to_string(),
-                );
-            }
-            Self::Matern { nu, .. } => Box::new(Matern::new(nu, ell).map_err(msg)?),
-            Self::InverseMultiquadric { beta, .. } => {
-                Box::new(InverseMultiquadric::with_exponent(ell, beta).map_err(msg)?)
-            }
-            Self::RationalQuadratic { alpha, .. } => {
-                Box::new(RationalQuadratic::new(ell, alpha).map_err(msg)?)
-            }
+        let not_radial = || {
+            "invalid sampler parameter `feature_map`: Fastfood needs a radial spectral density, \
+             and the Laplacian kernel's is not radial; use \"rff\""
+                .to_string()
+        };
+        // refused before its length-scale is checked
+        if let Self::Laplacian { .. } = self {
+            return Err(not_radial());
+        }
+        Ok(match self.kernel(ell)? {
+            AnyKernel::Gaussian(k) => Box::new(k),
+            AnyKernel::Matern(k) => Box::new(k),
+            AnyKernel::InverseMultiquadric(k) => Box::new(k),
+            AnyKernel::RationalQuadratic(k) => Box::new(k),
+            AnyKernel::Laplacian(_) => return Err(not_radial()),
         })
     }
 }
