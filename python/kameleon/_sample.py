@@ -808,6 +808,13 @@ _PROCESS_WORTH_SECONDS = 2.0
 _PYTHON_KINDS = ("callable", "pseudo_marginal")
 
 
+# More calls timed when the first alone would send the chains to processes:
+# a first call can carry one-off costs (imports, compilation, a page fault)
+# or be stalled by the machine's other work, and a density of microseconds
+# timed once at 2 ms on a busy machine would start a pool for nothing.
+_RETIMED_CALLS = 2
+
+
 class _Timed:
     """A probe ``f(x, rng)`` that remembers how long its first call took:
     the default rule's estimate of a call's cost, from the call that checks
@@ -826,12 +833,23 @@ class _Timed:
         finally:
             self.first = time.perf_counter() - start
 
-    def seconds_per_call(self, x: np.ndarray) -> float:
-        """The first call's time, calling the probe at ``x`` if it was not
-        called yet."""
+    def run_seconds(self, x: np.ndarray, calls: int) -> float:
+        """The estimated seconds of ``calls`` calls: the first call's time
+        (calling the probe at ``x`` if it was not called yet) times
+        ``calls``; where that reaches the default rule's 2 s, the shortest
+        of it and up to :data:`_RETIMED_CALLS` more calls at ``x``, each
+        taken only while the shortest so far still reaches it."""
+        x = np.array(x, dtype=np.float64)
         if self.first is None:
-            self(np.array(x, dtype=np.float64), np.random.default_rng(0))
-        return self.first
+            self(x, np.random.default_rng(0))
+        shortest = self.first
+        for _ in range(_RETIMED_CALLS):
+            if shortest * calls < _PROCESS_WORTH_SECONDS:
+                break
+            start = time.perf_counter()
+            self.probe(x, np.random.default_rng(0))
+            shortest = min(shortest, time.perf_counter() - start)
+        return shortest * calls
 
 
 def _mode_kind(kind: str, constrained: _Unconstrained | None) -> str:
@@ -981,7 +999,9 @@ def sample(
     log density's estimated work in the run (the time of one call, the one
     at ``x0`` that checks the jittered starts, or one more call at the
     first start if ``x0`` gives every chain's start, times the steps of
-    all chains) is at least 2 s, else on threads (and on threads, with a
+    all chains; where that reaches 2 s, the shortest of up to three calls
+    at that point, so that a first call's one-off costs or a busy
+    machine's stall do not count) is at least 2 s, else on threads (and on threads, with a
     ``RuntimeWarning``, when the run is made at a script's top level
     outside ``if __name__ == "__main__":``, which every worker would run
     again).
@@ -1113,7 +1133,7 @@ def sample(
     workers = _cores(cores, chains)
     mode = _mode(
         parallel, executor, _mode_kind(kind, constrained), workers, chains,
-        lambda: probe.seconds_per_call(x0[0]) * chains * (tune + draws * thin),
+        lambda: probe.run_seconds(x0[0], chains * (tune + draws * thin)),
     )
     if max_seconds is not None and mode == "executor":
         raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
@@ -1426,7 +1446,7 @@ def _continue(
         _mode_kind(kind, constrained),
         workers,
         chains,
-        lambda: _Timed(_log_density_probe(log_density)).seconds_per_call(header["positions"][0]) * remaining,
+        lambda: _Timed(_log_density_probe(log_density)).run_seconds(header["positions"][0], remaining),
     )
     rules = _StopRules(None, None, None, None, chains)
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)

@@ -305,6 +305,32 @@ def test_the_default_rule_picks_processes_for_expensive_densities_only(monkeypat
     assert chosen == ["thread", "process", "thread", "thread"]
 
 
+def test_the_default_rule_does_not_count_a_slow_first_call(monkeypatch):
+    # a first call that compiles or imports (a JIT-compiled density), or that
+    # the machine's other work stalled: timed alone it would price the run
+    # at a minute and start a pool for a density of microseconds
+    from kameleon import _sample
+
+    chosen = []
+    real = _sample._mode
+
+    def spy(*args):
+        chosen.append(real(*args))
+        return chosen[-1]
+
+    monkeypatch.setattr(_sample, "_mode", spy)
+    calls = []
+
+    def warming_up(x):
+        if not calls:
+            time.sleep(0.05)
+        calls.append(1)
+        return gaussian(x)
+
+    km.sample(warming_up, X0, cores=2, **RUN)
+    assert chosen == ["thread"]
+
+
 SLOW_RUN = textwrap.dedent(
     """
     import os, signal, sys, time, warnings
@@ -543,8 +569,8 @@ def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path):
         import numpy as np, kameleon as km
         calls = []
         def f(x):
-            if not calls:
-                time.sleep(0.01)  # the call that prices the run: processes are worth it
+            if len(calls) < 10:
+                time.sleep(0.01)  # the calls that price the run: processes are worth it
             calls.append(1)
             return -0.5 * float(x @ x)
         with warnings.catch_warnings(record=True) as caught:
