@@ -16,7 +16,7 @@
 use crate::autocov::autocovariance;
 use crate::error::{DiagnosticsError, Result, check_finite, rows};
 use crate::normal::normal_quantile;
-use crate::quantile::quantile_sorted;
+use crate::quantile::quantile_unsorted;
 use crate::scale::{far_exponent, scaled};
 
 /// Minimum draws per chain accepted by the ESS and R-hat functions.
@@ -318,14 +318,13 @@ pub fn ess_bulk(chains: &[&[f64]]) -> Result<f64> {
 pub fn ess_tail(chains: &[&[f64]]) -> Result<f64> {
     let split = split_checked(chains, "ess_tail")?;
     let mut pooled: Vec<f64> = chains.iter().flat_map(|c| c.iter().copied()).collect();
-    pooled.sort_by(f64::total_cmp);
-    if pooled[0] == pooled[pooled.len() - 1] {
+    if pooled.iter().all(|&v| v == pooled[0]) {
         return Err(DiagnosticsError::ZeroVariance("ess_tail"));
     }
     let draws = split.iter().map(Vec::len).sum::<usize>() as f64;
     let mut worst = f64::INFINITY;
     for prob in [0.05, 0.95] {
-        let q = quantile_sorted(&pooled, prob)?;
+        let q = quantile_unsorted(&mut pooled, prob)?;
         let ind: Vec<Vec<f64>> = split
             .iter()
             .map(|c| c.iter().map(|&v| if v <= q { 1.0 } else { 0.0 }).collect())
@@ -385,8 +384,7 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
         "rhat_rank",
     )?;
     let mut pooled: Vec<f64> = split.iter().flatten().copied().collect();
-    pooled.sort_by(f64::total_cmp);
-    let median = quantile_sorted(&pooled, 0.5)?;
+    let median = quantile_unsorted(&mut pooled, 0.5)?;
     let folded: Vec<Vec<f64>> = split
         .iter()
         .map(|c| c.iter().map(|v| (v - median).abs()).collect())
