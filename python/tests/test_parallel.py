@@ -286,7 +286,10 @@ def test_processes_need_a_python_density():
         km.sample(gaussian, X0, parallel="gpu", **RUN)
 
 
-def test_the_default_rule_picks_processes_for_expensive_densities_only(monkeypatch):
+@pytest.fixture
+def chosen_modes(monkeypatch):
+    """The list of where each run's chains were sent ("thread", "process"
+    or "executor"), as the default rule decided."""
     from kameleon import _sample
 
     chosen = []
@@ -297,28 +300,24 @@ def test_the_default_rule_picks_processes_for_expensive_densities_only(monkeypat
         return chosen[-1]
 
     monkeypatch.setattr(_sample, "_mode", spy)
+    return chosen
+
+
+def test_the_default_rule_picks_processes_for_expensive_densities_only(chosen_modes, monkeypatch):
+    from kameleon import _sample
+
     km.sample(gaussian, X0, cores=2, **RUN)  # ~1 µs per call
     monkeypatch.setattr(_sample, "_PROCESS_WORTH_SECONDS", 1e-6)
     km.sample(gaussian, X0, cores=2, **RUN)
     km.sample(gaussian, X0, cores=1, **RUN)  # one core: nothing to share
     km.sample(km.targets.Banana(3), X0, cores=2, **RUN)  # Rust threads run in parallel
-    assert chosen == ["thread", "process", "thread", "thread"]
+    assert chosen_modes == ["thread", "process", "thread", "thread"]
 
 
-def test_the_default_rule_does_not_count_a_slow_first_call(monkeypatch):
+def test_the_default_rule_does_not_count_a_slow_first_call(chosen_modes):
     # a first call that compiles or imports (a JIT-compiled density), or that
     # the machine's other work stalled: timed alone it would price the run
     # at a minute and start a pool for a density of microseconds
-    from kameleon import _sample
-
-    chosen = []
-    real = _sample._mode
-
-    def spy(*args):
-        chosen.append(real(*args))
-        return chosen[-1]
-
-    monkeypatch.setattr(_sample, "_mode", spy)
     calls = []
 
     def warming_up(x):
@@ -328,7 +327,7 @@ def test_the_default_rule_does_not_count_a_slow_first_call(monkeypatch):
         return gaussian(x)
 
     km.sample(warming_up, X0, cores=2, **RUN)
-    assert chosen == ["thread"]
+    assert chosen_modes == ["thread"]
 
 
 SLOW_RUN = textwrap.dedent(
