@@ -99,6 +99,11 @@ def _between(z, low, high):
     return np.where(z < 0, low + width * np.exp(_log_sigmoid(z)), high - width * np.exp(_log_sigmoid(-z)))
 
 
+def _one_sided_log_jacobian(z, end):
+    """log |dx/dz| of :func:`_above` and :func:`_below`: z."""
+    return z
+
+
 def _between_log_jacobian(z, low, high):
     """log |dx/dz| of :func:`_between`: log(high − low) + log σ(z) + log σ(−z)."""
     return np.log(high - low) + _log_sigmoid(z) + _log_sigmoid(-z)
@@ -533,16 +538,12 @@ class JointPrior:
         # formula on every parameter (the values are the same, element by
         # element, as the module's transforms give).
         has_low, has_high = np.isfinite(self.low), np.isfinite(self.high)
-        one_sided = np.flatnonzero(has_low != has_high)
         groups = [
-            (np.flatnonzero(has_low & ~has_high), _above, (self.low,)),
-            (np.flatnonzero(~has_low & has_high), _below, (self.high,)),
-            (np.flatnonzero(has_low & has_high), _between, (self.low, self.high)),
+            (np.flatnonzero(has_low & ~has_high), _above, _one_sided_log_jacobian, (self.low,)),
+            (np.flatnonzero(~has_low & has_high), _below, _one_sided_log_jacobian, (self.high,)),
+            (np.flatnonzero(has_low & has_high), _between, _between_log_jacobian, (self.low, self.high)),
         ]
-        self._transforms = [(j, f, tuple(end[j] for end in ends)) for j, f, ends in groups if j.size]
-        self._one_sided = one_sided if one_sided.size else None
-        between = groups[2][0]
-        self._between = (between, self.low[between], self.high[between]) if between.size else None
+        self._groups = [(j, f, jacobian, tuple(end[j] for end in ends)) for j, f, jacobian, ends in groups if j.size]
 
     @property
     def can_draw(self) -> bool:
@@ -583,7 +584,7 @@ class JointPrior:
         z = np.asarray(z, dtype=np.float64)
         x = z.copy()
         with np.errstate(over="ignore", invalid="ignore"):
-            for j, transform, ends in self._transforms:
+            for j, transform, _, ends in self._groups:
                 x[..., j] = transform(z[..., j], *ends)
         return x
 
@@ -593,12 +594,9 @@ class JointPrior:
     def log_jacobian(self, z) -> float:
         """log |dx/dz| at z (d,), summed over the parameters."""
         terms = np.zeros(self.dim)
-        if self._one_sided is not None:
-            terms[self._one_sided] = z[self._one_sided]
-        if self._between is not None:
-            j, low, high = self._between
-            with np.errstate(invalid="ignore", over="ignore"):
-                terms[j] = _between_log_jacobian(z[j], low, high)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for j, _, log_jacobian, ends in self._groups:
+                terms[j] = log_jacobian(z[j], *ends)
         return float(np.sum(terms))
 
     def describe(self) -> str:
