@@ -40,6 +40,7 @@ import math
 import sys
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +143,7 @@ def main(size: str = "small", progress: bool = False) -> dict:
         warnings.simplefilter("ignore", km.SamplingWarning)
         idata = posterior.sample(sampler=km.AM(), draws=draws, tune=tune, chains=chains, seed=1, progress=progress)
     seconds = time.perf_counter() - start
-    result = {"size": size, "compiled": posterior.compiled, "seconds": seconds, "posterior": {}}
+    result: dict[str, Any] = {"size": size, "compiled": posterior.compiled, "seconds": seconds, "posterior": {}}
     for name in ("beta", "gamma", "R0"):
         values = idata.posterior[name].values
         ess = float(km.diagnostics.ess_bulk(values))

@@ -167,8 +167,8 @@ class Compiled:
     while sampling; pass it as ``owner`` to have this object hold it.
     """
 
-    address: int
-    dim: int
+    address: int | np.integer
+    dim: int | np.integer
     owner: Any = None
 
     def __post_init__(self) -> None:
@@ -908,12 +908,12 @@ def sample(
     x0=None,
     *,
     sampler: Sampler | None = None,
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    cores: int | None = None,
-    seed: int | None = None,
-    thin: int = 1,
+    draws: int | np.integer = 1000,
+    tune: int | np.integer = 1000,
+    chains: int | np.integer = 4,
+    cores: int | np.integer | None = None,
+    seed: int | np.integer | None = None,
+    thin: int | np.integer = 1,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: float = 60.0,
@@ -926,7 +926,7 @@ def sample(
     target_ess: float | None = None,
     target_rhat: float | None = None,
     max_seconds: float | None = None,
-    max_evaluations: int | None = None,
+    max_evaluations: int | np.integer | None = None,
 ):
     """Draws ``chains`` Markov chains of ``draws`` kept states after ``tune``
     adapting steps.
@@ -1334,7 +1334,7 @@ def resume(
     *,
     grad_log_density: Callable | None = None,
     progress: bool = True,
-    cores: int | None = None,
+    cores: int | np.integer | None = None,
     checkpoint_every: float = 60.0,
     parameter_names: Sequence[str] | None = None,
     prior=None,
@@ -1469,10 +1469,10 @@ def extend(
     source,
     log_density,
     *,
-    draws: int,
+    draws: int | np.integer,
     grad_log_density: Callable | None = None,
     progress: bool = True,
-    cores: int | None = None,
+    cores: int | np.integer | None = None,
     checkpoint_every: float = 60.0,
     parameter_names: Sequence[str] | None = None,
     prior=None,

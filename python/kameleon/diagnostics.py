@@ -58,7 +58,7 @@ def _sample(value, name: str) -> np.ndarray:
 
 
 def mmd(x, y, *, kernel: str = "gaussian", bandwidth: float = 1.0, offset: float = 1.0,
-        degree: int = 3, unbiased: bool = False) -> float:
+        degree: int | np.integer = 3, unbiased: bool = False) -> float:
     """Squared MMD between samples ``x`` (n, d) and ``y`` (m, d); a 1-d
     array is n scalar draws.
 

@@ -82,11 +82,11 @@ class HABC:
 
     simulator: Callable | None = None
     observed: object = None
-    n_simulations: int = 10
+    n_simulations: int | np.integer = 10
     epsilon: float = 0.55
     prior_sd: float = 5.0
     step_size: tuple[float, float] = (0.01, 0.1)
-    steps: int = 50
+    steps: int | np.integer = 50
     friction: float = 1e-5
     perturbation: float = 5.0
     batched: bool = False
@@ -160,11 +160,11 @@ class HABC:
         self,
         x0,
         *,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 4,
-        seed: int | None = None,
-        thin: int = 1,
+        draws: int | np.integer = 1000,
+        tune: int | np.integer = 1000,
+        chains: int | np.integer = 4,
+        seed: int | np.integer | None = None,
+        thin: int | np.integer = 1,
         parameter_names: Sequence[str] | None = None,
         progress: bool = True,
     ):

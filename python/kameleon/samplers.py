@@ -28,6 +28,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+import numpy as np
+
 from . import _core
 
 #: The defaults of every sampler class, by ``kind``, from the extension.
@@ -306,12 +308,12 @@ class AMPCA(Sampler):
     components it proposes along is shrunk toward the identity the same
     way); ``paper()`` is unwhitened."""
 
-    components: int | None = _default("AMPCA", "components")
+    components: int | np.integer | None = _default("AMPCA", "components")
     whiten: bool = _default("AMPCA", "whiten")
     kind = "AMPCA"
 
     @classmethod
-    def paper(cls, components: int | None = None) -> "AMPCA":
+    def paper(cls, components: int | np.integer | None = None) -> "AMPCA":
         """PCA-AM in the target's units: no whitening."""
         return cls(components=components, whiten=False)
 
@@ -330,7 +332,7 @@ class HMC(Sampler):
 
     grad_log_density: Callable | None = field(default=None, metadata={"python_only": True})
     step_size: tuple[float, float] = _default("HMC", "step_size")
-    steps: tuple[int, int] = _default("HMC", "steps")
+    steps: tuple[int | np.integer, int | np.integer] = _default("HMC", "steps")
     kind = "HMC"
 
     def __post_init__(self) -> None:
@@ -356,9 +358,9 @@ class KAMH(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    subsample_size: int = _default("KAMH", "subsample_size")
+    subsample_size: int | np.integer = _default("KAMH", "subsample_size")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("KAMH"))
-    median_points: int = _default("KAMH", "median_points")
+    median_points: int | np.integer = _default("KAMH", "median_points")
     gamma: float | None = _default("KAMH", "gamma")
     scale: float = _default("KAMH", "scale")
     learned: bool = _default("KAMH", "learned")
@@ -366,7 +368,7 @@ class KAMH(Sampler):
     kind = "KAMH"
 
     @classmethod
-    def paper(cls, subsample_size: int = 1000) -> "KAMH":
+    def paper(cls, subsample_size: int | np.integer = 1000) -> "KAMH":
         """The KAMH paper's KAMH-LS: n = 1000, γ = 0.2, no whitening."""
         return cls(subsample_size=subsample_size, gamma=0.2, whiten=False)
 
@@ -395,10 +397,10 @@ class PCAKameleon(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    subsample_size: int = _default("PCAKameleon", "subsample_size")
+    subsample_size: int | np.integer = _default("PCAKameleon", "subsample_size")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("PCAKameleon"))
-    median_points: int = _default("PCAKameleon", "median_points")
-    components: int = _default("PCAKameleon", "components")
+    median_points: int | np.integer = _default("PCAKameleon", "median_points")
+    components: int | np.integer = _default("PCAKameleon", "components")
     gamma: float | None = _default("PCAKameleon", "gamma")
     scale: float = _default("PCAKameleon", "scale")
     learned: bool = _default("PCAKameleon", "learned")
@@ -407,7 +409,7 @@ class PCAKameleon(Sampler):
     kind = "PCAKameleon"
 
     @classmethod
-    def paper(cls, subsample_size: int = 1000) -> "PCAKameleon":
+    def paper(cls, subsample_size: int | np.integer = 1000) -> "PCAKameleon":
         """The arXiv appendix's settings at n = 1000 (subsample redrawn at
         every tuning step, γ = 0.2), no whitening."""
         return cls(subsample_size=subsample_size, gamma=0.2, refresh_kappa=None, whiten=False)
@@ -444,7 +446,7 @@ class FKAMH(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    features: int = _default("FKAMH", "features")
+    features: int | np.integer = _default("FKAMH", "features")
     embedding: Literal["cos", "sincos"] = _default("FKAMH", "embedding")
     feature_map: Literal["rff", "fastfood"] = _default("FKAMH", "feature_map")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("FKAMH"))
@@ -455,7 +457,7 @@ class FKAMH(Sampler):
     kind = "FKAMH"
 
     @classmethod
-    def paper(cls, features: int = 100, bandwidth: float = 1.0) -> "FKAMH":
+    def paper(cls, features: int | np.integer = 100, bandwidth: float = 1.0) -> "FKAMH":
         """F-KAMH in the target's units: a Gaussian kernel of length-scale
         ``bandwidth``, γ = 0.2, no whitening."""
         return cls(features=features, kernel=Gaussian(bandwidth), gamma=0.2, whiten=False)
@@ -512,11 +514,11 @@ class CKAM(Sampler):
     The paper's bimodal experiment is ``paper()``.
     """
 
-    subsample_size: int = _default("CKAM", "subsample_size")
+    subsample_size: int | np.integer = _default("CKAM", "subsample_size")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("CKAM"))
     gamma: float | None = _default("CKAM", "gamma")
     scale: float | None = _default("CKAM", "scale")
-    cycle_length: int = _default("CKAM", "cycle_length")
+    cycle_length: int | np.integer = _default("CKAM", "cycle_length")
     exploration_fraction: float = _default("CKAM", "exploration_fraction")
     switch: Literal["delayed_rejection", "as_written"] = _default("CKAM", "switch")
     adaptation: Literal["between_cycles", "within_cycle"] = _default("CKAM", "adaptation")
@@ -618,11 +620,11 @@ class KMCLite(Sampler):
     default is ``False``; :class:`KMCFinite` re-whitens by default.
     """
 
-    n: int = _default("KMCLite", "n")
+    n: int | np.integer = _default("KMCLite", "n")
     sigma: float | str = _default("KMCLite", "sigma")
     lam: float = _default("KMCLite", "lam")
     step_size: tuple[float, float] = _default("KMCLite", "step_size")
-    steps: tuple[int, int] = _default("KMCLite", "steps")
+    steps: tuple[int | np.integer, int | np.integer] = _default("KMCLite", "steps")
     kappa: float = _default("KMCLite", "kappa")
     whiten: bool = _default("KMCLite", "whiten")
     adapt_step_size: bool = _default("KMCLite", "adapt_step_size")
@@ -633,7 +635,7 @@ class KMCLite(Sampler):
     kind = "KMCLite"
 
     @classmethod
-    def paper(cls, n: int = 200, sigma: float = 1.0, lam: float = 1e-3) -> "KMCLite":
+    def paper(cls, n: int | np.integer = 200, sigma: float = 1.0, lam: float = 1e-3) -> "KMCLite":
         """Fixed σ, λ and step sizes in the target's units, no whitening."""
         return cls(
             n=n, sigma=sigma, lam=lam, whiten=False, adapt_step_size=False, base="flat", rewhiten=False
@@ -683,12 +685,12 @@ class KMCFinite(Sampler):
     ``paper()`` gives the paper's settings, in the target's own units.
     """
 
-    features: int = _default("KMCFinite", "features")
+    features: int | np.integer = _default("KMCFinite", "features")
     kernel: Kernel = field(default_factory=lambda: _default_kernel("KMCFinite"))
     lam: float = _default("KMCFinite", "lam")
     step_size: tuple[float, float] = _default("KMCFinite", "step_size")
-    steps: tuple[int, int] = _default("KMCFinite", "steps")
-    min_points: int = _default("KMCFinite", "min_points")
+    steps: tuple[int | np.integer, int | np.integer] = _default("KMCFinite", "steps")
+    min_points: int | np.integer = _default("KMCFinite", "min_points")
     whiten: bool = _default("KMCFinite", "whiten")
     adapt_step_size: bool = _default("KMCFinite", "adapt_step_size")
     base: str = _default("KMCFinite", "base")
@@ -698,7 +700,7 @@ class KMCFinite(Sampler):
     kind = "KMCFinite"
 
     @classmethod
-    def paper(cls, features: int = 100, bandwidth: float = 1.0) -> "KMCFinite":
+    def paper(cls, features: int | np.integer = 100, bandwidth: float = 1.0) -> "KMCFinite":
         """A Gaussian kernel of length-scale ``bandwidth`` and fixed step
         sizes in the target's units, no whitening."""
         return cls(

@@ -151,10 +151,10 @@ class CompiledSimulator:
     hold it.
     """
 
-    address: int
-    dim: int
-    n_summaries: int
-    n_noise: int
+    address: int | np.integer
+    dim: int | np.integer
+    n_summaries: int | np.integer
+    n_noise: int | np.integer
     noise: str = "normal"
     owner: Any = None
 
@@ -303,7 +303,7 @@ class ABC(_Simulations):
     simulator: Callable
     observed: Any
     epsilon: Any
-    n_simulations: int
+    n_simulations: int | np.integer
     batched: bool = False
 
     def __post_init__(self) -> None:
@@ -379,7 +379,7 @@ class SyntheticLikelihood(_Simulations):
 
     simulator: Callable
     observed: Any
-    n_simulations: int
+    n_simulations: int | np.integer
     unbiased: bool = False
     batched: bool = False
 
@@ -478,7 +478,7 @@ def _log_estimate(value) -> float:
     return float(estimate)
 
 
-def log_likelihood_sd(estimator, theta, repeats: int = 50, seed: int = 0) -> float:
+def log_likelihood_sd(estimator, theta, repeats: int | np.integer = 50, seed: int | np.integer = 0) -> float:
     """The standard deviation of the log-likelihood estimate at ``theta``,
     over ``repeats`` independent estimates (sample sd, divisor
     ``repeats − 1``; the i-th estimate uses the generator of

@@ -57,7 +57,7 @@ class Target:
         """False for pseudo-marginal targets (noisy estimates)."""
         return self._inner.is_exact
 
-    def log_density(self, x, seed: int = 0) -> float:
+    def log_density(self, x, seed: int | np.integer = 0) -> float:
         """The log density at ``x`` (pseudo-marginal targets: an estimate
         drawn with ``seed``, an integer in [0, 2**64); None: from OS entropy)."""
         return self._inner.log_density(self._point(x), _seed(seed))
@@ -75,7 +75,7 @@ class Target:
             raise ValueError(f"x must be one point of shape ({self.dim},), got shape {x.shape}")
         return x
 
-    def sample_iid(self, n: int, seed: int = 0) -> np.ndarray:
+    def sample_iid(self, n: int | np.integer, seed: int | np.integer = 0) -> np.ndarray:
         """``n`` exact independent draws, shape (n, dim), drawn with
         ``seed`` (an integer in [0, 2**64); None: from OS entropy)."""
         return self._inner.sample_iid(_integer("n", n, 0), _seed(seed))
@@ -84,7 +84,7 @@ class Target:
 class Banana(Target):
     """The twisted Gaussian B(b, v) of Haario et al."""
 
-    def __init__(self, dim: int = 2, b: float = 0.03, v: float = 100.0) -> None:
+    def __init__(self, dim: int | np.integer = 2, b: float = 0.03, v: float = 100.0) -> None:
         super().__init__("Banana", dim=dim, b=b, v=v)
 
 
@@ -92,7 +92,12 @@ class Flower(Target):
     """The flower F(r₀, A, ω, σ)."""
 
     def __init__(
-        self, dim: int = 2, radius: float = 10.0, amplitude: float = 6.0, petals: int = 6, sigma: float = 1.0
+        self,
+        dim: int | np.integer = 2,
+        radius: float = 10.0,
+        amplitude: float = 6.0,
+        petals: int | np.integer = 6,
+        sigma: float = 1.0,
     ) -> None:
         super().__init__("Flower", dim=dim, radius=radius, amplitude=amplitude, petals=petals, sigma=sigma)
 
@@ -100,7 +105,7 @@ class Flower(Target):
 class Ring(Target):
     """The ring of radius ``radius`` and width ``sigma``."""
 
-    def __init__(self, dim: int = 2, radius: float = 10.0, sigma: float = 1.0) -> None:
+    def __init__(self, dim: int | np.integer = 2, radius: float = 10.0, sigma: float = 1.0) -> None:
         super().__init__("Ring", dim=dim, radius=radius, sigma=sigma)
 
 
@@ -145,7 +150,7 @@ class CkamFiveComponents(Target):
 class GridMixture(Target):
     """An equal-weight mixture over the product grid ``centres``^dim, variance ``variance``."""
 
-    def __init__(self, dim: int, centres: Sequence[float], variance: float) -> None:
+    def __init__(self, dim: int | np.integer, centres: Sequence[float], variance: float) -> None:
         centres = _real_array(centres, "`centres` is", "shape (m,), the grid's centres along each axis")
         super().__init__("GridMixture", dim=dim, centres=centres.tolist(), variance=variance)
 
@@ -153,7 +158,7 @@ class GridMixture(Target):
 class Glass(Target):
     """The Glass GP-classification posterior (pseudo-marginal, importance sampled)."""
 
-    def __init__(self, n_importance: int = 100) -> None:
+    def __init__(self, n_importance: int | np.integer = 100) -> None:
         super().__init__("Glass", n_importance=n_importance)
 
 

@@ -2,7 +2,10 @@
 starts and the checks after every run (SamplingWarning and the attrs)."""
 
 import contextlib
+import importlib.resources
+import inspect
 import math
+import typing
 import warnings
 
 import numpy as np
@@ -95,6 +98,56 @@ def test_version_is_a_string_recorded_in_the_output():
     idata = km.sample(standard_normal, [0.0], sampler=km.RandomWalk(whiten=False), draws=5, tune=0, chains=1, seed=1,
                       progress=False)
     assert idata.posterior.attrs["inference_library_version"] == km.__version__
+
+
+def test_the_installed_package_declares_its_type_annotations():
+    # PEP 561: mypy and pyright read an installed package's annotations only
+    # when it ships a py.typed marker (in the 3.12 run the package comes from
+    # the wheel, so this checks what maturin packs)
+    assert importlib.resources.files("kameleon").joinpath("py.typed").is_file()
+
+
+def public_functions():
+    """(name, function) of every public function, constructor and method
+    of the package's public modules."""
+    for module in (km, km.targets, km.simulators, km.diagnostics, km.priors):
+        for name in getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]:
+            item = getattr(module, name)
+            if getattr(item, "__module__", "").split(".")[0] != "kameleon":
+                continue
+            if inspect.isfunction(item):
+                yield f"{module.__name__}.{name}", item
+            elif inspect.isclass(item):
+                for attribute, value in vars(item).items():
+                    function = getattr(value, "__func__", value)  # class and static methods
+                    if inspect.isfunction(function) and (attribute == "__init__" or not attribute.startswith("_")):
+                        yield f"{module.__name__}.{name}.{attribute}", function
+
+
+def admits_int_only(hint) -> bool:
+    """Whether the annotation ``hint`` admits ``int`` somewhere (a tuple's
+    items included) where it does not admit numpy integers."""
+    args = typing.get_args(hint)
+    if hint is int:
+        return True
+    if int in args:
+        return np.integer not in args
+    return any(admits_int_only(a) for a in args)
+
+
+def test_every_integer_parameter_admits_numpy_integers_as_the_checks_do():
+    # the runs take numpy integers for counts, sizes and seeds (above), so
+    # a type checker must too: an annotation of plain `int` makes mypy
+    # reject seed=np.int64(3)
+    checked, narrow = 0, []
+    for name, function in public_functions():
+        for parameter, hint in typing.get_type_hints(function).items():
+            if parameter != "return" and "int" in repr(hint):
+                checked += 1
+                if admits_int_only(hint):
+                    narrow.append(f"{name}({parameter}: {hint})")
+    assert checked > 50  # the walk found the API: km.sample, the samplers' fields, ...
+    assert not narrow
 
 
 # ── starting points ──────────────────────────────────────────────────────
