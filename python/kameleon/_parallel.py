@@ -219,17 +219,27 @@ def outside_stacklevel() -> int:
     return level
 
 
-def unguarded_script_line() -> tuple[str, int] | None:
-    """``(path, line)`` of the main script's top-level statement running now
-    when it is not under ``if __name__ == "__main__":``, else None (no
-    script: a notebook, the REPL, ``python -c``; or a guarded statement).
-    Worker processes started by forkserver or spawn run the main script
-    again as they start, so such a statement, and the run it makes, would
-    run again in every worker, which cannot start processes of its own."""
+def main_script_obstacle() -> str | None:
+    """Why worker processes cannot start from this main program, with what
+    to do about it, or None if they can. Worker processes started by
+    forkserver or spawn run the main script again as they start (nothing
+    for a notebook, the REPL or ``python -c``), so:
+
+    - a main program read from standard input (``python - < run.py``), or
+      whose file is gone, cannot start them: each worker fails to read it;
+    - a top-level statement of the script that is not under
+      ``if __name__ == "__main__":`` runs again in every worker, with the
+      run it makes, which cannot start processes of its own."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path is None:
         return None
+    if not os.path.isfile(path):
+        return (
+            f"worker processes run the main program again as they start, and theirs cannot read it ({path!r}: "
+            "read from standard input, or its file is gone). Save it to a file, with the code that samples under "
+            '`if __name__ == "__main__":`, to run the chains in processes'
+        )
     frame = sys._getframe()
     while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
         frame = frame.f_back
@@ -244,7 +254,11 @@ def unguarded_script_line() -> tuple[str, int] | None:
     for node in tree.body:
         if isinstance(node, ast.If) and _is_main_guard(node.test) and node.lineno <= line <= node.end_lineno:
             return None
-    return path, line
+    return (
+        f"worker processes run the main script again as they start, and line {line} of {path!r}, which "
+        'makes this run, is not under `if __name__ == "__main__":`. Put the code that samples under that '
+        "guard to run the chains in processes"
+    )
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -253,16 +267,6 @@ def _is_main_guard(test: ast.expr) -> bool:
         return False
     sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
     return sides == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
-
-
-def unguarded_script_advice(where: tuple[str, int]) -> str:
-    """What to do about the unguarded statement at ``where``."""
-    path, line = where
-    return (
-        f"worker processes run the main script again as they start, and line {line} of {path!r}, which "
-        'makes this run, is not under `if __name__ == "__main__":`. Put the code that samples under that '
-        "guard to run the chains in processes"
-    )
 
 
 class _Pool:
@@ -291,10 +295,10 @@ class _Pool:
     def get(cls, workers: int) -> _Pool:
         """The pool of ``workers`` processes: the current one, or a new one
         if it has another size or is broken (a worker died)."""
-        where = unguarded_script_line()
-        if where is not None:
+        obstacle = main_script_obstacle()
+        if obstacle is not None:
             raise RuntimeError(
-                f"cannot start worker processes: {unguarded_script_advice(where)}, or run on threads "
+                f"cannot start worker processes: {obstacle}, or run on threads "
                 '(`parallel="thread"` in km.sample, `cores=1` in km.sample_ensemble)'
             )
         pool = cls.current

@@ -879,13 +879,12 @@ def _mode(parallel, executor, kind: str, workers: int, chains: int, work: Callab
     elif parallel is not None:
         mode = parallel
     elif kind in _PYTHON_KINDS and min(workers, chains) > 1 and work() >= _PROCESS_WORTH_SECONDS:
-        where = _parallel.unguarded_script_line()
-        if where is None:
+        obstacle = _parallel.main_script_obstacle()
+        if obstacle is None:
             mode = "process"
         else:
             warnings.warn(
-                "the chains run on threads, where a Python density takes turns: "
-                + _parallel.unguarded_script_advice(where),
+                "the chains run on threads, where a Python density takes turns: " + obstacle,
                 RuntimeWarning,
                 stacklevel=_parallel.outside_stacklevel(),
             )
@@ -1004,7 +1003,8 @@ def sample(
     machine's stall do not count) is at least 2 s, else on threads (and on threads, with a
     ``RuntimeWarning``, when the run is made at a script's top level
     outside ``if __name__ == "__main__":``, which every worker would run
-    again).
+    again, or by a program read from standard input, which no worker can
+    read again).
     ``executor``: any :class:`concurrent.futures.Executor`
     (``ProcessPoolExecutor`` with a forkserver or spawn ``mp_context``, not
     fork, loky's, a ``dask.distributed`` client's ``get_executor()``,

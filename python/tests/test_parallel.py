@@ -558,12 +558,14 @@ def test_checkpoints_written_where_the_caller_cannot_see_them_are_reported(tmp_p
     assert not path.exists()
 
 
-def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path):
+@pytest.mark.parametrize("given", ["file", "stdin"])
+def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path, given):
     # worker processes run the main script again as they start: a run made
     # at its top level would start once more in every worker, which cannot
-    # start processes, and the pool broke with a message about crashes
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    # start processes, and the pool broke with a message about crashes; a
+    # program read from standard input (`python - < run.py`) has no file for
+    # the workers to read, and each of them died at its start
+    program = textwrap.dedent("""
         import time, warnings
         import numpy as np, kameleon as km
         calls = []
@@ -583,11 +585,18 @@ def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path):
                       progress=False, parallel="process")
         except RuntimeError as err:
             print(err)
-    """))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "the chains run on threads" in out and "line 12 of" in out and 'if __name__ == "__main__":' in out
-    assert "draws 100" in out
-    assert "cannot start worker processes" in out and "line 17 of" in out
+    """)
+    if given == "file":
+        script = tmp_path / "script.py"
+        script.write_text(program)
+        command, stdin, where = [sys.executable, str(script)], None, ("line 12 of", "line 17 of")
+    else:
+        command, stdin, where = [sys.executable, "-"], program, ("read from standard input",) * 2
+    out = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path)
+    threads, refused = out.stdout.splitlines()[0], out.stdout.splitlines()[2]
+    assert "the chains run on threads" in threads and where[0] in threads and 'if __name__ == "__main__":' in threads
+    assert "draws 100" in out.stdout
+    assert "cannot start worker processes" in refused and where[1] in refused
 
 
 @pytest.mark.parametrize(
