@@ -23,6 +23,7 @@ from ._sample import (
     _check_same_density,
     __version__,
     _checkpoint_every,
+    _checkpointed_prior,
     _checkpoint_path,
     _density,
     _density_record,
@@ -181,10 +182,14 @@ def resume_ensemble(
     cores: int | np.integer = 1,
     executor: concurrent.futures.Executor | None = None,
     checkpoint_every: float = 60.0,
+    prior=None,
+    bounds=None,
 ):
     """Continues the :func:`sample_ensemble` run checkpointed at ``path``
     with the same log density: the result is bit-identical to an
-    uninterrupted run. ``vectorize``, ``cores`` and ``executor`` are as in
+    uninterrupted run. A run started with ``prior=`` or ``bounds=`` must be
+    resumed with the same ``prior`` and ``bounds`` (``log_density`` is then
+    the log-likelihood), as with :func:`kameleon.resume`. ``vectorize``, ``cores`` and ``executor`` are as in
     :func:`sample_ensemble` (they need not be the ones of the first run).
     The checkpoint is updated as the run goes on. The log density is
     checked against the run first, as :func:`kameleon.resume` checks it
@@ -202,8 +207,13 @@ def resume_ensemble(
     checkpoint_every = _checkpoint_every(checkpoint_every)
     path = _path(path, "path")
     header = _core.ensemble_checkpoint_header(path)
-    parameter_names = check_parameter_names(parameter_names, header["dim"])
     _check_dimension(log_density, header["dim"], "the checkpointed run")
+    if vectorize and (prior is not None or bounds is not None):
+        raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
+    log_density, parameter_names, constrained = _checkpointed_prior(
+        log_density, prior, bounds, False, header["dim"], parameter_names
+    )
+    parameter_names = check_parameter_names(parameter_names, header["dim"])
     if vectorize:
         one_point, kind = _one_point(log_density), "vectorized"
     else:
@@ -218,6 +228,8 @@ def resume_ensemble(
         [header["tune"] + header["draws"]],
         progress,
     )
+    if constrained is not None:
+        result["samples"] = constrained.joint.constrain(result["samples"])
     return _to_arviz(
         result, header["seed"], header["a"], header["walkers"], header["draws"], header["tune"], parameter_names
     )

@@ -557,6 +557,20 @@ def _with_prior(log_density, prior, bounds, is_hmc: bool) -> _Unconstrained | No
     return _Unconstrained(log_density, JointPrior(prior, bounds))
 
 
+def _checkpointed_prior(log_density, prior, bounds, is_hmc: bool, dim: int, parameter_names):
+    """(log density, parameter names, the unconstrained density or None)
+    to continue a checkpointed run of dimension ``dim`` with
+    ``prior``/``bounds``: without them the arguments unchanged."""
+    constrained = _with_prior(log_density, prior, bounds, is_hmc)
+    if constrained is None:
+        return log_density, parameter_names, None
+    if constrained.joint.dim != dim:
+        raise ValueError(
+            f"the prior has {constrained.joint.dim} parameters but the checkpointed run has dimension {dim}"
+        )
+    return constrained.density, constrained.names(parameter_names), constrained
+
+
 # ── checks of a finished run ─────────────────────────────────────────────
 
 # The checks need this many kept draws per chain (split R-hat and ESS need 4).
@@ -1414,15 +1428,9 @@ def _continue(
     header = _core.checkpoint_header(path)
     _check_dimension(log_density, header["dim"], "the checkpointed run")
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
-    constrained = _with_prior(log_density, prior, bounds, is_hmc)
-    if constrained is not None:
-        if constrained.joint.dim != header["dim"]:
-            raise ValueError(
-                f"the prior has {constrained.joint.dim} parameters but the checkpointed run has dimension "
-                f"{header['dim']}"
-            )
-        parameter_names = constrained.names(parameter_names)
-        log_density = constrained.density
+    log_density, parameter_names, constrained = _checkpointed_prior(
+        log_density, prior, bounds, is_hmc, header["dim"], parameter_names
+    )
     parameter_names = check_parameter_names(parameter_names, header["dim"])
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:

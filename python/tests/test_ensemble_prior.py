@@ -72,3 +72,26 @@ def test_prior_draws_are_the_walkers_starts_and_bad_input_is_refused():
         km.sample_ensemble(lambda x: 0.0, [0.0, -1.0], prior=prior, draws=3, progress=False)
     with pytest.raises(ValueError, match="needs a `prior` of marginals"):
         km.sample_ensemble(lambda x: 0.0, None, bounds=[(0, 1)], draws=3, progress=False)
+
+
+def test_a_run_with_a_prior_resumes_with_its_prior_to_the_same_constrained_draws(tmp_path):
+    # the checkpoint holds the walkers on the unconstrained scale: resumed
+    # with the same prior, the run replays to the same draws, constrained and
+    # named as the first run's; without its prior, or with another, refused
+    prior = {"rate": priors.Gamma(A, B), "p": priors.Beta(2.0, 3.0)}
+    path = tmp_path / "ensemble.ckpt"
+    whole = km.sample_ensemble(log_likelihood, None, prior=prior, walkers=16, draws=50, tune=10, seed=4,
+                               checkpoint=path, progress=False)
+    resumed = km.resume_ensemble(path, log_likelihood, prior=prior, progress=False)
+    for name in prior:
+        np.testing.assert_array_equal(resumed.posterior[name].values, whole.posterior[name].values)
+    assert (resumed.posterior["p"].values > 0).all() and (resumed.posterior["p"].values < 1).all()
+    def on_any_scale(x):  # the likelihood, defined where the prior is not
+        return log_likelihood(x) if x[0] > 0 and 0 < x[1] < 1 else -math.inf
+
+    with pytest.raises(ValueError, match="not the checkpointed run's"):
+        km.resume_ensemble(path, on_any_scale, progress=False)
+    with pytest.raises(ValueError, match="3 parameters but the checkpointed run has dimension 2"):
+        km.resume_ensemble(path, log_likelihood, prior=[priors.Normal()] * 3, progress=False)
+    with pytest.raises(ValueError, match="not with `prior=`"):
+        km.resume_ensemble(path, log_likelihood, prior=prior, vectorize=True, progress=False)
