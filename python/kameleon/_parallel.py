@@ -160,9 +160,53 @@ def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
     return _densities[key]
 
 
+class _CarriedError(Exception):
+    """An exception raised in a worker that pickle cannot send back, carried
+    as cloudpickle's bytes and raised in the parent as itself
+    (:func:`explained`). Its class is typically one defined in the main
+    script: the worker got it by value, with the density, through
+    cloudpickle, so pickle finds no such class by name there; cloudpickle
+    sends it back to the very class the parent holds."""
+
+    def __init__(self, payload: bytes, description: str) -> None:
+        super().__init__(description)
+        self.payload = payload
+
+    def __reduce__(self):
+        return type(self), (self.payload, self.args[0])
+
+
+@contextlib.contextmanager
+def _sendable_errors():
+    """Re-raises an exception that pickle cannot send to the parent as a
+    :class:`_CarriedError` (from the original, so the worker's traceback
+    text still shows where it was raised)."""
+    try:
+        yield
+    except Exception as error:
+        import pickle
+
+        import cloudpickle
+
+        try:
+            pickle.dumps(error)
+        except Exception:
+            try:
+                carried = _CarriedError(cloudpickle.dumps(error), f"{type(error).__qualname__}: {error}")
+            except Exception:
+                raise error from None
+            raise carried from error
+        raise
+
+
 def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
     """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
     (the steps as last reported to the parent, None without a channel)."""
+    with _sendable_errors():
+        return _run_chain(task)
+
+
+def _run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
     function, gradient = _density_of(task.key, task.blob)
     progress = None
     steps = [None]
@@ -201,8 +245,9 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
 def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
     """The log density of each row of ``rows``, in a worker, as floats (a
     value that is not a real float is the extension's ``TypeError``)."""
-    function, _ = _density_of(key, blob)
-    return [_core.log_density_value(function, function(np.array(row, dtype=np.float64))) for row in rows]
+    with _sendable_errors():
+        function, _ = _density_of(key, blob)
+        return [_core.log_density_value(function, function(np.array(row, dtype=np.float64))) for row in rows]
 
 
 # ── in the parent ────────────────────────────────────────────────────────
@@ -404,8 +449,16 @@ def gather_parts(checkpoint: str) -> bool:
 
 
 def explained(error: BaseException) -> BaseException:
-    """``error``, or for a ``BrokenProcessPool`` (whose own message names
-    no cause) one that says what happened and what to look for."""
+    """What a worker's exception ``error`` is to the user: the exception a
+    :class:`_CarriedError` carries (with the worker's traceback as its
+    cause), for a ``BrokenProcessPool`` (whose own message names no cause)
+    one that says what happened and what to look for, else ``error``."""
+    if isinstance(error, _CarriedError):
+        import cloudpickle
+
+        carried = cloudpickle.loads(error.payload)
+        carried.__cause__ = error.__cause__
+        return carried
     if not isinstance(error, BrokenProcessPool):
         return error
     broken = BrokenProcessPool(
@@ -546,7 +599,7 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
         futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
         try:
             values = [v for future in futures for v in future.result()]
-        except BrokenProcessPool as err:
+        except (BrokenProcessPool, _CarriedError) as err:
             raise explained(err) from err.__cause__
         return np.array(values, dtype=np.float64)
 

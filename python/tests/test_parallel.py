@@ -234,6 +234,30 @@ def test_an_exception_in_a_worker_keeps_its_type_message_and_traceback(process_p
         assert "in failing" in str(caught.value.__cause__)
 
 
+def test_an_exception_of_a_class_pickle_cannot_name_comes_back_as_itself(process_pool):
+    # a class defined in the main script reaches the workers by value, with
+    # the density (cloudpickle), so pickle could not send its exceptions
+    # back: the user got a PicklingError. A local class is the same case.
+    class SolverError(ArithmeticError):
+        pass
+
+    def diverging(x):
+        if x[0] > 2.5:
+            raise SolverError(f"diverged at {x[0]:.3f}")
+        return gaussian(x)
+
+    runs = (
+        lambda: km.sample(diverging, X0, **RUN, cores=2, parallel="process"),
+        lambda: km.sample(diverging, X0, **RUN, executor=process_pool),
+        lambda: km.sample_ensemble(diverging, X0, **ENSEMBLE, cores=2),
+    )
+    for run in runs:
+        with pytest.raises(SolverError, match="diverged at") as caught:
+            run()
+        assert type(caught.value) is SolverError  # the class itself, not a copy
+        assert "in diverging" in str(caught.value.__cause__)
+
+
 def held_until(release: str):
     """``gaussian``, whose calls at (-1, 0, 0) (chain 0's start below) wait
     for the file ``release``, 20 s at the most in all (a wait that ran out
