@@ -296,9 +296,8 @@ def main_script_obstacle() -> str | None:
             tree = ast.parse(source.read(), path)
     except (OSError, SyntaxError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.lineno <= line <= node.end_lineno:
-            return None
+    if _is_guarded(tree, line):
+        return None
     return (
         f"worker processes run the main script again as they start, and line {line} of {path!r}, which "
         'makes this run, is not under `if __name__ == "__main__":`. Put the code that samples under that '
@@ -306,8 +305,38 @@ def main_script_obstacle() -> str | None:
     )
 
 
+def _is_guarded(tree: ast.Module, line: int) -> bool:
+    """Whether the module-level statement at ``line`` of the script ``tree``
+    sits in the body of a main guard (see :func:`_main_guards`)."""
+    return any(node.body[0].lineno <= line <= node.body[-1].end_lineno for node in _main_guards(tree.body))
+
+
+def _main_guards(statements: list[ast.stmt]):
+    """The ``if`` statements that run at import among ``statements`` (at
+    module level, or in the blocks of module-level ``if``, ``with``,
+    ``try`` and loops; not in functions or classes) whose body a worker,
+    where ``__name__`` is ``"__mp_main__"``, does not run: those whose test
+    is ``__name__ == "__main__"`` or an ``and`` of it with other conditions."""
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        guard = isinstance(node, ast.If) and _is_main_guard(node.test)
+        if guard:
+            yield node
+        for field, value in ast.iter_fields(node):
+            if not isinstance(value, list) or (guard and field == "body"):
+                continue
+            for item in value:
+                # an except clause or a match case holds statements of its own
+                inner = [item] if isinstance(item, ast.stmt) else getattr(item, "body", [])
+                yield from _main_guards([s for s in inner if isinstance(s, ast.stmt)])
+
+
 def _is_main_guard(test: ast.expr) -> bool:
-    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    """Whether ``test`` is false in a worker: ``__name__ == "__main__"``
+    (either way round), or an ``and`` with it among its operands."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_main_guard(value) for value in test.values)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     sides = {ast.dump(test.left), ast.dump(test.comparators[0])}

@@ -626,7 +626,29 @@ def test_a_script_without_a_main_guard_runs_its_chains_on_threads(tmp_path, give
 @pytest.mark.parametrize(
     "test, guard",
     [('__name__ == "__main__"', True), ("'__main__' == __name__", True), ('__name__ != "__main__"', False),
-     ('__file__ == "__main__"', False), ("__name__", False)],
+     ('__file__ == "__main__"', False), ("__name__", False),
+     # false in a worker whatever DEBUG is, or not
+     ('__name__ == "__main__" and not DEBUG', True), ('DEBUG and __name__ == "__main__"', True),
+     ('__name__ == "__main__" or DEBUG', False)],
 )
 def test_the_main_guard_is_recognised(test, guard):
     assert km._parallel._is_main_guard(ast.parse(test, mode="eval").body) is guard
+
+
+@pytest.mark.parametrize(
+    "program, line, guarded",
+    [
+        ("if __name__ == '__main__':\n    run()\n", 2, True),
+        ("run()\n", 1, False),
+        # the else branch is what a worker runs
+        ("if __name__ == '__main__':\n    pass\nelse:\n    run()\n", 4, False),
+        # guards inside the blocks that run at import count
+        ("try:\n    if __name__ == '__main__':\n        run()\nexcept ImportError:\n    pass\n", 3, True),
+        ("try:\n    pass\nexcept ImportError:\n    if __name__ == '__main__':\n        run()\n", 5, True),
+        ("with lock:\n    if __name__ == '__main__':\n        run()\n", 3, True),
+        # a guard inside a function says nothing of the module-level call
+        ("def main():\n    if __name__ == '__main__':\n        run()\nmain()\n", 4, False),
+    ],
+)
+def test_a_run_is_guarded_where_no_worker_runs_its_line(program, line, guarded):
+    assert km._parallel._is_guarded(ast.parse(program), line) is guarded
