@@ -279,7 +279,7 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         warnings.warn(
             f"sampling was interrupted: returning the partial draws ({result['samples'].shape[0]} sweeps)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=_parallel.outside_stacklevel(),
         )
     samples = np.swapaxes(result["samples"], 0, 1)  # (walker, sweep, d)
     posterior = posterior_variables(samples, parameter_names)
@@ -312,7 +312,7 @@ def _to_arviz(result: dict, seed: int, a: float, walkers: int, draws: int, tune:
         "acceptance_rate": acceptance,
         "warnings": problems,
     }
-    _warn_problems(problems, f"kameleon.sample_ensemble (seed {seed})", stacklevel=3)
+    _warn_problems(problems, f"kameleon.sample_ensemble (seed {seed})")
     return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
 
 

@@ -729,8 +729,9 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
     return figures, problems
 
 
-def _warn_problems(problems: Sequence[str], what: str, stacklevel: int) -> None:
-    """One SamplingWarning listing ``problems`` (if any)."""
+def _warn_problems(problems: Sequence[str], what: str) -> None:
+    """One SamplingWarning listing ``problems`` (if any), at the user's line
+    that called the package."""
     if not problems:
         return
     lines = "\n".join(f"- {p}" for p in problems)
@@ -738,7 +739,7 @@ def _warn_problems(problems: Sequence[str], what: str, stacklevel: int) -> None:
         f"{what}: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the draws "
         f"(the figures are in the output's attrs):\n{lines}",
         SamplingWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=_parallel.outside_stacklevel(),
     )
 
 
@@ -766,7 +767,7 @@ def _to_arviz(
         warnings.warn(
             f"sampling was interrupted: returning the partial draws ({n} per chain)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=_parallel.outside_stacklevel(),
         )
     samples = np.stack([c["samples"][:n] for c in chains])  # (chain, draw, d)
     posterior = posterior_variables(samples, parameter_names)
@@ -800,7 +801,7 @@ def _to_arviz(
         "warnings": problems,
         **(extra or {}),
     }
-    _warn_problems(problems, f"{what} (seed {header['seed']})", stacklevel=3)
+    _warn_problems(problems, f"{what} (seed {header['seed']})")
     return inference_data({"posterior": posterior, "sample_stats": stats}, attrs)
 
 

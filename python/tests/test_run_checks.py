@@ -402,11 +402,23 @@ def test_sampling_warnings_can_be_filtered_and_are_user_warnings():
     assert not caught
 
 
-def test_the_warning_points_at_the_callers_line():
-    with pytest.warns(km.SamplingWarning) as record:
-        km.sample(standard_normal, [0.0], sampler=fixed_walk(1e8), draws=50, tune=0, chains=2, seed=1,
-                  progress=False)
-    assert record[0].filename == __file__
+def test_the_warning_points_at_the_callers_line(tmp_path):
+    # extend and resume reach the checks through more of the package's
+    # frames than sample: their warnings named a line of the package
+    path = tmp_path / "run.ckpt"
+    run = dict(sampler=fixed_walk(1e8), draws=50, tune=0, chains=2, seed=1, progress=False)
+    calls = {
+        "sample": lambda: km.sample(standard_normal, [0.0], checkpoint=path, **run),
+        "extend": lambda: km.extend(path, standard_normal, draws=10, progress=False),
+        "resume": lambda: km.resume(path, standard_normal, progress=False),
+        "sample_ensemble": lambda: km.sample_ensemble(
+            standard_normal, [0.0], walkers=4, draws=5, tune=0, a=1e6, seed=1, progress=False
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.warns((km.SamplingWarning, UserWarning)) as record:
+            call()
+        assert [w.filename for w in record] == [__file__] * len(record), name
 
 
 def test_the_warnings_survive_a_netcdf_round_trip(tmp_path):
