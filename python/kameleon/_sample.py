@@ -190,6 +190,24 @@ def _address(what: str, value) -> int:
     return number
 
 
+def _lockstep(log_density, kind: str, constrained, is_hmc: bool) -> tuple[str, Callable]:
+    """``("vectorized", its per-point log density)`` for chains in lockstep
+    on the vectorized ``log_density`` (of ``kind``, with the prior's
+    ``constrained`` density or None), else the ``ValueError`` that says why
+    not."""
+    if is_hmc:
+        raise ValueError(
+            "`vectorize=True` does not run HMC: its leapfrog steps call the gradient of each chain on its own. "
+            "Pass a per-point log density (and `grad_log_density`) for HMC"
+        )
+    if kind != "callable" or constrained is not None:
+        raise ValueError(
+            "`vectorize=True` needs a plain Python callable taking a (k, d) array "
+            "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
+        )
+    return "vectorized", _one_point(log_density)
+
+
 def _one_point(vectorized: Callable) -> Callable:
     """The per-point log density ``f(x)`` of a vectorized one: its value
     at the single row ``x[None]``, for the checks of the starting points
@@ -1076,7 +1094,7 @@ def sample(
     every chain accepts or rejects its own. The chains are the ones the
     per-point callable ``lambda x: log_density(x[None])[0]`` gives, bit for
     bit, when each row's value does not depend on the other rows. Not with ``prior=``/``bounds=``,
-    :class:`PseudoMarginal`, ``parallel="process"`` or ``executor``.
+    :class:`PseudoMarginal`, :class:`HMC`, ``parallel="process"`` or ``executor``.
 
     Priors and bounds. With ``prior=`` or ``bounds=``, ``log_density`` is the
     LOG-LIKELIHOOD log L(x) (a Python callable, a :class:`PseudoMarginal`
@@ -1134,13 +1152,7 @@ def sample(
     parameter_names = check_parameter_names(parameter_names, d)
     kind, function, gradient = _density(log_density, sampler.grad_log_density if is_hmc else None, is_hmc)
     if vectorize:
-        if kind != "callable" or constrained is not None:
-            raise ValueError(
-                "`vectorize=True` needs a plain Python callable taking a (k, d) array "
-                "(not a PseudoMarginal, Compiled function or target, and not with `prior=`/`bounds=`)"
-            )
-        kind, vectorized = "vectorized", log_density
-        log_density = _one_point(vectorized)
+        kind, log_density = _lockstep(log_density, kind, constrained, is_hmc)
     probe = _Timed(_log_density_probe(log_density))
     if x0.ndim == 1:
         x0 = _jittered_starts(x0, chains, seed, probe)
@@ -1435,10 +1447,7 @@ def _continue(
     parameter_names = check_parameter_names(parameter_names, header["dim"])
     kind, function, gradient = _density(log_density, grad_log_density, is_hmc)
     if vectorize:
-        if kind != "callable" or constrained is not None:
-            raise ValueError("`vectorize=True` needs a plain Python callable taking a (k, d) array")
-        kind, vectorized = "vectorized", log_density
-        log_density = _one_point(vectorized)
+        kind, log_density = _lockstep(log_density, kind, constrained, is_hmc)
     _check_same_density(
         log_density, kind, header["density"], header["positions"][0], header["log_densities"][0], what
     )

@@ -482,14 +482,16 @@ class CKAM(Sampler):
     ``exploration_fraction`` (β) exploring with KAMH, the rest sampling with a
     random walk whose covariance is frozen at the switch.
 
-    ``draws`` and ``tune`` count steps. ``keep="all"`` (the default) keeps
-    every step's state: in the exact variant each is a draw of π, so the
-    exploration steps count too, and a chain has draws/thin draws (on the
-    posteriordb benchmark the minimum bulk ESS per evaluation rose by
-    10–50 % over keeping the sampling phase alone). ``keep="sampling"``
-    keeps only the sampling-phase states, as the paper does: about
-    (1 − β)·draws/thin draws (choose ``draws`` and ``tune`` as multiples of
-    ``cycle_length`` for whole cycles). The
+    ``tune`` counts steps and ``draws`` kept states, ``thin`` steps apart,
+    as for every sampler. ``keep="all"`` (the default) keeps every such
+    state: in the exact variant each is a draw of π, so the exploration
+    steps count too, and a chain has ``draws`` draws (on the posteriordb
+    benchmark the minimum bulk ESS per evaluation rose by 10–50 % over
+    keeping the sampling phase alone). ``keep="sampling"`` keeps only the
+    sampling-phase states among them, as the paper does: about
+    (1 − β)·``draws`` draws from the same ``draws · thin`` steps (choose
+    ``draws · thin`` and ``tune`` as multiples of ``cycle_length`` for whole
+    cycles). The
     exploration scale ν starts at ``scale`` (None: 2 · 2.38/√d) and is learned
     toward acceptance 0.234 with steps t^−0.75. The defaults are the exact
     variant (``switch="delayed_rejection"``, ``adaptation="between_cycles"``);

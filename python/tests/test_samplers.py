@@ -191,3 +191,14 @@ def test_numpy_numbers_in_sampler_settings_are_the_python_numbers(quiet):
             km.sample(logp, [0.0, 0.0], sampler=numpy_made, **run).posterior["x"].values,
             km.sample(logp, [0.0, 0.0], sampler=plain, **run).posterior["x"].values,
         )
+
+
+def test_lockstep_refuses_hmc_and_says_why():
+    # the refusal came from deep in the run and blamed the target for not
+    # supporting gradients, although one was passed
+    def rows(xs):
+        return -0.5 * (xs * xs).sum(axis=1)
+
+    with pytest.raises(ValueError, match="`vectorize=True` does not run HMC"):
+        km.sample(rows, [0.0, 0.0], sampler=km.HMC(grad_log_density=lambda x: -x), vectorize=True, draws=5,
+                  tune=5, chains=2, seed=1, progress=False)
