@@ -817,6 +817,7 @@ def _to_arviz(
         "evaluations": _evaluations(result, header, lengths),
         **figures,
         "warnings": problems,
+        **({} if parameter_names is None else {"parameter_names": list(parameter_names)}),
         **(extra or {}),
     }
     _warn_problems(problems, f"{what} (seed {header['seed']})")
@@ -1012,7 +1013,9 @@ def sample(
     ``acceptance_rate`` and ``stuck`` (0/1) per chain, ``rhat_max`` and
     ``ess_bulk_min`` (NaN where not computed), ``warnings`` (the problem
     lines) and ``evaluations``, each chain's log-density evaluations by
-    the sampler (the start checks above are not counted).
+    the sampler (the start checks above are not counted); with
+    ``parameter_names``, ``parameter_names`` too (:func:`extend` of the
+    output names its draws the same).
 
     A Python callable receives a fresh float64 array per call (keeping it is
     safe). Exceptions it raises stop every chain and are re-raised here
@@ -1508,6 +1511,9 @@ def extend(
     states are gone). The checkpoint is lengthened in place and updated as
     the run goes on. The other arguments are those of :func:`resume`,
     ``log_density`` (with ``prior``/``bounds``) the same as the run's.
+    An output names its draws as its run did (``attrs["parameter_names"]``,
+    unless ``parameter_names`` is given); a checkpoint's path needs
+    ``parameter_names`` again, as :func:`resume` does.
     The chains' evaluation shares of ``max_evaluations`` are lifted: a run
     cut by them goes on to its draws, as the run without the budget."""
     draws = _integer("draws", draws, 0)
@@ -1521,6 +1527,8 @@ def extend(
                 "made with `checkpoint=` (this one has no `checkpoint` in its attrs)"
             )
         path = attrs["checkpoint"]
+        if parameter_names is None and "parameter_names" in attrs:
+            parameter_names = [str(name) for name in attrs["parameter_names"]]
     return _continue(
         path, log_density, draws, grad_log_density=grad_log_density, progress=progress, cores=cores,
         checkpoint_every=checkpoint_every, parameter_names=parameter_names, prior=prior, bounds=bounds,

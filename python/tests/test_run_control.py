@@ -73,6 +73,21 @@ def test_a_refused_extend_leaves_the_checkpoint_as_it_was(tmp_path):
     assert_same_chains(extended, km.sample(gaussian, X0, draws=50, **kwargs))
 
 
+def test_extend_of_an_output_keeps_its_parameter_names(tmp_path):
+    # the names came back as one variable x unless given again
+    kwargs = dict(sampler=km.AM(), tune=20, chains=2, seed=4, progress=False)
+    first = km.sample(gaussian, X0, draws=30, checkpoint=tmp_path / "run.ckpt", parameter_names=["a", "b"],
+                      **kwargs)
+    assert list(first.posterior.attrs["parameter_names"]) == ["a", "b"]
+    extended = km.extend(first, gaussian, draws=10, progress=False)
+    assert list(extended.posterior.data_vars) == ["a", "b"]
+    np.testing.assert_array_equal(extended.posterior["b"].values[:, :30], first.posterior["b"].values)
+    # given names win; a path has no names to keep
+    renamed = km.extend(extended, gaussian, draws=0, parameter_names=["u", "v"], progress=False)
+    assert list(renamed.posterior.data_vars) == ["u", "v"]
+    assert list(km.extend(tmp_path / "run.ckpt", gaussian, draws=0, progress=False).posterior.data_vars) == ["x"]
+
+
 def test_extend_needs_a_checkpoint():
     idata = km.sample(gaussian, X0, sampler=km.AM(), draws=20, tune=10, chains=2, seed=1, progress=False)
     with pytest.raises(ValueError, match="continues a run from its checkpoint"):
