@@ -345,9 +345,14 @@ def _is_main_guard(test: ast.expr) -> bool:
 
 class _Pool:
     """The process pool started here (one at a time, reused by later runs
-    with as many workers), with its progress queue and stop event."""
+    with as many workers), with its progress queue and stop event. A run
+    holds ``lock`` while it uses the pool: runs made at once from several
+    threads of a program take turns, as they would share the stop event
+    (one run's budget or error stopped the others, which came back empty)
+    and one could replace the pool under another."""
 
     current: _Pool | None = None
+    lock = threading.Lock()
 
     def __init__(self, workers: int) -> None:
         context = multiprocessing.get_context(_start_method())
@@ -368,15 +373,17 @@ class _Pool:
     @classmethod
     def get(cls, workers: int) -> _Pool:
         """The pool of ``workers`` processes: the current one, or a new one
-        if it has another size or is broken (a worker died)."""
-        obstacle = main_script_obstacle()
-        if obstacle is not None:
-            raise RuntimeError(
-                f"cannot start worker processes: {obstacle}, or run on threads "
-                '(`parallel="thread"` in km.sample, `cores=1` in km.sample_ensemble)'
-            )
+        if it has another size or is broken (a worker died). The caller
+        holds ``lock``."""
         pool = cls.current
         if pool is None or pool.workers != workers or pool.broken():
+            # workers about to start run the main script again: it must let them
+            obstacle = main_script_obstacle()
+            if obstacle is not None:
+                raise RuntimeError(
+                    f"cannot start worker processes: {obstacle}, or run on threads "
+                    '(`parallel="thread"` in km.sample, `cores=1` in km.sample_ensemble)'
+                )
             if pool is not None:
                 pool.close()
             pool = cls.current = cls(workers)
@@ -407,8 +414,13 @@ class _Pool:
 def sigint_sets(event: threading.Event):
     """While inside, SIGINT (Ctrl-C) sets ``event`` instead of raising
     ``KeyboardInterrupt`` anywhere in the waiting code (which could leave a
-    future's lock held); only in the main thread, where handlers live."""
-    if threading.current_thread() is not threading.main_thread():
+    future's lock held); only in the main thread, where handlers live, and
+    not where SIGINT is ignored (a program started by ``nohup`` or in the
+    background of a script), which it stays."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
         yield event
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: event.set())
@@ -419,9 +431,11 @@ def sigint_sets(event: threading.Event):
 
 
 def shutdown_pool() -> None:
-    """Ends the worker processes of the pool started by :func:`run`, if any."""
-    if _Pool.current is not None:
-        _Pool.current.close()
+    """Ends the worker processes of the pool started by :func:`run`, if any
+    (once the run using it, if any, has ended)."""
+    with _Pool.lock:
+        if _Pool.current is not None:
+            _Pool.current.close()
 
 
 def part_path(checkpoint: str, chain: int, chains: int) -> str:
@@ -525,7 +539,21 @@ def run(
     first exception of a chain is raised once the other chains have
     stopped, or at once on ``executor`` (whose running tasks cannot be
     stopped)."""
-    pool = None if executor is not None else _Pool.get(workers)
+    if executor is not None:
+        return _run_tasks(tasks, totals, None, executor, bars, checkpoint)
+    with _Pool.lock:
+        return _run_tasks(tasks, totals, _Pool.get(workers), None, bars, checkpoint)
+
+
+def _run_tasks(
+    tasks: Sequence[ChainTask],
+    totals: Sequence[int],
+    pool: _Pool | None,
+    executor: concurrent.futures.Executor | None,
+    bars,
+    checkpoint: str | None,
+) -> dict:
+    """:func:`run` on ``pool`` (held by this thread) or ``executor``."""
     futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
     steps = [0] * len(tasks)
@@ -618,18 +646,24 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
     of ``function`` is re-raised (with the worker's traceback as its
     cause)."""
     key, blob = pickle_density(function, None)
-    submit = (executor or _Pool.get(workers).executor).submit
+    if executor is None:
+        with _Pool.lock:
+            _Pool.get(workers)  # started (or refused) before the run
 
     def evaluate(xs: np.ndarray) -> np.ndarray:
         # a user's executor has as many workers as it has: a task per row
         # unless `workers` says how many
         tasks = len(xs) if executor is not None and workers == 1 else workers
         chunks = np.array_split(xs, min(len(xs), tasks))
-        futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
-        try:
-            values = [v for future in futures for v in future.result()]
-        except (BrokenProcessPool, _CarriedError) as err:
-            raise explained(err) from err.__cause__
+        # the pool is held for each evaluation only: runs from other threads
+        # go on between two half sweeps, and may have replaced it
+        with _Pool.lock if executor is None else contextlib.nullcontext():
+            submit = (executor or _Pool.get(workers).executor).submit
+            futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
+            try:
+                values = [v for future in futures for v in future.result()]
+            except (BrokenProcessPool, _CarriedError) as err:
+                raise explained(err) from err.__cause__
         return np.array(values, dtype=np.float64)
 
     return evaluate

@@ -430,6 +430,29 @@ def start_slow_run(tmp_path) -> subprocess.Popen:
     return proc
 
 
+def test_a_program_that_ignores_sigint_goes_on_ignoring_it_during_a_run():
+    # a program started by nohup, or in the background of a script, ignores
+    # SIGINT: the runs' own handler replaced that, so Ctrl-C on the script
+    # stopped the runs of a program meant to go on
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with km._parallel.sigint_sets(threading.Event()) as interrupt:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert not interrupt.is_set()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        # where SIGINT is handled, the runs' handler sets the event instead
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with km._parallel.sigint_sets(threading.Event()) as interrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert interrupt.is_set()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
 def test_sigint_stops_four_workers_returns_partial_draws_and_leaves_no_process(tmp_path):
     proc = start_slow_run(tmp_path)
@@ -652,3 +675,29 @@ def test_the_main_guard_is_recognised(test, guard):
 )
 def test_a_run_is_guarded_where_no_worker_runs_its_line(program, line, guarded):
     assert km._parallel._is_guarded(ast.parse(program), line) is guarded
+
+
+def test_runs_on_worker_processes_from_two_threads_take_turns():
+    # they shared the pool's stop event: a run whose time budget ran out
+    # stopped the other one too, which came back short, marked interrupted
+    def slow(x):
+        time.sleep(0.0005)
+        return gaussian(x)
+
+    results = {}
+
+    def run(name, draws, **limits):
+        results[name] = km.sample(slow, X0, sampler=km.AM(), draws=draws, tune=50, chains=2, cores=2, seed=3,
+                                  parallel="process", progress=False, **limits)
+
+    # the whole run takes about a second; the budget runs out within it
+    whole = threading.Thread(target=run, args=("whole", 1500))
+    budget = threading.Thread(target=run, args=("budget", 1500), kwargs=dict(max_seconds=0.3))
+    whole.start()
+    time.sleep(0.2)
+    budget.start()
+    for thread in (whole, budget):
+        thread.join(timeout=120)
+    assert results["budget"].posterior.attrs["stopped_by"] == "max_seconds"
+    assert results["whole"].posterior.attrs["stopped_by"] == "draws"
+    assert results["whole"].posterior["x"].shape[:2] == (2, 1500)
