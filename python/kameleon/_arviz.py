@@ -3,6 +3,7 @@ InferenceData (ArviZ < 1) or DataTree (ArviZ ≥ 1) holding them."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -74,10 +75,15 @@ def inference_data(groups: dict, attrs: dict | None = None):
     """
     import arviz as az
 
-    if arviz_major_version() >= 1:
-        data = az.from_dict(groups)
-    else:
-        data = az.from_dict(**groups)
+    with warnings.catch_warnings():
+        # ArviZ guesses that arrays with more chains than draws were passed
+        # the wrong way round; ours never are (an ensemble's walkers are its
+        # chains, and short runs of many walkers or chains are common)
+        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
+        if arviz_major_version() >= 1:
+            data = az.from_dict(groups)
+        else:
+            data = az.from_dict(**groups)
     # set on each group: not every ArviZ version passes from_dict's attrs on
     for group in groups:
         data[group].attrs.update(attrs or {})

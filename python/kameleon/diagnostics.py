@@ -7,6 +7,8 @@ array of d values.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _core
@@ -72,4 +74,6 @@ def mmd(x, y, *, kernel: str = "gaussian", bandwidth: float = 1.0, offset: float
     for name, value in (("bandwidth", bandwidth), ("offset", offset)):
         if not _is_real_number(value):
             raise ValueError(f"`{name}` must be a real number, got {value!r}")
+    if kernel in ("gaussian", "laplacian") and not (math.isfinite(bandwidth) and bandwidth > 0):
+        raise ValueError(f"`bandwidth` must be finite and > 0, got {bandwidth!r}")
     return _core.mmd2_2d(x, y, kernel, float(bandwidth), float(offset), degree, _flag("unbiased", unbiased))

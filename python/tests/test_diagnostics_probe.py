@@ -157,6 +157,15 @@ def test_mmd_refuses_a_degree_that_is_not_an_integer(degree):
         diagnostics.mmd(x, x + 1, kernel="polynomial", degree=degree)
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian"])
+@pytest.mark.parametrize("bandwidth", [0.0, -1.0, float("inf"), float("nan")])
+def test_mmd_refuses_a_bandwidth_naming_it(kernel, bandwidth):
+    # the refusal named the kernel's `length_scale`, which mmd does not take
+    x = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="`bandwidth` must be finite and > 0"):
+        diagnostics.mmd(x, x + 1, kernel=kernel, bandwidth=bandwidth)
+
+
 def test_mmd_refuses_samples_of_more_than_two_dimensions():
     x = np.zeros((3, 2, 2))
     with pytest.raises(ValueError, match=r"\(n, d\)"):

@@ -16,6 +16,7 @@ freedom, and the runs are seeded, so the test is deterministic).
 """
 
 import math
+import warnings
 
 import emcee
 import numpy as np
@@ -210,3 +211,14 @@ def test_fewer_than_two_d_walkers_warn_and_enough_do_not():
     assert any("Use at least 6 walkers" in line for line in idata.posterior.attrs["warnings"])
     idata = km.sample_ensemble(gaussian_logp, MEAN, walkers=6, draws=20, tune=0, seed=1, progress=False)
     assert not any("walkers for" in line for line in idata.posterior.attrs["warnings"])
+
+
+def test_a_short_run_of_many_walkers_gives_no_arviz_shape_warning():
+    # ArviZ warns that arrays with more chains than draws were passed the
+    # wrong way round, which read like a bug of ours in every short run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = km.sample_ensemble(lambda x: -0.5 * float(x @ x), np.zeros(2), draws=5, tune=5, seed=1,
+                                   progress=False)
+    assert idata.posterior["x"].shape == (32, 5, 2)
+    assert not [w for w in caught if "More chains" in str(w.message)]

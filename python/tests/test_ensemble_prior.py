@@ -58,8 +58,6 @@ def test_bounds_alone_start_from_a_constrained_x0():
     check_ensemble_moments(x[..., 1], a / (a + b), math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1))))
 
 
-# 32 walkers and 3 sweeps: ArviZ warns of more chains than draws
-@pytest.mark.filterwarnings("ignore:More chains")
 def test_prior_draws_are_the_walkers_starts_and_bad_input_is_refused():
     prior = [priors.Normal(0.0, 1.0), priors.HalfNormal(1.0)]
     first = km.sample_ensemble(lambda x: 0.0, None, prior=prior, draws=3, tune=0, seed=9, progress=False)
