@@ -18,8 +18,9 @@ z = log(x − low) on (low, ∞) (x = low + eᶻ, log-Jacobian z);
 z = log(high − x) on (−∞, high) (x = high − eᶻ, log-Jacobian z); and the
 scaled logit z = log(x − low) − log(high − x) on (low, high)
 (x = low + (high − low)·σ(z) with σ the logistic function, log-Jacobian
-log(high − low) + log σ(z) + log σ(−z)). The same transforms serve
-``bounds=`` in :func:`kameleon.sample`.
+log(high − low) + log σ(z) + log σ(−z)), each computed in a form that
+keeps x's precision near the ends and near the midpoint. The same
+transforms serve ``bounds=`` in :func:`kameleon.sample`.
 """
 
 from __future__ import annotations
@@ -91,12 +92,36 @@ def _below(z, high):
     return high - np.exp(z)
 
 
+# |z| below which the interval transform takes its midpoint form
+_MIDDLE = 2.0
+
+
 def _between(z, low, high):
-    """x = low + (high − low)·σ(z) on (low, high): low + w·σ(z) below 0
-    and high − w·σ(−z) above, so that σ of a negative argument keeps its
-    relative precision (no 1 − σ cancellation)."""
+    """x = low + (high − low)·σ(z) on (low, high), in the form that keeps
+    x's digits: low + w·σ(z) for z ≤ −2 and high − w·σ(−z) for z ≥ 2 (σ of
+    a negative argument keeps its relative precision: no 1 − σ
+    cancellation near the ends), and between them the midpoint form
+    m + (w/2)·tanh(z/2), m = low + w/2, which near the midpoint keeps x's
+    relative precision however wide the interval (with bounds ±10¹², the
+    end forms put x = 0.5 on a grid of 10⁻⁴)."""
     width = high - low
-    return np.where(z < 0, low + width * np.exp(_log_sigmoid(z)), high - width * np.exp(_log_sigmoid(-z)))
+    middle = (low + 0.5 * width) + (0.5 * width) * np.tanh(0.5 * z)
+    far = np.abs(z) >= _MIDDLE
+    if not far.any():
+        return middle
+    ends = np.where(z < 0, low + width * np.exp(_log_sigmoid(z)), high - width * np.exp(_log_sigmoid(-z)))
+    return np.where(far, ends, middle)
+
+
+def _between_inverse(x, low, high):
+    """z of :func:`_between` from x in (low, high) (NaN outside): in the
+    midpoint form 2·atanh((x − m)/(w/2)) where it gives |z| < 2, else
+    log(x − low) − log(high − x)."""
+    half = 0.5 * (high - low)
+    t = (x - (low + half)) / half
+    middle = np.log1p(t) - np.log1p(-t)
+    ends = np.where(x > low, np.log(x - low), np.nan) - np.where(x < high, np.log(high - x), np.nan)
+    return np.where(np.abs(middle) < _MIDDLE, middle, ends)
 
 
 def _one_sided_log_jacobian(z, end):
@@ -128,7 +153,8 @@ def _unconstrain(x, low, high):
     with np.errstate(divide="ignore", invalid="ignore"):
         above = np.where(x > low, np.log(x - low), np.nan)
         below = np.where(x < high, np.log(high - x), np.nan)
-        return np.where(has_low & has_high, above - below, np.where(has_low, above, np.where(has_high, below, x)))
+        between = _between_inverse(x, low, high)
+        return np.where(has_low & has_high, between, np.where(has_low, above, np.where(has_high, below, x)))
 
 
 def _log_jacobian(z, low, high):

@@ -113,6 +113,46 @@ def test_the_interval_transform_near_its_ends():
     assert beta.from_unconstrained(40.0) == 1.0
 
 
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-1.0, 1.0), (-5.0, 1e3), (0.0, 1e12), (-1e12, 1e12),
+                                       (-1e16, 1e16), (2.0, 3.0)])
+def test_the_interval_transform_keeps_the_digits_of_x(low, high):
+    # x = low + w·σ(z) computed at 60 digits: the forward transform is
+    # within 4 units in the last place of the larger of |x| and the
+    # midpoint in the middle (|z| < 2), of |x| and the nearer end beyond
+    # (plus |z| units there: log σ(z) carries |z| of rounding into x);
+    # and in the middle x → z → x returns x to as many (beyond, z's own
+    # rounding, times dx/dz, can be more). Wide intervals ("±1e12 for no
+    # bound") put x = 0.5 on a grid of 1e-4, and at ±1e16 on 0
+    decimal = pytest.importorskip("decimal")
+    context = decimal.Context(prec=60)
+    middle = abs(low + 0.5 * (high - low))
+    xs = [x for x in [*np.linspace(low, high, 41)[1:-1], 0.5, 1e-3, 1.0 + 1e-9, 2.5] if low < x < high]
+    for x in xs:
+        z = priors._unconstrain(np.array(x), low, high)
+        forward = float(priors._constrain(z, low, high))
+        exact = context.add(decimal.Decimal(low), context.divide(
+            context.subtract(decimal.Decimal(high), decimal.Decimal(low)),
+            context.add(1, context.exp(-decimal.Decimal(float(z))))))
+        scale = middle if abs(z) < 2 else abs(low if z < 0 else high)
+        unit = np.spacing(max(abs(x), scale))
+        assert abs(forward - float(exact)) <= (4 + (abs(z) if abs(z) >= 2 else 0)) * unit, (x, z)
+        assert abs(z) >= 2 or abs(forward - x) <= 4 * unit, (x, z)
+
+
+@pytest.mark.filterwarnings("ignore::kameleon.SamplingWarning")
+@pytest.mark.parametrize("bound", [1e12, 1e16])
+def test_wide_bounds_leave_the_draws_their_digits(bound):
+    # the posterior N(0.5, 0.1²) inside bounds of ±1e12 had its draws on a
+    # grid of 1e-4; inside ±1e16 every draw was 0.0 (the start 0.5 itself
+    # rounded away)
+    idata = km.sample(lambda x: -50.0 * float((x[0] - 0.5) ** 2), [0.5], bounds=[(-bound, bound)],
+                      sampler=km.AM(), draws=500, tune=500, chains=2, seed=1, progress=False)
+    x = idata.posterior["x"].values.ravel()
+    assert 0.3 < x.mean() < 0.7 and 0.05 < x.std() < 0.2
+    off_grid = np.abs(x * 1e4 - np.round(x * 1e4))
+    assert np.median(off_grid) > 0.1  # spread over the grid's cells, as on a fine scale
+
+
 # ── conjugate posteriors through sample(prior=) ──────────────────────────
 
 
