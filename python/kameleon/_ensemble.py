@@ -24,6 +24,7 @@ from ._sample import (
     __version__,
     _checkpoint_every,
     _checkpointed_prior,
+    _existing_checkpoint,
     _checkpoint_path,
     _density,
     _density_record,
@@ -206,7 +207,7 @@ def resume_ensemble(
     progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
     checkpoint_every = _checkpoint_every(checkpoint_every)
     path = _path(path, "path")
-    header = _core.ensemble_checkpoint_header(path)
+    header = _core.ensemble_checkpoint_header(_existing_checkpoint(path))
     _check_dimension(log_density, header["dim"], "the checkpointed run")
     if vectorize and (prior is not None or bounds is not None):
         raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import errno
 import importlib.metadata
 import json
 import math
@@ -78,6 +79,14 @@ def _path(value, name: str) -> str:
         return os.fsdecode(os.fspath(value))
     except TypeError:
         raise TypeError(f"`{name}` must be a file path (a str or os.PathLike), got {value!r:.60}") from None
+
+
+def _existing_checkpoint(path: str) -> str:
+    """``path``, a checkpoint to continue, if a file is there; else
+    ``FileNotFoundError`` (the extension's error was a bare ``OSError``)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "no checkpoint to continue at this path", path)
+    return path
 
 
 def _checkpoint_path(checkpoint) -> str | None:
@@ -1441,7 +1450,7 @@ def _continue(
     # absolute: worker processes keep the folder they started in
     path = os.path.abspath(_path(path, "path"))
     _parallel.gather_parts(path)
-    header = _core.checkpoint_header(path)
+    header = _core.checkpoint_header(_existing_checkpoint(path))
     _check_dimension(log_density, header["dim"], "the checkpointed run")
     is_hmc = json.loads(header["settings"])["kind"] == "HMC"
     log_density, parameter_names, constrained = _checkpointed_prior(

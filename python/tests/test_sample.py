@@ -368,8 +368,12 @@ def test_resume_rejects_a_file_that_is_not_a_checkpoint(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="bad.ckpt"):
         km.resume(bad, lambda x: 0.0)
-    with pytest.raises(OSError, match="missing.ckpt"):
-        km.resume(tmp_path / "missing.ckpt", lambda x: 0.0)
+    # a missing file is the FileNotFoundError a user catches (it was a bare
+    # OSError), for every way of continuing a run
+    missing = tmp_path / "missing.ckpt"
+    for resume in (km.resume, km.resume_ensemble, lambda path, f: km.extend(path, f, draws=1)):
+        with pytest.raises(FileNotFoundError, match="missing.ckpt"):
+            resume(missing, lambda x: 0.0)
 
 
 def test_a_checkpoint_that_cannot_be_saved_is_refused_before_the_run(tmp_path):
