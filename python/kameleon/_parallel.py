@@ -656,9 +656,12 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
         tasks = len(xs) if executor is not None and workers == 1 else workers
         chunks = np.array_split(xs, min(len(xs), tasks))
         # the pool is held for each evaluation only: runs from other threads
-        # go on between two half sweeps, and may have replaced it
+        # go on between two half sweeps, and may have replaced it (a worker
+        # that died shows as BrokenProcessPool, below)
         with _Pool.lock if executor is None else contextlib.nullcontext():
-            submit = (executor or _Pool.get(workers).executor).submit
+            if executor is None and (_Pool.current is None or _Pool.current.workers != workers):
+                _Pool.get(workers)
+            submit = (executor or _Pool.current.executor).submit
             futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
             try:
                 values = [v for future in futures for v in future.result()]
