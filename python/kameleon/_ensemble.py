@@ -137,8 +137,7 @@ def sample_ensemble(
     tune = _integer("tune", tune, 0)
     seed = _seed(seed)
     checkpoint = _checkpoint_path(checkpoint)
-    if vectorize and (prior is not None or bounds is not None):
-        raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
+    _no_prior_when_vectorized(vectorize, prior, bounds)
     log_density, x0, parameter_names, constrained = with_prior(
         log_density, x0, walkers, seed, prior, bounds, parameter_names, _default_walkers
     )
@@ -209,8 +208,7 @@ def resume_ensemble(
     path = _path(path, "path")
     header = _core.ensemble_checkpoint_header(_existing_checkpoint(path))
     _check_dimension(log_density, header["dim"], "the checkpointed run")
-    if vectorize and (prior is not None or bounds is not None):
-        raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
+    _no_prior_when_vectorized(vectorize, prior, bounds)
     log_density, parameter_names, constrained = _checkpointed_prior(
         log_density, prior, bounds, False, header["dim"], parameter_names
     )
@@ -251,6 +249,13 @@ def _run_interruptible(call, totals, progress: bool):
             return call(check)
 
         return _run(interruptible, totals, progress, labels=["sweeps"])
+
+
+def _no_prior_when_vectorized(vectorize: bool, prior, bounds) -> None:
+    """``ValueError`` for ``vectorize=True`` with ``prior``/``bounds``: the
+    walkers' rows would need the prior's transform row by row."""
+    if vectorize and (prior is not None or bounds is not None):
+        raise ValueError("`vectorize=True` takes a plain (k, d) log density, not with `prior=`/`bounds=`")
 
 
 def _walkers_density(log_density, vectorize: bool, cores, executor, walkers: int):

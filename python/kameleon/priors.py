@@ -113,14 +113,12 @@ def _between(z, low, high):
     return np.where(far, ends, middle)
 
 
-def _between_inverse(x, low, high):
-    """z of :func:`_between` from x in (low, high) (NaN outside): in the
-    midpoint form 2·atanh((x − m)/(w/2)) where it gives |z| < 2, else
-    log(x − low) − log(high − x)."""
+def _between_inverse(x, low, high, ends):
+    """z of :func:`_between` from x: the midpoint form 2·atanh((x − m)/(w/2))
+    where it gives |z| < 2, else ``ends``, log(x − low) − log(high − x)."""
     half = 0.5 * (high - low)
     t = (x - (low + half)) / half
     middle = np.log1p(t) - np.log1p(-t)
-    ends = np.where(x > low, np.log(x - low), np.nan) - np.where(x < high, np.log(high - x), np.nan)
     return np.where(np.abs(middle) < _MIDDLE, middle, ends)
 
 
@@ -153,7 +151,7 @@ def _unconstrain(x, low, high):
     with np.errstate(divide="ignore", invalid="ignore"):
         above = np.where(x > low, np.log(x - low), np.nan)
         below = np.where(x < high, np.log(high - x), np.nan)
-        between = _between_inverse(x, low, high)
+        between = _between_inverse(x, low, high, above - below)
         return np.where(has_low & has_high, between, np.where(has_low, above, np.where(has_high, below, x)))
 
 
