@@ -113,7 +113,11 @@ def sample_ensemble(
     density is pickled with cloudpickle; one task per worker and half
     sweep), ``executor`` on any :class:`concurrent.futures.Executor` (one
     task per walker of the half sweep, or ``cores`` tasks if ``cores`` > 1):
-    this pays for densities that take milliseconds or more.
+    this pays for densities that take milliseconds or more. The pickled
+    density travels with the first half sweep's tasks only; a worker that
+    lacks it later (one that joined the executor, or a process started per
+    task) asks for it and is sent it again, which costs such executors a
+    second round trip per task.
     The walkers are the same in every case.
 
     With ``checkpoint``, the run is saved there every ``checkpoint_every``

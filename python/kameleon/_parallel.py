@@ -3,9 +3,15 @@
 
 Each chain is one task. The parent pickles the log density once (with
 cloudpickle, so lambdas and closures travel); a worker unpickles it once
-and runs its chain through the same extension call as the in-process path,
-as chain ``k`` of the seed, so the chain is bit-identical to the one
-``cores=1`` gives. The parent gathers the chains in order.
+and keeps it, then runs its chain through the same extension call as the
+in-process path, as chain ``k`` of the seed, so the chain is bit-identical
+to the one ``cores=1`` gives. The parent gathers the chains in order. The
+density's bytes travel once per worker, not with every task, so a density
+that holds a large dataset costs no more per task than a small one: on the
+pool started here, chain tasks carry the path of a file that holds them
+for the run; the ensemble's evaluations, on any executor, carry them in
+their first round only and again for a worker that lacks them
+(:class:`MissingDensity`).
 
 On the worker pool this module starts itself (``parallel="process"``), the
 workers also report their progress and watch a stop flag, through a queue
@@ -27,10 +33,11 @@ import queue
 import re
 import signal
 import sys
+import tempfile
 import threading
 import warnings
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -130,7 +137,7 @@ class ChainTask:
     record; at most ``evaluation_limit`` log-density evaluations."""
 
     key: str
-    blob: bytes
+    density: bytes | str
     kind: str
     settings: str
     x0: list[float] | None
@@ -147,16 +154,29 @@ class ChainTask:
     density_record: Any
 
 
-def _density_of(key: str, blob: bytes) -> tuple[Callable, Callable | None]:
-    """The (function, gradient) pickled as ``blob``, unpickled once per
-    worker process."""
+class MissingDensity(Exception):
+    """Raised in a worker given only a density's key for a density it does
+    not hold (a worker that joined late, or that an executor started for the
+    task): the parent sends the task again with the density."""
+
+
+def _density_of(key: str, source: bytes | str | None) -> tuple[Callable, Callable | None]:
+    """The (function, gradient) pickled under ``key``, unpickled once per
+    worker process from ``source``: the pickled bytes, the path of a file
+    holding them, or None where the worker is expected to hold it already
+    (:class:`MissingDensity` otherwise)."""
     if key not in _densities:
         import pickle
 
+        if source is None:
+            raise MissingDensity(key)
+        if isinstance(source, str):
+            with open(source, "rb") as file:
+                source = file.read()
         if len(_densities) >= _KEPT_DENSITIES:
             # a long-lived pool serves many runs: keep the latest densities only
             _densities.pop(next(iter(_densities)))
-        _densities[key] = pickle.loads(blob)
+        _densities[key] = pickle.loads(source)
     return _densities[key]
 
 
@@ -207,7 +227,7 @@ def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
 
 
 def _run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
-    function, gradient = _density_of(task.key, task.blob)
+    function, gradient = _density_of(task.key, task.density)
     progress = None
     steps = [None]
     if _channel is not None:
@@ -242,11 +262,12 @@ def _run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
     return result["chains"][0], bool(result["interrupted"]), steps[0]
 
 
-def evaluate_rows(key: str, blob: bytes, rows: np.ndarray) -> list[float]:
+def evaluate_rows(key: str, density: bytes | None, rows: np.ndarray) -> list[float]:
     """The log density of each row of ``rows``, in a worker, as floats (a
-    value that is not a real float is the extension's ``TypeError``)."""
+    value that is not a real float is the extension's ``TypeError``);
+    ``density`` as for :func:`_density_of`."""
     with _sendable_errors():
-        function, _ = _density_of(key, blob)
+        function, _ = _density_of(key, density)
         return [_core.log_density_value(function, function(np.array(row, dtype=np.float64))) for row in rows]
 
 
@@ -542,7 +563,35 @@ def run(
     if executor is not None:
         return _run_tasks(tasks, totals, None, executor, bars, checkpoint)
     with _Pool.lock:
-        return _run_tasks(tasks, totals, _Pool.get(workers), None, bars, checkpoint)
+        pool = _Pool.get(workers)
+        with _density_file(tasks[0].density) as density:
+            tasks = [replace(task, density=density) for task in tasks]
+            return _run_tasks(tasks, totals, pool, None, bars, checkpoint)
+
+
+@contextlib.contextmanager
+def _density_file(density: bytes):
+    """While inside, the path of a temporary file holding ``density`` (the
+    pickled log density), which the pool's workers read once each instead of
+    receiving it with every task; removed on leaving, when every task has
+    ended. If the file cannot be written (no room), ``density`` itself."""
+    try:
+        file = tempfile.NamedTemporaryFile(prefix="kameleon-density-", suffix=".pickle", delete=False)
+    except OSError:
+        yield density
+        return
+    try:
+        with file:
+            try:
+                file.write(density)
+            except OSError:
+                written = False
+            else:
+                written = True
+        yield file.name if written else density
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(file.name)
 
 
 def _run_tasks(
@@ -642,15 +691,18 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
     """A vectorised log density ``f(xs) -> values`` that evaluates the rows
     of ``xs`` with ``function`` on the pool of ``workers`` processes started
     here, one task per worker, or on ``executor``, ``workers`` tasks (one
-    per row if ``workers`` is 1). An exception
-    of ``function`` is re-raised (with the worker's traceback as its
-    cause)."""
+    per row if ``workers`` is 1). The tasks of the first evaluation carry
+    the pickled density; later ones only its key, and a worker that lacks
+    it is sent it again. An exception of ``function`` is re-raised (with
+    the worker's traceback as its cause)."""
     key, blob = pickle_density(function, None)
     if executor is None:
         with _Pool.lock:
             _Pool.get(workers)  # started (or refused) before the run
+    first = True
 
     def evaluate(xs: np.ndarray) -> np.ndarray:
+        nonlocal first
         # a user's executor has as many workers as it has: a task per row
         # unless `workers` says how many
         tasks = len(xs) if executor is not None and workers == 1 else workers
@@ -662,8 +714,12 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
             if executor is None and (_Pool.current is None or _Pool.current.workers != workers):
                 _Pool.get(workers)
             submit = (executor or _Pool.current.executor).submit
-            futures = [submit(evaluate_rows, key, blob, chunk) for chunk in chunks]
+            futures = [submit(evaluate_rows, key, blob if first else None, chunk) for chunk in chunks]
+            first = False
             try:
+                for i, future in enumerate(futures):
+                    if isinstance(future.exception(), MissingDensity):
+                        futures[i] = submit(evaluate_rows, key, blob, chunks[i])
                 values = [v for future in futures for v in future.result()]
             except (BrokenProcessPool, _CarriedError) as err:
                 raise explained(err) from err.__cause__

@@ -1036,8 +1036,10 @@ def sample(
     on threads takes turns on the GIL, so ``parallel`` decides: with
     ``"process"`` the chains run in ``cores`` worker processes (started
     with forkserver, or spawn where there is none; kept for later runs with
-    as many workers), the density pickled once per worker with cloudpickle
-    (lambdas and closures work; an unpicklable one is a ``TypeError``
+    as many workers), the density pickled once with cloudpickle and read
+    once per worker from a temporary file (lambdas and closures work, and a
+    closure over a large dataset is not sent with every chain; an
+    unpicklable one is a ``TypeError``
     saying what to do); with ``"thread"`` on threads in this process; with
     None (the default) on processes when ``min(cores, chains) > 1`` and the
     log density's estimated work in the run (the time of one call, the one

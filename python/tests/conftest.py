@@ -1,5 +1,7 @@
+import concurrent.futures
 import math
 import os
+import pickle
 import signal
 import subprocess
 import time
@@ -55,6 +57,22 @@ def quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
         yield
+
+
+@pytest.fixture
+def submitted_bytes(monkeypatch):
+    """The pickled size of each task submitted to any
+    ``ProcessPoolExecutor`` in this process while the test runs (the pool
+    kameleon starts and a user's), in order."""
+    sizes = []
+    submit = concurrent.futures.ProcessPoolExecutor.submit
+
+    def recording(self, fn, /, *args, **kwargs):
+        sizes.append(len(pickle.dumps((fn, args, kwargs))))
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit", recording)
+    return sizes
 
 
 def interrupt_and_wait(proc: subprocess.Popen) -> tuple[int, str, float]:

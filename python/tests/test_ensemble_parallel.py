@@ -8,6 +8,7 @@ import os
 import signal
 import warnings
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -60,6 +61,49 @@ def test_walkers_on_worker_processes_and_an_executor_are_the_same(reference):
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
         assert_same_walkers(km.sample_ensemble(log_density, np.ones(3), executor=pool, **RUN), reference)
+
+
+def holding_data(megabytes: float):
+    """``log_density`` as a closure that holds ``megabytes`` of data (as a
+    density holds its dataset), with the size of its pickled form."""
+    data = np.ones(int(megabytes * 1e6 / 8))
+
+    def density(x):
+        return log_density(x) + 0.0 * data[0]
+
+    return density, len(cloudpickle.dumps(density))
+
+
+def test_the_density_travels_once_per_worker_not_with_every_half_sweep(reference, submitted_bytes):
+    # every half sweep's tasks carried the pickled density: 400 half sweeps
+    # of a closure over a 50 MB array took 56 s where the density took 0.24
+    density, size = holding_data(1.0)
+    assert_same_walkers(km.sample_ensemble(density, np.ones(3), cores=2, **RUN), reference)
+    # one task per worker per evaluation; only the first round (the starts)
+    # and a worker that lacks the density (at most the 2 workers) carry it
+    evaluations = 1 + 2 * (RUN["draws"] + RUN["tune"])
+    assert len(submitted_bytes) >= 2 * evaluations
+    assert sum(submitted_bytes) < 4 * size + 2 * evaluations * 2_000
+
+
+def test_workers_that_keep_nothing_are_sent_the_density_again(reference, submitted_bytes):
+    # an executor that starts a process for every task (as a batch system
+    # does): every task sent without the density asks for it, and is sent
+    # again with it
+    density, size = holding_data(0.1)
+    # the server kameleon's own pool forks its workers from, with the
+    # package imported: a process per task starts in milliseconds
+    context = multiprocessing.get_context("forkserver")
+    short = dict(RUN, draws=2, tune=1)
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context, max_tasks_per_child=1) as pool:
+        got = km.sample_ensemble(density, np.ones(3), executor=pool, cores=2, **short)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        assert_same_walkers(got, km.sample_ensemble(log_density, np.ones(3), **short))
+    evaluations = 1 + 2 * (short["draws"] + short["tune"])
+    carrying = [n for n in submitted_bytes if n > size]
+    assert len(carrying) == 2 * evaluations
+    assert len(submitted_bytes) == 2 * evaluations + 2 * (evaluations - 1)
 
 
 def failing(x):

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -84,6 +85,23 @@ def test_process_workers_give_the_chains_of_one_thread(reference):
     closure = lambda x: -0.5 * (x[0] * x[0] + scale * x[1] * x[1] + 0.5 * x[2] * x[2])  # noqa: E731
     idata = km.sample(closure, X0, cores=2, parallel="process", **RUN)
     assert_same_chains(idata, reference)
+
+
+def test_chain_tasks_carry_the_density_once_per_worker(reference, submitted_bytes, monkeypatch, tmp_path):
+    # every chain's task carried the pickled density: 8 chains of a closure
+    # over a 50 MB array sent it 8 times through the pool's pipes
+    data = np.ones(125_000)  # 1 MB
+
+    def holding_data(x):
+        return gaussian(x) + 0.0 * data[0]
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    idata = km.sample(holding_data, X0, cores=2, parallel="process", **RUN)
+    assert_same_chains(idata, reference)
+    # the tasks carry the path of a file the workers read, removed after the run
+    assert len(submitted_bytes) >= RUN["chains"]
+    assert max(submitted_bytes) < 20_000
+    assert list(tmp_path.glob("kameleon-density-*")) == []
 
 
 def truncated(x):
