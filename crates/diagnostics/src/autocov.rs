@@ -95,17 +95,26 @@ fn twiddles(n: usize) -> std::rc::Rc<Twiddles> {
 /// Each butterfly multiplies and adds separately (no fused multiply-add), so
 /// the result does not depend on the order the butterflies of a stage run in.
 ///
-/// `im_is_zero` says that `im` holds only zeros (the transform of real
-/// data): the bit-reversal permutation then leaves it as it is.
-fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool, im_is_zero: bool) {
+/// `real` = `Some(m)` says that the data are real with zeros from entry m
+/// on (`im` holds only zeros, as does `re[m..]`): the bit-reversal
+/// permutation then leaves `im` as it is and skips the swaps of two zeros.
+fn fft_in_place(re: &mut [f64], im: &mut [f64], inverse: bool, real: Option<usize>) {
     let n = re.len();
     debug_assert!(n.is_power_of_two() && im.len() == n);
-    debug_assert!(!im_is_zero || im.iter().all(|&v| v == 0.0));
     let twiddles = twiddles(n);
-    for &(i, j) in &twiddles.swaps {
-        re.swap(i, j);
-        if !im_is_zero {
-            im.swap(i, j);
+    match real {
+        Some(m) => {
+            debug_assert!(im.iter().chain(&re[m.min(n)..]).all(|&v| v == 0.0));
+            // the swaps come in increasing order of their first entry
+            for &(i, j) in twiddles.swaps.iter().take_while(|&&(i, _)| i < m) {
+                re.swap(i, j);
+            }
+        }
+        None => {
+            for &(i, j) in &twiddles.swaps {
+                re.swap(i, j);
+                im.swap(i, j);
+            }
         }
     }
     butterflies(re, im, &twiddles, inverse);
@@ -124,16 +133,28 @@ fn butterflies(re: &mut [f64], im: &mut [f64], twiddles: &Twiddles, inverse: boo
 
 /// The butterfly stages of a radix-2 FFT on bit-reversed data: in stage
 /// `len` each block of len entries pairs entry k of its first half with
-/// entry k of its second, t = w_k·b, (a, b) ← (a + t, a − t). A stage whose
-/// half-blocks hold whole SIMD vectors runs a vector of k at a time; the
-/// arithmetic per entry is the scalar one, a multiplication and an addition
-/// or subtraction each (no fused multiply-add), so the result is the same
-/// on every CPU and at every vector width.
+/// entry k of its second, t = w_k·b, (a, b) ← (a + t, a − t). The
+/// arithmetic per entry is a multiplication and an addition or subtraction
+/// each (no fused multiply-add), at any vector width, so the result is the
+/// same on every CPU.
+///
+/// Two stages run in one pass where they can (stages len and 2·len on each
+/// block of 2·len entries, the four quarters' entries k in registers), and
+/// the passes run in groups, each group on blocks that stay in a cache
+/// level: stages up to [`L1_BLOCK`] entries on blocks of that many, then up
+/// to [`L2_BLOCK`], then the rest on the whole array. Every butterfly reads
+/// the values its stage would read over the whole array and computes them
+/// the same way, so the result is the stage-by-stage one bit for bit.
 struct Butterflies<'a> {
     re: &'a mut [f64],
     im: &'a mut [f64],
     factors: &'a StagedFactors,
 }
+
+/// Entries whose real and imaginary parts (32 KiB) stay in a core's L1 cache.
+const L1_BLOCK: usize = 1 << 11;
+/// Entries whose real and imaginary parts (1 MiB) stay in a core's L2 cache.
+const L2_BLOCK: usize = 1 << 16;
 
 impl pulp::WithSimd for Butterflies<'_> {
     type Output = ();
@@ -142,49 +163,155 @@ impl pulp::WithSimd for Butterflies<'_> {
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self { re, im, factors } = self;
         let n = re.len();
-        let mut len = 2;
-        while len <= n {
-            let half = len / 2;
-            let (cos, sin) = (
-                &factors.cos[half - 1..len - 1],
-                &factors.sin[half - 1..len - 1],
-            );
-            for (re, im) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
-                let (re_a, re_b) = re.split_at_mut(half);
-                let (im_a, im_b) = im.split_at_mut(half);
-                if half % S::F64_LANES == 0 {
-                    let (re_a, _) = S::as_mut_simd_f64s(re_a);
-                    let (re_b, _) = S::as_mut_simd_f64s(re_b);
-                    let (im_a, _) = S::as_mut_simd_f64s(im_a);
-                    let (im_b, _) = S::as_mut_simd_f64s(im_b);
-                    let (cos, _) = S::as_simd_f64s(cos);
-                    let (sin, _) = S::as_simd_f64s(sin);
-                    for k in 0..cos.len() {
-                        let (c, s) = (cos[k], sin[k]);
-                        let tr =
-                            simd.sub_f64s(simd.mul_f64s(re_b[k], c), simd.mul_f64s(im_b[k], s));
-                        let ti =
-                            simd.add_f64s(simd.mul_f64s(re_b[k], s), simd.mul_f64s(im_b[k], c));
-                        re_b[k] = simd.sub_f64s(re_a[k], tr);
-                        im_b[k] = simd.sub_f64s(im_a[k], ti);
-                        re_a[k] = simd.add_f64s(re_a[k], tr);
-                        im_a[k] = simd.add_f64s(im_a[k], ti);
-                    }
-                } else {
-                    for k in 0..half {
-                        let (c, s) = (cos[k], sin[k]);
-                        let tr = re_b[k] * c - im_b[k] * s;
-                        let ti = re_b[k] * s + im_b[k] * c;
-                        re_b[k] = re_a[k] - tr;
-                        im_b[k] = im_a[k] - ti;
-                        re_a[k] += tr;
-                        im_a[k] += ti;
-                    }
+        let mut first = 2;
+        for block in [L1_BLOCK, L2_BLOCK, n] {
+            let block = block.min(n);
+            if first > block {
+                continue;
+            }
+            for (re, im) in re.chunks_exact_mut(block).zip(im.chunks_exact_mut(block)) {
+                let mut len = first;
+                while 2 * len <= block {
+                    stage_pair(simd, re, im, factors, len);
+                    len *= 4;
+                }
+                if len <= block {
+                    stage(simd, re, im, factors, len);
                 }
             }
-            len *= 2;
+            first = 2 * block;
         }
     }
+}
+
+/// The factors (cos, sin) of stage `len`.
+fn stage_factors(factors: &StagedFactors, len: usize) -> (&[f64], &[f64]) {
+    let half = len / 2;
+    (
+        &factors.cos[half - 1..len - 1],
+        &factors.sin[half - 1..len - 1],
+    )
+}
+
+/// Complex numbers as (real parts, imaginary parts), a vector of each.
+type Complex<S> = (<S as pulp::Simd>::f64s, <S as pulp::Simd>::f64s);
+
+/// The butterfly of (a, b) with the factor w = c + i·s: t = w·b,
+/// (a + t, a − t).
+#[inline(always)]
+fn butterfly<S: pulp::Simd>(
+    simd: S,
+    a: Complex<S>,
+    b: Complex<S>,
+    (c, s): Complex<S>,
+) -> (Complex<S>, Complex<S>) {
+    let tr = simd.sub_f64s(simd.mul_f64s(b.0, c), simd.mul_f64s(b.1, s));
+    let ti = simd.add_f64s(simd.mul_f64s(b.0, s), simd.mul_f64s(b.1, c));
+    (
+        (simd.add_f64s(a.0, tr), simd.add_f64s(a.1, ti)),
+        (simd.sub_f64s(a.0, tr), simd.sub_f64s(a.1, ti)),
+    )
+}
+
+/// Stage `len` on every block of `len` entries: whole vectors of k where
+/// the half-blocks hold them, else one entry at a time.
+#[inline(always)]
+fn stage<S: pulp::Simd>(
+    simd: S,
+    re: &mut [f64],
+    im: &mut [f64],
+    factors: &StagedFactors,
+    len: usize,
+) {
+    if !(len / 2).is_multiple_of(S::F64_LANES) {
+        return stage(pulp::Scalar::new(), re, im, factors, len);
+    }
+    let (cos, sin) = stage_factors(factors, len);
+    let (cos, sin) = (lanes::<S>(cos), lanes::<S>(sin));
+    for (re, im) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
+        let (re_a, re_b) = re.split_at_mut(len / 2);
+        let (im_a, im_b) = im.split_at_mut(len / 2);
+        let (re_a, re_b) = (S::as_mut_simd_f64s(re_a).0, S::as_mut_simd_f64s(re_b).0);
+        let (im_a, im_b) = (S::as_mut_simd_f64s(im_a).0, S::as_mut_simd_f64s(im_b).0);
+        for k in 0..cos.len() {
+            let (a, b) = butterfly(
+                simd,
+                (re_a[k], im_a[k]),
+                (re_b[k], im_b[k]),
+                (cos[k], sin[k]),
+            );
+            (re_a[k], im_a[k]) = a;
+            (re_b[k], im_b[k]) = b;
+        }
+    }
+}
+
+/// Stages `len` and 2·`len` in one pass over every block of 2·`len`
+/// entries, split into quarters Q0 … Q3 of `len`/2: stage `len` pairs Q0
+/// with Q1 and Q2 with Q3 (factor k of its own), then stage 2·`len` pairs
+/// Q0 with Q2 (factor k) and Q1 with Q3 (factor `len`/2 + k).
+#[inline(always)]
+fn stage_pair<S: pulp::Simd>(
+    simd: S,
+    re: &mut [f64],
+    im: &mut [f64],
+    factors: &StagedFactors,
+    len: usize,
+) {
+    let quarter = len / 2;
+    if !quarter.is_multiple_of(S::F64_LANES) {
+        return stage_pair(pulp::Scalar::new(), re, im, factors, len);
+    }
+    let (cos1, sin1) = stage_factors(factors, len);
+    let (cos2, sin2) = stage_factors(factors, 2 * len);
+    let (cos2_low, cos2_high) = cos2.split_at(quarter);
+    let (sin2_low, sin2_high) = sin2.split_at(quarter);
+    let (cos1, sin1) = (lanes::<S>(cos1), lanes::<S>(sin1));
+    let (cos2_low, sin2_low) = (lanes::<S>(cos2_low), lanes::<S>(sin2_low));
+    let (cos2_high, sin2_high) = (lanes::<S>(cos2_high), lanes::<S>(sin2_high));
+    for (re, im) in re
+        .chunks_exact_mut(2 * len)
+        .zip(im.chunks_exact_mut(2 * len))
+    {
+        let [r0, r1, r2, r3] = quarters(re, quarter);
+        let [i0, i1, i2, i3] = quarters(im, quarter);
+        let (r0, r1, r2, r3) = (
+            S::as_mut_simd_f64s(r0).0,
+            S::as_mut_simd_f64s(r1).0,
+            S::as_mut_simd_f64s(r2).0,
+            S::as_mut_simd_f64s(r3).0,
+        );
+        let (i0, i1, i2, i3) = (
+            S::as_mut_simd_f64s(i0).0,
+            S::as_mut_simd_f64s(i1).0,
+            S::as_mut_simd_f64s(i2).0,
+            S::as_mut_simd_f64s(i3).0,
+        );
+        for k in 0..cos1.len() {
+            let w1 = (cos1[k], sin1[k]);
+            let (q0, q1) = butterfly(simd, (r0[k], i0[k]), (r1[k], i1[k]), w1);
+            let (q2, q3) = butterfly(simd, (r2[k], i2[k]), (r3[k], i3[k]), w1);
+            let (q0, q2) = butterfly(simd, q0, q2, (cos2_low[k], sin2_low[k]));
+            let (q1, q3) = butterfly(simd, q1, q3, (cos2_high[k], sin2_high[k]));
+            (r0[k], i0[k]) = q0;
+            (r1[k], i1[k]) = q1;
+            (r2[k], i2[k]) = q2;
+            (r3[k], i3[k]) = q3;
+        }
+    }
+}
+
+/// The whole vectors of `x`.
+fn lanes<S: pulp::Simd>(x: &[f64]) -> &[S::f64s] {
+    S::as_simd_f64s(x).0
+}
+
+/// `x` split into four consecutive quarters of `quarter` entries.
+fn quarters(x: &mut [f64], quarter: usize) -> [&mut [f64]; 4] {
+    let (low, high) = x.split_at_mut(2 * quarter);
+    let (q0, q1) = low.split_at_mut(quarter);
+    let (q2, q3) = high.split_at_mut(quarter);
+    [q0, q1, q2, q3]
 }
 
 /// Sample autocovariances γ̂_k = (1/n) Σ_{t=0}^{n−1−k} (x_t − x̄)(x_{t+k} − x̄) for all lags
@@ -265,12 +392,12 @@ fn fft_autocovariance(x: &[f64]) -> Vec<f64> {
     for (r, &v) in re.iter_mut().zip(x) {
         *r = v - mean;
     }
-    fft_in_place(&mut re, &mut im, false, true);
+    fft_in_place(&mut re, &mut im, false, Some(n));
     for (r, i) in re.iter_mut().zip(im.iter_mut()) {
         *r = *r * *r + *i * *i;
         *i = 0.0;
     }
-    fft_in_place(&mut re, &mut im, true, true);
+    fft_in_place(&mut re, &mut im, true, Some(len));
     let scale = 1.0 / (len as f64 * n as f64);
     re.truncate(n);
     re.iter_mut().for_each(|v| *v *= scale);
@@ -293,7 +420,7 @@ mod tests {
             .collect();
         let im0: Vec<f64> = (0..n).map(|i| (i as f64 * 0.3).cos()).collect();
         let (mut re, mut im) = (re0.clone(), im0.clone());
-        fft_in_place(&mut re, &mut im, false, false);
+        fft_in_place(&mut re, &mut im, false, None);
         for k in 0..n {
             let (mut sr, mut si) = (0.0, 0.0);
             for t in 0..n {
@@ -304,10 +431,73 @@ mod tests {
             assert!((re[k] - sr).abs() < 1e-12 && (im[k] - si).abs() < 1e-12);
         }
         // Inverse recovers the input up to the factor n.
-        fft_in_place(&mut re, &mut im, true, false);
+        fft_in_place(&mut re, &mut im, true, None);
         for t in 0..n {
             assert!((re[t] / n as f64 - re0[t]).abs() < 1e-13);
             assert!((im[t] / n as f64 - im0[t]).abs() < 1e-13);
+        }
+    }
+
+    /// The butterflies one stage after another over the whole array, one
+    /// entry at a time: the order of operations the cache-blocked, paired
+    /// and vectorised stages must reproduce bit for bit.
+    fn stage_by_stage(re: &mut [f64], im: &mut [f64], factors: &StagedFactors) {
+        let n = re.len();
+        let mut len = 2;
+        while len <= n {
+            let half = len / 2;
+            for start in (0..n).step_by(len) {
+                for k in 0..half {
+                    let (c, s) = (factors.cos[half - 1 + k], factors.sin[half - 1 + k]);
+                    let (a, b) = (start + k, start + k + half);
+                    let tr = re[b] * c - im[b] * s;
+                    let ti = re[b] * s + im[b] * c;
+                    (re[b], im[b]) = (re[a] - tr, im[a] - ti);
+                    (re[a], im[a]) = (re[a] + tr, im[a] + ti);
+                }
+            }
+            len *= 2;
+        }
+    }
+
+    #[test]
+    fn butterflies_equal_the_stage_by_stage_radix_2_bit_for_bit() {
+        // every length from 2 to past both cache blocks: odd and even
+        // numbers of stages in each group, quarters shorter than a vector
+        // (one entry at a time) and whole vectors of every width
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        for log_n in 1..=18 {
+            let n = 1usize << log_n;
+            let re0: Vec<f64> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
+            let im0: Vec<f64> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
+            let twiddles = Twiddles::new(n);
+            for (inverse, factors) in [(false, &twiddles.forward), (true, &twiddles.inverse)] {
+                let (mut re, mut im) = (re0.clone(), im0.clone());
+                butterflies(&mut re, &mut im, &twiddles, inverse);
+                let (mut re_ref, mut im_ref) = (re0.clone(), im0.clone());
+                stage_by_stage(&mut re_ref, &mut im_ref, factors);
+                let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&re), bits(&re_ref), "n = {n}, inverse = {inverse}");
+                assert_eq!(bits(&im), bits(&im_ref), "n = {n}, inverse = {inverse}");
+            }
+        }
+    }
+
+    #[test]
+    fn real_data_skip_only_swaps_of_two_zeros() {
+        // the permutation of real data zero from m on equals the full one
+        let n = 1 << 10;
+        for m in [1, 100, n / 2, n / 2 + 1, n] {
+            let re0: Vec<f64> = (0..n)
+                .map(|i| if i < m { i as f64 + 0.5 } else { 0.0 })
+                .collect();
+            let (mut re, mut im) = (re0.clone(), vec![0.0; n]);
+            fft_in_place(&mut re, &mut im, false, Some(m));
+            let (mut re_full, mut im_full) = (re0, vec![0.0; n]);
+            fft_in_place(&mut re_full, &mut im_full, false, None);
+            let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&re), bits(&re_full), "m = {m}");
+            assert_eq!(bits(&im), bits(&im_full), "m = {m}");
         }
     }
 
