@@ -784,6 +784,18 @@ def _evaluations(result: dict, header: dict, lengths: Sequence[int]) -> list[int
     return out
 
 
+def _stacked(chains: list[dict], key: str, n: int) -> np.ndarray:
+    """The chains' arrays ``key``, their first ``n`` draws, stacked as
+    (chain, draw, …). Each chain's array is dropped from its dict once
+    copied, so a long run's draws are held twice only a chain at a time."""
+    first = chains[0][key]
+    out = np.empty((len(chains), n) + first.shape[1:], dtype=first.dtype)
+    for k, chain in enumerate(chains):
+        out[k] = chain[key][:n]
+        chain[key] = None
+    return out
+
+
 def _to_arviz(
     result: dict, header: dict, parameter_names: Sequence[str] | None, what: str, extra: dict | None = None
 ):
@@ -796,13 +808,9 @@ def _to_arviz(
             UserWarning,
             stacklevel=_parallel.outside_stacklevel(),
         )
-    samples = np.stack([c["samples"][:n] for c in chains])  # (chain, draw, d)
+    samples = _stacked(chains, "samples", n)  # (chain, draw, d)
     posterior = posterior_variables(samples, parameter_names)
-    stats = {
-        "lp": np.stack([c["lp"][:n] for c in chains]),
-        "accepted": np.stack([c["accepted"][:n] for c in chains]),
-        "acceptance_probability": np.stack([c["acceptance_probability"][:n] for c in chains]),
-    }
+    stats = {key: _stacked(chains, key, n) for key in ("lp", "accepted", "acceptance_probability")}
     names = list(parameter_names) if parameter_names is not None else [f"x[{j}]" for j in range(samples.shape[2])]
     figures, problems = _check_chains(
         samples,

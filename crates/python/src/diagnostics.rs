@@ -46,18 +46,20 @@ fn per_parameter(
     let f = diagnostic(name)?;
     let array = draws.as_array();
     let (chains, n, d) = array.dim();
-    // one contiguous (chains × n) block per parameter
-    let mut columns = vec![0.0; d * chains * n];
-    for ((c, t, j), &v) in array.indexed_iter() {
-        columns[(j * chains + c) * n + t] = v;
-    }
-    let block = chains * n;
     let results: Vec<kameleon_diagnostics::Result<f64>> = py.detach(|| {
         (0..d)
             .into_par_iter()
             .map(|j| {
+                // this parameter's draws, a contiguous row per chain, copied
+                // here: a copy of every parameter at once would hold the
+                // draws' memory a second time
+                let column: Vec<f64> = array
+                    .index_axis(numpy::ndarray::Axis(2), j)
+                    .iter()
+                    .copied()
+                    .collect();
                 let rows: Vec<&[f64]> = (0..chains)
-                    .map(|c| &columns[j * block + c * n..j * block + (c + 1) * n])
+                    .map(|c| &column[c * n..(c + 1) * n])
                     .collect();
                 f(&rows)
             })
