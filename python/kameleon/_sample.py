@@ -684,6 +684,13 @@ def _per_parameter(diagnostic: str, samples: np.ndarray) -> np.ndarray:
     return np.array(_core.per_parameter(np.asarray(samples, dtype=np.float64), diagnostic, True))
 
 
+def _rhat_and_ess_bulk(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_per_parameter("rhat", samples)`` and ``_per_parameter("ess_bulk",
+    samples)``, computed together (they share the rank normalisation)."""
+    rhat, ess = _core.rhat_and_ess_bulk_per_parameter(np.asarray(samples, dtype=np.float64))
+    return np.array(rhat), np.array(ess)
+
+
 def _acceptance_problems(rates, stuck, exempt_high: bool) -> list[str]:
     """The problem lines for acceptance rates outside [1 %, 95 %] (chains
     in ``stuck`` are reported on their own line)."""
@@ -728,7 +735,7 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
     if chains >= 2:
         # infinite for chains frozen at different points, NaN for a
         # parameter with one value in every draw
-        rhat = _per_parameter("rhat", samples)
+        rhat, ess = _rhat_and_ess_bulk(samples)
         if not np.isnan(rhat).all():
             figures["rhat_max"] = float(np.nanmax(rhat))
         # the noise bars cost an ESS per chain and parameter: only past 1.01
@@ -744,7 +751,8 @@ def _check_chains(samples, accepted, accepted_total, sampler_kind: str, names: S
                     f"R-hat {rhat[worst]:.3f} > {limit:.3f} (worst parameter: {names[worst]}"
                     f"{'; the most sampling noise gives at its chains’ ESS' if noise else ''}): {_HINT_RHAT}"
                 )
-    ess = _per_parameter("ess_bulk", samples)
+    else:
+        ess = _per_parameter("ess_bulk", samples)
     if not np.isnan(ess).all():
         worst = int(np.nanargmin(ess))
         figures["ess_bulk_min"] = float(ess[worst])
@@ -1254,14 +1262,13 @@ class _StopRules:
         if n < _CHECK_MIN_DRAWS:
             return False
         samples = np.stack([c["samples"][:n] for c in result["chains"]])
+        if self.ess is not None and self.rhat is not None:
+            rhat, ess = _rhat_and_ess_bulk(samples)
+            return bool((ess >= self.ess).all() and (rhat <= self.rhat).all())
         if self.ess is not None:
-            ess = _per_parameter("ess_bulk", samples)
-            if not (ess >= self.ess).all():
-                return False
+            return bool((_per_parameter("ess_bulk", samples) >= self.ess).all())
         if self.rhat is not None:
-            rhat = _per_parameter("rhat", samples)
-            if not (rhat <= self.rhat).all():
-                return False
+            return bool((_per_parameter("rhat", samples) <= self.rhat).all())
         return True
 
     def out_of_time(self) -> bool:

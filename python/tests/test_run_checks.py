@@ -522,3 +522,18 @@ def test_a_long_run_holds_its_draws_about_once_more_at_most():
     idata = km.sample(target, np.zeros(d), draws=20_000, **run)
     ratio = (resident_bytes("VmHWM") - before) / idata.posterior["x"].values.nbytes
     assert ratio < 2.0
+
+
+def test_r_hat_and_bulk_ess_together_are_each_on_its_own():
+    # the checks compute both from one rank normalisation: the same figures
+    # bit for bit, NaN where one alone is NaN (a constant parameter)
+    from kameleon._sample import _per_parameter, _rhat_and_ess_bulk
+
+    rng = np.random.default_rng(8)
+    draws = rng.normal(size=(3, 400, 4)).cumsum(axis=1)
+    draws[:, :, 2] = np.round(draws[:, :, 2])
+    draws[:, :, 3] = 1.5
+    rhat, ess = _rhat_and_ess_bulk(draws)
+    np.testing.assert_array_equal(rhat.view(np.int64), _per_parameter("rhat", draws).view(np.int64))
+    np.testing.assert_array_equal(ess.view(np.int64), _per_parameter("ess_bulk", draws).view(np.int64))
+    assert np.isnan(rhat[3]) and np.isnan(ess[3]) and not np.isnan(rhat[:3]).any()

@@ -52,8 +52,8 @@ pub use coverage::{mean_norm, quantile_coverage_errors};
 pub use error::{DiagnosticsError, Result};
 pub use ess::{
     EssSummary, MIN_DRAWS, column, ess_bulk, ess_geyer, ess_geyer_per_dim, ess_multi_chain,
-    ess_per_second, ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split,
-    split_chains,
+    ess_per_second, ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank,
+    rhat_rank_and_ess_bulk, rhat_split, split_chains,
 };
 pub use kl::{Axis, Grid, IidFloor, KT_PSEUDO_COUNT, KlEstimate, MAX_BINS, ReferenceHistogram};
 pub use mmd::{MmdEstimator, MmdKernel, PolynomialKernel, mmd2, mmd2_polynomial};

@@ -3,7 +3,8 @@
 
 use kameleon_diagnostics::{
     DiagnosticsError, ess_bulk, ess_geyer, ess_geyer_per_dim, ess_multi_chain, ess_per_second,
-    ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_split, split_chains,
+    ess_summary, ess_tail, per_dimension, rank_normalize, rhat_rank, rhat_rank_and_ess_bulk,
+    rhat_split, split_chains,
 };
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -170,6 +171,36 @@ fn rhat_detects_location_and_scale_differences() {
     let with_wide = [refs[0], refs[1], refs[2], wide.as_slice()];
     assert!(rhat_split(&with_wide).unwrap() < 1.01);
     assert!(rhat_rank(&with_wide).unwrap() > 1.01);
+}
+
+/// The shared computation gives each function's figure bit for bit, on
+/// mixing, shifted, tied and constant chains, and both errors where the
+/// shared part fails.
+#[test]
+fn rhat_and_bulk_ess_together_are_each_on_its_own() {
+    let base: Vec<Vec<f64>> = (0..4).map(|s| ar1(0.7, 1001, 700 + s)).collect();
+    let shifted: Vec<f64> = base[3].iter().map(|v| v + 0.5).collect();
+    let tied: Vec<Vec<f64>> = base
+        .iter()
+        .map(|c| c.iter().map(|v| v.round()).collect())
+        .collect();
+    let constant = vec![2.0; 1001];
+    let sets: Vec<Vec<&[f64]>> = vec![
+        base.iter().map(Vec::as_slice).collect(),
+        vec![&base[0], &base[1], &base[2], &shifted],
+        tied.iter().map(Vec::as_slice).collect(),
+        vec![&base[0]],
+        vec![&constant, &constant],
+        vec![&base[0], &base[1][..3]],
+    ];
+    let bits = |r: &Result<f64, DiagnosticsError>| r.as_ref().map(|v| v.to_bits()).ok();
+    for chains in &sets {
+        let (rhat, ess) = rhat_rank_and_ess_bulk(chains);
+        assert_eq!(bits(&rhat), bits(&rhat_rank(chains)));
+        assert_eq!(bits(&ess), bits(&ess_bulk(chains)));
+        assert_eq!(rhat.is_err(), rhat_rank(chains).is_err());
+        assert_eq!(ess.is_err(), ess_bulk(chains).is_err());
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use kameleon_diagnostics::{
     MmdEstimator, PolynomialKernel, ess_bulk, ess_multi_chain, ess_tail, mmd2, mmd2_polynomial,
-    rhat_rank,
+    rhat_rank, rhat_rank_and_ess_bulk,
 };
 use kameleon_kernels::{Gaussian, Kernel, Laplacian};
 use numpy::{PyReadonlyArray2, PyReadonlyArray3, PyUntypedArrayMethods};
@@ -42,11 +42,44 @@ fn per_parameter(
     name: &str,
     nan_on_error: bool,
 ) -> PyResult<Vec<f64>> {
-    use rayon::prelude::*;
     let f = diagnostic(name)?;
+    each_parameter(py, &draws, f)
+        .into_iter()
+        .map(|r| match r {
+            Ok(v) => Ok(v),
+            Err(_) if nan_on_error => Ok(f64::NAN),
+            Err(e) => Err(PyValueError::new_err(e.to_string())),
+        })
+        .collect()
+}
+
+/// The rank-normalised split R-hat and bulk ESS of each parameter of draws
+/// (chains, draws, d), as `per_parameter`'s `"rhat"` and `"ess_bulk"` with
+/// `nan_on_error` give them, computed together (they share the rank
+/// normalisation).
+#[pyfunction]
+fn rhat_and_ess_bulk_per_parameter(
+    py: Python<'_>,
+    draws: PyReadonlyArray3<'_, f64>,
+) -> (Vec<f64>, Vec<f64>) {
+    let or_nan = |r: kameleon_diagnostics::Result<f64>| r.unwrap_or(f64::NAN);
+    each_parameter(py, &draws, rhat_rank_and_ess_bulk)
+        .into_iter()
+        .map(|(rhat, ess)| (or_nan(rhat), or_nan(ess)))
+        .unzip()
+}
+
+/// `f` of each parameter's chains of draws (chains, draws, d), the
+/// parameters in parallel without the GIL.
+fn each_parameter<T: Send>(
+    py: Python<'_>,
+    draws: &PyReadonlyArray3<'_, f64>,
+    f: impl Fn(&[&[f64]]) -> T + Sync + Send,
+) -> Vec<T> {
+    use rayon::prelude::*;
     let array = draws.as_array();
     let (chains, n, d) = array.dim();
-    let results: Vec<kameleon_diagnostics::Result<f64>> = py.detach(|| {
+    py.detach(|| {
         (0..d)
             .into_par_iter()
             .map(|j| {
@@ -58,21 +91,11 @@ fn per_parameter(
                     .iter()
                     .copied()
                     .collect();
-                let rows: Vec<&[f64]> = (0..chains)
-                    .map(|c| &column[c * n..(c + 1) * n])
-                    .collect();
+                let rows: Vec<&[f64]> = (0..chains).map(|c| &column[c * n..(c + 1) * n]).collect();
                 f(&rows)
             })
             .collect()
-    });
-    results
-        .into_iter()
-        .map(|r| match r {
-            Ok(v) => Ok(v),
-            Err(_) if nan_on_error => Ok(f64::NAN),
-            Err(e) => Err(PyValueError::new_err(e.to_string())),
-        })
-        .collect()
+    })
 }
 
 /// Squared MMD between samples `x` (n × d) and `y` (m × d) with the
@@ -131,6 +154,7 @@ fn mmd2_2d(
 /// Adds the diagnostics to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(per_parameter, m)?)?;
+    m.add_function(wrap_pyfunction!(rhat_and_ess_bulk_per_parameter, m)?)?;
     m.add_function(wrap_pyfunction!(mmd2_2d, m)?)?;
     Ok(())
 }
