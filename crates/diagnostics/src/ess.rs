@@ -385,8 +385,8 @@ pub fn rhat_rank(chains: &[&[f64]]) -> Result<f64> {
 
 /// [`rhat_rank`] and [`ess_bulk`] of the same chains, which share the rank
 /// normalisation of the split chains: each figure is the one its own
-/// function gives, bit for bit, for about a third less time than the two
-/// calls. An error of the shared part (too few draws, non-finite ones) is
+/// function gives, bit for bit, with that ranking done once instead of
+/// twice. An error of the shared part (too few draws, non-finite ones) is
 /// the error of both.
 pub fn rhat_rank_and_ess_bulk(chains: &[&[f64]]) -> (Result<f64>, Result<f64>) {
     let shared = split_checked(chains, "rhat_rank_and_ess_bulk").and_then(|split| {
