@@ -581,14 +581,13 @@ def _density_file(density: bytes):
         yield density
         return
     try:
-        with file:
-            try:
+        try:
+            with file:  # a full disk may refuse the write or the flush at close
                 file.write(density)
-            except OSError:
-                written = False
-            else:
-                written = True
-        yield file.name if written else density
+        except OSError:
+            yield density
+        else:
+            yield file.name
     finally:
         with contextlib.suppress(OSError):
             os.remove(file.name)

@@ -4,6 +4,7 @@ checkpoints."""
 
 import ast
 import concurrent.futures
+import io
 import math
 import multiprocessing
 import os
@@ -102,6 +103,39 @@ def test_chain_tasks_carry_the_density_once_per_worker(reference, submitted_byte
     assert len(submitted_bytes) >= RUN["chains"]
     assert max(submitted_bytes) < 20_000
     assert list(tmp_path.glob("kameleon-density-*")) == []
+
+
+class FullDisk(io.BytesIO):
+    """A temporary file on a full disk: the write fails, or only the flush
+    of the buffered write when the file is closed."""
+
+    name = "/nonexistent/kameleon-density-full"
+
+    def __init__(self, failing: str) -> None:
+        super().__init__()
+        self.failing = failing
+
+    def write(self, data):
+        if self.failing == "write":
+            raise OSError(28, "No space left on device")
+        return super().write(data)
+
+    def close(self):
+        if self.failing == "close":
+            raise OSError(28, "No space left on device")
+        super().close()
+
+
+@pytest.mark.parametrize("failing", ["create", "write", "close"])
+def test_without_room_for_the_density_file_the_tasks_carry_the_density(monkeypatch, failing):
+    def temporary_file(**kwargs):
+        if failing == "create":
+            raise OSError(28, "No space left on device")
+        return FullDisk(failing)
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", temporary_file)
+    with km._parallel._density_file(b"pickled") as density:
+        assert density == b"pickled"
 
 
 def truncated(x):
