@@ -264,11 +264,30 @@ def main() -> None:
         km.sample(cheap, np.zeros(2), sampler=km.AM.paper(), draws=1, tune=0, chains=2, cores=2, parallel="thread",
                   progress=False)
         thread.append(time.perf_counter() - start)
-    _parallel.shutdown_pool()
     say(f"- A run of 2 one-step chains that starts the pool of 2 workers: {cold:.2f} s.")
     say(f"- The same on the running pool: {1e3 * min(warm):.0f} ms (on threads: {1e3 * min(thread):.0f} ms), "
         f"so about {1e3 * (min(warm) - min(thread)):.0f} ms per run for the tasks (pickling the density, "
         "the round trips, the polling).")
+    # a density that holds a dataset: its pickle reaches each worker once
+    data = np.ones(50_000_000 // 8)
+    heavy = lambda x: -0.5 * float(x @ x) + 0.0 * data[0]  # noqa: E731
+    heavy_runs = {}
+    for name, density in (("small", cheap), ("heavy", heavy)):
+        chains, ensemble = math.inf, math.inf
+        for _ in range(2):
+            start = time.perf_counter()
+            km.sample(density, np.zeros(2), sampler=km.AM.paper(), draws=100, tune=0, chains=8, cores=2,
+                      parallel="process", progress=False)
+            chains = min(chains, time.perf_counter() - start)
+            start = time.perf_counter()
+            km.sample_ensemble(density, np.zeros(2), walkers=8, draws=50, tune=0, cores=2, progress=False)
+            ensemble = min(ensemble, time.perf_counter() - start)
+        heavy_runs[name] = chains, ensemble
+    _parallel.shutdown_pool()
+    say(f"- A density that holds a 50 MB array (pickled once, read once per worker): 8 chains of 100 steps on "
+        f"the running pool {1e3 * heavy_runs['heavy'][0]:.0f} ms against {1e3 * heavy_runs['small'][0]:.0f} ms "
+        f"for a small density; the ensemble (8 walkers, 50 sweeps: 101 evaluations of the half sweeps on 2 "
+        f"workers) {1e3 * heavy_runs['heavy'][1]:.0f} ms against {1e3 * heavy_runs['small'][1]:.0f} ms.")
     say()
     load_end = load()
     say(f"1-minute load average at the end: {load_end:.2f}. The figures are one run's (best of a few), "
