@@ -94,7 +94,7 @@ def test_workers_that_keep_nothing_are_sent_the_density_again(reference, submitt
     # the server kameleon's own pool forks its workers from, with the
     # package imported: a process per task starts in milliseconds
     context = multiprocessing.get_context("forkserver")
-    short = dict(RUN, draws=2, tune=1)
+    short = dict(RUN, draws=1, tune=0)
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=context, max_tasks_per_child=1) as pool:
         got = km.sample_ensemble(density, np.ones(3), executor=pool, cores=2, **short)
     with warnings.catch_warnings():
