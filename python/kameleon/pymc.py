@@ -107,13 +107,19 @@ def _cfunc(jitted) -> Compiled:
 
     signature = numba.float64(numba.types.CPointer(numba.float64), numba.int64)
 
-    @numba.cfunc(signature)
     def log_density(z, dim):
         # carray's view is writable; the copy keeps the caller's buffer,
         # read-only by the Compiled contract, out of the graph's reach
         return jitted(numba.carray(z, (dim,)).copy())[0][()]
 
-    return log_density
+    with warnings.catch_warnings():
+        # numba's notes on the model's compiled graph, which the user cannot
+        # act on: that PyTensor's on-disk cache cannot keep a graph holding
+        # large data, and where the graph's code multiplies non-contiguous
+        # arrays
+        warnings.filterwarnings("ignore", message="Cannot cache compiled function", category=numba.NumbaWarning)
+        warnings.filterwarnings("ignore", category=numba.NumbaPerformanceWarning)
+        return numba.cfunc(signature)(log_density)
 
 
 class _PythonLogDensity:

@@ -5,6 +5,7 @@ dominate these tests); the runs are short and seeded.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -217,3 +218,26 @@ def test_data_containers_are_fixed_at_their_current_values():
     reference = model.compile_logp(jacobian=True)
     for z in (-0.5, 0.7):
         assert post.log_density_at([z]) == pytest.approx(float(reference({"slope": z})), rel=1e-12)
+
+
+LARGE_DATA = np.ones(200_000)
+
+
+def graph_with_large_data(z):
+    """What PyTensor's numba function returns: a tuple of 0-d arrays."""
+    logp = np.empty(())
+    logp[()] = z[0] + LARGE_DATA[0]
+    return (logp,)
+
+
+def test_numbas_notes_on_a_graph_with_large_data_are_not_passed_on():
+    # a model with a large design matrix made from_pymc print numba's
+    # "Cannot cache compiled function ... dynamic globals" (PyTensor compiles
+    # with cache=True), which no user can act on
+    numba = pytest.importorskip("numba")
+    jitted = numba.njit(cache=True)(graph_with_large_data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = km.pymc._cfunc(jitted)
+    assert [str(w.message) for w in caught] == []
+    assert compiled.ctypes(np.array([2.0]).ctypes.data_as(compiled.ctypes.argtypes[0]), 1) == 3.0
