@@ -1,10 +1,10 @@
 //! The run checks' diagnostics on long chains: the FFT autocovariance of one
 //! series of 100 000 draws, and the rank-normalised bulk ESS and R-hat of
-//! 4 chains of 100 000 draws (one parameter), as `kameleon.sample` computes
-//! them for every parameter after a run.
+//! 4 chains of 100 000 draws (one parameter), apart and together, as
+//! `kameleon.sample` computes them for every parameter after a run.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kameleon_diagnostics::{autocovariance, ess_bulk, rhat_rank};
+use kameleon_diagnostics::{autocovariance, ess_bulk, rhat_rank, rhat_rank_and_ess_bulk};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::hint::black_box;
@@ -35,6 +35,9 @@ fn diagnostics(c: &mut Criterion) {
     });
     c.bench_function("rhat_rank/4x100000", |b| {
         b.iter(|| rhat_rank(black_box(&rows)))
+    });
+    c.bench_function("rhat_rank_and_ess_bulk/4x100000", |b| {
+        b.iter(|| rhat_rank_and_ess_bulk(black_box(&rows)))
     });
 }
 
