@@ -569,14 +569,23 @@ def run(
             return _run_tasks(tasks, totals, pool, None, bars, checkpoint)
 
 
+# The temporary files of the pickled densities: PREFIX + pid + "-" + random + SUFFIX.
+_DENSITY_FILE_PREFIX, _DENSITY_FILE_SUFFIX = "kameleon-density-", ".pickle"
+
+
 @contextlib.contextmanager
 def _density_file(density: bytes):
     """While inside, the path of a temporary file holding ``density`` (the
     pickled log density), which the pool's workers read once each instead of
     receiving it with every task; removed on leaving, when every task has
-    ended. If the file cannot be written (no room), ``density`` itself."""
+    ended. If the file cannot be written (no room), ``density`` itself.
+    The files left by processes that were killed during a run are removed
+    first."""
+    _remove_stale_density_files(tempfile.gettempdir())
     try:
-        file = tempfile.NamedTemporaryFile(prefix="kameleon-density-", suffix=".pickle", delete=False)
+        file = tempfile.NamedTemporaryFile(
+            prefix=f"{_DENSITY_FILE_PREFIX}{os.getpid()}-", suffix=_DENSITY_FILE_SUFFIX, delete=False
+        )
     except OSError:
         yield density
         return
@@ -591,6 +600,27 @@ def _density_file(density: bytes):
     finally:
         with contextlib.suppress(OSError):
             os.remove(file.name)
+
+
+def _remove_stale_density_files(directory: str) -> None:
+    """Removes the density files in ``directory`` of processes that no
+    longer run (killed, say by a batch system's time limit, before they
+    could remove them). Where there is no ``/proc`` to ask, none."""
+    if not os.path.isdir("/proc"):
+        return
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(_DENSITY_FILE_PREFIX) and name.endswith(_DENSITY_FILE_SUFFIX)):
+                continue
+            pid = name[len(_DENSITY_FILE_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+                with contextlib.suppress(OSError):
+                    os.remove(entry.path)
 
 
 def _run_tasks(

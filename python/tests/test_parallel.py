@@ -138,6 +138,31 @@ def test_without_room_for_the_density_file_the_tasks_carry_the_density(monkeypat
         assert density == b"pickled"
 
 
+def test_density_files_of_killed_runs_are_removed_and_no_others(monkeypatch, tmp_path):
+    # a run killed outright (SIGKILL, a batch system's time limit) cannot
+    # remove its density file; the next run removes the files whose process
+    # is gone
+    if not os.path.isdir("/proc"):
+        pytest.skip("the removal asks /proc whether a process runs")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert not os.path.exists(f"/proc/{gone.pid}")
+    names = {
+        "stale": f"kameleon-density-{gone.pid}-abc.pickle",
+        "ours": f"kameleon-density-{os.getpid()}-abc.pickle",
+        "running": "kameleon-density-1-abc.pickle",
+        "other": f"other-{gone.pid}-abc.pickle",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"x")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with km._parallel._density_file(b"pickled") as density:
+        assert os.path.dirname(density) == str(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        names[k] for k in ("ours", "running", "other")
+    )
+
+
 def truncated(x):
     """NaN on one side, −inf on another: rejected proposals, counted."""
     if x[0] > 1.2:
