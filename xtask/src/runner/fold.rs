@@ -1,7 +1,7 @@
 //! Folding the cells of a restricted run (`reproduce --setting`) into an
 //! experiment's existing summary.
 
-use super::merge::gather;
+use super::merge::{gather, sources};
 use super::{experiment_dir, read_summary, write_outputs};
 use crate::aggregate::Folded;
 use crate::experiment::Experiment;
@@ -31,11 +31,8 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let dir = experiment_dir(out, experiment);
     let mut summary: Summary = read_summary(experiment, &dir)?;
     let gathered = gather::<JobRecord>(experiment, inputs)?;
-    let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
-    sources.sort();
-    sources.dedup();
     let mut runs: Vec<(PathBuf, RunRecord, &Path)> = Vec::new();
-    for source in &sources {
+    for source in sources(&gathered) {
         let found = RunRecord::read_files(source)?;
         if found.is_empty() {
             bail!(

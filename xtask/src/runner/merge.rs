@@ -4,18 +4,20 @@ use super::records::{RecordFile, agreed_params, check_chain, record_files};
 use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{copy_file, create_dir};
+use crate::provenance::RunRecord;
 use crate::summary::{JobRecord, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Merges the shard outputs found in `inputs` (each `DIR/<name>/` or `DIR`)
-/// into `out/<name>/`: copies their records and chains and writes the summary.
+/// into `out/<name>/`: copies their records, chains and run records (so the
+/// merged results still say how each shard was made) and writes the summary.
 ///
-/// Everything is checked before anything is written: every record parses,
-/// no two inputs disagree on a job, the shards used the same parameters,
-/// the grid (or every replicate) is complete and every chain file present
-/// is whole. A failed merge leaves the output untouched.
+/// Everything is checked before anything is written: every record and run
+/// record parses, no two inputs disagree on a job, the shards used the same
+/// parameters, the grid (or every replicate) is complete and every chain
+/// file present is whole. A failed merge leaves the output untouched.
 pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
     if let Some(study) = &experiment.study {
@@ -24,8 +26,9 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         records.sort_by_key(|r| r.replicate);
         let params = agreed_params(&records, "replicate")?;
         let summary = Summary::from_study(experiment, study, params, &records)?;
+        let runs = source_runs(&gathered)?;
         let _lock = open_output(&dir, None)?;
-        copy_merged(&dir, &gathered, &[])?;
+        copy_merged(&dir, &gathered, &[], &runs)?;
         write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
         return Ok(summary);
     }
@@ -46,8 +49,9 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
             chains.push((from, chain_path(&dir, &g.record)));
         }
     }
+    let runs = source_runs(&gathered)?;
     let _lock = open_output(&dir, None)?;
-    copy_merged(&dir, &gathered, &chains)?;
+    copy_merged(&dir, &gathered, &chains, &runs)?;
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     Ok(summary)
 }
@@ -107,9 +111,32 @@ pub(super) fn gather<R: RecordFile>(
     Ok(by_id.into_values().collect())
 }
 
-/// Copies the gathered records and the `chains` (from, to) into `dir`
-/// (those not already there).
-fn copy_merged<R>(dir: &Path, gathered: &[Gathered<R>], chains: &[(PathBuf, PathBuf)]) -> Result<()>
+/// The experiment directories the gathered records came from, each once.
+pub(super) fn sources<R>(gathered: &[Gathered<R>]) -> Vec<&Path> {
+    let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
+    sources.sort();
+    sources.dedup();
+    sources
+}
+
+/// The run record files (`runs/*.json`) of the directories the gathered
+/// records came from; an error names one that does not parse.
+fn source_runs<R>(gathered: &[Gathered<R>]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for source in sources(gathered) {
+        files.extend(RunRecord::read_files(source)?.into_iter().map(|(f, _)| f));
+    }
+    Ok(files)
+}
+
+/// Copies the gathered records, the `chains` (from, to) and the run record
+/// files `runs` into `dir` (those not already there).
+fn copy_merged<R>(
+    dir: &Path,
+    gathered: &[Gathered<R>],
+    chains: &[(PathBuf, PathBuf)],
+    runs: &[PathBuf],
+) -> Result<()>
 where
     R: RecordFile,
 {
@@ -126,6 +153,15 @@ where
         if canonical(from)? != canonical(to).unwrap_or_default() {
             create_dir(to.parent().expect("a chain path has a parent"))?;
             copy_file(from, to)?;
+        }
+    }
+    for from in runs {
+        let to = dir
+            .join("runs")
+            .join(from.file_name().expect("a record file has a name"));
+        if canonical(from)? != canonical(&to).unwrap_or_default() {
+            create_dir(&dir.join("runs"))?;
+            copy_file(from, &to)?;
         }
     }
     Ok(())

@@ -439,6 +439,76 @@ fn a_second_run_into_a_locked_directory_fails_at_once() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A merge copies the shards' run records beside the merged summary (as
+/// a fold does), so that the results still say how, where and at which
+/// commits they were made; a damaged one fails the merge, naming it,
+/// before anything is written.
+#[test]
+fn a_merge_keeps_the_shards_run_records() {
+    use xtask::provenance::RunRecord;
+    let e = fixture_study();
+    let root = temp_dir("merge-runs");
+    let shard_dirs = run_three_shards(&e, &root);
+    for (i, dir) in shard_dirs.iter().enumerate() {
+        RunRecord {
+            started_unix: i as u64,
+            ..RunRecord::of_this_process(
+                format!("commit{i}"),
+                std::time::SystemTime::now(),
+                std::time::Duration::from_secs(1),
+                None,
+                1,
+                true,
+                Some(format!("{}/3", i + 1)),
+            )
+        }
+        .write(&dir.join(e.name))
+        .unwrap();
+    }
+    let runs_of = |dir: &Path| -> Vec<(Option<String>, String)> {
+        RunRecord::read_all(&dir.join(e.name))
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.shard, r.commit))
+            .collect()
+    };
+    let expected: Vec<(Option<String>, String)> = (0..3)
+        .map(|i| (Some(format!("{}/3", i + 1)), format!("commit{i}")))
+        .collect();
+    let merged = root.join("merged");
+    merge(&e, &shard_dirs, &merged).unwrap();
+    assert_eq!(runs_of(&merged), expected);
+    // merging again (into the same place) adds no copies
+    merge(&e, &shard_dirs, &merged).unwrap();
+    assert_eq!(runs_of(&merged), expected);
+    // shards sharing one output directory: each record once
+    let shared = root.join("shared");
+    for dir in &shard_dirs {
+        let from = dir.join(e.name);
+        let to = shared.join(e.name);
+        for sub in ["jobs", "runs"] {
+            std::fs::create_dir_all(to.join(sub)).unwrap();
+            for f in std::fs::read_dir(from.join(sub)).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), to.join(sub).join(f.file_name())).unwrap();
+            }
+        }
+    }
+    merge(&e, std::slice::from_ref(&shared), &root.join("from-shared")).unwrap();
+    assert_eq!(runs_of(&root.join("from-shared")), expected);
+    // a damaged run record fails the merge, naming it, and nothing is written
+    let damaged = shard_dirs[1].join(e.name).join("runs").join("bad.json");
+    std::fs::write(&damaged, b"{").unwrap();
+    let out = root.join("bad");
+    let message = format!("{:#}", merge(&e, &shard_dirs, &out).unwrap_err());
+    assert!(
+        message.contains(&damaged.display().to_string()),
+        "{message}"
+    );
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A merge refuses damaged records and two shards that disagree on a
 /// job, naming the files, and writes nothing.
 #[test]
