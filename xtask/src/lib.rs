@@ -231,24 +231,15 @@ pub fn main() -> Result<()> {
             threads,
         } => with_threads(threads, || benchmark::compute_into(name, size, seed, out)),
         Command::Merge { name, dirs, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::merge(&experiment, &dirs, &out)?;
+            runner::merge(&experiments::named(&name)?, &dirs, &out)?;
             Ok(())
         }
         Command::Fold { name, dirs, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::fold(&experiment, &dirs, &out)?;
+            runner::fold(&experiments::named(&name)?, &dirs, &out)?;
             Ok(())
         }
         Command::Recompute { name, chains, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::recompute(&experiment, &chains, &out)?;
+            runner::recompute(&experiments::named(&name)?, &chains, &out)?;
             Ok(())
         }
         Command::Regrade { name, results } => regrade(&name, &results),
@@ -288,10 +279,7 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
         }
         return Ok(());
     }
-    let Some(experiment) = experiments::find(name) else {
-        bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-    };
-    reproduce_one(&experiment, opts)
+    reproduce_one(&experiments::named(name)?, opts)
 }
 
 /// Regrades one experiment, or every runnable one with a summary under
@@ -303,10 +291,7 @@ fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
             .filter(|e| e.is_runnable() && results.join(e.name).join("summary.json").exists())
             .collect()
     } else {
-        match experiments::find(name) {
-            Some(e) => vec![e],
-            None => bail!("unknown experiment `{name}` (see `cargo xtask list`)"),
-        }
+        vec![experiments::named(name)?]
     };
     for e in &chosen {
         runner::regrade(e, results)?;
