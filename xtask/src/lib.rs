@@ -282,19 +282,13 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
     reproduce_one(&experiments::named(name)?, opts)
 }
 
-/// Regrades one experiment, or every runnable one with a summary under
-/// `results` (`all`).
+/// Regrades one experiment, or every one with a summary under `results`
+/// (`all`).
 fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
-    let chosen: Vec<experiment::Experiment> = if name == "all" {
-        experiments::all()
-            .into_iter()
-            .filter(|e| e.is_runnable() && results.join(e.name).join("summary.json").exists())
-            .collect()
+    if name == "all" {
+        runner::regrade_all(results)?;
     } else {
-        vec![experiments::named(name)?]
-    };
-    for e in &chosen {
-        runner::regrade(e, results)?;
+        runner::regrade(&experiments::named(name)?, results)?;
     }
     Ok(())
 }

@@ -439,6 +439,24 @@ pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     Ok(summary)
 }
 
+/// Regrades every implemented experiment that has a `summary.json` under
+/// `out` (see [`regrade`]); an error if none has, naming `out` (a mistyped
+/// root would otherwise regrade nothing and succeed).
+pub fn regrade_all(out: &Path) -> Result<Vec<Summary>> {
+    let chosen: Vec<Experiment> = crate::experiments::all()
+        .into_iter()
+        .filter(|e| e.is_runnable() && experiment_dir(out, e).join("summary.json").exists())
+        .collect();
+    if chosen.is_empty() {
+        bail!(
+            "{} holds no summary.json of any experiment (<name>/summary.json): give the root \
+             that `reproduce --out` wrote to",
+            out.display()
+        );
+    }
+    chosen.iter().map(|e| regrade(e, out)).collect()
+}
+
 /// The `summary.json` of `experiment` in its directory `dir`, with its
 /// claims dropped (they are decided again, and their schema may be an
 /// older one).

@@ -752,6 +752,33 @@ fn regrade_refuses_missing_and_foreign_summaries() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// `regrade all` regrades every experiment with a summary, and a results
+/// root with none (a mistyped `--results`) is an error naming it, not a
+/// silent success.
+#[test]
+fn regrade_all_needs_some_summary() {
+    let out = temp_dir("regrade-all");
+    for missing in [out.clone(), out.join("nowhere")] {
+        let _ = std::fs::create_dir_all(&out);
+        let err = format!("{:#}", regrade_all(&missing).unwrap_err());
+        assert!(
+            err.contains(&missing.display().to_string()) && err.contains("no summary.json"),
+            "{err}"
+        );
+    }
+    let e = experiments::find(FAST_GRID).unwrap();
+    reproduce(&e, &options(&out, None)).unwrap();
+    let regraded = regrade_all(&out).unwrap();
+    assert_eq!(
+        regraded
+            .iter()
+            .map(|s| s.experiment.as_str())
+            .collect::<Vec<_>>(),
+        [FAST_GRID]
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// A run restricted to some settings, folded into a summary that lacks its
 /// new cells, gives the one-run summary (up to the clock); every cell it
 /// did not add stays byte for byte as it was, cells the summary held are
