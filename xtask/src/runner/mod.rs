@@ -158,12 +158,16 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         .iter()
         .find(|s| !cells.iter().any(|c| &c.setting == *s))
     {
-        let mut known: Vec<&str> = cells.iter().map(|c| c.setting.as_str()).collect();
-        known.dedup();
+        let mut known: Vec<String> = Vec::new();
+        for quoted in cells.iter().map(|c| format!("{:?}", c.setting)) {
+            if !known.contains(&quoted) {
+                known.push(quoted);
+            }
+        }
         bail!(
             "no cell of {} at this size has the setting `{unknown}`; its settings: {}",
             experiment.name,
-            known.join("; ")
+            known.join(", ")
         );
     }
     let dir = experiment_dir(&opts.out, experiment);

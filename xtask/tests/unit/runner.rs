@@ -439,6 +439,26 @@ fn a_second_run_into_a_locked_directory_fails_at_once() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A `--setting` that no cell has is an error before anything is written,
+/// listing every setting of the grid once, quoted as the flag takes it
+/// (the cells without a setting as `""`).
+#[test]
+fn an_unknown_setting_lists_the_grids_settings_once() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let out = temp_dir("setting");
+    let opts = RunOptions {
+        settings: vec!["cod".into()],
+        ..options(&out, None)
+    };
+    let message = format!("{:#}", reproduce(&e, &opts).unwrap_err());
+    assert!(
+        message.contains("`cod`")
+            && message.ends_with(r#"its settings: "", "adapt=always", "code""#),
+        "{message}"
+    );
+    assert!(!out.exists());
+}
+
 /// A merge copies the shards' run records beside the merged summary (as
 /// a fold does), so that the results still say how, where and at which
 /// commits they were made; a damaged one fails the merge, naming it,
