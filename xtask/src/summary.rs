@@ -46,6 +46,20 @@ impl RunParams {
     }
 }
 
+/// The parameters as the flags of `reproduce` that give them, e.g.
+/// `--size quick --seed 1 --chains 2`.
+impl std::fmt::Display for RunParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--size {} --seed {} --chains {}",
+            self.size().name(),
+            self.seed,
+            self.chains
+        )
+    }
+}
+
 /// What one chain produced: written as `jobs/<job id>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {

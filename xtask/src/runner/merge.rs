@@ -1,11 +1,11 @@
 //! Merging shard outputs into one experiment directory.
 
-use super::records::{RecordFile, agreed_params, check_chain, record_files};
+use super::records::{RecordFile, check_chain, record_files};
 use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{copy_file, create_dir};
 use crate::provenance::RunRecord;
-use crate::summary::{JobRecord, StudyRecord, Summary};
+use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,9 +22,9 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
     let dir = experiment_dir(out, experiment);
     if let Some(study) = &experiment.study {
         let gathered = gather::<StudyRecord>(experiment, inputs)?;
+        let params = agreed_params(&gathered, "replicate")?;
         let mut records: Vec<StudyRecord> = gathered.iter().map(|g| g.record.clone()).collect();
         records.sort_by_key(|r| r.replicate);
-        let params = agreed_params(&records, "replicate")?;
         let summary = Summary::from_study(experiment, study, params, &records)?;
         let runs = source_runs(&gathered)?;
         let _lock = open_output(&dir, None)?;
@@ -36,8 +36,8 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         bail!("{} is not implemented yet", experiment.name);
     };
     let gathered = gather::<JobRecord>(experiment, inputs)?;
+    let params = agreed_params(&gathered, "job")?;
     let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
-    let params = agreed_params(&records, "job")?;
     let cells = protocol.cells_at(params.size());
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
     let mut chains = Vec::new();
@@ -109,6 +109,26 @@ pub(super) fn gather<R: RecordFile>(
         }
     }
     Ok(by_id.into_values().collect())
+}
+
+/// The parameters every gathered record was made with; an error if there
+/// are none, or naming a record of each side if the shards disagree.
+fn agreed_params<R: RecordFile>(gathered: &[Gathered<R>], kind: &str) -> Result<RunParams> {
+    let Some(first) = gathered.first() else {
+        bail!("no {kind} records found in the given directories");
+    };
+    let params = first.record.params();
+    if let Some(other) = gathered.iter().find(|g| g.record.params() != params) {
+        bail!(
+            "the shards disagree: {} was made with `{params}`, {} with `{}`; every shard \
+             must run with the same --size, --seed and --chains (delete the records of the \
+             wrong run, or rerun its shard)",
+            first.file.display(),
+            other.file.display(),
+            other.record.params()
+        );
+    }
+    Ok(params)
 }
 
 /// The experiment directories the gathered records came from, each once.

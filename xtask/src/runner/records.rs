@@ -198,20 +198,3 @@ pub(super) fn read_records<R: RecordFile>(
     }
     Ok(out)
 }
-
-/// The parameters every merged record was made with; an error if there are
-/// none or the shards disagree.
-pub(super) fn agreed_params<R: RecordFile>(records: &[R], kind: &str) -> Result<RunParams> {
-    let Some(first) = records.first() else {
-        bail!("no {kind} records found in the given directories");
-    };
-    let params = first.params();
-    if let Some(r) = records.iter().find(|r| r.params() != params) {
-        bail!(
-            "shards disagree: {:?} and {:?} (different --size, --seed or --chains)",
-            params,
-            r.params()
-        );
-    }
-    Ok(params)
-}

@@ -459,6 +459,41 @@ fn an_unknown_setting_lists_the_grids_settings_once() {
     assert!(!out.exists());
 }
 
+/// Shards made with other run parameters (another --seed, or a stale
+/// record of an earlier run left in a reused directory) do not merge: the
+/// error names a record of each and their parameters as the flags that
+/// made them.
+#[test]
+fn a_merge_of_disagreeing_shards_names_their_records_and_flags() {
+    let e = fixture_study();
+    let root = temp_dir("merge-params");
+    let (a, b) = (root.join("a"), root.join("b"));
+    let shard = |index| Some(Shard { index, count: 2 });
+    reproduce(&e, &options(&a, shard(1))).unwrap();
+    let other_seed = RunOptions {
+        seed: 8,
+        ..options(&b, shard(2))
+    };
+    reproduce(&e, &other_seed).unwrap();
+    let message = format!(
+        "{:#}",
+        merge(&e, &[a.clone(), b.clone()], &root.join("out")).unwrap_err()
+    );
+    let record = |dir: &Path, k: usize| {
+        dir.join(e.name)
+            .join("jobs")
+            .join(format!("replicate-{k}.json"))
+    };
+    assert!(
+        message.contains(&record(&a, 0).display().to_string())
+            && message.contains(&record(&b, 1).display().to_string())
+            && message.contains("--size quick --seed 7 --chains 5")
+            && message.contains("--size quick --seed 8 --chains 5"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A merge copies the shards' run records beside the merged summary (as
 /// a fold does), so that the results still say how, where and at which
 /// commits they were made; a damaged one fails the merge, naming it,
