@@ -1,6 +1,6 @@
 //! Merging shard outputs into one experiment directory.
 
-use super::records::{RecordFile, check_chain, record_files};
+use super::records::{RecordFile, check_chain, experiment_of, record_files};
 use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{copy_file, create_dir};
@@ -74,18 +74,29 @@ pub(super) fn gather<R: RecordFile>(
     inputs: &[PathBuf],
 ) -> Result<Vec<Gathered<R>>> {
     let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
+    // the experiments of the records skipped as another experiment's
+    let mut others: Vec<String> = Vec::new();
     for input in inputs {
         let source = input_experiment_dir(input, experiment, "jobs", "")?;
         for (file, record) in record_files::<R>(&source.join("jobs"))? {
+            // another experiment's record (of another kind, it may not parse as one of ours)
+            let foreign = match &record {
+                Ok(r) => Some(r.experiment().to_string()),
+                Err(_) => experiment_of(&file),
+            }
+            .filter(|name| name != experiment.name);
+            if let Some(name) = foreign {
+                if !others.contains(&name) {
+                    others.push(name);
+                }
+                continue;
+            }
             let record = record.with_context(|| {
                 format!(
                     "{} is damaged: delete it and rerun its shard",
                     file.display()
                 )
             })?;
-            if record.experiment() != experiment.name {
-                continue;
-            }
             match by_id.entry(record.id()) {
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     slot.insert(Gathered {
@@ -107,6 +118,15 @@ pub(super) fn gather<R: RecordFile>(
                 }
             }
         }
+    }
+    if by_id.is_empty() && !others.is_empty() {
+        let dirs: Vec<String> = inputs.iter().map(|d| d.display().to_string()).collect();
+        bail!(
+            "{} hold(s) records of {}, none of {}: another experiment's output?",
+            dirs.join(", "),
+            others.join(", "),
+            experiment.name
+        );
     }
     Ok(by_id.into_values().collect())
 }

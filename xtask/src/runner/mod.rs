@@ -102,7 +102,27 @@ pub(super) fn input_experiment_dir(
         input.to_path_buf()
     };
     if !src.join(subdir).is_dir() {
-        bail!("{} holds no {subdir}/ directory{hint}", input.display());
+        let mut others: Vec<String> = std::fs::read_dir(input)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().join(subdir).is_dir())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        others.sort();
+        let found = if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it holds the {subdir}/ of {}: another experiment's output?",
+                others.join(", ")
+            )
+        };
+        bail!(
+            "{} holds no {}/{subdir}/ and no {subdir}/ directory{hint}{found}",
+            input.display(),
+            experiment.name
+        );
     }
     Ok(src)
 }

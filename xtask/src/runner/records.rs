@@ -160,6 +160,14 @@ pub fn read_record<R: RecordFile>(path: &Path) -> Result<Option<R>> {
     Ok(Some(record))
 }
 
+/// The experiment a record file names, if it is JSON with an `experiment`
+/// field (whether or not it is a record of the kind expected).
+pub(super) fn experiment_of(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["experiment"].as_str().map(str::to_string)
+}
+
 /// Every record file (`*.json`) in `jobs_dir`, parsed or with the error
 /// that names it.
 pub(super) fn record_files<R: RecordFile>(jobs_dir: &Path) -> Result<Vec<(PathBuf, Result<R>)>> {

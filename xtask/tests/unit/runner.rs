@@ -494,6 +494,31 @@ fn a_merge_of_disagreeing_shards_names_their_records_and_flags() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// Merging the outputs of one experiment under another's name fails
+/// naming the experiment they hold, whether given as the output root or
+/// as the experiment's own directory.
+#[test]
+fn a_merge_under_another_name_names_the_experiment_found() {
+    let e = fixture_study();
+    let root = temp_dir("merge-name");
+    reproduce(&e, &options(&root, None)).unwrap();
+    let grid = experiments::find(FAST_GRID).unwrap();
+    for input in [root.clone(), root.join(e.name)] {
+        let message = format!(
+            "{:#}",
+            merge(&grid, std::slice::from_ref(&input), &root.join("out")).unwrap_err()
+        );
+        assert!(
+            message.contains(&input.display().to_string())
+                && message.contains(e.name)
+                && message.contains(FAST_GRID),
+            "{message}"
+        );
+    }
+    assert!(!root.join("out").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A merge copies the shards' run records beside the merged summary (as
 /// a fold does), so that the results still say how, where and at which
 /// commits they were made; a damaged one fails the merge, naming it,
