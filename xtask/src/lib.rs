@@ -258,6 +258,26 @@ pub fn main() -> Result<()> {
     }
 }
 
+/// How the binary reports an error: its message, then its causes, as
+/// anyhow lists them, but never a stack backtrace (which anyhow adds when
+/// `RUST_BACKTRACE` is set): an error here is the user's to fix, and a
+/// backtrace would bury what to do.
+pub fn error_report(error: &anyhow::Error) -> String {
+    let mut report = format!("Error: {error}");
+    let causes: Vec<String> = error.chain().skip(1).map(|c| c.to_string()).collect();
+    if !causes.is_empty() {
+        report.push_str("\n\nCaused by:");
+    }
+    for (i, cause) in causes.iter().enumerate() {
+        if causes.len() == 1 {
+            report.push_str(&format!("\n    {cause}"));
+        } else {
+            report.push_str(&format!("\n    {i}: {cause}"));
+        }
+    }
+    report
+}
+
 fn list() -> Result<()> {
     for e in experiments::all() {
         println!("{:<18} {}", e.name, e.status());

@@ -115,3 +115,37 @@ fn bad_arguments_are_errors() {
         })
     ));
 }
+
+/// An error of the user's (here an unknown experiment) is its message and
+/// its causes on stderr and exit code 1, never a stack backtrace, even
+/// with RUST_BACKTRACE set (as it often is where Rust is developed).
+#[test]
+fn an_error_is_reported_without_a_backtrace() {
+    let out = std::env::temp_dir().join(format!("xtask-cli-error-{}", std::process::id()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["reproduce", "kamh-banan", "--quick", "--out"])
+        .arg(&out)
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("Error: unknown experiment `kamh-banan`: did you mean `kamh-banana`?"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("backtrace"), "{stderr}");
+    assert!(!out.exists());
+    // the causes follow the message, as anyhow lists them
+    let error = anyhow::anyhow!("the cause").context("the message");
+    assert_eq!(
+        xtask::error_report(&error),
+        "Error: the message\n\nCaused by:\n    the cause"
+    );
+    let error = error.context("the outer message");
+    assert_eq!(
+        xtask::error_report(&error),
+        "Error: the outer message\n\nCaused by:\n    0: the message\n    1: the cause"
+    );
+}
