@@ -322,13 +322,22 @@ fn seed_arg() -> Arg {
         .value_parser(value_parser!(u64))
 }
 
-/// `--threads T`.
+/// The most worker threads `--threads` takes: far more than chains could
+/// use, and below what a system lets a process start (asked for more, the
+/// pool's start hung).
+pub const MAX_THREADS: u64 = 4096;
+
+/// `--threads T`, from 1 to [`MAX_THREADS`].
 fn threads_arg() -> Arg {
     Arg::new("threads")
         .long("threads")
         .value_name("T")
-        .value_parser(value_parser!(usize))
-        .help("Worker threads (default: all cores)")
+        .value_parser(
+            value_parser!(u64)
+                .range(1..=MAX_THREADS)
+                .map(|t| usize::try_from(t).expect("at most MAX_THREADS")),
+        )
+        .help("Worker threads, 1 to 4096 (default: all cores)")
 }
 
 /// The parsed subcommand.

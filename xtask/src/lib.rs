@@ -64,7 +64,7 @@ pub mod spec;
 pub mod summary;
 pub mod verdict;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use runner::{RunOptions, Shard};
 use size::Size;
 use std::path::PathBuf;
@@ -343,9 +343,6 @@ fn with_threads(threads: Option<usize>, f: impl FnOnce() -> Result<()> + Send) -
     faer::set_global_parallelism(faer::Par::Seq);
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(t) = threads {
-        if t == 0 {
-            bail!("--threads must be at least 1");
-        }
         builder = builder.num_threads(t);
     }
     builder.build()?.install(f)

@@ -84,6 +84,10 @@ fn bad_arguments_are_errors() {
         &["reproduce", "x", "--size", "huge"][..],
         &["reproduce", "x", "--quick", "--size", "full"],
         &["reproduce", "x", "--shard", "3/2"],
+        // no workers, or more than the system would start (it hung)
+        &["reproduce", "x", "--threads", "0"],
+        &["reproduce", "x", "--threads", "100000"],
+        &["reference", "glass", "--threads", "0"],
         &["reproduce", "x", "--shard", "1/2", "--shard-from-env"],
         &["reference", "nothing"],
         &["merge", "x"],
