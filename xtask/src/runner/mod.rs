@@ -495,6 +495,9 @@ pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summar
     }
     let summary: Summary = serde_json::from_value(value)
         .with_context(|| format!("reading the cells of {}", path.display()))?;
+    summary
+        .check()
+        .with_context(|| format!("checking {}", path.display()))?;
     if summary.experiment != experiment.name {
         bail!(
             "{} holds experiment {}, not {}",

@@ -829,6 +829,20 @@ fn regrade_refuses_missing_and_foreign_summaries() {
     foreign.write_json(&dir.join("summary.json")).unwrap();
     let err = regrade(&e, &out).unwrap_err();
     assert!(format!("{err:#}").contains("not kamh-banana"), "{err:#}");
+    // a summary whose per-chain values were emptied (a figure indexed them)
+    let study = experiments::find("kamh-proposals").unwrap();
+    let own = reproduce(&study, &options(&out, None)).unwrap().unwrap();
+    let mut emptied = own.clone();
+    let (name, stats) = emptied.cells[0].metrics.iter_mut().next().unwrap();
+    let name = name.clone();
+    stats.values.clear();
+    let path = out.join(study.name).join("summary.json");
+    emptied.write_json(&path).unwrap();
+    let err = format!("{:#}", regrade(&study, &out).unwrap_err());
+    assert!(
+        err.contains(&path.display().to_string()) && err.contains(&name),
+        "{err}"
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 
