@@ -39,10 +39,17 @@ pub fn find(name: &str) -> Option<Experiment> {
 
 /// The experiment called `name`, or an error pointing to `list` that
 /// suggests the experiments meant: those whose name contains `name`
-/// (ignoring case, `_` for `-`), else the closest within two edits.
+/// (ignoring case, `_` for `-`), else the closest within two edits (and
+/// says that `all`, which only `reproduce` and `regrade` take, is none).
 pub fn named(name: &str) -> Result<Experiment> {
     if let Some(e) = find(name) {
         return Ok(e);
+    }
+    if name == "all" {
+        bail!(
+            "`all` applies to `reproduce` and `regrade` only: name one experiment here, once \
+             for each (`cargo xtask list` names every experiment)"
+        );
     }
     let wanted = name.to_lowercase().replace('_', "-");
     let names: Vec<&str> = all().iter().map(|e| e.name).collect();

@@ -30,6 +30,12 @@ fn an_unknown_name_suggests_the_experiments_meant() {
             "{typo}: {m}"
         );
     }
+    // `all` names no experiment where one is needed (merge, fold, recompute)
+    let m = message("all");
+    assert!(
+        m.contains("one experiment") && m.contains("cargo xtask list"),
+        "{m}"
+    );
     let m = message("something-else");
     assert!(
         !m.contains("did you mean") && m.contains("cargo xtask list"),
