@@ -176,7 +176,7 @@ pub fn main(results: &Path, out: &Path) -> Result<()> {
     let head = kept.unwrap_or_else(|| "# Results\n\n".to_string());
     let text = format!("{head}{MARKER}\n\n{}", render(&entries, &link));
     write_atomic(out, |w| Ok(w.write_all(text.as_bytes())?))?;
-    println!("gallery: wrote {}", out.display());
+    say!("gallery: wrote {}", out.display());
     Ok(())
 }
 

@@ -44,6 +44,24 @@
 //! 6. `runner` (running, merging and folding grids), `gallery`, `bench_report`, and
 //!    the subcommands in this file.
 
+/// Prints a line on stdout as `println!` does, except that a stdout that
+/// cannot be written (a pipe whose reader quit, as in `xtask list | head`)
+/// is no panic: the command goes on and ends as it would have.
+macro_rules! say {
+    ($($line:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($line)*);
+    }};
+}
+
+/// `say!` on stderr (progress, warnings).
+macro_rules! say_err {
+    ($($line:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($line)*);
+    }};
+}
+
 pub mod aggregate;
 pub mod bench_report;
 pub mod benchmark;
@@ -280,14 +298,14 @@ pub fn error_report(error: &anyhow::Error) -> String {
 
 fn list() -> Result<()> {
     for e in experiments::all() {
-        println!("{:<18} {}", e.name, e.status());
-        println!("    source: {}", e.source);
-        println!("    what:   {}", e.description);
-        println!("    full:   {}", e.size_description(Size::Full));
+        say!("{:<18} {}", e.name, e.status());
+        say!("    source: {}", e.source);
+        say!("    what:   {}", e.description);
+        say!("    full:   {}", e.size_description(Size::Full));
         if e.full_is_reduced() {
-            println!("    paper:  {}", e.size_description(Size::Paper));
+            say!("    paper:  {}", e.size_description(Size::Paper));
         }
-        println!("    quick:  {}", e.size_description(Size::Quick));
+        say!("    quick:  {}", e.size_description(Size::Quick));
     }
     Ok(())
 }

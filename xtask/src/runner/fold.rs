@@ -69,10 +69,10 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     }
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     for cell in &folded.added {
-        println!("  added {}", cell.label);
+        say!("  added {}", cell.label);
     }
     for cell in &folded.reproduced {
-        println!("  reproduced bit for bit (kept as it was): {}", cell.label);
+        say!("  reproduced bit for bit (kept as it was): {}", cell.label);
     }
     Ok(folded)
 }

@@ -219,7 +219,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         })
         .collect();
     if chainless > 0 {
-        println!(
+        say!(
             "  {chainless} chain(s) have a record but no .npy (a --no-chains run, or deleted \
              files): rerunning them to write their chains"
         );
@@ -292,7 +292,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
 
     let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
     if !opts.settings.is_empty() {
-        println!(
+        say!(
             "{} chain(s) of the cells with setting {} run, {} record(s) in {}; add them to a \
              summary with `cargo xtask fold {} {}`",
             new_records.len(),
@@ -306,7 +306,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     }
     match opts.shard {
         Some(s) if s.count > 1 => {
-            println!(
+            say!(
                 "shard {}/{}: {} chain(s) run, {} record(s) in {}; combine the shards with \
                  `cargo xtask merge {} DIR…`",
                 s.index,
@@ -408,7 +408,7 @@ fn reproduce_study(
             Ok(())
         })
         .collect::<Result<()>>()?;
-    println!(
+    say!(
         "  ran {} replicate(s) of {}; elapsed {:.1} s",
         mine.len(),
         experiment.name,
@@ -417,7 +417,7 @@ fn reproduce_study(
     let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, params)?;
     match opts.shard {
         Some(s) if s.count > 1 => {
-            println!(
+            say!(
                 "shard {}/{}: {} replicate(s) run, {} record(s) in {}; combine the shards with \
                  `cargo xtask merge {} DIR…`",
                 s.index,
@@ -524,8 +524,8 @@ pub(super) fn write_outputs(
         &dir.join("summary.md"),
         markdown(summary, &figures).as_bytes(),
     )?;
-    println!("{}", summary_table(summary));
-    println!("wrote {}", dir.display());
+    say!("{}", summary_table(summary));
+    say!("wrote {}", dir.display());
     Ok(())
 }
 
@@ -573,9 +573,9 @@ fn report_wall_times(records: &[JobRecord], elapsed: f64) {
         e.1 += r.wall_time_secs;
     }
     for ((t, s, set), (n, secs)) in per_cell {
-        println!("  ran {n} chain(s) of {s} {set} on {t}: {secs:.1} s of sampling");
+        say!("  ran {n} chain(s) of {s} {set} on {t}: {secs:.1} s of sampling");
     }
-    println!("  elapsed {elapsed:.1} s");
+    say!("  elapsed {elapsed:.1} s");
 }
 
 /// Creates the experiment directory `dir` with its `jobs/` and locks it:
@@ -633,7 +633,7 @@ impl Progress {
     fn finished(&self, label: &str) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if self.lines {
-            eprintln!(
+            say_err!(
                 "{}: {done}/{} done ({}, {:.1} s elapsed)",
                 self.experiment,
                 self.total,

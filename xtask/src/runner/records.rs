@@ -44,7 +44,7 @@ pub(super) fn job_state(
         Ok(Some(r)) => r,
         Ok(None) => return JobState::Absent,
         Err(e) => {
-            eprintln!("warning: {e:#}; rerunning that chain");
+            say_err!("warning: {e:#}; rerunning that chain");
             return JobState::Absent;
         }
     };
@@ -59,7 +59,7 @@ pub(super) fn job_state(
         record.iterations,
     ) != (&t, &s, &set, job.chain, job.cell.iterations)
     {
-        eprintln!(
+        say_err!(
             "warning: {} belongs to another chain; rerunning this one",
             path.display()
         );
@@ -75,7 +75,7 @@ pub(super) fn job_state(
     match check_chain(&chain, &record) {
         Ok(()) => JobState::Done,
         Err(e) => {
-            eprintln!("warning: {e:#}; rerunning that chain");
+            say_err!("warning: {e:#}; rerunning that chain");
             JobState::Absent
         }
     }
@@ -201,7 +201,7 @@ pub(super) fn read_records<R: RecordFile>(
         match record {
             Ok(r) if r.experiment() == experiment && r.params() == params => out.push(r),
             Ok(_) => {}
-            Err(e) => eprintln!("warning: {e:#}; skipped"),
+            Err(e) => say_err!("warning: {e:#}; skipped"),
         }
     }
     Ok(out)

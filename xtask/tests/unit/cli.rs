@@ -153,3 +153,31 @@ fn an_error_is_reported_without_a_backtrace() {
         "Error: the outer message\n\nCaused by:\n    0: the message\n    1: the cause"
     );
 }
+
+/// Output into a pipe whose reader has quit (`xtask list | head -1`) ends
+/// nothing early and panics nowhere: the command finishes with its own
+/// exit code, whatever its stdout and stderr are.
+#[test]
+fn a_closed_output_pipe_is_no_panic() {
+    use std::process::{Command, Stdio};
+    let out = std::env::temp_dir().join(format!("xtask-cli-pipe-{}", std::process::id()));
+    for args in [
+        vec!["list"],
+        vec!["reproduce", "nothing", "--out", out.to_str().unwrap()],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // the reader quits before the first line arrives
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        let expected = if args[0] == "list" { 0 } else { 1 };
+        assert_eq!(status.code(), Some(expected), "{args:?}: {status}");
+    }
+}
