@@ -148,7 +148,8 @@ pub const MARKER: &str =
 
 /// Writes `out` (Markdown) from the results under `results`; figure links
 /// are relative to `out`'s folder. The part of an existing `out` above
-/// [`MARKER`] is kept.
+/// [`MARKER`] is kept; an existing `out` without that line is an error
+/// (the gallery did not write it).
 pub fn main(results: &Path, out: &Path) -> Result<()> {
     let entries = experiments::all()
         .into_iter()
@@ -169,7 +170,15 @@ pub fn main(results: &Path, out: &Path) -> Result<()> {
     };
     let link = pathdiff(results, base);
     let kept = match std::fs::read_to_string(out) {
-        Ok(old) => old.find(MARKER).map(|i| old[..i].to_string()),
+        Ok(old) => match old.find(MARKER) {
+            Some(i) => Some(old[..i].to_string()),
+            None => bail!(
+                "{} exists and holds no line `{MARKER}`, so the gallery did not write it: \
+                 give another --out, or add that line where the generated part may start \
+                 (the text above it is kept)",
+                out.display()
+            ),
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("reading {}", out.display())),
     };
