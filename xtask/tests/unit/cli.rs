@@ -88,6 +88,7 @@ fn bad_arguments_are_errors() {
         &["reproduce", "x", "--threads", "0"],
         &["reproduce", "x", "--threads", "100000"],
         &["reference", "glass", "--threads", "0"],
+        &["reference", "glass", "--quick", "--size", "paper"],
         &["reproduce", "x", "--shard", "1/2", "--shard-from-env"],
         &["reference", "nothing"],
         &["merge", "x"],
@@ -110,6 +111,15 @@ fn bad_arguments_are_errors() {
             PathBuf::from("results")
         )
     );
+    // `--quick` is `--size quick` for `reference` too, as for `reproduce`
+    assert!(matches!(
+        parse_args(&["reference", "glass", "--quick"]),
+        Ok(Command::Reference {
+            name: ReferenceName::Glass,
+            size: Size::Quick,
+            ..
+        })
+    ));
     assert!(matches!(
         parse_args(&["reference", "abc", "--size", "quick"]),
         Ok(Command::Reference {
