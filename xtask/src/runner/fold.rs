@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 /// are added, cells the summary holds must be reproduced bit for bit, every
 /// other cell stays as it was), copies the inputs' run records into
 /// `out/<name>/runs/` so the summary still says how each cell was made
-/// (each with the held cells its records reproduced), and rewrites the
-/// summary, the report and the figures.
+/// (each restricted run with the held cells of its settings that its
+/// records reproduced), and rewrites the summary, the report and the
+/// figures.
 ///
 /// Every input must hold a run record. Everything is checked before
 /// anything is written: a failed fold leaves the output untouched.
@@ -54,8 +55,14 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let _lock = lock_dir(&dir, Access::Whole)?;
     create_dir(&dir.join("runs"))?;
     for (to, mut record, source) in runs {
-        // the held cells this input's records reproduced
-        for cell in &folded.reproduced {
+        // the held cells of its settings that this input's records
+        // reproduced (a run of every cell, such as the one that made the
+        // summary in the same directory, reproduced nothing)
+        for cell in folded
+            .reproduced
+            .iter()
+            .filter(|cell| record.settings.contains(&cell.key.2))
+        {
             let from_here = gathered.iter().any(|g| {
                 g.source == source
                     && (&g.record.target, &g.record.sampler, &g.record.setting)

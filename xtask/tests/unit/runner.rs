@@ -519,6 +519,53 @@ fn a_merge_under_another_name_names_the_experiment_found() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A restricted run folded from the directory of the whole run it adds to
+/// (the `--out` both used): only the restricted run's record says it
+/// reproduced cells, and only cells of its settings; the record of the
+/// run that made the summary claims no reproduction of its own cells.
+#[test]
+fn a_fold_credits_only_the_restricted_run_with_what_it_reproduced() {
+    use xtask::provenance::RunRecord;
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("fold-credit");
+    let dir = root.join(e.name);
+    let record = |started_unix: u64, settings: Vec<String>| RunRecord {
+        started_unix,
+        settings,
+        ..RunRecord::of_this_process(
+            "c0ffee".into(),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(1),
+            None,
+            1,
+            true,
+            None,
+        )
+    };
+    reproduce(&e, &options(&root, None)).unwrap();
+    record(1, Vec::new()).write(&dir).unwrap();
+    let restricted = RunOptions {
+        settings: vec!["code".into()],
+        ..options(&root, None)
+    };
+    reproduce(&e, &restricted).unwrap();
+    record(2, vec!["code".into()]).write(&dir).unwrap();
+    fold(&e, std::slice::from_ref(&root), &root).unwrap();
+    let runs = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[0].reproduced.is_empty(), "{:?}", runs[0].reproduced);
+    assert!(!runs[1].reproduced.is_empty());
+    assert!(
+        runs[1]
+            .reproduced
+            .iter()
+            .all(|cell| cell.ends_with(" code")),
+        "{:?}",
+        runs[1].reproduced
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A merge copies the shards' run records beside the merged summary (as
 /// a fold does), so that the results still say how, where and at which
 /// commits they were made; a damaged one fails the merge, naming it,
