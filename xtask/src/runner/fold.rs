@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 /// records reproduced), and rewrites the summary, the report and the
 /// figures.
 ///
-/// Every input must hold a run record. Everything is checked before
+/// An input whose run records include restricted runs folds only the job
+/// records of their settings (the others, in the directory a whole run
+/// also wrote to, are that run's own). Every input must hold a run
+/// record. Everything is checked before
 /// anything is written: a failed fold leaves the output untouched.
 pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Folded> {
     let Some(protocol) = &experiment.protocol else {
@@ -46,7 +49,23 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
             runs.push((dir.join("runs").join(name), record, source));
         }
     }
-    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+    // An input that also holds the records of a run of every cell (the
+    // directory the summary was made in) folds only the cells of its
+    // restricted runs' settings: the others are that run's own.
+    let restricted_to = |source: &Path| -> Vec<&String> {
+        runs.iter()
+            .filter(|(_, _, from)| *from == source)
+            .flat_map(|(_, record, _)| &record.settings)
+            .collect()
+    };
+    let records: Vec<JobRecord> = gathered
+        .iter()
+        .filter(|g| {
+            let settings = restricted_to(&g.source);
+            settings.is_empty() || settings.contains(&&g.record.setting)
+        })
+        .map(|g| g.record.clone())
+        .collect();
     if records.is_empty() {
         bail!("no job record of {} in the inputs", experiment.name);
     }

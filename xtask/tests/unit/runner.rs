@@ -520,9 +520,10 @@ fn a_merge_under_another_name_names_the_experiment_found() {
 }
 
 /// A restricted run folded from the directory of the whole run it adds to
-/// (the `--out` both used): only the restricted run's record says it
-/// reproduced cells, and only cells of its settings; the record of the
-/// run that made the summary claims no reproduction of its own cells.
+/// (the `--out` both used): the fold checks only the cells of its
+/// settings, only the restricted run's record says it reproduced cells,
+/// and only those; the record of the run that made the summary claims no
+/// reproduction of its own cells.
 #[test]
 fn a_fold_credits_only_the_restricted_run_with_what_it_reproduced() {
     use xtask::provenance::RunRecord;
@@ -550,7 +551,16 @@ fn a_fold_credits_only_the_restricted_run_with_what_it_reproduced() {
     };
     reproduce(&e, &restricted).unwrap();
     record(2, vec!["code".into()]).write(&dir).unwrap();
-    fold(&e, std::slice::from_ref(&root), &root).unwrap();
+    let folded = fold(&e, std::slice::from_ref(&root), &root).unwrap();
+    // the whole run's records beside it are not the restricted run's cells
+    assert!(folded.added.is_empty());
+    let labels: Vec<&str> = folded.reproduced.iter().map(|c| c.label.as_str()).collect();
+    let code_cells = (e.protocol.as_ref().unwrap().cells)(true)
+        .iter()
+        .filter(|c| c.setting == "code")
+        .count();
+    assert_eq!(labels.len(), code_cells, "{labels:?}");
+    assert!(labels.iter().all(|l| l.ends_with(" code")), "{labels:?}");
     let runs = RunRecord::read_all(&dir).unwrap();
     assert_eq!(runs.len(), 2);
     assert!(runs[0].reproduced.is_empty(), "{:?}", runs[0].reproduced);
