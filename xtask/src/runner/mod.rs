@@ -267,13 +267,11 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
                 ProgressBar::new(job.cell.burn_in + job.cell.iterations),
             );
             bar.set_style(chain_style.clone());
-            bar.set_prefix(format!(
-                "{} {} {} #{}",
-                job.cell.target.label(),
-                job.cell.sampler.label(),
-                job.cell.setting,
-                job.chain
-            ));
+            let mut cell = format!("{} {}", job.cell.target.label(), job.cell.sampler.label());
+            if !job.cell.setting.is_empty() {
+                cell = format!("{cell} {}", job.cell.setting);
+            }
+            bar.set_prefix(format!("{cell} #{}", job.chain));
             let built = targets
                 .iter()
                 .find(|(t, _)| *t == job.cell.target)

@@ -191,3 +191,42 @@ fn a_closed_output_pipe_is_no_panic() {
         assert_eq!(status.code(), Some(expected), "{args:?}: {status}");
     }
 }
+
+/// On a log (stderr not a terminal) a run prints one line per finished
+/// chain: the count done, the cell (target, sampler and its setting if it
+/// has one, single-spaced) and the chain.
+#[test]
+fn progress_lines_name_each_finished_chain() {
+    let out = std::env::temp_dir().join(format!("xtask-cli-progress-{}", std::process::id()));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "reproduce",
+            "kamh-banana",
+            "--quick",
+            "--chains",
+            "1",
+            "--no-chains",
+        ])
+        .args(["--threads", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(" done (")).collect();
+    assert_eq!(lines.len(), 18, "{stderr}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("/18 done (8-d B(0.03, 100) SM #0, ")),
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("/18 done (8-d B(0.1, 100) AM-LS code #0, ")),
+        "{stderr}"
+    );
+    assert!(lines.iter().all(|l| !l.contains("  ")), "{stderr}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
