@@ -13,9 +13,11 @@ __all__ = ["load_results"]
 
 
 def load_results(directory) -> dict:
-    """Loads ``<directory>/chains/<target>/<sampler>/<setting>/<chain>.npy``
+    """Loads ``<directory>/chains/<target>/<sampler>[/<setting>]/<chain>.npy``
     (iterations × d, little-endian float64) into a dict keyed by
-    ``(target, sampler, setting)`` of ArviZ data (posterior variable ``x``).
+    ``(target, sampler, setting)`` of ArviZ data (posterior variable ``x``);
+    a cell without a setting (its chains directly in ``<sampler>/``) has
+    setting ``""``.
 
     Chains of unequal length are truncated to the shortest, with a warning.
     """
@@ -23,7 +25,8 @@ def load_results(directory) -> dict:
     if not root.is_dir():
         raise FileNotFoundError(f"{root} does not exist (expected <results>/chains/...)")
     out = {}
-    for setting_dir in sorted(p for p in root.glob("*/*/*") if p.is_dir()):
+    cell_dirs = [p for pattern in ("*/*", "*/*/*") for p in root.glob(pattern) if p.is_dir()]
+    for setting_dir in sorted(cell_dirs):
         files = sorted(setting_dir.glob("*.npy"), key=lambda p: (len(p.stem), p.stem))
         if not files:
             continue
@@ -38,6 +41,6 @@ def load_results(directory) -> dict:
                 UserWarning,
                 stacklevel=2,
             )
-        key = tuple(setting_dir.relative_to(root).parts)
+        key = (*setting_dir.relative_to(root).parts, "")[:3]
         out[key] = inference_data({"posterior": {"x": np.stack([c[:n] for c in chains])}})
     return out

@@ -66,6 +66,22 @@ def test_mmd_is_zero_for_equal_samples_and_grows_with_a_shift():
         diagnostics.mmd(x, x, kernel="cosine")
 
 
+def test_load_results_reads_the_cells_without_a_setting(tmp_path):
+    # xtask writes a cell without a setting as chains/<target>/<sampler>/<chain>.npy,
+    # beside the setting directories of the same sampler
+    sampler = tmp_path / "chains" / "banana" / "AM-LS"
+    (sampler / "code").mkdir(parents=True)
+    for k in range(2):
+        np.save(sampler / f"{k}.npy", np.full((4, 3), float(k)))
+    np.save(sampler / "code" / "0.npy", np.full((5, 3), 7.0))
+    results = km.load_results(tmp_path)
+    assert sorted(results) == [("banana", "AM-LS", ""), ("banana", "AM-LS", "code")]
+    x = results[("banana", "AM-LS", "")].posterior["x"].values
+    assert x.shape == (2, 4, 3)
+    np.testing.assert_array_equal(x[1], 1.0)
+    assert results[("banana", "AM-LS", "code")].posterior["x"].shape == (1, 5, 3)
+
+
 def test_load_results_reads_xtask_chains(tmp_path):
     base = tmp_path / "chains" / "banana" / "KAMH" / "n=1000"
     base.mkdir(parents=True)

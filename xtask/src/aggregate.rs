@@ -24,7 +24,7 @@ fn by_job<'a>(
     for r in records {
         if r.params != params || r.experiment != experiment.name {
             bail!(
-                "job {}/{}/{}#{} was run with {:?} of {}, expected {:?} of {}",
+                "job {}/{}/{}#{} was run with {} of {}, expected {} of {}",
                 r.target,
                 r.sampler,
                 r.setting,
@@ -295,7 +295,7 @@ impl Summary {
         for r in records {
             if r.params != params || r.experiment != experiment.name {
                 bail!(
-                    "replicate {} was run with {:?} of {}, expected {:?} of {}",
+                    "replicate {} was run with {} of {}, expected {} of {}",
                     r.replicate,
                     r.params,
                     r.experiment,

@@ -64,7 +64,7 @@ pub fn compute_into(name: ReferenceName, size: Size, seed: u64, references: Path
     };
     let reference = load_or_compute(key, &env)?;
     let diag = &reference.record.diagnostics;
-    println!(
+    say!(
         "{}: {} draws, max R̂ {:.4}, min bulk ESS {:.0}",
         key.dir(&env).display(),
         diag.rows,
@@ -232,9 +232,9 @@ pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>
     match load(&dir, &plan) {
         Ok(Some(reference)) => return Ok(Arc::new(reference)),
         Ok(None) => {}
-        Err(e) => eprintln!("warning: the cached reference is damaged ({e:#}); recomputing it"),
+        Err(e) => say_err!("warning: the cached reference is damaged ({e:#}); recomputing it"),
     }
-    println!(
+    say!(
         "computing the {} reference sample: {} {} chains × {} + {} iterations (cached in {})",
         plan.target,
         plan.chains,
@@ -246,9 +246,13 @@ pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>
     let reference = compute(key, plan)?;
     save(&dir, &reference)?;
     let diag = &reference.record.diagnostics;
-    println!(
+    say!(
         "  {} draws, max R̂ {:.4}, min bulk ESS {:.0}, acceptance {:.3}, {:.1} s of sampling",
-        diag.rows, diag.rhat_max, diag.ess_bulk_min, diag.acceptance, diag.wall_time_secs
+        diag.rows,
+        diag.rhat_max,
+        diag.ess_bulk_min,
+        diag.acceptance,
+        diag.wall_time_secs
     );
     Ok(Arc::new(reference))
 }

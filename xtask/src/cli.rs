@@ -37,11 +37,7 @@ pub fn definition() -> clap::Command {
                      job: the Glass experiments), `paper` (the papers' size everywhere) or \
                      `quick` (seconds, for smoke tests and CI)",
                 ))
-                .arg(
-                    flag("quick")
-                        .conflicts_with("size")
-                        .help("The same as `--size quick`"),
-                )
+                .arg(quick_arg())
                 .arg(
                     seed_arg().help(
                         "Master seed; every chain's stream derives from it and the cell's name",
@@ -128,6 +124,7 @@ pub fn definition() -> clap::Command {
                         .help("Which: `glass` or `abc`"),
                 )
                 .arg(size_arg().help("How large (as for `reproduce`)"))
+                .arg(quick_arg())
                 .arg(seed_arg().help(
                     "Master seed (as for `reproduce`: the reference's stream derives from it)",
                 ))
@@ -313,6 +310,13 @@ fn size_arg() -> Arg {
         )
 }
 
+/// `--quick`, the same as `--size quick`.
+fn quick_arg() -> Arg {
+    flag("quick")
+        .conflicts_with("size")
+        .help("The same as `--size quick`")
+}
+
 /// `--seed S`, default 1.
 fn seed_arg() -> Arg {
     Arg::new("seed")
@@ -322,13 +326,22 @@ fn seed_arg() -> Arg {
         .value_parser(value_parser!(u64))
 }
 
-/// `--threads T`.
+/// The most worker threads `--threads` takes: far more than chains could
+/// use, and below what a system lets a process start (asked for more, the
+/// pool's start hung).
+pub const MAX_THREADS: u64 = 4096;
+
+/// `--threads T`, from 1 to [`MAX_THREADS`].
 fn threads_arg() -> Arg {
     Arg::new("threads")
         .long("threads")
         .value_name("T")
-        .value_parser(value_parser!(usize))
-        .help("Worker threads (default: all cores)")
+        .value_parser(
+            value_parser!(u64)
+                .range(1..=MAX_THREADS)
+                .map(|t| usize::try_from(t).expect("at most MAX_THREADS")),
+        )
+        .help("Worker threads, 1 to 4096 (default: all cores)")
 }
 
 /// The parsed subcommand.
@@ -375,7 +388,7 @@ pub fn command_of(matches: &ArgMatches) -> Command {
             name: *m
                 .get_one::<ReferenceName>("name")
                 .expect("a required argument"),
-            size: size(),
+            size: if on("quick") { Size::Quick } else { size() },
             seed: seed(),
             out: path("out"),
             threads: threads(),

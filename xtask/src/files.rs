@@ -57,7 +57,7 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written?;
+    written.with_context(|| format!("writing {}", path.display()))?;
     // The rename itself survives a power cut only once the directory is synced.
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         File::open(parent)

@@ -19,7 +19,7 @@ use crate::files::write_atomic;
 use crate::provenance::{Load, RunRecord, date};
 use crate::size::Size;
 use crate::verdict::{ClaimCheck, TIMED, Verdict, fmt};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -40,7 +40,7 @@ impl Entry {
     fn read(experiment: Experiment, results: &Path) -> Result<Self> {
         let dir = results.join(experiment.name);
         let path = dir.join("summary.json");
-        let summary = match std::fs::read_to_string(&path) {
+        let summary: Option<Value> = match std::fs::read_to_string(&path) {
             Ok(text) => Some(
                 serde_json::from_str(&text)
                     .with_context(|| format!("parsing {}", path.display()))?,
@@ -48,6 +48,17 @@ impl Entry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
+        if let Some(found) = summary.as_ref().map(|s| &s["experiment"])
+            && found != experiment.name
+        {
+            bail!(
+                "{} is not a summary of {} (its experiment: {found}): restore it, or rerun \
+                 `cargo xtask reproduce {}`",
+                path.display(),
+                experiment.name,
+                experiment.name
+            );
+        }
         let mut figures = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries {
@@ -137,27 +148,44 @@ pub const MARKER: &str =
 
 /// Writes `out` (Markdown) from the results under `results`; figure links
 /// are relative to `out`'s folder. The part of an existing `out` above
-/// [`MARKER`] is kept.
+/// [`MARKER`] is kept; an existing `out` without that line is an error
+/// (the gallery did not write it).
 pub fn main(results: &Path, out: &Path) -> Result<()> {
     let entries = experiments::all()
         .into_iter()
         .filter(Experiment::is_runnable)
         .map(|e| Entry::read(e, results))
         .collect::<Result<Vec<_>>>()?;
+    if entries.iter().all(|e| e.summary.is_none()) {
+        bail!(
+            "{} holds no summary.json of any experiment (<name>/summary.json): give the root \
+             that `reproduce --out` wrote to; {} was left as it was",
+            results.display(),
+            out.display()
+        );
+    }
     let base = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let link = pathdiff(results, base);
     let kept = match std::fs::read_to_string(out) {
-        Ok(old) => old.find(MARKER).map(|i| old[..i].to_string()),
+        Ok(old) => match old.find(MARKER) {
+            Some(i) => Some(old[..i].to_string()),
+            None => bail!(
+                "{} exists and holds no line `{MARKER}`, so the gallery did not write it: \
+                 give another --out, or add that line where the generated part may start \
+                 (the text above it is kept)",
+                out.display()
+            ),
+        },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("reading {}", out.display())),
     };
     let head = kept.unwrap_or_else(|| "# Results\n\n".to_string());
     let text = format!("{head}{MARKER}\n\n{}", render(&entries, &link));
     write_atomic(out, |w| Ok(w.write_all(text.as_bytes())?))?;
-    println!("gallery: wrote {}", out.display());
+    say!("gallery: wrote {}", out.display());
     Ok(())
 }
 

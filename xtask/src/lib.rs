@@ -44,6 +44,24 @@
 //! 6. `runner` (running, merging and folding grids), `gallery`, `bench_report`, and
 //!    the subcommands in this file.
 
+/// Prints a line on stdout as `println!` does, except that a stdout that
+/// cannot be written (a pipe whose reader quit, as in `xtask list | head`)
+/// is no panic: the command goes on and ends as it would have.
+macro_rules! say {
+    ($($line:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($line)*);
+    }};
+}
+
+/// `say!` on stderr (progress, warnings).
+macro_rules! say_err {
+    ($($line:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($line)*);
+    }};
+}
+
 pub mod aggregate;
 pub mod bench_report;
 pub mod benchmark;
@@ -64,7 +82,7 @@ pub mod spec;
 pub mod summary;
 pub mod verdict;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use runner::{RunOptions, Shard};
 use size::Size;
 use std::path::PathBuf;
@@ -231,24 +249,15 @@ pub fn main() -> Result<()> {
             threads,
         } => with_threads(threads, || benchmark::compute_into(name, size, seed, out)),
         Command::Merge { name, dirs, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::merge(&experiment, &dirs, &out)?;
+            runner::merge(&experiments::named(&name)?, &dirs, &out)?;
             Ok(())
         }
         Command::Fold { name, dirs, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::fold(&experiment, &dirs, &out)?;
+            runner::fold(&experiments::named(&name)?, &dirs, &out)?;
             Ok(())
         }
         Command::Recompute { name, chains, out } => {
-            let Some(experiment) = experiments::find(&name) else {
-                bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-            };
-            runner::recompute(&experiment, &chains, &out)?;
+            runner::recompute(&experiments::named(&name)?, &chains, &out)?;
             Ok(())
         }
         Command::Regrade { name, results } => regrade(&name, &results),
@@ -267,16 +276,36 @@ pub fn main() -> Result<()> {
     }
 }
 
+/// How the binary reports an error: its message, then its causes, as
+/// anyhow lists them, but never a stack backtrace (which anyhow adds when
+/// `RUST_BACKTRACE` is set): an error here is the user's to fix, and a
+/// backtrace would bury what to do.
+pub fn error_report(error: &anyhow::Error) -> String {
+    let mut report = format!("Error: {error}");
+    let causes: Vec<String> = error.chain().skip(1).map(|c| c.to_string()).collect();
+    if !causes.is_empty() {
+        report.push_str("\n\nCaused by:");
+    }
+    for (i, cause) in causes.iter().enumerate() {
+        if causes.len() == 1 {
+            report.push_str(&format!("\n    {cause}"));
+        } else {
+            report.push_str(&format!("\n    {i}: {cause}"));
+        }
+    }
+    report
+}
+
 fn list() -> Result<()> {
     for e in experiments::all() {
-        println!("{:<18} {}", e.name, e.status());
-        println!("    source: {}", e.source);
-        println!("    what:   {}", e.description);
-        println!("    full:   {}", e.size_description(Size::Full));
+        say!("{:<18} {}", e.name, e.status());
+        say!("    source: {}", e.source);
+        say!("    what:   {}", e.description);
+        say!("    full:   {}", e.size_description(Size::Full));
         if e.full_is_reduced() {
-            println!("    paper:  {}", e.size_description(Size::Paper));
+            say!("    paper:  {}", e.size_description(Size::Paper));
         }
-        println!("    quick:  {}", e.size_description(Size::Quick));
+        say!("    quick:  {}", e.size_description(Size::Quick));
     }
     Ok(())
 }
@@ -288,28 +317,16 @@ fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
         }
         return Ok(());
     }
-    let Some(experiment) = experiments::find(name) else {
-        bail!("unknown experiment `{name}` (see `cargo xtask list`)");
-    };
-    reproduce_one(&experiment, opts)
+    reproduce_one(&experiments::named(name)?, opts)
 }
 
-/// Regrades one experiment, or every runnable one with a summary under
-/// `results` (`all`).
+/// Regrades one experiment, or every one with a summary under `results`
+/// (`all`).
 fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
-    let chosen: Vec<experiment::Experiment> = if name == "all" {
-        experiments::all()
-            .into_iter()
-            .filter(|e| e.is_runnable() && results.join(e.name).join("summary.json").exists())
-            .collect()
+    if name == "all" {
+        runner::regrade_all(results)?;
     } else {
-        match experiments::find(name) {
-            Some(e) => vec![e],
-            None => bail!("unknown experiment `{name}` (see `cargo xtask list`)"),
-        }
-    };
-    for e in &chosen {
-        runner::regrade(e, results)?;
+        runner::regrade(&experiments::named(name)?, results)?;
     }
     Ok(())
 }
@@ -344,9 +361,6 @@ fn with_threads(threads: Option<usize>, f: impl FnOnce() -> Result<()> + Send) -
     faer::set_global_parallelism(faer::Par::Seq);
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(t) = threads {
-        if t == 0 {
-            bail!("--threads must be at least 1");
-        }
         builder = builder.num_threads(t);
     }
     builder.build()?.install(f)

@@ -193,11 +193,19 @@ impl RunRecord {
     }
 }
 
-/// The checked-out commit, `-dirty` if tracked files that go into the
-/// build (everything but the committed results) differ from it.
+/// The commit checked out in the source tree this binary was built from,
+/// `-dirty` if tracked files that go into the build (everything but the
+/// committed results) differ from it; `unknown` if that tree is gone (a
+/// binary copied elsewhere). It is asked of that tree, not of the working
+/// directory, which may lie outside it or in another repository.
 pub fn commit() -> String {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root");
     let git = |args: &[&str]| {
         Command::new("git")
+            .arg("-C")
+            .arg(tree)
             .args(args)
             .output()
             .ok()

@@ -147,7 +147,7 @@ pub fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
     let record: ReferenceRecord =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
     if record.plan != *plan {
-        println!(
+        say!(
             "the cached reference in {} was made with another plan; recomputing",
             dir.display()
         );

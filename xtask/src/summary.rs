@@ -46,6 +46,20 @@ impl RunParams {
     }
 }
 
+/// The parameters as the flags of `reproduce` that give them, e.g.
+/// `--size quick --seed 1 --chains 2`.
+impl std::fmt::Display for RunParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--size {} --seed {} --chains {}",
+            self.size().name(),
+            self.seed,
+            self.chains
+        )
+    }
+}
+
 /// What one chain produced: written as `jobs/<job id>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -358,6 +372,59 @@ impl Summary {
             }
         }
         out
+    }
+
+    /// Checks what a summary read back holds before claims or figures use
+    /// it: every done cell has chains, each metric one value per chain and
+    /// the statistics [`MetricStats::new`] gives them (bit for bit), each
+    /// curve one curve per chain and every series as long as its points.
+    /// An error names the cell and the metric (a summary cut short, edited
+    /// by hand or made by other code).
+    pub fn check(&self) -> Result<()> {
+        for c in self.cells.iter().filter(|c| c.status == "done") {
+            let cell = || {
+                format!("{} {} {}", c.target_label, c.sampler, c.setting)
+                    .trim_end()
+                    .to_string()
+            };
+            let advice = "restore the file, or rerun `cargo xtask reproduce`";
+            if c.chains == 0 {
+                bail!("{} is done with no chains: {advice}", cell());
+            }
+            for (name, stats) in &c.metrics {
+                if stats.values.len() != c.chains {
+                    bail!(
+                        "{name} of {} holds {} value(s) for {} chain(s): {advice}",
+                        cell(),
+                        stats.values.len(),
+                        c.chains
+                    );
+                }
+                if *stats != MetricStats::new(stats.values.clone()) {
+                    bail!(
+                        "the mean, quantiles or interval of {name} of {} are not those of its \
+                         per-chain values (edited, or made by other code): {advice}",
+                        cell()
+                    );
+                }
+            }
+            for (name, curve) in &c.curves {
+                let points = curve.x.len();
+                let ragged = [&curve.mean, &curve.q10, &curve.q90]
+                    .into_iter()
+                    .chain(&curve.chains)
+                    .any(|series| series.len() != points);
+                if curve.chains.len() != c.chains || ragged {
+                    bail!(
+                        "curve {name} of {} does not hold one series of {points} point(s) per \
+                         chain ({} chain(s)): {advice}",
+                        cell(),
+                        c.chains
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes `summary.json` atomically.

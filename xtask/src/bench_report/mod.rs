@@ -269,7 +269,8 @@ pub fn main(quick: bool, out: PathBuf, peers: bool, results: PathBuf) -> Result<
         results,
     };
     let report = run(&opts)?;
-    print!("{}", markdown::render(&report));
+    // the report is in its files; a closed stdout loses only this copy
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), markdown::render(&report).as_bytes());
     Ok(())
 }
 
@@ -298,7 +299,7 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
     let rust = paths::measure(&s)?;
     // the same paths with 256-bit kernels, where the CPU has wider ones
     let narrow = if crate::machine::has_wider_vectors_than_256_bits() {
-        eprintln!("bench-report: the paths again, capped at 256 bits");
+        say_err!("bench-report: the paths again, capped at 256 bits");
         set_max_width(Width::Bits256);
         let narrow = paths::measure(&s);
         set_max_width(Width::Widest);
@@ -306,7 +307,7 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
     } else {
         None
     };
-    eprintln!("bench-report: FMA, GEMM and streaming peaks");
+    say_err!("bench-report: FMA, GEMM and streaming peaks");
     let mut working_sets: Vec<usize> = rust
         .iter()
         .filter_map(|p| p.traffic.map(|t| t.working_set))
@@ -374,9 +375,9 @@ fn measure(opts: &ReportOptions) -> Result<Report> {
         _ => bail!("the adapting F-KAMH paths are missing"),
     };
 
-    eprintln!("bench-report: 2 chains vs 1");
+    say_err!("bench-report: 2 chains vs 1");
     let parallelism = system::parallel_throughput(&s)?;
-    eprintln!("bench-report: memory of a long chain");
+    say_err!("bench-report: memory of a long chain");
     let memory = system::memory(s.memory_iterations, opts.isolate_memory)?;
     let experiments = walltime::read(&opts.results)?;
 

@@ -198,7 +198,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     let (n, d, m) = (s.n, DIM as f64, s.m);
     let mut log = PathLog::default();
 
-    eprintln!("bench-report: KAMH step");
+    say_err!("bench-report: KAMH step");
     let mut kamh = frozen(&target, kamh_proposal(&iid_draws(&target, n, 1)?)?, 2)?;
     log.add(
         "kamh_step",
@@ -210,7 +210,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .original(1.69e-3);
 
-    eprintln!("bench-report: adapting KAMH step");
+    say_err!("bench-report: adapting KAMH step");
     let mut kamh = kamh_adapting_sampler(&target, n)?;
     log.add(
         "kamh_adapting_step",
@@ -229,7 +229,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     // the D × D feature covariance: read by the proposal, read and written
     // by the Welford update
     let covariance = (big * big * 8) as f64;
-    eprintln!("bench-report: F-KAMH step");
+    say_err!("bench-report: F-KAMH step");
     let mut fkamh = fkamh_sampler(&target, big, s.fkamh_histories[0], false)?;
     log.add(
         "fkamh_step",
@@ -241,7 +241,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .traffic(covariance, covariance as usize);
     for history in s.fkamh_histories {
-        eprintln!("bench-report: adapting F-KAMH step, history {history}");
+        say_err!("bench-report: adapting F-KAMH step, history {history}");
         let mut fkamh = fkamh_sampler(&target, big, history, true)?;
         log.add(
             &format!("fkamh_adapting_step_t{history}"),
@@ -258,7 +258,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
         .traffic(3.0 * covariance, covariance as usize);
     }
 
-    eprintln!("bench-report: KMC lite and finite gradients");
+    say_err!("bench-report: KMC lite and finite gradients");
     let points = iid_draws(&target, GRADIENT_POINTS, 13)?;
     let (mut lite, _) = kmc_lite_oracle(&target, n)?;
     log.add(
@@ -277,7 +277,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
 
     let steps = s.leapfrog_steps;
     let step_flops = |gradient: f64| f64::from(steps + 1) * gradient + 6.0 * d * f64::from(steps);
-    eprintln!("bench-report: KMC lite step");
+    say_err!("bench-report: KMC lite step");
     let mut lite = frozen(&target, kmc_lite_frozen(&target, n, steps)?, 4)?;
     log.add(
         "kmc_lite_step",
@@ -289,7 +289,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .original(2.38e-3);
 
-    eprintln!("bench-report: adapting KMC lite step");
+    say_err!("bench-report: adapting KMC lite step");
     let (mut lite, t0) = kmc_lite_adapting_sampler(&target, n, steps)?;
     let refit = (t0 as f64).powf(-LITE_REFIT_KAPPA);
     log.add(
@@ -309,7 +309,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .adapting_from("kmc_lite_step");
 
-    eprintln!("bench-report: KMC finite step");
+    say_err!("bench-report: KMC finite step");
     let mut finite = frozen(&target, kmc_finite_frozen(&target, m, steps)?, 5)?;
     log.add(
         "kmc_finite_step",
@@ -321,7 +321,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .original(7.07e-3);
 
-    eprintln!("bench-report: adapting KMC finite step");
+    say_err!("bench-report: adapting KMC finite step");
     let mut finite = adapting(&target, kmc_finite_frozen(&target, m, steps)?, 6)?;
     log.add(
         "kmc_finite_adapting_step",
@@ -339,7 +339,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     .adapting_from("kmc_finite_step")
     .traffic(finite_update_bytes(m as f64), finite_working_set(m));
 
-    eprintln!("bench-report: finite online update");
+    say_err!("bench-report: finite online update");
     // fitted on 2m points: refactorisation is due only after m/4 more
     // points, more than the warm-up and repetitions add, so each call is the
     // O(dm²) rank-d update plus the preconditioned solve
@@ -364,7 +364,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     )
     .traffic(finite_update_bytes(m as f64), finite_working_set(m));
 
-    eprintln!("bench-report: finite online update, fixed ridge on the sums");
+    say_err!("bench-report: finite online update, fixed ridge on the sums");
     // RidgeSchedule::FixedOnSums with λ₀ = 2m · 10⁻³ (the default's ridge at
     // the fitted count 2m): a rank-d Cholesky update and two triangular
     // solves, no iteration
@@ -385,7 +385,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
         finite_working_set(m),
     );
 
-    eprintln!("bench-report: lite fit");
+    say_err!("bench-report: lite fit");
     let points = uniform_points(n, 2);
     log.add(
         "lite_fit",
@@ -403,7 +403,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     .original(410e-3)
     .blas_bound();
 
-    eprintln!("bench-report: finite fit");
+    say_err!("bench-report: finite fit");
     let mut model = fit_finite_estimator(m)?;
     let points = uniform_points(m, 3);
     log.add(
@@ -417,7 +417,7 @@ pub fn measure(s: &Sizes) -> Result<Vec<RustPath>> {
     .original(261e-3)
     .blas_bound();
 
-    eprintln!("bench-report: Glass likelihood estimate");
+    say_err!("bench-report: Glass likelihood estimate");
     let glass = glass_posterior(s.glass_importance)?;
     let newton_steps = GpClassification::glass(s.glass_importance)?
         .laplace(&[0.0; 9])?

@@ -74,10 +74,10 @@ pub fn repo_root() -> PathBuf {
 /// checks that they agree with the Rust results.
 pub fn run(s: &Sizes, dir: &Path) -> Result<PeerRun> {
     let fixture_dir = dir.join("fixtures");
-    eprintln!("bench-report: peer fixtures in {}", fixture_dir.display());
+    say_err!("bench-report: peer fixtures in {}", fixture_dir.display());
     fixtures::write(s, &fixture_dir)?;
     let root = repo_root();
-    eprintln!("bench-report: the project venv (python/venv.sh)");
+    say_err!("bench-report: the project venv (python/venv.sh)");
     let venv = Command::new("bash")
         .arg(root.join("python/venv.sh"))
         .output()
@@ -90,7 +90,7 @@ pub fn run(s: &Sizes, dir: &Path) -> Result<PeerRun> {
     }
     let python = String::from_utf8(venv.stdout)?.trim().to_string();
     let out = dir.join("peers.json");
-    eprintln!("bench-report: numpy peers (one BLAS thread)");
+    say_err!("bench-report: numpy peers (one BLAS thread)");
     let status = Command::new(&python)
         .arg(root.join("python/benchmarks/peers.py"))
         .arg(&fixture_dir)

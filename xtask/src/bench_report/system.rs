@@ -94,7 +94,7 @@ pub fn memory_chain(iterations: u64) -> Result<()> {
 /// The hidden `--memory-child N`: runs the memory chain and prints VmHWM.
 pub fn memory_child(iterations: u64) -> Result<()> {
     memory_chain(iterations)?;
-    println!("{}", vm_hwm_kb()?);
+    say!("{}", vm_hwm_kb()?);
     Ok(())
 }
 

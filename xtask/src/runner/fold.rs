@@ -1,7 +1,7 @@
 //! Folding the cells of a restricted run (`reproduce --setting`) into an
 //! experiment's existing summary.
 
-use super::merge::gather;
+use super::merge::{gather, sources};
 use super::{experiment_dir, read_summary, write_outputs};
 use crate::aggregate::Folded;
 use crate::experiment::Experiment;
@@ -16,10 +16,14 @@ use std::path::{Path, PathBuf};
 /// are added, cells the summary holds must be reproduced bit for bit, every
 /// other cell stays as it was), copies the inputs' run records into
 /// `out/<name>/runs/` so the summary still says how each cell was made
-/// (each with the held cells its records reproduced), and rewrites the
-/// summary, the report and the figures.
+/// (each restricted run with the held cells of its settings that its
+/// records reproduced), and rewrites the summary, the report and the
+/// figures.
 ///
-/// Every input must hold a run record. Everything is checked before
+/// An input whose run records include restricted runs folds only the job
+/// records of their settings (the others, in the directory a whole run
+/// also wrote to, are that run's own). Every input must hold a run
+/// record. Everything is checked before
 /// anything is written: a failed fold leaves the output untouched.
 pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Folded> {
     let Some(protocol) = &experiment.protocol else {
@@ -31,11 +35,8 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let dir = experiment_dir(out, experiment);
     let mut summary: Summary = read_summary(experiment, &dir)?;
     let gathered = gather::<JobRecord>(experiment, inputs)?;
-    let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
-    sources.sort();
-    sources.dedup();
     let mut runs: Vec<(PathBuf, RunRecord, &Path)> = Vec::new();
-    for source in &sources {
+    for source in sources(&gathered) {
         let found = RunRecord::read_files(source)?;
         if found.is_empty() {
             bail!(
@@ -48,7 +49,23 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
             runs.push((dir.join("runs").join(name), record, source));
         }
     }
-    let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
+    // An input that also holds the records of a run of every cell (the
+    // directory the summary was made in) folds only the cells of its
+    // restricted runs' settings: the others are that run's own.
+    let restricted_to = |source: &Path| -> Vec<&String> {
+        runs.iter()
+            .filter(|(_, _, from)| *from == source)
+            .flat_map(|(_, record, _)| &record.settings)
+            .collect()
+    };
+    let records: Vec<JobRecord> = gathered
+        .iter()
+        .filter(|g| {
+            let settings = restricted_to(&g.source);
+            settings.is_empty() || settings.contains(&&g.record.setting)
+        })
+        .map(|g| g.record.clone())
+        .collect();
     if records.is_empty() {
         bail!("no job record of {} in the inputs", experiment.name);
     }
@@ -57,8 +74,14 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let _lock = lock_dir(&dir, Access::Whole)?;
     create_dir(&dir.join("runs"))?;
     for (to, mut record, source) in runs {
-        // the held cells this input's records reproduced
-        for cell in &folded.reproduced {
+        // the held cells of its settings that this input's records
+        // reproduced (a run of every cell, such as the one that made the
+        // summary in the same directory, reproduced nothing)
+        for cell in folded
+            .reproduced
+            .iter()
+            .filter(|cell| record.settings.contains(&cell.key.2))
+        {
             let from_here = gathered.iter().any(|g| {
                 g.source == source
                     && (&g.record.target, &g.record.sampler, &g.record.setting)
@@ -72,10 +95,10 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     }
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     for cell in &folded.added {
-        println!("  added {}", cell.label);
+        say!("  added {}", cell.label);
     }
     for cell in &folded.reproduced {
-        println!("  reproduced bit for bit (kept as it was): {}", cell.label);
+        say!("  reproduced bit for bit (kept as it was): {}", cell.label);
     }
     Ok(folded)
 }

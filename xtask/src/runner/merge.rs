@@ -1,31 +1,34 @@
 //! Merging shard outputs into one experiment directory.
 
-use super::records::{RecordFile, agreed_params, check_chain, record_files};
+use super::records::{RecordFile, check_chain, experiment_of, record_files};
 use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
 use crate::experiment::Experiment;
 use crate::files::{copy_file, create_dir};
-use crate::summary::{JobRecord, StudyRecord, Summary};
+use crate::provenance::RunRecord;
+use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Merges the shard outputs found in `inputs` (each `DIR/<name>/` or `DIR`)
-/// into `out/<name>/`: copies their records and chains and writes the summary.
+/// into `out/<name>/`: copies their records, chains and run records (so the
+/// merged results still say how each shard was made) and writes the summary.
 ///
-/// Everything is checked before anything is written: every record parses,
-/// no two inputs disagree on a job, the shards used the same parameters,
-/// the grid (or every replicate) is complete and every chain file present
-/// is whole. A failed merge leaves the output untouched.
+/// Everything is checked before anything is written: every record and run
+/// record parses, no two inputs disagree on a job, the shards used the same
+/// parameters, the grid (or every replicate) is complete and every chain
+/// file present is whole. A failed merge leaves the output untouched.
 pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
     if let Some(study) = &experiment.study {
         let gathered = gather::<StudyRecord>(experiment, inputs)?;
+        let params = agreed_params(&gathered, "replicate")?;
         let mut records: Vec<StudyRecord> = gathered.iter().map(|g| g.record.clone()).collect();
         records.sort_by_key(|r| r.replicate);
-        let params = agreed_params(&records, "replicate")?;
         let summary = Summary::from_study(experiment, study, params, &records)?;
+        let runs = source_runs(&gathered)?;
         let _lock = open_output(&dir, None)?;
-        copy_merged(&dir, &gathered, &[])?;
+        copy_merged(&dir, &gathered, &[], &runs)?;
         write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
         return Ok(summary);
     }
@@ -33,8 +36,8 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         bail!("{} is not implemented yet", experiment.name);
     };
     let gathered = gather::<JobRecord>(experiment, inputs)?;
+    let params = agreed_params(&gathered, "job")?;
     let records: Vec<JobRecord> = gathered.iter().map(|g| g.record.clone()).collect();
-    let params = agreed_params(&records, "job")?;
     let cells = protocol.cells_at(params.size());
     let summary = Summary::aggregate(experiment, protocol, params, &cells, &records)?;
     let mut chains = Vec::new();
@@ -46,8 +49,9 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
             chains.push((from, chain_path(&dir, &g.record)));
         }
     }
+    let runs = source_runs(&gathered)?;
     let _lock = open_output(&dir, None)?;
-    copy_merged(&dir, &gathered, &chains)?;
+    copy_merged(&dir, &gathered, &chains, &runs)?;
     write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
     Ok(summary)
 }
@@ -70,18 +74,29 @@ pub(super) fn gather<R: RecordFile>(
     inputs: &[PathBuf],
 ) -> Result<Vec<Gathered<R>>> {
     let mut by_id: BTreeMap<String, Gathered<R>> = BTreeMap::new();
+    // the experiments of the records skipped as another experiment's
+    let mut others: Vec<String> = Vec::new();
     for input in inputs {
         let source = input_experiment_dir(input, experiment, "jobs", "")?;
         for (file, record) in record_files::<R>(&source.join("jobs"))? {
+            // another experiment's record (of another kind, it may not parse as one of ours)
+            let foreign = match &record {
+                Ok(r) => Some(r.experiment().to_string()),
+                Err(_) => experiment_of(&file),
+            }
+            .filter(|name| name != experiment.name);
+            if let Some(name) = foreign {
+                if !others.contains(&name) {
+                    others.push(name);
+                }
+                continue;
+            }
             let record = record.with_context(|| {
                 format!(
                     "{} is damaged: delete it and rerun its shard",
                     file.display()
                 )
             })?;
-            if record.experiment() != experiment.name {
-                continue;
-            }
             match by_id.entry(record.id()) {
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     slot.insert(Gathered {
@@ -104,12 +119,64 @@ pub(super) fn gather<R: RecordFile>(
             }
         }
     }
+    if by_id.is_empty() && !others.is_empty() {
+        let dirs: Vec<String> = inputs.iter().map(|d| d.display().to_string()).collect();
+        bail!(
+            "{} hold(s) records of {}, none of {}: another experiment's output?",
+            dirs.join(", "),
+            others.join(", "),
+            experiment.name
+        );
+    }
     Ok(by_id.into_values().collect())
 }
 
-/// Copies the gathered records and the `chains` (from, to) into `dir`
-/// (those not already there).
-fn copy_merged<R>(dir: &Path, gathered: &[Gathered<R>], chains: &[(PathBuf, PathBuf)]) -> Result<()>
+/// The parameters every gathered record was made with; an error if there
+/// are none, or naming a record of each side if the shards disagree.
+fn agreed_params<R: RecordFile>(gathered: &[Gathered<R>], kind: &str) -> Result<RunParams> {
+    let Some(first) = gathered.first() else {
+        bail!("no {kind} records found in the given directories");
+    };
+    let params = first.record.params();
+    if let Some(other) = gathered.iter().find(|g| g.record.params() != params) {
+        bail!(
+            "the shards disagree: {} was made with `{params}`, {} with `{}`; every shard \
+             must run with the same --size, --seed and --chains (delete the records of the \
+             wrong run, or rerun its shard)",
+            first.file.display(),
+            other.file.display(),
+            other.record.params()
+        );
+    }
+    Ok(params)
+}
+
+/// The experiment directories the gathered records came from, each once.
+pub(super) fn sources<R>(gathered: &[Gathered<R>]) -> Vec<&Path> {
+    let mut sources: Vec<&Path> = gathered.iter().map(|g| g.source.as_path()).collect();
+    sources.sort();
+    sources.dedup();
+    sources
+}
+
+/// The run record files (`runs/*.json`) of the directories the gathered
+/// records came from; an error names one that does not parse.
+fn source_runs<R>(gathered: &[Gathered<R>]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for source in sources(gathered) {
+        files.extend(RunRecord::read_files(source)?.into_iter().map(|(f, _)| f));
+    }
+    Ok(files)
+}
+
+/// Copies the gathered records, the `chains` (from, to) and the run record
+/// files `runs` into `dir` (those not already there).
+fn copy_merged<R>(
+    dir: &Path,
+    gathered: &[Gathered<R>],
+    chains: &[(PathBuf, PathBuf)],
+    runs: &[PathBuf],
+) -> Result<()>
 where
     R: RecordFile,
 {
@@ -126,6 +193,15 @@ where
         if canonical(from)? != canonical(to).unwrap_or_default() {
             create_dir(to.parent().expect("a chain path has a parent"))?;
             copy_file(from, to)?;
+        }
+    }
+    for from in runs {
+        let to = dir
+            .join("runs")
+            .join(from.file_name().expect("a record file has a name"));
+        if canonical(from)? != canonical(&to).unwrap_or_default() {
+            create_dir(&dir.join("runs"))?;
+            copy_file(from, &to)?;
         }
     }
     Ok(())

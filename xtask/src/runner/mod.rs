@@ -102,7 +102,27 @@ pub(super) fn input_experiment_dir(
         input.to_path_buf()
     };
     if !src.join(subdir).is_dir() {
-        bail!("{} holds no {subdir}/ directory{hint}", input.display());
+        let mut others: Vec<String> = std::fs::read_dir(input)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().join(subdir).is_dir())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        others.sort();
+        let found = if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it holds the {subdir}/ of {}: another experiment's output?",
+                others.join(", ")
+            )
+        };
+        bail!(
+            "{} holds no {}/{subdir}/ and no {subdir}/ directory{hint}{found}",
+            input.display(),
+            experiment.name
+        );
     }
     Ok(src)
 }
@@ -158,12 +178,16 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         .iter()
         .find(|s| !cells.iter().any(|c| &c.setting == *s))
     {
-        let mut known: Vec<&str> = cells.iter().map(|c| c.setting.as_str()).collect();
-        known.dedup();
+        let mut known: Vec<String> = Vec::new();
+        for quoted in cells.iter().map(|c| format!("{:?}", c.setting)) {
+            if !known.contains(&quoted) {
+                known.push(quoted);
+            }
+        }
         bail!(
             "no cell of {} at this size has the setting `{unknown}`; its settings: {}",
             experiment.name,
-            known.join("; ")
+            known.join(", ")
         );
     }
     let dir = experiment_dir(&opts.out, experiment);
@@ -195,7 +219,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
         })
         .collect();
     if chainless > 0 {
-        println!(
+        say!(
             "  {chainless} chain(s) have a record but no .npy (a --no-chains run, or deleted \
              files): rerunning them to write their chains"
         );
@@ -243,13 +267,11 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
                 ProgressBar::new(job.cell.burn_in + job.cell.iterations),
             );
             bar.set_style(chain_style.clone());
-            bar.set_prefix(format!(
-                "{} {} {} #{}",
-                job.cell.target.label(),
-                job.cell.sampler.label(),
-                job.cell.setting,
-                job.chain
-            ));
+            let mut cell = format!("{} {}", job.cell.target.label(), job.cell.sampler.label());
+            if !job.cell.setting.is_empty() {
+                cell = format!("{cell} {}", job.cell.setting);
+            }
+            bar.set_prefix(format!("{cell} #{}", job.chain));
             let built = targets
                 .iter()
                 .find(|(t, _)| *t == job.cell.target)
@@ -268,7 +290,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
 
     let records: Vec<JobRecord> = read_records(&jobs_dir, experiment.name, params)?;
     if !opts.settings.is_empty() {
-        println!(
+        say!(
             "{} chain(s) of the cells with setting {} run, {} record(s) in {}; add them to a \
              summary with `cargo xtask fold {} {}`",
             new_records.len(),
@@ -282,7 +304,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     }
     match opts.shard {
         Some(s) if s.count > 1 => {
-            println!(
+            say!(
                 "shard {}/{}: {} chain(s) run, {} record(s) in {}; combine the shards with \
                  `cargo xtask merge {} DIR…`",
                 s.index,
@@ -384,7 +406,7 @@ fn reproduce_study(
             Ok(())
         })
         .collect::<Result<()>>()?;
-    println!(
+    say!(
         "  ran {} replicate(s) of {}; elapsed {:.1} s",
         mine.len(),
         experiment.name,
@@ -393,7 +415,7 @@ fn reproduce_study(
     let records: Vec<StudyRecord> = read_records(&jobs_dir, experiment.name, params)?;
     match opts.shard {
         Some(s) if s.count > 1 => {
-            println!(
+            say!(
                 "shard {}/{}: {} replicate(s) run, {} record(s) in {}; combine the shards with \
                  `cargo xtask merge {} DIR…`",
                 s.index,
@@ -439,6 +461,24 @@ pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     Ok(summary)
 }
 
+/// Regrades every implemented experiment that has a `summary.json` under
+/// `out` (see [`regrade`]); an error if none has, naming `out` (a mistyped
+/// root would otherwise regrade nothing and succeed).
+pub fn regrade_all(out: &Path) -> Result<Vec<Summary>> {
+    let chosen: Vec<Experiment> = crate::experiments::all()
+        .into_iter()
+        .filter(|e| e.is_runnable() && experiment_dir(out, e).join("summary.json").exists())
+        .collect();
+    if chosen.is_empty() {
+        bail!(
+            "{} holds no summary.json of any experiment (<name>/summary.json): give the root \
+             that `reproduce --out` wrote to",
+            out.display()
+        );
+    }
+    chosen.iter().map(|e| regrade(e, out)).collect()
+}
+
 /// The `summary.json` of `experiment` in its directory `dir`, with its
 /// claims dropped (they are decided again, and their schema may be an
 /// older one).
@@ -453,6 +493,9 @@ pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summar
     }
     let summary: Summary = serde_json::from_value(value)
         .with_context(|| format!("reading the cells of {}", path.display()))?;
+    summary
+        .check()
+        .with_context(|| format!("checking {}", path.display()))?;
     if summary.experiment != experiment.name {
         bail!(
             "{} holds experiment {}, not {}",
@@ -479,8 +522,8 @@ pub(super) fn write_outputs(
         &dir.join("summary.md"),
         markdown(summary, &figures).as_bytes(),
     )?;
-    println!("{}", summary_table(summary));
-    println!("wrote {}", dir.display());
+    say!("{}", summary_table(summary));
+    say!("wrote {}", dir.display());
     Ok(())
 }
 
@@ -528,9 +571,9 @@ fn report_wall_times(records: &[JobRecord], elapsed: f64) {
         e.1 += r.wall_time_secs;
     }
     for ((t, s, set), (n, secs)) in per_cell {
-        println!("  ran {n} chain(s) of {s} {set} on {t}: {secs:.1} s of sampling");
+        say!("  ran {n} chain(s) of {s} {set} on {t}: {secs:.1} s of sampling");
     }
-    println!("  elapsed {elapsed:.1} s");
+    say!("  elapsed {elapsed:.1} s");
 }
 
 /// Creates the experiment directory `dir` with its `jobs/` and locks it:
@@ -588,7 +631,7 @@ impl Progress {
     fn finished(&self, label: &str) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if self.lines {
-            eprintln!(
+            say_err!(
                 "{}: {done}/{} done ({}, {:.1} s elapsed)",
                 self.experiment,
                 self.total,

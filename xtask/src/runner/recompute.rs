@@ -149,7 +149,7 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
         done.cells.push(label);
     }
     if done.cells.is_empty() {
-        println!(
+        say!(
             "every done cell of {} holds {} already: nothing to recompute",
             experiment.name,
             families
@@ -177,7 +177,7 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
         )
     }
     .write(&dir)?;
-    println!(
+    say!(
         "  added {} to {} cell(s) from {}, after their chains reproduced {} bit for bit",
         done.metrics.join(", "),
         done.cells.len(),

@@ -44,7 +44,7 @@ pub(super) fn job_state(
         Ok(Some(r)) => r,
         Ok(None) => return JobState::Absent,
         Err(e) => {
-            eprintln!("warning: {e:#}; rerunning that chain");
+            say_err!("warning: {e:#}; rerunning that chain");
             return JobState::Absent;
         }
     };
@@ -59,7 +59,7 @@ pub(super) fn job_state(
         record.iterations,
     ) != (&t, &s, &set, job.chain, job.cell.iterations)
     {
-        eprintln!(
+        say_err!(
             "warning: {} belongs to another chain; rerunning this one",
             path.display()
         );
@@ -75,7 +75,7 @@ pub(super) fn job_state(
     match check_chain(&chain, &record) {
         Ok(()) => JobState::Done,
         Err(e) => {
-            eprintln!("warning: {e:#}; rerunning that chain");
+            say_err!("warning: {e:#}; rerunning that chain");
             JobState::Absent
         }
     }
@@ -160,6 +160,14 @@ pub fn read_record<R: RecordFile>(path: &Path) -> Result<Option<R>> {
     Ok(Some(record))
 }
 
+/// The experiment a record file names, if it is JSON with an `experiment`
+/// field (whether or not it is a record of the kind expected).
+pub(super) fn experiment_of(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["experiment"].as_str().map(str::to_string)
+}
+
 /// Every record file (`*.json`) in `jobs_dir`, parsed or with the error
 /// that names it.
 pub(super) fn record_files<R: RecordFile>(jobs_dir: &Path) -> Result<Vec<(PathBuf, Result<R>)>> {
@@ -193,25 +201,8 @@ pub(super) fn read_records<R: RecordFile>(
         match record {
             Ok(r) if r.experiment() == experiment && r.params() == params => out.push(r),
             Ok(_) => {}
-            Err(e) => eprintln!("warning: {e:#}; skipped"),
+            Err(e) => say_err!("warning: {e:#}; skipped"),
         }
     }
     Ok(out)
-}
-
-/// The parameters every merged record was made with; an error if there are
-/// none or the shards disagree.
-pub(super) fn agreed_params<R: RecordFile>(records: &[R], kind: &str) -> Result<RunParams> {
-    let Some(first) = records.first() else {
-        bail!("no {kind} records found in the given directories");
-    };
-    let params = first.params();
-    if let Some(r) = records.iter().find(|r| r.params() != params) {
-        bail!(
-            "shards disagree: {:?} and {:?} (different --size, --seed or --chains)",
-            params,
-            r.params()
-        );
-    }
-    Ok(params)
 }

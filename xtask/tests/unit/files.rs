@@ -68,7 +68,7 @@ fn stale_temporary_files_are_removed() {
 }
 
 /// A failed write leaves the old file and no temporary file, and the
-/// error names the file.
+/// error names the file first.
 #[test]
 fn failed_writes_keep_the_old_file() {
     let dir = temp_dir("failed");
@@ -84,7 +84,11 @@ fn failed_writes_keep_the_old_file() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     let missing = dir.join("no-such-dir").join("x.json");
     let err = format!("{:#}", write_file(&missing, b"x").unwrap_err());
-    assert!(err.contains("no-such-dir"), "{err}");
+    // the file asked for comes first, not only the temporary one beside it
+    assert!(
+        err.starts_with(&format!("writing {}: ", missing.display())),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -202,3 +202,84 @@ fn the_gallery_labels_a_reduced_full_size() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A results root that does not exist (a mistyped `--results`) or holds
+/// no experiment's summary, or a summary.json that is not its experiment's (another experiment's, or no
+/// summary at all), is an error naming it, and RESULTS.md stays as it
+/// was: the gallery never reports results it did not find as "not run
+/// yet", nor renders a foreign file as an experiment's results.
+#[test]
+fn the_gallery_refuses_a_missing_root_and_foreign_summaries() {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let out = root.join("RESULTS.md");
+    std::fs::write(&out, "kept").unwrap();
+    let results = root.join("results");
+    // a mistyped root, and one that holds no experiment's results (e.g. an
+    // experiment's own directory given as the root)
+    std::fs::create_dir_all(results.join("kamh-flower")).unwrap();
+    for wrong in [root.join("resluts"), results.join("kamh-flower")] {
+        let err = format!("{:#}", main(&wrong, &out).unwrap_err());
+        assert!(err.contains(&wrong.display().to_string()), "{err}");
+    }
+    let summary = results.join("kamh-flower").join("summary.json");
+    std::fs::create_dir_all(summary.parent().unwrap()).unwrap();
+    for foreign in [
+        serde_json::json!({"experiment": "kamh-banana", "params": {}, "cells": []}),
+        serde_json::json!({"kind": "x"}),
+        serde_json::json!([]),
+    ] {
+        std::fs::write(&summary, foreign.to_string()).unwrap();
+        let err = format!("{:#}", main(&results, &out).unwrap_err());
+        assert!(
+            err.contains(&summary.display().to_string()) && err.contains("kamh-flower"),
+            "{foreign}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The gallery rewrites only a file it wrote (one with its marker line,
+/// keeping the text above it) or a new one: an existing file without the
+/// marker (`--out README.md` by mistake) is an error that leaves it whole.
+#[test]
+fn the_gallery_overwrites_no_file_of_someone_elses() {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-own-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let results = root.join("results");
+    let dir = results.join("kamh-glass");
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = serde_json::json!({"experiment": "kamh-glass",
+        "params": {"quick": true, "seed": 1, "chains": 2}, "claims": []});
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    let out = root.join("README.md");
+    std::fs::write(&out, "# A hand-written file\n").unwrap();
+    let err = format!("{:#}", main(&results, &out).unwrap_err());
+    assert!(
+        err.contains(&out.display().to_string()) && err.contains(MARKER),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "# A hand-written file\n"
+    );
+    // with the marker, the text above it is kept and the rest generated
+    std::fs::write(&out, format!("# Mine\n\n{MARKER}\nstale generated text\n")).unwrap();
+    main(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        md.starts_with(&format!("# Mine\n\n{MARKER}\n")) && !md.contains("stale generated text"),
+        "{md}"
+    );
+    // and a new file is written
+    let fresh = root.join("NEW.md");
+    main(&results, &fresh).unwrap();
+    assert!(
+        std::fs::read_to_string(&fresh)
+            .unwrap()
+            .starts_with("# Results")
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

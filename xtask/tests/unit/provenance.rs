@@ -57,3 +57,54 @@ fn records_round_trip_through_the_runs_folder() {
     assert!(old.settings.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run records the commit of the checkout its binary was built from,
+/// wherever it is started: from a directory outside the checkout, even
+/// one inside another git repository (a cluster's scratch space, the
+/// user's analysis repository), the record holds the checkout's commit,
+/// not "unknown" nor the other repository's.
+#[test]
+fn runs_record_the_checkouts_commit_from_any_directory() {
+    let root = std::env::temp_dir().join(format!("xtask-provenance-cwd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "another repository"]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "reproduce",
+            "kamh-banana",
+            "--quick",
+            "--chains",
+            "1",
+            "--no-chains",
+        ])
+        .args(["--threads", "1", "--out", "out"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let runs = RunRecord::read_all(&root.join("out").join("kamh-banana")).unwrap();
+    assert_eq!(runs.len(), 1);
+    // this test runs inside the checkout, so commit() here is the checkout's
+    let here = commit();
+    assert_ne!(here, "unknown");
+    assert_eq!(runs[0].commit, here);
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -439,6 +439,213 @@ fn a_second_run_into_a_locked_directory_fails_at_once() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A `--setting` that no cell has is an error before anything is written,
+/// listing every setting of the grid once, quoted as the flag takes it
+/// (the cells without a setting as `""`).
+#[test]
+fn an_unknown_setting_lists_the_grids_settings_once() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let out = temp_dir("setting");
+    let opts = RunOptions {
+        settings: vec!["cod".into()],
+        ..options(&out, None)
+    };
+    let message = format!("{:#}", reproduce(&e, &opts).unwrap_err());
+    assert!(
+        message.contains("`cod`")
+            && message.ends_with(r#"its settings: "", "adapt=always", "code""#),
+        "{message}"
+    );
+    assert!(!out.exists());
+}
+
+/// Shards made with other run parameters (another --seed, or a stale
+/// record of an earlier run left in a reused directory) do not merge: the
+/// error names a record of each and their parameters as the flags that
+/// made them.
+#[test]
+fn a_merge_of_disagreeing_shards_names_their_records_and_flags() {
+    let e = fixture_study();
+    let root = temp_dir("merge-params");
+    let (a, b) = (root.join("a"), root.join("b"));
+    let shard = |index| Some(Shard { index, count: 2 });
+    reproduce(&e, &options(&a, shard(1))).unwrap();
+    let other_seed = RunOptions {
+        seed: 8,
+        ..options(&b, shard(2))
+    };
+    reproduce(&e, &other_seed).unwrap();
+    let message = format!(
+        "{:#}",
+        merge(&e, &[a.clone(), b.clone()], &root.join("out")).unwrap_err()
+    );
+    let record = |dir: &Path, k: usize| {
+        dir.join(e.name)
+            .join("jobs")
+            .join(format!("replicate-{k}.json"))
+    };
+    assert!(
+        message.contains(&record(&a, 0).display().to_string())
+            && message.contains(&record(&b, 1).display().to_string())
+            && message.contains("--size quick --seed 7 --chains 5")
+            && message.contains("--size quick --seed 8 --chains 5"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Merging the outputs of one experiment under another's name fails
+/// naming the experiment they hold, whether given as the output root or
+/// as the experiment's own directory.
+#[test]
+fn a_merge_under_another_name_names_the_experiment_found() {
+    let e = fixture_study();
+    let root = temp_dir("merge-name");
+    reproduce(&e, &options(&root, None)).unwrap();
+    let grid = experiments::find(FAST_GRID).unwrap();
+    for input in [root.clone(), root.join(e.name)] {
+        let message = format!(
+            "{:#}",
+            merge(&grid, std::slice::from_ref(&input), &root.join("out")).unwrap_err()
+        );
+        assert!(
+            message.contains(&input.display().to_string())
+                && message.contains(e.name)
+                && message.contains(FAST_GRID),
+            "{message}"
+        );
+    }
+    assert!(!root.join("out").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A restricted run folded from the directory of the whole run it adds to
+/// (the `--out` both used): the fold checks only the cells of its
+/// settings, only the restricted run's record says it reproduced cells,
+/// and only those; the record of the run that made the summary claims no
+/// reproduction of its own cells.
+#[test]
+fn a_fold_credits_only_the_restricted_run_with_what_it_reproduced() {
+    use xtask::provenance::RunRecord;
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("fold-credit");
+    let dir = root.join(e.name);
+    let record = |started_unix: u64, settings: Vec<String>| RunRecord {
+        started_unix,
+        settings,
+        ..RunRecord::of_this_process(
+            "c0ffee".into(),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(1),
+            None,
+            1,
+            true,
+            None,
+        )
+    };
+    reproduce(&e, &options(&root, None)).unwrap();
+    record(1, Vec::new()).write(&dir).unwrap();
+    let restricted = RunOptions {
+        settings: vec!["code".into()],
+        ..options(&root, None)
+    };
+    reproduce(&e, &restricted).unwrap();
+    record(2, vec!["code".into()]).write(&dir).unwrap();
+    let folded = fold(&e, std::slice::from_ref(&root), &root).unwrap();
+    // the whole run's records beside it are not the restricted run's cells
+    assert!(folded.added.is_empty());
+    let labels: Vec<&str> = folded.reproduced.iter().map(|c| c.label.as_str()).collect();
+    let code_cells = (e.protocol.as_ref().unwrap().cells)(true)
+        .iter()
+        .filter(|c| c.setting == "code")
+        .count();
+    assert_eq!(labels.len(), code_cells, "{labels:?}");
+    assert!(labels.iter().all(|l| l.ends_with(" code")), "{labels:?}");
+    let runs = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[0].reproduced.is_empty(), "{:?}", runs[0].reproduced);
+    assert!(!runs[1].reproduced.is_empty());
+    assert!(
+        runs[1]
+            .reproduced
+            .iter()
+            .all(|cell| cell.ends_with(" code")),
+        "{:?}",
+        runs[1].reproduced
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A merge copies the shards' run records beside the merged summary (as
+/// a fold does), so that the results still say how, where and at which
+/// commits they were made; a damaged one fails the merge, naming it,
+/// before anything is written.
+#[test]
+fn a_merge_keeps_the_shards_run_records() {
+    use xtask::provenance::RunRecord;
+    let e = fixture_study();
+    let root = temp_dir("merge-runs");
+    let shard_dirs = run_three_shards(&e, &root);
+    for (i, dir) in shard_dirs.iter().enumerate() {
+        RunRecord {
+            started_unix: i as u64,
+            ..RunRecord::of_this_process(
+                format!("commit{i}"),
+                std::time::SystemTime::now(),
+                std::time::Duration::from_secs(1),
+                None,
+                1,
+                true,
+                Some(format!("{}/3", i + 1)),
+            )
+        }
+        .write(&dir.join(e.name))
+        .unwrap();
+    }
+    let runs_of = |dir: &Path| -> Vec<(Option<String>, String)> {
+        RunRecord::read_all(&dir.join(e.name))
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.shard, r.commit))
+            .collect()
+    };
+    let expected: Vec<(Option<String>, String)> = (0..3)
+        .map(|i| (Some(format!("{}/3", i + 1)), format!("commit{i}")))
+        .collect();
+    let merged = root.join("merged");
+    merge(&e, &shard_dirs, &merged).unwrap();
+    assert_eq!(runs_of(&merged), expected);
+    // merging again (into the same place) adds no copies
+    merge(&e, &shard_dirs, &merged).unwrap();
+    assert_eq!(runs_of(&merged), expected);
+    // shards sharing one output directory: each record once
+    let shared = root.join("shared");
+    for dir in &shard_dirs {
+        let from = dir.join(e.name);
+        let to = shared.join(e.name);
+        for sub in ["jobs", "runs"] {
+            std::fs::create_dir_all(to.join(sub)).unwrap();
+            for f in std::fs::read_dir(from.join(sub)).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), to.join(sub).join(f.file_name())).unwrap();
+            }
+        }
+    }
+    merge(&e, std::slice::from_ref(&shared), &root.join("from-shared")).unwrap();
+    assert_eq!(runs_of(&root.join("from-shared")), expected);
+    // a damaged run record fails the merge, naming it, and nothing is written
+    let damaged = shard_dirs[1].join(e.name).join("runs").join("bad.json");
+    std::fs::write(&damaged, b"{").unwrap();
+    let out = root.join("bad");
+    let message = format!("{:#}", merge(&e, &shard_dirs, &out).unwrap_err());
+    assert!(
+        message.contains(&damaged.display().to_string()),
+        "{message}"
+    );
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// A merge refuses damaged records and two shards that disagree on a
 /// job, naming the files, and writes nothing.
 #[test]
@@ -679,6 +886,47 @@ fn regrade_refuses_missing_and_foreign_summaries() {
     foreign.write_json(&dir.join("summary.json")).unwrap();
     let err = regrade(&e, &out).unwrap_err();
     assert!(format!("{err:#}").contains("not kamh-banana"), "{err:#}");
+    // a summary whose per-chain values were emptied (a figure indexed them)
+    let study = experiments::find("kamh-proposals").unwrap();
+    let own = reproduce(&study, &options(&out, None)).unwrap().unwrap();
+    let mut emptied = own.clone();
+    let (name, stats) = emptied.cells[0].metrics.iter_mut().next().unwrap();
+    let name = name.clone();
+    stats.values.clear();
+    let path = out.join(study.name).join("summary.json");
+    emptied.write_json(&path).unwrap();
+    let err = format!("{:#}", regrade(&study, &out).unwrap_err());
+    assert!(
+        err.contains(&path.display().to_string()) && err.contains(&name),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// `regrade all` regrades every experiment with a summary, and a results
+/// root with none (a mistyped `--results`) is an error naming it, not a
+/// silent success.
+#[test]
+fn regrade_all_needs_some_summary() {
+    let out = temp_dir("regrade-all");
+    for missing in [out.clone(), out.join("nowhere")] {
+        let _ = std::fs::create_dir_all(&out);
+        let err = format!("{:#}", regrade_all(&missing).unwrap_err());
+        assert!(
+            err.contains(&missing.display().to_string()) && err.contains("no summary.json"),
+            "{err}"
+        );
+    }
+    let e = experiments::find(FAST_GRID).unwrap();
+    reproduce(&e, &options(&out, None)).unwrap();
+    let regraded = regrade_all(&out).unwrap();
+    assert_eq!(
+        regraded
+            .iter()
+            .map(|s| s.experiment.as_str())
+            .collect::<Vec<_>>(),
+        [FAST_GRID]
+    );
     std::fs::remove_dir_all(&out).unwrap();
 }
 

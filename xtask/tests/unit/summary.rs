@@ -128,3 +128,64 @@ fn markdown_shows_each_metric_once() {
     assert!(pending_reason("C", "accept").contains("no such cell has run"));
     assert!(summary.estimate("t", "A", "", "accept").is_ok());
 }
+
+/// A summary read back is checked before anything decides claims or draws
+/// figures from it: every done cell's metrics hold one value per chain and
+/// the statistics those values give, and its curves one curve per chain
+/// over the points; an emptied or edited summary is an error naming the
+/// cell and the metric, never a panic or a verdict on numbers no run made.
+/// Every summary the repository commits passes.
+#[test]
+fn summaries_are_checked_against_their_per_chain_values() {
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let path = entry.unwrap().path().join("summary.json");
+        if path.exists() {
+            let summary = Summary::read_json(&path).unwrap();
+            summary
+                .check()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} committed summaries");
+
+    let kamh = Summary::read_json(&results.join("kamh-banana").join("summary.json")).unwrap();
+    let broken = |edit: &dyn Fn(&mut Summary)| {
+        let mut s = kamh.clone();
+        edit(&mut s);
+        format!("{:#}", s.check().unwrap_err())
+    };
+    fn first(s: &mut Summary) -> &mut MetricStats {
+        let cell = s.cells.iter_mut().find(|c| c.status == "done").unwrap();
+        cell.metrics.get_mut("accept").unwrap()
+    }
+    let sampler = kamh
+        .cells
+        .iter()
+        .find(|c| c.status == "done")
+        .unwrap()
+        .sampler
+        .clone();
+    for message in [
+        broken(&|s| first(s).values.clear()),
+        broken(&|s| first(s).values.push(0.5)),
+        broken(&|s| first(s).mean += 0.01),
+        broken(&|s| first(s).values[0] += 0.01),
+        broken(&|s| first(s).ci80_half_width = 0.0),
+    ] {
+        assert!(
+            message.contains(&sampler) && message.contains("accept"),
+            "{message}"
+        );
+    }
+    let curves = Summary::read_json(&results.join("kamh-glass").join("summary.json")).unwrap();
+    let mut s = curves.clone();
+    let cell = s.cells.iter_mut().find(|c| !c.curves.is_empty()).unwrap();
+    let (name, curve) = cell.curves.iter_mut().next().unwrap();
+    let name = name.clone();
+    curve.chains.pop();
+    let message = format!("{:#}", s.check().unwrap_err());
+    assert!(message.contains(&name), "{message}");
+}

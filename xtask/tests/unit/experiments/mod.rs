@@ -8,6 +8,41 @@ mod trajectories;
 use xtask::experiments::*;
 use xtask::size::Size;
 
+/// A name that is no experiment's is an error that points to `list` and,
+/// for a typo, a different case or a part of a name, suggests the
+/// experiments meant.
+#[test]
+fn an_unknown_name_suggests_the_experiments_meant() {
+    assert_eq!(named("kmc-abc").map(|e| e.name).unwrap(), "kmc-abc");
+    let message = |name: &str| format!("{:#}", named(name).map(|e| e.name).unwrap_err());
+    for (typo, meant) in [
+        ("kamh-banan", "`kamh-banana`"),
+        ("KAMH-Banana", "`kamh-banana`"),
+        ("kamh_glass", "`kamh-glass`"),
+        ("ckam-bimodl", "`ckam-bimodal`"),
+        ("banana", "`kamh-banana`, `kmc-banana`"),
+    ] {
+        let m = message(typo);
+        assert!(
+            m.contains(&format!("unknown experiment `{typo}`"))
+                && m.contains(&format!("did you mean {meant}?"))
+                && m.contains("cargo xtask list"),
+            "{typo}: {m}"
+        );
+    }
+    // `all` names no experiment where one is needed (merge, fold, recompute)
+    let m = message("all");
+    assert!(
+        m.contains("one experiment") && m.contains("cargo xtask list"),
+        "{m}"
+    );
+    let m = message("something-else");
+    assert!(
+        !m.contains("did you mean") && m.contains("cargo xtask list"),
+        "{m}"
+    );
+}
+
 /// `--size paper` changes only the experiments whose full size is
 /// reduced: kamh-glass gets the KAMH paper's 30 chains of 20 000 +
 /// 80 000 iterations; every other grid runs its full cells.
