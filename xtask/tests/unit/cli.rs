@@ -198,19 +198,7 @@ fn a_closed_output_pipe_is_no_panic() {
 #[test]
 fn progress_lines_name_each_finished_chain() {
     let out = std::env::temp_dir().join(format!("xtask-cli-progress-{}", std::process::id()));
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "reproduce",
-            "kamh-banana",
-            "--quick",
-            "--chains",
-            "1",
-            "--no-chains",
-        ])
-        .args(["--threads", "1", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = smallest_run(&out).output().unwrap();
     assert!(output.status.success(), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(" done (")).collect();
@@ -229,4 +217,15 @@ fn progress_lines_name_each_finished_chain() {
     );
     assert!(lines.iter().all(|l| !l.contains("  ")), "{stderr}");
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// `xtask reproduce kamh-banana` at its smallest, into `out`: quick size,
+/// one chain of each cell, no chain files, one thread.
+pub(crate) fn smallest_run(out: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"));
+    command
+        .args(["reproduce", "kamh-banana", "--quick", "--chains", "1"])
+        .args(["--no-chains", "--threads", "1", "--out"])
+        .arg(out);
+    command
 }

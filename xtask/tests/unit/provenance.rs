@@ -86,16 +86,7 @@ fn runs_record_the_checkouts_commit_from_any_directory() {
     };
     git(&["init", "-q"]);
     git(&["commit", "-q", "--allow-empty", "-m", "another repository"]);
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "reproduce",
-            "kamh-banana",
-            "--quick",
-            "--chains",
-            "1",
-            "--no-chains",
-        ])
-        .args(["--threads", "1", "--out", "out"])
+    let output = crate::cli::smallest_run("out")
         .current_dir(&root)
         .output()
         .unwrap();
