@@ -11,7 +11,9 @@ that holds a large dataset costs no more per task than a small one: on the
 pool started here, chain tasks carry the path of a file that holds them
 for the run; the ensemble's evaluations, on any executor, carry them in
 their first round only and again for a worker that lacks them
-(:class:`MissingDensity`).
+(:class:`MissingDensity`); on a Dask client's executor, tasks carry a
+future of the bytes, scattered to the cluster once per run
+(:func:`scattered`). On other executors, chain tasks carry the bytes.
 
 On the worker pool this module starts itself (``parallel="process"``), the
 workers also report their progress and watch a stop flag, through a queue
@@ -219,15 +221,17 @@ def _sendable_errors():
         raise
 
 
-def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
+def run_chain(task: ChainTask, density: bytes | None = None) -> tuple[dict, bool, int | None]:
     """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
-    (the steps as last reported to the parent, None without a channel)."""
+    (the steps as last reported to the parent, None without a channel).
+    ``density``, where given, is the pickled density in place of the
+    task's own (a future of it, scattered: :func:`scattered`)."""
     with _sendable_errors():
-        return _run_chain(task)
+        return _run_chain(task, task.density if density is None else density)
 
 
-def _run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
-    function, gradient = _density_of(task.key, task.density)
+def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int | None]:
+    function, gradient = _density_of(task.key, density)
     progress = None
     steps = [None]
     if _channel is not None:
@@ -561,12 +565,28 @@ def run(
     stopped, or at once on ``executor`` (whose running tasks cannot be
     stopped)."""
     if executor is not None:
-        return _run_tasks(tasks, totals, None, executor, bars, checkpoint)
+        density = scattered(executor, tasks[0].density)
+        if density is not None:
+            tasks = [replace(task, density=b"") for task in tasks]
+        return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density)
     with _Pool.lock:
         pool = _Pool.get(workers)
         with _density_file(tasks[0].density) as density:
             tasks = [replace(task, density=density) for task in tasks]
             return _run_tasks(tasks, totals, pool, None, bars, checkpoint)
+
+
+def scattered(executor: concurrent.futures.Executor, density: bytes) -> Any | None:
+    """On the executor of a ``dask.distributed`` client
+    (``client.get_executor()``), a future of the pickled density
+    ``density`` scattered once to the cluster, for the tasks to pass in its
+    place: each worker then fetches the bytes once however many tasks it
+    runs, and the task graph stays small. None on any other executor."""
+    cfexecutor = sys.modules.get("distributed.cfexecutor")
+    client = getattr(executor, "_client", None)
+    if cfexecutor is None or client is None or not isinstance(executor, cfexecutor.ClientExecutor):
+        return None
+    return client.scatter(density, hash=False)
 
 
 # The temporary files of the pickled densities: PREFIX + pid + "-" + random + SUFFIX.
@@ -630,9 +650,12 @@ def _run_tasks(
     executor: concurrent.futures.Executor | None,
     bars,
     checkpoint: str | None,
+    density: Any = None,
 ) -> dict:
-    """:func:`run` on ``pool`` (held by this thread) or ``executor``."""
-    futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
+    """:func:`run` on ``pool`` (held by this thread) or ``executor``; the
+    tasks pass ``density``, where given, for the pickled density (a future
+    of it: :func:`scattered`)."""
+    futures = [(executor or pool.executor).submit(run_chain, task, density) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
     steps = [0] * len(tasks)
     interrupted = False
@@ -728,6 +751,8 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
     if executor is None:
         with _Pool.lock:
             _Pool.get(workers)  # started (or refused) before the run
+    shared = None if executor is None else scattered(executor, blob)
+    density = blob if shared is None else shared
     first = True
 
     def evaluate(xs: np.ndarray) -> np.ndarray:
@@ -743,12 +768,12 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
             if executor is None and (_Pool.current is None or _Pool.current.workers != workers):
                 _Pool.get(workers)
             submit = (executor or _Pool.current.executor).submit
-            futures = [submit(evaluate_rows, key, blob if first else None, chunk) for chunk in chunks]
+            futures = [submit(evaluate_rows, key, density if first else None, chunk) for chunk in chunks]
             first = False
             try:
                 for i, future in enumerate(futures):
                     if isinstance(future.exception(), MissingDensity):
-                        futures[i] = submit(evaluate_rows, key, blob, chunks[i])
+                        futures[i] = submit(evaluate_rows, key, density, chunks[i])
                 values = [v for future in futures for v in future.result()]
             except (BrokenProcessPool, _CarriedError) as err:
                 raise explained(err) from err.__cause__
