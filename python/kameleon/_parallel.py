@@ -12,8 +12,7 @@ pool started here, chain tasks carry the path of a file that holds them
 for the run; the ensemble's evaluations, on any executor, carry them in
 their first round only and again for a worker that lacks them
 (:class:`MissingDensity`); on a Dask client's executor, tasks carry a
-future of the bytes, scattered to the cluster once per run
-(:func:`scattered`). On other executors, chain tasks carry the bytes.
+future of the bytes, which one task per run holds (:func:`on_cluster`). On other executors, chain tasks carry the bytes.
 
 On the worker pool this module starts itself (``parallel="process"``), the
 workers also report their progress and watch a stop flag, through a queue
@@ -225,7 +224,7 @@ def run_chain(task: ChainTask, density: bytes | None = None) -> tuple[dict, bool
     """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
     (the steps as last reported to the parent, None without a channel).
     ``density``, where given, is the pickled density in place of the
-    task's own (a future of it, scattered: :func:`scattered`)."""
+    task's own (a future of it: :func:`on_cluster`)."""
     with _sendable_errors():
         return _run_chain(task, task.density if density is None else density)
 
@@ -565,7 +564,7 @@ def run(
     stopped, or at once on ``executor`` (whose running tasks cannot be
     stopped)."""
     if executor is not None:
-        density = scattered(executor, tasks[0].density)
+        density = on_cluster(executor, tasks[0].density)
         if density is not None:
             tasks = [replace(task, density=b"") for task in tasks]
         return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density)
@@ -576,17 +575,29 @@ def run(
             return _run_tasks(tasks, totals, pool, None, bars, checkpoint)
 
 
-def scattered(executor: concurrent.futures.Executor, density: bytes) -> Any | None:
+def held(density: bytes) -> bytes:
+    """The task of a Dask cluster that holds a run's pickled density
+    (:func:`on_cluster`)."""
+    return density
+
+
+def on_cluster(executor: concurrent.futures.Executor, density: bytes) -> Any | None:
     """On the executor of a ``dask.distributed`` client
     (``client.get_executor()``), a future of the pickled density
-    ``density`` scattered once to the cluster, for the tasks to pass in its
-    place: each worker then fetches the bytes once however many tasks it
-    runs, and the task graph stays small. None on any other executor."""
+    ``density``, for the tasks to pass in its place: one task holds the
+    bytes, each worker fetches its result once however many tasks it runs,
+    and the other tasks stay small. Unlike scattered data, the task is
+    computed again if every worker that held its result is lost, so a
+    cluster whose workers are all replaced (a batch system's time limit)
+    still finishes the run. None on any other executor."""
     cfexecutor = sys.modules.get("distributed.cfexecutor")
     client = getattr(executor, "_client", None)
     if cfexecutor is None or client is None or not isinstance(executor, cfexecutor.ClientExecutor):
         return None
-    return client.scatter(density, hash=False)
+    with warnings.catch_warnings():
+        # Dask's advice for a large graph is what this is: one task holds it
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        return client.submit(held, density, pure=False)
 
 
 # The temporary files of the pickled densities: PREFIX + pid + "-" + random + SUFFIX.
@@ -654,7 +665,7 @@ def _run_tasks(
 ) -> dict:
     """:func:`run` on ``pool`` (held by this thread) or ``executor``; the
     tasks pass ``density``, where given, for the pickled density (a future
-    of it: :func:`scattered`)."""
+    of it: :func:`on_cluster`)."""
     futures = [(executor or pool.executor).submit(run_chain, task, density) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
     steps = [0] * len(tasks)
@@ -693,6 +704,9 @@ def _run_tasks(
     with sigint_sets(threading.Event()) as interrupt:
         while pending:
             _, pending = concurrent.futures.wait(pending, timeout=_POLL)
+            # `wait` never counts a future cancelled without notice as done,
+            # as an executor shut down with `cancel_futures=True` leaves them
+            pending = {future for future in pending if not future.cancelled()}
             if error is None:
                 failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
                 if failed:
@@ -731,6 +745,13 @@ def _run_tasks(
         pool.close()
     if error is not None:
         raise error
+    cancelled = [task.chain for task, future in zip(tasks, futures) if future.cancelled()]
+    if cancelled:
+        raise RuntimeError(
+            f"the executor cancelled the tasks of chains {cancelled} before they ended: it was shut down "
+            "during the run, or (on a Dask cluster) the tasks were cancelled or their inputs lost. Run the "
+            "sampling again on a running executor"
+        )
     chains = []
     for future in futures:
         chain, stopped, _ = future.result()
@@ -751,7 +772,7 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
     if executor is None:
         with _Pool.lock:
             _Pool.get(workers)  # started (or refused) before the run
-    shared = None if executor is None else scattered(executor, blob)
+    shared = None if executor is None else on_cluster(executor, blob)
     density = blob if shared is None else shared
     first = True
 

@@ -4,6 +4,7 @@ checkpoints."""
 
 import ast
 import concurrent.futures
+import contextlib
 import io
 import math
 import multiprocessing
@@ -233,10 +234,65 @@ def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
     # the ensemble's walkers too, one task per walker of each half sweep
     one = km.sample_ensemble(gaussian, X0, **ENSEMBLE)
     np.testing.assert_array_equal(walkers.posterior["x"].values, one.posterior["x"].values)
-    # the density was scattered to the cluster once per run: the tasks hold
-    # a future of it, a few hundred bytes, where the density is 1 MB
+    # one task per run holds the density: the others hold a future of it,
+    # a few hundred bytes, where the density is 1 MB
     assert len(submitted) >= RUN["chains"] + ENSEMBLE["walkers"]
     assert max(submitted) < 20_000
+
+
+def slow_gaussian(x):
+    time.sleep(0.002)
+    return gaussian(x)
+
+
+def test_a_dask_run_survives_losing_every_worker(reference):
+    # the density's bytes are the result of a task, which Dask computes
+    # again when every worker that held it is gone; scattered data would
+    # be lost with them, and every chain with a bare CancelledError
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        started = list(client.scheduler_info()["workers"])
+
+        def kill_the_workers_once_chains_run():
+            # each chain takes 300 steps × 2 ms: kill while they run
+            deadline = time.monotonic() + 30
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.1)
+            with contextlib.suppress(Exception):  # the workers die mid-call
+                client.run(os._exit, 1)
+
+        killer = threading.Thread(target=kill_the_workers_once_chains_run)
+        killer.start()
+        idata = km.sample(slow_gaussian, X0, executor=client.get_executor(), **RUN)
+        killer.join()
+        # the nannies started new workers, which ran the chains again
+        assert not set(started) & set(client.scheduler_info()["workers"])
+    assert_same_chains(idata, reference)
+
+
+class CancelsAllButTheFirstChain(concurrent.futures.ThreadPoolExecutor):
+    """An executor that cancels every chain's task but the first's, without
+    notice, as a ``ProcessPoolExecutor`` shut down with
+    ``cancel_futures=True`` leaves the tasks it has not started."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        if args[0].chain == 0:
+            return super().submit(fn, *args, **kwargs)
+        future = concurrent.futures.Future()
+        future.cancel()
+        return future
+
+
+def test_chains_the_executor_cancels_are_named_in_the_error():
+    # the run waited for ever on the cancelled chains (`wait` does not
+    # count a future cancelled without notice as done); and once it ended,
+    # a bare CancelledError said nothing of what happened
+    with CancelsAllButTheFirstChain(1) as executor:
+        with pytest.raises(RuntimeError, match=r"cancelled the tasks of chains \[1, 2, 3\] before they ended"):
+            km.sample(gaussian, X0, executor=executor, **RUN)
 
 
 def test_a_loky_executor_gives_the_chains_of_one_thread(reference):
