@@ -66,7 +66,10 @@ def check_executor(executor) -> None:
     process's sampler threads in whatever state they are, and a worker
     that needs one of them waits for ever."""
     if not isinstance(executor, concurrent.futures.Executor):
-        raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        hint = ""
+        if callable(getattr(executor, "get_executor", None)):
+            hint = f": pass the {type(executor).__name__}'s executor, `executor=client.get_executor()`"
+        raise TypeError(f"`executor` must be a concurrent.futures.Executor, got {type(executor).__name__}{hint}")
     if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
         context = getattr(executor, "_mp_context", None)
         if context is not None and context.get_start_method() == "fork":

@@ -228,6 +228,9 @@ def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:
+        # the client itself is not an executor: the error says what is
+        with pytest.raises(TypeError, match=r"executor=client\.get_executor\(\)"):
+            km.sample(gaussian, X0, executor=client, **RUN)
         idata = km.sample(holding_data, X0, executor=Recording(client), **RUN)
         walkers = km.sample_ensemble(holding_data, X0, executor=Recording(client), **ENSEMBLE)
     assert_same_chains(idata, reference)
