@@ -17,9 +17,11 @@ future of the bytes, which one task per run holds (:func:`on_cluster`). On other
 On the worker pool this module starts itself (``parallel="process"``), the
 workers also report their progress and watch a stop flag, through a queue
 and an event handed to them when they start: Ctrl-C or an exception in one
-chain stops every chain, and the partial chains come back. A
-:class:`concurrent.futures.Executor` passed by the user gives no such
-channel: progress then counts finished chains.
+chain stops every chain, and the partial chains come back. On a Dask
+client's executor the chains do the same through a Dask ``Queue`` and
+``Event`` named for the run (:class:`_ClusterChannel`). Any other
+:class:`concurrent.futures.Executor` gives no such channel: progress then
+counts finished chains, and its running tasks cannot be stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import ast
 import concurrent.futures
 import contextlib
 import hashlib
+import math
 import multiprocessing
 import os
 import queue
@@ -36,6 +39,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -156,6 +160,8 @@ class ChainTask:
     resume: bool
     evaluation_limit: int | None
     density_record: Any
+    # the names of the run's Dask Queue and Event (:class:`_ClusterChannel`)
+    cluster_channel: tuple[str, str] | None = None
 
 
 class MissingDensity(Exception):
@@ -236,13 +242,24 @@ def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int |
     function, gradient = _density_of(task.key, density)
     progress = None
     steps = [None]
-    if _channel is not None:
-        queue, stop = _channel
+    channel, every = _channel, 0.0
+    if task.cluster_channel is not None:
+        import distributed
+
+        # each report is a round trip to the scheduler: fewer of them
+        channel = distributed.Queue(task.cluster_channel[0]), distributed.Event(task.cluster_channel[1])
+        every = _CLUSTER_REPORT
+    if channel is not None:
+        queue, stop = channel
+        last = [-math.inf, False]  # the time of the last report, and its stop flag
 
         def progress(counts: list[int]) -> bool:
             steps[0] = int(counts[0])
-            queue.put((task.run_id, task.chain, steps[0]))
-            return stop.is_set()
+            now = time.monotonic()
+            if now - last[0] >= every:
+                queue.put((task.run_id, task.chain, steps[0]))
+                last[:] = now, stop.is_set()
+            return last[1]
 
     if task.resume:
         result = _core.resume(task.part, task.kind, function, gradient, 1, progress, task.checkpoint_every)
@@ -564,18 +581,84 @@ def run(
     0.1 s; a truthy return value stops every chain, as Ctrl-C does (the
     partial chains come back, marked interrupted), but keeps the pool. The
     first exception of a chain is raised once the other chains have
-    stopped, or at once on ``executor`` (whose running tasks cannot be
-    stopped)."""
+    stopped, or at once on an ``executor`` whose running tasks cannot be
+    stopped (any but a Dask client's)."""
     if executor is not None:
         density = on_cluster(executor, tasks[0].density)
         if density is not None:
             tasks = [replace(task, density=b"") for task in tasks]
-        return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density)
+        client = dask_client(executor)
+        if client is None:
+            return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density)
+        channel = _ClusterChannel(client, tasks[0].run_id)
+        try:
+            tasks = [replace(task, cluster_channel=channel.names) for task in tasks]
+            return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density, channel)
+        finally:
+            channel.close()
     with _Pool.lock:
         pool = _Pool.get(workers)
         with _density_file(tasks[0].density) as density:
             tasks = [replace(task, density=density) for task in tasks]
-            return _run_tasks(tasks, totals, pool, None, bars, checkpoint)
+            return _run_tasks(tasks, totals, pool, None, bars, checkpoint, channel=_PoolChannel(pool))
+
+
+def dask_client(executor: concurrent.futures.Executor | None) -> Any | None:
+    """The ``dask.distributed`` client whose executor ``executor`` is
+    (``client.get_executor()``), or None."""
+    cfexecutor = sys.modules.get("distributed.cfexecutor")
+    if cfexecutor is None or not isinstance(executor, cfexecutor.ClientExecutor):
+        return None
+    return getattr(executor, "_client", None)
+
+
+# How often a chain on a Dask cluster reports its progress and reads the
+# stop flag, in seconds: each is a round trip to the scheduler.
+_CLUSTER_REPORT = 0.25
+
+
+class _PoolChannel:
+    """The parent's side of the reports and stop flag of the chains on the
+    pool started here."""
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+
+    def drain(self) -> list:
+        reports = []
+        while True:
+            try:
+                reports.append(self.pool.queue.get_nowait())
+            except queue.Empty:
+                return reports
+
+    def stop(self) -> None:
+        self.pool.stop.set()
+
+
+class _ClusterChannel:
+    """The reports and stop flag of a run's chains on a Dask cluster: a
+    Dask ``Queue`` the chains put their progress in and an ``Event`` they
+    watch, named for the run (``names``), which the chains open by name."""
+
+    def __init__(self, client, run_id: str) -> None:
+        import distributed
+
+        self.names = (f"kameleon-{run_id}-progress", f"kameleon-{run_id}-stop")
+        self.queue = distributed.Queue(self.names[0], client=client)
+        self.event = distributed.Event(self.names[1], client=client)
+
+    def drain(self) -> list:
+        return [tuple(report) for report in self.queue.get(batch=True)]
+
+    def stop(self) -> None:
+        self.event.set()
+
+    def close(self) -> None:
+        """Releases the queue and the event on the scheduler."""
+        with contextlib.suppress(Exception):  # a client closed meanwhile
+            self.queue.close()
+            self.event.clear()
 
 
 def held(density: bytes) -> bytes:
@@ -593,9 +676,8 @@ def on_cluster(executor: concurrent.futures.Executor, density: bytes) -> Any | N
     computed again if every worker that held its result is lost, so a
     cluster whose workers are all replaced (a batch system's time limit)
     still finishes the run. None on any other executor."""
-    cfexecutor = sys.modules.get("distributed.cfexecutor")
-    client = getattr(executor, "_client", None)
-    if cfexecutor is None or client is None or not isinstance(executor, cfexecutor.ClientExecutor):
+    client = dask_client(executor)
+    if client is None:
         return None
     with warnings.catch_warnings():
         # Dask's advice for a large graph is what this is: one task holds it
@@ -665,10 +747,12 @@ def _run_tasks(
     bars,
     checkpoint: str | None,
     density: Any = None,
+    channel: _PoolChannel | _ClusterChannel | None = None,
 ) -> dict:
     """:func:`run` on ``pool`` (held by this thread) or ``executor``; the
     tasks pass ``density``, where given, for the pickled density (a future
-    of it: :func:`on_cluster`)."""
+    of it: :func:`on_cluster`), and report to ``channel`` where there is
+    one."""
     futures = [(executor or pool.executor).submit(run_chain, task, density) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
     steps = [0] * len(tasks)
@@ -676,25 +760,21 @@ def _run_tasks(
     error: BaseException | None = None
 
     def stop() -> None:
-        # the pool's workers see the event within a poll and return their
-        # partial chains (queued chains then stop at once); a user's
-        # executor can only drop the chains not yet started
-        if pool is not None:
-            pool.stop.set()
+        # the chains see the stop flag within a report and return their
+        # partial chains (queued chains then stop at once); without a
+        # channel, an executor can only drop the chains not yet started
+        if channel is not None:
+            channel.stop()
         else:
             for future in futures:
                 future.cancel()
 
     def report() -> None:
         nonlocal interrupted
-        while pool is not None:
-            try:
-                run_id, chain, n = pool.queue.get_nowait()
-            except queue.Empty:
-                break
+        for run_id, chain, n in [] if channel is None else channel.drain():
             if run_id == tasks[0].run_id:
                 steps[index[chain]] = max(steps[index[chain]], n)
-        if pool is None:
+        if channel is None:
             # no channel: a chain counts once it has finished
             for i, future in enumerate(futures):
                 if future.done() and not future.cancelled() and future.exception() is None:
@@ -715,15 +795,15 @@ def _run_tasks(
                 if failed:
                     error = explained(failed[0].exception())
                     stop()
-                    if pool is None:
-                        # a user's executor cannot stop its running tasks:
+                    if channel is None:
+                        # the executor cannot stop its running tasks:
                         # raise now rather than when they end
                         raise error
             if interrupt.is_set() and not interrupted:
                 interrupted = True
                 stop()
-                if pool is None:
-                    # a user's executor cannot be told to stop its running tasks
+                if channel is None:
+                    # the executor cannot be told to stop its running tasks
                     raise KeyboardInterrupt
             report()
     # the last reports travel with the results (the queue may bring them later)

@@ -1074,10 +1074,12 @@ def sample(
     ``mpi4py.futures.MPIPoolExecutor``) runs one task per chain. Every way gives the same chains for the same seed. Scripts that
     start worker processes need the ``if __name__ == "__main__":`` guard,
     as with :mod:`multiprocessing`. With workers, Ctrl-C stops every chain
-    and returns the partial draws with a warning (on a user's ``executor``,
-    Ctrl-C, or an exception in one chain, cancels the chains not started
-    and raises at once, as the running tasks cannot be told to stop); progress bars are updated every 0.1 s
-    (on a user's ``executor``, when a chain ends); with ``checkpoint``,
+    and returns the partial draws with a warning (on a user's ``executor``
+    other than a Dask client's, Ctrl-C, or an exception in one chain,
+    cancels the chains not started and raises at once, as the running tasks
+    cannot be told to stop); progress bars are updated every 0.1 s (on a
+    Dask client's executor every 0.25 s, through the scheduler; on another
+    user's ``executor``, when a chain ends); with ``checkpoint``,
     each worker writes its chain to ``PATH.chainK-of-N`` and the parts are
     gathered into ``PATH`` at the end (:func:`resume` also gathers the
     parts of a run that was killed).
@@ -1093,7 +1095,7 @@ def sample(
     one without ``checkpoint=``). ``max_seconds``: the run stops (within
     about 0.1 s) once that much wall time has passed since the call, with
     the draws so far (the shortest chain's length; not with a user's
-    ``executor``). ``max_evaluations``: the chains make at most that many
+    ``executor`` other than a Dask client's). ``max_evaluations``: the chains make at most that many
     log-density evaluations in all (``sum(attrs["evaluations"])``). Each
     chain gets ``max_evaluations // chains`` of them (the remainder is not
     spent), counting its start (the log density at its starting point and,
@@ -1192,8 +1194,11 @@ def sample(
         parallel, executor, _mode_kind(kind, constrained), workers, chains,
         lambda: probe.run_seconds(x0[0], chains * (tune + draws * thin)),
     )
-    if max_seconds is not None and mode == "executor":
-        raise ValueError("`max_seconds` cannot stop the tasks of a user's `executor`: use `cores=` or threads")
+    if max_seconds is not None and mode == "executor" and _parallel.dask_client(executor) is None:
+        raise ValueError(
+            "`max_seconds` cannot stop the tasks of this `executor` (only a Dask client's executor, "
+            "`client.get_executor()`, can be told to): use `cores=` or threads"
+        )
     launch = _Launch(kind, function, gradient, mode, workers, executor, progress, checkpoint_every, rules)
     # a user's checkpoint records the log density for resume to check
     record = None if path is None else _density_record(log_density, kind, x0[0])

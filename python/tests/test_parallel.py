@@ -24,6 +24,7 @@ import pytest
 
 import kameleon as km
 from conftest import interrupt_and_wait
+from kameleon import _parallel
 
 
 def posterior(idata):
@@ -206,7 +207,17 @@ def test_a_process_pool_executor_gives_the_chains_of_one_thread(reference, proce
     assert_same_chains(km.sample(gaussian, X0, executor=process_pool, **RUN), reference)
 
 
-def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
+@pytest.fixture(scope="module")
+def dask_client():
+    """A client of a LocalCluster of 2 worker processes."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference, dask_client):
     distributed = pytest.importorskip("distributed")
     import cloudpickle
 
@@ -225,14 +236,11 @@ def test_a_dask_cluster_gives_the_chains_and_walkers_of_one_thread(reference):
             submitted.append(len(cloudpickle.dumps((fn, args, kwargs))))
             return super().submit(fn, *args, **kwargs)
 
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:
-        # the client itself is not an executor: the error says what is
-        with pytest.raises(TypeError, match=r"executor=client\.get_executor\(\)"):
-            km.sample(gaussian, X0, executor=client, **RUN)
-        idata = km.sample(holding_data, X0, executor=Recording(client), **RUN)
-        walkers = km.sample_ensemble(holding_data, X0, executor=Recording(client), **ENSEMBLE)
+    # the client itself is not an executor: the error says what is
+    with pytest.raises(TypeError, match=r"executor=client\.get_executor\(\)"):
+        km.sample(gaussian, X0, executor=dask_client, **RUN)
+    idata = km.sample(holding_data, X0, executor=Recording(dask_client), **RUN)
+    walkers = km.sample_ensemble(holding_data, X0, executor=Recording(dask_client), **ENSEMBLE)
     assert_same_chains(idata, reference)
     # the ensemble's walkers too, one task per walker of each half sweep
     one = km.sample_ensemble(gaussian, X0, **ENSEMBLE)
@@ -248,31 +256,64 @@ def slow_gaussian(x):
     return gaussian(x)
 
 
-def test_a_dask_run_survives_losing_every_worker(reference):
+def test_chains_on_a_dask_cluster_report_progress_and_stop_when_told(dask_client, monkeypatch):
+    # a user's executor gave no progress until a chain finished, and its
+    # running chains could not be stopped (so `max_seconds` was refused,
+    # and Ctrl-C left them running on the cluster): on a Dask client's
+    # executor they report and watch a stop flag through the scheduler
+    seen = []
+    run = _parallel.run
+
+    def recording(tasks, totals, workers, executor, bars, checkpoint):
+        def watched(steps):
+            seen.append(list(steps))
+            return bars is not None and bars(steps)
+
+        return run(tasks, totals, workers, executor, watched, checkpoint)
+
+    monkeypatch.setattr(_parallel, "run", recording)
+    start = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "interrupted" warning
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        idata = km.sample(slow_gaussian, X0, sampler=km.AM(), draws=10**5, tune=0, chains=2, seed=2,
+                          progress=False, max_seconds=1.5, executor=dask_client.get_executor())
+    took = time.monotonic() - start
+    assert idata.posterior.attrs["stopped_by"] == "max_seconds"
+    # ~1.5 s at 2 ms a step: a few hundred steps, where 10**5 take minutes
+    kept = posterior(idata).shape[1]
+    assert 0 < kept < 2_000
+    assert took < 10.0
+    # progress came while the chains ran, a report every 0.25 s
+    assert any(0 < n < kept for steps in seen for n in steps)
+    # the partial chains are those of a run of that length
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", km.SamplingWarning)
+        whole = km.sample(gaussian, X0, sampler=km.AM(), draws=kept, tune=0, chains=2, seed=2, progress=False)
+    np.testing.assert_array_equal(posterior(idata), posterior(whole))
+
+
+def test_a_dask_run_survives_losing_every_worker(reference, dask_client):
     # the density's bytes are the result of a task, which Dask computes
     # again when every worker that held it is gone; scattered data would
     # be lost with them, and every chain with a bare CancelledError
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:
-        started = list(client.scheduler_info()["workers"])
+    started = list(dask_client.scheduler_info()["workers"])
 
-        def kill_the_workers_once_chains_run():
-            # each chain takes 300 steps × 2 ms: kill while they run
-            deadline = time.monotonic() + 30
-            while not any(client.processing().values()) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.1)
-            with contextlib.suppress(Exception):  # the workers die mid-call
-                client.run(os._exit, 1)
+    def kill_the_workers_once_chains_run():
+        # each chain takes 300 steps × 2 ms: kill while they run
+        deadline = time.monotonic() + 30
+        while not any(dask_client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        with contextlib.suppress(Exception):  # the workers die mid-call
+            dask_client.run(os._exit, 1)
 
-        killer = threading.Thread(target=kill_the_workers_once_chains_run)
-        killer.start()
-        idata = km.sample(slow_gaussian, X0, executor=client.get_executor(), **RUN)
-        killer.join()
-        # the nannies started new workers, which ran the chains again
-        assert not set(started) & set(client.scheduler_info()["workers"])
+    killer = threading.Thread(target=kill_the_workers_once_chains_run)
+    killer.start()
+    idata = km.sample(slow_gaussian, X0, executor=dask_client.get_executor(), **RUN)
+    killer.join()
+    # the nannies started new workers, which ran the chains again
+    assert not set(started) & set(dask_client.scheduler_info()["workers"])
     assert_same_chains(idata, reference)
 
 
