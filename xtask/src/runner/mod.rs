@@ -144,6 +144,38 @@ pub fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain:
     p.join(format!("{chain}.npy"))
 }
 
+/// Removes the chain files `<k>.npy` with `k >= chains` from `cell`'s chain
+/// directory under `dir`: an earlier run with more chains left them, and no
+/// job of this run (of any shard) writes them, so a reader of the directory
+/// would take them for this run's. Other files are left alone.
+fn remove_surplus_chains(dir: &Path, cell: &Cell, chains: usize) -> Result<()> {
+    let (t, s, set) = cell.key();
+    let first = chain_file(dir, &t, &s, &set, 0);
+    let cell_dir = first.parent().expect("a chain path has a parent");
+    let Ok(entries) = std::fs::read_dir(cell_dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("listing {}", cell_dir.display()))?
+            .path();
+        let surplus = path
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_suffix(".npy"))
+            .and_then(|stem| Some((stem, stem.parse::<usize>().ok()?)))
+            .is_some_and(|(stem, k)| k >= chains && stem == k.to_string());
+        if surplus && path.is_file() {
+            std::fs::remove_file(&path).with_context(|| {
+                format!(
+                    "removing {}, a chain beyond this run's {chains}",
+                    path.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the experiment (or one shard). Returns the summary when the whole
 /// grid is present in the output directory afterwards (always without
 /// `--shard`).
@@ -194,11 +226,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     let jobs_dir = dir.join("jobs");
     let _lock = open_output(&dir, opts.shard)?;
 
-    let all: Vec<Job> = cells
+    let selected: Vec<&Cell> = cells
         .iter()
         .filter(|c| c.sampler.pending().is_none())
         .filter(|c| opts.settings.is_empty() || opts.settings.contains(&c.setting))
-        .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
+        .collect();
+    if opts.write_chains {
+        for cell in &selected {
+            remove_surplus_chains(&dir, cell, params.chains)?;
+        }
+    }
+    let all: Vec<Job> = selected
+        .iter()
+        .flat_map(|&cell| (0..params.chains).map(move |chain| Job { cell, chain }))
         .collect();
     let mut chainless = 0;
     let mine: Vec<Job> = all

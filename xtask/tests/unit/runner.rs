@@ -1213,3 +1213,51 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A rerun with fewer chains into the directory of a run with more removes
+/// the surplus chain files (`<k>.npy`, k ≥ the new count), which would
+/// otherwise be read as the new run's; other files stay.
+#[test]
+fn a_rerun_with_fewer_chains_removes_the_surplus_chain_files() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("fewer-chains");
+    let dir = root.join(e.name);
+    let with = |chains| RunOptions {
+        chains: Some(chains),
+        ..options(&root, None)
+    };
+    reproduce(&e, &with(3)).unwrap().unwrap();
+    let some_cell = dir
+        .join("chains")
+        .join(chains(&dir).keys().next().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::write(some_cell.join("notes.txt"), b"mine").unwrap();
+    std::fs::write(some_cell.join("07.npy"), b"not a chain of xtask's naming").unwrap();
+    let summary = reproduce(&e, &with(2)).unwrap().unwrap();
+    let mut expected = BTreeMap::new();
+    for c in summary.cells.iter().filter(|c| c.status == "done") {
+        let mut cell = PathBuf::from(sanitize(&c.target)).join(sanitize(&c.sampler));
+        if !c.setting.is_empty() {
+            cell = cell.join(sanitize(&c.setting));
+        }
+        *expected.entry(cell).or_insert(0) += c.chains;
+    }
+    let mut found: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    for file in chains(&dir)
+        .keys()
+        .filter(|f| f.extension().is_some_and(|x| x == "npy"))
+    {
+        let stem = file.file_stem().unwrap().to_str().unwrap();
+        if stem != "07" {
+            assert!(stem.parse::<usize>().unwrap() < 2, "{}", file.display());
+            *found
+                .entry(file.parent().unwrap().to_path_buf())
+                .or_insert(0) += 1;
+        }
+    }
+    assert_eq!(found, expected);
+    assert!(some_cell.join("notes.txt").exists() && some_cell.join("07.npy").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
