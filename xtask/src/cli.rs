@@ -65,7 +65,9 @@ pub fn definition() -> clap::Command {
                         .help(
                             "Where reference samples (the Glass benchmark, the ABC reference) \
                              are read from or computed into (default: the output root), e.g. \
-                             one that `xtask reference` filled before the shards started",
+                             one that `xtask reference` filled before the shards started. A \
+                             reference there made with another plan (seed, size) is an error, \
+                             never recomputed over; in the default directory it is recomputed",
                         ),
                 )
                 .arg(threads_arg())

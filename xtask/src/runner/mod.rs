@@ -282,6 +282,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     // (computed here, before the chains, if not cached in the output root).
     let env = RunEnv {
         references: opts.references.clone().unwrap_or_else(|| opts.out.clone()),
+        keep_cached: opts.references.is_some(),
         size: opts.size,
         seed: opts.seed,
     };
