@@ -25,6 +25,7 @@ use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
 use crate::files::{Access, DirLock, create_dir, lock_dir, remove_stale_temps, write_file};
 use crate::ids::{fnv1a, replicate_seed, sanitize, splitmix64};
 use crate::npy::write_chain;
+use crate::provenance::RunRecord;
 use crate::size::Size;
 use crate::spec::{BuiltTarget, TargetSpec};
 use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
@@ -36,7 +37,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// How to run an experiment.
 ///
@@ -65,6 +66,9 @@ pub struct RunOptions {
     pub force: bool,
     /// Show progress bars (only on a terminal).
     pub progress: bool,
+    /// Leave a record of the run (command, commit, machine, wall time) in
+    /// the experiment directory's `runs/`.
+    pub record_run: bool,
 }
 
 /// One chain of one cell.
@@ -179,16 +183,83 @@ fn remove_surplus_chains(dir: &Path, cell: &Cell, chains: usize) -> Result<()> {
 /// Runs the experiment (or one shard). Returns the summary when the whole
 /// grid is present in the output directory afterwards (always without
 /// `--shard`).
+///
+/// With [`RunOptions::record_run`], the run leaves its record in the
+/// experiment directory's `runs/`: written unfinished once the run holds
+/// the directory, and whole when it ends.
 pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
-    if let Some(study) = &experiment.study {
-        if !opts.settings.is_empty() {
-            bail!(
-                "{} is a study of replicates, not a grid of cells: --setting does not apply",
-                experiment.name
-            );
-        }
-        return reproduce_study(experiment, study, opts);
+    let start = opts.record_run.then(RunStart::now);
+    let summary = match &experiment.study {
+        Some(study) => reproduce_study(experiment, study, opts, start.as_ref()),
+        None => reproduce_grid(experiment, opts, start.as_ref()),
+    }?;
+    if let Some(start) = &start {
+        start
+            .record(opts, true)
+            .write(&experiment_dir(&opts.out, experiment))?;
     }
+    Ok(summary)
+}
+
+/// When a recorded run started, and from which commit.
+struct RunStart {
+    /// The commit the run starts from (a commit made while it runs is not
+    /// its code).
+    commit: String,
+    started: SystemTime,
+    clock: Instant,
+    load_start: Option<[f64; 3]>,
+}
+
+impl RunStart {
+    fn now() -> Self {
+        Self {
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            load_start: crate::machine::load_average(),
+            commit: crate::provenance::commit(),
+        }
+    }
+
+    /// The run's record: whole when it has `finished`, else as written at
+    /// its start.
+    fn record(&self, opts: &RunOptions, finished: bool) -> RunRecord {
+        let record = RunRecord {
+            settings: opts.settings.clone(),
+            ..RunRecord::of_this_process(
+                self.commit.clone(),
+                self.started,
+                self.clock.elapsed(),
+                self.load_start,
+                rayon::current_num_threads(),
+                opts.size.is_quick(),
+                opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
+            )
+        };
+        if finished {
+            record
+        } else {
+            record.unfinished()
+        }
+    }
+}
+
+/// Opens a run's experiment directory `dir` (see [`open_output`]) and, for
+/// a recorded run, writes its record there, unfinished.
+fn open_run(dir: &Path, opts: &RunOptions, start: Option<&RunStart>) -> Result<DirLock> {
+    let lock = open_output(dir, opts.shard)?;
+    if let Some(start) = start {
+        start.record(opts, false).write(dir)?;
+    }
+    Ok(lock)
+}
+
+/// Runs a grid experiment (or one shard of it).
+fn reproduce_grid(
+    experiment: &Experiment,
+    opts: &RunOptions,
+    start: Option<&RunStart>,
+) -> Result<Option<Summary>> {
     let Some(protocol) = &experiment.protocol else {
         bail!(
             "{} is not implemented yet: {}",
@@ -224,7 +295,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    let _lock = open_output(&dir, opts.shard)?;
+    let _lock = open_run(&dir, opts, start)?;
 
     let selected: Vec<&Cell> = cells
         .iter()
@@ -371,7 +442,14 @@ fn reproduce_study(
     experiment: &Experiment,
     study: &Study,
     opts: &RunOptions,
+    start: Option<&RunStart>,
 ) -> Result<Option<Summary>> {
+    if !opts.settings.is_empty() {
+        bail!(
+            "{} is a study of replicates, not a grid of cells: --setting does not apply",
+            experiment.name
+        );
+    }
     let quick = opts.size.is_quick();
     let params = RunParams::new(
         opts.size,
@@ -387,7 +465,7 @@ fn reproduce_study(
     }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    let _lock = open_output(&dir, opts.shard)?;
+    let _lock = open_run(&dir, opts, start)?;
     let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, params)?
         .into_iter()
         .map(|r: StudyRecord| r.replicate)

@@ -36,6 +36,7 @@ fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
         write_chains: true,
         force: false,
         progress: false,
+        record_run: false,
     }
 }
 
