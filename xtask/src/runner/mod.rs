@@ -626,24 +626,45 @@ pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summar
     Ok(summary)
 }
 
-/// The figures and the report of a summary.
-type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
+/// Writes the figures of a summary into a directory, giving their names.
+pub(super) type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
 
+/// The report (`summary.md`) of a summary with its figures.
+pub(super) type Markdown = fn(&Summary, &[String]) -> String;
+
+/// Writes the figures, `summary.json` and `summary.md` of `summary` into
+/// `dir` and says so (see [`summary_files`] and [`announce`]).
 pub(super) fn write_outputs(
     summary: &Summary,
     figures: Figures,
     dir: &Path,
-    markdown: fn(&Summary, &[String]) -> String,
+    markdown: Markdown,
+) -> Result<()> {
+    summary_files(summary, figures, dir, markdown)?;
+    announce(summary, dir);
+    Ok(())
+}
+
+/// Writes the figures, `summary.json` and `summary.md` of `summary` into
+/// `dir`.
+pub(super) fn summary_files(
+    summary: &Summary,
+    figures: Figures,
+    dir: &Path,
+    markdown: Markdown,
 ) -> Result<()> {
     let figures = figures(summary, dir)?;
     summary.write_json(&dir.join("summary.json"))?;
     write_file(
         &dir.join("summary.md"),
         markdown(summary, &figures).as_bytes(),
-    )?;
+    )
+}
+
+/// Prints the console table of `summary`, written into `dir`.
+pub(super) fn announce(summary: &Summary, dir: &Path) {
     say!("{}", summary_table(summary));
     say!("wrote {}", dir.display());
-    Ok(())
 }
 
 /// A short console table: wall time and the first metrics per cell.

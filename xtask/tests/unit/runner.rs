@@ -1262,3 +1262,88 @@ fn a_rerun_with_fewer_chains_removes_the_surplus_chain_files() {
     assert!(some_cell.join("notes.txt").exists() && some_cell.join("07.npy").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// The files under `dir` but its lock files (which a fold or a merge
+/// takes, writing its pid there).
+fn without_locks(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(dir)
+        .into_iter()
+        .filter(|(p, _)| !p.to_string_lossy().starts_with(".lock"))
+        .collect()
+}
+
+/// Asserts that the files under `dir` but its lock files are `before`,
+/// naming the files that differ.
+fn same_files(dir: &Path, before: &BTreeMap<PathBuf, Vec<u8>>) {
+    let now = without_locks(dir);
+    let differ: Vec<&PathBuf> = now
+        .keys()
+        .chain(before.keys())
+        .filter(|p| now.get(*p) != before.get(*p))
+        .collect();
+    assert!(differ.is_empty(), "{} changed: {differ:?}", dir.display());
+}
+
+/// The names in `dir`.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fold or a merge that fails while writing its output (here a figure's
+/// file name is taken by a directory) leaves the output directory as it
+/// was, with no half-copied records, chains or run records, and no staging
+/// directory beside it.
+#[test]
+fn a_failed_fold_or_merge_leaves_the_output_as_it_was() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("failed-output");
+    let out = root.join("out");
+    reproduce(&e, &options(&out, None)).unwrap();
+    let dir = out.join(e.name);
+    let figure = names(&dir)
+        .into_iter()
+        .find(|n| n.ends_with(".svg"))
+        .unwrap();
+    let block = |dir: &Path| {
+        let _ = std::fs::remove_file(dir.join(&figure));
+        std::fs::create_dir_all(dir.join(&figure)).unwrap();
+        std::fs::write(dir.join(&figure).join("blocker"), b"").unwrap();
+    };
+
+    // a restricted run, recorded, folded into `out`
+    let part = root.join("part");
+    let restricted = RunOptions {
+        settings: vec!["code".into()],
+        record_run: true,
+        ..options(&part, None)
+    };
+    reproduce(&e, &restricted).unwrap();
+    block(&dir);
+    let before = without_locks(&dir);
+    assert!(fold(&e, std::slice::from_ref(&part), &out).is_err());
+    same_files(&dir, &before);
+    assert_eq!(names(&out), [e.name]);
+
+    // shards merged into a directory holding only the blocker
+    let shards = run_three_shards(&e, &root.join("shards"));
+    let merged = root.join("merged");
+    block(&merged.join(e.name));
+    let before = without_locks(&merged.join(e.name));
+    assert!(merge(&e, &shards, &merged).is_err());
+    same_files(&merged.join(e.name), &before);
+    assert_eq!(names(&merged), [e.name]);
+    // unblocked, both succeed
+    for dir in [&dir, &merged.join(e.name)] {
+        std::fs::remove_dir_all(dir.join(&figure)).unwrap();
+    }
+    fold(&e, std::slice::from_ref(&part), &out).unwrap();
+    merge(&e, &shards, &merged).unwrap();
+    assert!(merged.join(e.name).join(&figure).is_file());
+    assert_eq!(names(&merged), [e.name]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
