@@ -99,7 +99,10 @@ pub fn definition() -> clap::Command {
                              records and chains only, and `fold` adds them to a summary",
                         ),
                 )
-                .arg(flag("no-chains").help("Do not write the raw chains (.npy)"))
+                .arg(flag("no-chains").help(
+                    "Do not write the raw chains (.npy); the chain files an earlier run left \
+                     for the chains this one runs are removed",
+                ))
                 .arg(
                     flag("force")
                         .help("Rerun chains whose results already exist in the output directory"),

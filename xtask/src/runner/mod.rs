@@ -151,7 +151,8 @@ pub fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain:
 /// Removes the chain files `<k>.npy` with `k >= chains` from `cell`'s chain
 /// directory under `dir`: an earlier run with more chains left them, and no
 /// job of this run (of any shard) writes them, so a reader of the directory
-/// would take them for this run's. Other files are left alone.
+/// would take them for this run's. Other files are left alone. (A job run
+/// with `--no-chains` removes its own chain file likewise.)
 fn remove_surplus_chains(dir: &Path, cell: &Cell, chains: usize) -> Result<()> {
     let (t, s, set) = cell.key();
     let first = chain_file(dir, &t, &s, &set, 0);
@@ -302,10 +303,8 @@ fn reproduce_grid(
         .filter(|c| c.sampler.pending().is_none())
         .filter(|c| opts.settings.is_empty() || opts.settings.contains(&c.setting))
         .collect();
-    if opts.write_chains {
-        for cell in &selected {
-            remove_surplus_chains(&dir, cell, params.chains)?;
-        }
+    for cell in &selected {
+        remove_surplus_chains(&dir, cell, params.chains)?;
     }
     let all: Vec<Job> = selected
         .iter()
@@ -837,10 +836,21 @@ fn run_job(run: &GridRun, job: &Job, built: &BuiltTarget, bar: &ProgressBar) -> 
         metrics,
         curves,
     };
+    let path = chain_path(dir, &record);
     if opts.write_chains {
-        let path = chain_path(dir, &record);
         create_dir(path.parent().expect("a chain path has a parent"))?;
         write_chain(&path, &chain.samples, chain.dim)?;
+    } else {
+        // a chain file there is an earlier run's (this job is rerun): a
+        // reader of the directory would take it for this run's
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| {
+                    format!("removing {}, an earlier run's chain", path.display())
+                });
+            }
+            _ => {}
+        }
     }
     // A record is written only once its chain is complete.
     write_record(&dir.join("jobs"), &record)?;

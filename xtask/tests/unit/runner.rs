@@ -1347,3 +1347,31 @@ fn a_failed_fold_or_merge_leaves_the_output_as_it_was() {
     assert_eq!(names(&merged), [e.name]);
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A `--no-chains` run that reruns chains (another seed here) removes the
+/// chain files an earlier run left at their paths: they are not its
+/// chains, and a reader of the directory would take them for its own.
+/// Chains it does not rerun keep their files.
+#[test]
+fn a_rerun_without_chains_removes_the_earlier_runs_chain_files() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("no-chains-rerun");
+    let dir = root.join(e.name);
+    reproduce(&e, &options(&root, None)).unwrap();
+    let kept = chains(&dir);
+    let bare = |seed| RunOptions {
+        seed,
+        write_chains: false,
+        ..options(&root, None)
+    };
+    // the same run without chains reruns nothing and keeps them
+    reproduce(&e, &bare(7)).unwrap();
+    assert_eq!(
+        chains(&dir).keys().collect::<Vec<_>>(),
+        kept.keys().collect::<Vec<_>>()
+    );
+    reproduce(&e, &bare(8)).unwrap();
+    let left: Vec<PathBuf> = chains(&dir).into_keys().collect();
+    assert!(left.is_empty(), "{left:?}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
