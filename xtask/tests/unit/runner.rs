@@ -1167,6 +1167,12 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
     // no chains at all
     let message = format!("{:#}", recompute(&e, &base, &base).unwrap_err());
     assert!(message.contains("no chains/"), "{message}");
+    // a run record that cannot be written (a file where runs/ goes): the
+    // summary does not take the metrics without the record saying so
+    std::fs::write(base_dir.join("runs"), b"").unwrap();
+    assert!(recompute(&e, &run, &base).is_err());
+    std::fs::remove_file(base_dir.join("runs")).unwrap();
+    unchanged("a run record that cannot be written");
 
     let done = recompute(&e, &run, &base).unwrap();
     let after = Summary::read_json(&base_dir.join("summary.json")).unwrap();
