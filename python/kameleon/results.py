@@ -20,15 +20,22 @@ def _file_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9\-_.=]", "_", label)
 
 
+def _params(params: dict) -> dict:
+    """Run parameters as xtask records them (``paper`` only when true)."""
+    return {"paper": False, **params}
+
+
 def _summary_cells(directory: Path):
     """The cells ``<directory>/summary.json`` records, keyed as
-    :func:`load_results` keys them, with the summary's path; ``None`` when
-    there is no summary."""
+    :func:`load_results` keys them, with the summary's path and run
+    parameters; ``None`` when there is no summary."""
     path = directory / "summary.json"
     if not path.is_file():
         return None
     try:
-        cells = json.loads(path.read_text())["cells"]
+        summary = json.loads(path.read_text())
+        params = _params(summary["params"])
+        cells = summary["cells"]
         keyed = {
             (_file_name(c["target"]), _file_name(c["sampler"]), _file_name(c["setting"])): c
             for c in cells
@@ -38,14 +45,15 @@ def _summary_cells(directory: Path):
             f"{path} cannot be read as xtask's summary ({e!r}): restore it, or move it away "
             "to read the chains without checking them against it"
         ) from e
-    return path, keyed
+    return path, keyed, params
 
 
 def _check_against_summary(cell_dir: Path, key, files, chains, summary) -> None:
     """Raises a ValueError unless the chain files of a cell are those its
     summary records: files ``0.npy`` … ``<k-1>.npy`` for its k chains,
-    each of its iterations."""
-    path, cells = summary
+    each of its iterations, and each chain's job record (when there is
+    one) made with the summary's run parameters."""
+    path, cells, params = summary
     cell = cells.get(key)
     if cell is None:
         warnings.warn(
@@ -74,6 +82,21 @@ def _check_against_summary(cell_dir: Path, key, files, chains, summary) -> None:
             "chains of the run the summary describes; rerun `cargo xtask reproduce` into "
             "this directory"
         )
+    jobs = path.parent / "jobs"
+    target, sampler, setting = key
+    for k in range(expected):
+        record = jobs / f"{target}__{sampler}__{setting or '-'}__{k}.json"
+        try:
+            made_with = _params(json.loads(record.read_text())["params"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if made_with != params:
+            raise ValueError(
+                f"cell {' '.join(key).strip()}: chain {k} was made with {made_with} "
+                f"({record}), but {path} describes a run with {params}: a later run that "
+                "did not finish replaced some chains; rerun it to the end, or rerun "
+                "`cargo xtask reproduce` with the summary's parameters"
+            )
 
 
 def load_results(directory) -> dict:
@@ -85,9 +108,11 @@ def load_results(directory) -> dict:
 
     When ``<directory>/summary.json`` exists, each cell's chain files must
     be those it records (``0.npy`` … for its number of chains, each of its
-    iterations): a ValueError naming the cell and the counts otherwise (e.g.
-    the files an earlier run with more chains left). A cell the summary
-    does not record is read with a warning.
+    iterations, made with its run parameters as the chains' records in
+    ``jobs/`` say): a ValueError naming the cell and the counts otherwise
+    (e.g. the files an earlier run with more chains left, or chains a later
+    run that did not finish replaced). A cell the summary does not record
+    is read with a warning.
 
     Without a summary, chains of unequal length are truncated to the
     shortest, with a warning.

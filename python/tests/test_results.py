@@ -17,10 +17,21 @@ def write_cell(directory, parts, chains, iterations=4):
     return cell
 
 
+# xtask writes `paper` only when true
+PARAMS = {"quick": True, "seed": 7, "chains": 2}
+
+
+def write_job(directory, name, params):
+    """A chain's record in jobs/ (the fields load_results reads)."""
+    (directory / "jobs").mkdir(exist_ok=True)
+    (directory / "jobs" / f"{name}.json").write_text(json.dumps({"params": params}))
+
+
 def write_summary(directory, cells):
     """A summary.json with the fields of xtask's that load_results reads."""
     summary = {
         "experiment": "kamh-banana",
+        "params": PARAMS,
         "cells": [
             {
                 "target": target,
@@ -99,3 +110,18 @@ def test_a_damaged_summary_is_an_error_naming_it(tmp_path):
     (tmp_path / "summary.json").write_text('{"cells": [')
     with pytest.raises(ValueError, match="summary.json cannot be read"):
         km.load_results(tmp_path)
+
+
+def test_chains_a_later_unfinished_run_replaced_are_refused(tmp_path):
+    # a rerun with another seed was stopped after rewriting chain 1 and its record
+    write_cell(tmp_path, ("banana", "KAMH", "n=1000"), 2)
+    write_cell(tmp_path, ("banana", "SM"), 2)
+    write_summary(tmp_path, [("banana", "KAMH", "n=1000", 2, 4), ("banana", "SM", "", 2, 4)])
+    for k in range(2):
+        write_job(tmp_path, f"banana__SM__-__{k}", {**PARAMS, "paper": False})
+    write_job(tmp_path, "banana__KAMH__n=1000__0", PARAMS)
+    write_job(tmp_path, "banana__KAMH__n=1000__1", {**PARAMS, "seed": 8})
+    with pytest.raises(ValueError, match=r"banana KAMH n=1000: chain 1 was made with .*'seed': 8"):
+        km.load_results(tmp_path)
+    write_job(tmp_path, "banana__KAMH__n=1000__1", PARAMS)
+    assert len(km.load_results(tmp_path)) == 2
