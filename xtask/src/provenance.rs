@@ -202,7 +202,8 @@ impl RunRecord {
         Ok(Self::read_files(dir)?.into_iter().map(|(_, r)| r).collect())
     }
 
-    /// Every record in `dir/runs/` with its file, oldest first; an
+    /// Every record in `dir/runs/` with its file, oldest first (of two
+    /// started in the same second, one that did not finish last); an
     /// unreadable one is an error naming the file.
     pub fn read_files(dir: &Path) -> Result<Vec<(PathBuf, Self)>> {
         let runs = dir.join("runs");
@@ -220,7 +221,9 @@ impl RunRecord {
                 out.push((path, record));
             }
         }
-        out.sort_by_key(|(_, r)| r.started_unix);
+        // in a tie (seconds), a run that did not finish counts as the later
+        // one: it cannot have ended before the other started
+        out.sort_by_key(|(_, r)| (r.started_unix, !r.finished));
         Ok(out)
     }
 }

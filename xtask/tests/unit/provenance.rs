@@ -142,3 +142,35 @@ fn unfinished_records_round_trip_and_old_ones_read_as_finished() {
     assert!(serde_json::from_str::<RunRecord>(old).unwrap().finished);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Of two runs started in the same second, one that did not finish is
+/// the later: the finished one cannot have started after it was stopped.
+#[test]
+fn an_unfinished_run_of_the_same_second_reads_as_the_later() {
+    let dir = std::env::temp_dir().join(format!("xtask-same-second-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let whole = RunRecord::of_this_process(
+        "abc".into(),
+        std::time::UNIX_EPOCH,
+        std::time::Duration::from_secs(1),
+        None,
+        1,
+        true,
+        None,
+    );
+    // file names sort the unfinished one first
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    whole
+        .clone()
+        .unfinished()
+        .write_as(&runs.join("0-1.json"))
+        .unwrap();
+    whole.write_as(&runs.join("0-2.json")).unwrap();
+    let read = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(
+        read.iter().map(|r| r.finished).collect::<Vec<_>>(),
+        [true, false]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
