@@ -4,14 +4,16 @@
 //! the directory `--references` names) in
 //! `<dir>/<name>/<quick|full|paper>/` (see [`crate::reference`]). Every experiment on the same target and size reuses it
 //! (`kamh-glass` and `kmc-glass` share the Glass benchmark); a cached file is
-//! used only if its recorded plan equals the current one.
+//! used only if its recorded plan equals the current one (one of another
+//! plan is recomputed, unless it is in a directory `--references` names,
+//! where it is never replaced).
 
 use crate::reference::{
-    Reference, ReferenceDiagnostics, ReferencePlan, ReferenceRecord, load, save,
+    Cached, Reference, ReferenceDiagnostics, ReferencePlan, ReferenceRecord, load, save,
 };
 use crate::size::Size;
 use crate::spec::{BuiltTarget, SamplerSpec, TargetSpec};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use kameleon_diagnostics::{ess_bulk, per_dimension, rhat_rank};
 use kameleon_samplers::RunConfig;
 use rayon::prelude::*;
@@ -59,6 +61,7 @@ pub fn compute_into(name: ReferenceName, size: Size, seed: u64, references: Path
     let key = name.key();
     let env = RunEnv {
         references,
+        keep_cached: false,
         size,
         seed,
     };
@@ -151,8 +154,8 @@ impl ReferenceKey {
             iterations,
             thin,
             seed: master_seed
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .wrapping_add(0x5EED),
+                .wrapping_mul(PLAN_SEED_FACTOR)
+                .wrapping_add(PLAN_SEED_OFFSET),
             paper: paper.into(),
         }
     }
@@ -174,6 +177,65 @@ impl ReferenceKey {
     }
 }
 
+/// A reference's seed is `master · PLAN_SEED_FACTOR + PLAN_SEED_OFFSET`
+/// (mod 2⁶⁴) of the run's master seed; the factor is odd, so the master
+/// seed can be read back from a stored plan (see [`master_seed`]).
+const PLAN_SEED_FACTOR: u64 = 0x9E37_79B9_7F4A_7C15;
+const PLAN_SEED_OFFSET: u64 = 0x5EED;
+
+/// The master seed (`--seed`) whose reference plan has the seed `plan_seed`.
+pub fn master_seed(plan_seed: u64) -> u64 {
+    // the inverse of the odd factor mod 2⁶⁴ by Newton's iteration: x = f is
+    // right in the low 3 bits, and each step doubles the right bits
+    let mut inverse = PLAN_SEED_FACTOR;
+    for _ in 0..5 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(PLAN_SEED_FACTOR.wrapping_mul(inverse)));
+    }
+    plan_seed
+        .wrapping_sub(PLAN_SEED_OFFSET)
+        .wrapping_mul(inverse)
+}
+
+/// How the plan `stored` differs from `wanted`, field by field, in words
+/// (the seeds as the `--seed` that gives them).
+pub fn plan_differences(stored: &ReferencePlan, wanted: &ReferencePlan) -> Vec<String> {
+    let fields = [
+        ("target", stored.target.clone(), wanted.target.clone()),
+        ("sampler", stored.sampler.clone(), wanted.sampler.clone()),
+        (
+            "chains",
+            stored.chains.to_string(),
+            wanted.chains.to_string(),
+        ),
+        (
+            "burn-in",
+            stored.burn_in.to_string(),
+            wanted.burn_in.to_string(),
+        ),
+        (
+            "iterations",
+            stored.iterations.to_string(),
+            wanted.iterations.to_string(),
+        ),
+        ("thinning", stored.thin.to_string(), wanted.thin.to_string()),
+        (
+            "seed",
+            format!("--seed {}", master_seed(stored.seed)),
+            format!("--seed {}", master_seed(wanted.seed)),
+        ),
+        (
+            "paper's benchmark",
+            stored.paper.clone(),
+            wanted.paper.clone(),
+        ),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name}: stored {a}, wanted {b}"))
+        .collect()
+}
+
 /// The default Glass benchmark: 10 SM chains of 5000 + 20000 iterations,
 /// thinned by 20 (10000 draws; ~250000 pseudo-marginal evaluations, tens
 /// of minutes on two cores instead of the paper's hours).
@@ -189,6 +251,10 @@ pub struct RunEnv {
     /// Where reference samples are cached (`--references`, by default the
     /// output root): in `<references>/<reference>/<size>/`.
     pub references: PathBuf,
+    /// Whether a reference cached there is never replaced (the directory
+    /// was given explicitly): one made with another plan, or damaged, is
+    /// then an error instead of being recomputed over.
+    pub keep_cached: bool,
     /// The run's size.
     pub size: Size,
     /// The master seed.
@@ -225,13 +291,45 @@ pub fn prepare(target: TargetSpec, env: &RunEnv) -> Result<BuiltTarget> {
 }
 
 /// The reference sample of `key` for this run: read from the cache if its
-/// plan matches, otherwise computed (chains in parallel) and cached.
+/// plan matches, otherwise computed (chains in parallel) and cached. A
+/// cached reference of another plan, or a damaged one, is recomputed over
+/// (saying why on stderr), unless `env.keep_cached`: then it is an error
+/// that names what differs and what to do.
 pub fn load_or_compute(key: ReferenceKey, env: &RunEnv) -> Result<Arc<Reference>> {
     let plan = key.plan(env.size, env.seed);
     let dir = key.dir(env);
+    let kept = "it is kept, as it is in the directory --references names";
     match load(&dir, &plan) {
-        Ok(Some(reference)) => return Ok(Arc::new(reference)),
-        Ok(None) => {}
+        Ok(Cached::Found(reference)) => return Ok(Arc::new(reference)),
+        Ok(Cached::Absent) => {}
+        Ok(Cached::Other(stored)) => {
+            let differences = plan_differences(&stored, &plan).join("; ");
+            if env.keep_cached {
+                bail!(
+                    "the {} reference sample in {} was made with another plan than this run's \
+                     ({differences}); {kept}: point --references at a directory holding the \
+                     reference of this plan (or one without any, to compute it there), rerun \
+                     with the --seed and --size it was made with, or delete {} to recompute it",
+                    plan.target,
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            say_err!(
+                "recomputing the cached {} reference sample in {}: it was made with another \
+                 plan ({differences})",
+                plan.target,
+                dir.display()
+            );
+        }
+        Err(e) if env.keep_cached => {
+            return Err(e.context(format!(
+                "the cached reference sample in {} is damaged; {kept}: delete {} to recompute \
+                 it, or point --references at another directory",
+                dir.display(),
+                dir.display()
+            )));
+        }
         Err(e) => say_err!("warning: the cached reference is damaged ({e:#}); recomputing it"),
     }
     say!(

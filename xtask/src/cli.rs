@@ -65,7 +65,9 @@ pub fn definition() -> clap::Command {
                         .help(
                             "Where reference samples (the Glass benchmark, the ABC reference) \
                              are read from or computed into (default: the output root), e.g. \
-                             one that `xtask reference` filled before the shards started",
+                             one that `xtask reference` filled before the shards started. A \
+                             reference there made with another plan (seed, size) is an error, \
+                             never recomputed over; in the default directory it is recomputed",
                         ),
                 )
                 .arg(threads_arg())
@@ -97,7 +99,10 @@ pub fn definition() -> clap::Command {
                              records and chains only, and `fold` adds them to a summary",
                         ),
                 )
-                .arg(flag("no-chains").help("Do not write the raw chains (.npy)"))
+                .arg(flag("no-chains").help(
+                    "Do not write the raw chains (.npy); the chain files an earlier run left \
+                     for the chains this one runs are removed",
+                ))
                 .arg(
                     flag("force")
                         .help("Rerun chains whose results already exist in the output directory"),

@@ -326,3 +326,90 @@ pub fn lock_dir(dir: &Path, access: Access) -> Result<DirLock> {
         }
     }
 }
+
+/// Replaces the directory `dir` by what `build` makes of a copy of it, or
+/// leaves it as it was if `build` (or the replacement) fails.
+///
+/// `build` gets a staging directory beside `dir` (in the same parent, so
+/// that renames put it in `dir`'s place) holding `dir`'s files as hard
+/// links, or copies where the filesystem has none. Every file this crate
+/// writes is written atomically, by renaming a new file over the old name,
+/// never through it, so `dir`'s files stay as they were while `build`
+/// rewrites the staging directory's. Once `build` succeeds, `dir` is
+/// renamed aside, the staging directory renamed to `dir`, and the old one
+/// removed; if anything fails, the staging directory is removed and `dir`
+/// is left in place. Call it holding `dir`'s lock exclusively (the lock
+/// file is linked too, so the lock holds in the new directory).
+pub fn replace_dir<T>(dir: &Path, build: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let staging = sibling_temp(dir, "new")?;
+    let built = link_tree(dir, &staging)
+        .and_then(|()| build(&staging))
+        .and_then(|value| {
+            swap_in(dir, &staging)?;
+            Ok(value)
+        });
+    if built.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    built
+}
+
+/// A hidden name beside `dir`, unique to this process and call, ending
+/// in `.<what>.tmp`.
+fn sibling_temp(dir: &Path, what: &str) -> Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .ok_or_else(|| anyhow!("{} names no directory", dir.display()))?;
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    Ok(dir.with_file_name(format!(
+        ".{}.{}.{n}.{what}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Recreates the tree `from` at `to` (which must not exist), each file a
+/// hard link to `from`'s, or a copy where linking fails; temporary files
+/// are left out.
+fn link_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir(to).with_context(|| format!("creating directory {}", to.display()))?;
+    let entries = std::fs::read_dir(from).with_context(|| format!("listing {}", from.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", from.display()))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            link_tree(&source, &target)?;
+        } else if !is_temp_name(&entry.file_name().to_string_lossy()) {
+            std::fs::hard_link(&source, &target)
+                .or_else(|_| std::fs::copy(&source, &target).map(|_| ()))
+                .with_context(|| format!("copying {} to {}", source.display(), target.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts `staging` in the place of `dir`, removing the old `dir`: `dir` is
+/// renamed aside, then `staging` renamed to it (if that fails, `dir` is
+/// renamed back).
+fn swap_in(dir: &Path, staging: &Path) -> Result<()> {
+    let old = sibling_temp(dir, "old")?;
+    std::fs::rename(dir, &old)
+        .with_context(|| format!("renaming {} to {}", dir.display(), old.display()))?;
+    if let Err(e) = std::fs::rename(staging, dir) {
+        let _ = std::fs::rename(&old, dir);
+        return Err(e)
+            .with_context(|| format!("renaming {} to {}", staging.display(), dir.display()));
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("flushing directory {} to disk", parent.display()))?;
+    }
+    std::fs::remove_dir_all(&old).with_context(|| {
+        format!(
+            "removing {}, the old {} (the new one is in place)",
+            old.display(),
+            dir.display()
+        )
+    })
+}

@@ -386,6 +386,9 @@ fn render_entry(md: &mut String, e: &Entry, results: &str) {
              `target/release/xtask merge {name} shards/*`.",
             name = x.name
         );
+        if let Some(note) = latest_unfinished(&e.runs) {
+            let _ = writeln!(md, "\n{note}");
+        }
         return;
     };
     let chains = &summary["params"]["chains"];
@@ -479,7 +482,15 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         md.push_str("Run: no run record (made before runs were recorded).\n\n");
         return;
     }
+    if let Some(note) = latest_unfinished(runs) {
+        let _ = writeln!(
+            md,
+            "{note} The figures and claims below are those of the summary an earlier run \
+             wrote; the directory may also hold the stopped run's records and chains.\n"
+        );
+    }
     let total: f64 = runs.iter().map(|r| r.wall_time_secs).sum();
+    let stopped = runs.iter().filter(|r| !r.finished).count();
     if runs.len() > 1 {
         let mut commits: Vec<String> = runs
             .iter()
@@ -497,11 +508,18 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         } else {
             String::new()
         };
+        let tally = if stopped == 0 {
+            format!("{:.0} s of wall time in all", total)
+        } else {
+            format!(
+                "{stopped} of them did not finish, {:.0} s of wall time in the others",
+                total
+            )
+        };
         let _ = writeln!(
             md,
-            "Runs: {} sittings or shards, {:.0} s of wall time in all.{mixed}\n",
-            runs.len(),
-            total
+            "Runs: {} sittings or shards, {tally}.{mixed}\n",
+            runs.len()
         );
     }
     for r in runs {
@@ -553,6 +571,18 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
             ),
             _ => "load not recorded".to_string(),
         };
+        if !r.finished {
+            let _ = writeln!(
+                md,
+                "- `{}` on {} at commit `{}`{shard}{only}: started on {}, **did not finish** \
+                 (stopped, failed, or still running){checked}.",
+                r.command,
+                date(r.started_unix),
+                short(&r.commit),
+                r.machine
+            );
+            continue;
+        }
         let _ = writeln!(
             md,
             "- `{}` on {} at commit `{}`{shard}{only}: {:.0} s wall time on {}; \
@@ -565,6 +595,19 @@ fn render_runs(md: &mut String, runs: &[RunRecord]) {
         );
     }
     md.push('\n');
+}
+
+/// A sentence saying that the latest of `runs` (oldest first) did not
+/// finish, naming it; `None` if it finished.
+fn latest_unfinished(runs: &[RunRecord]) -> Option<String> {
+    let latest = runs.last().filter(|r| !r.finished)?;
+    Some(format!(
+        "**The latest run did not finish**: `{}`, started on {} at commit `{}` (stopped, \
+         failed, or still running); rerun it to finish it (its finished chains are kept).",
+        latest.command,
+        date(latest.started_unix),
+        short(&latest.commit)
+    ))
 }
 
 /// A commit hash shortened to 12 characters (keeping a `-dirty` mark).

@@ -17,7 +17,8 @@
 //! `cargo xtask bench-report` times the hot paths against this machine's peak
 //! and numpy peers (`peer-fixtures` writes the peers' inputs for their
 //! tests). Each run leaves a record of its command, commit, machine and wall
-//! time in `DIR/<name>/runs/`.
+//! time in `DIR/<name>/runs/`, written when it starts and marked unfinished
+//! until it ends.
 //!
 //! `--shard-from-env` takes the shard from Slurm: in a job array from
 //! `SLURM_ARRAY_TASK_ID`, `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP` and
@@ -86,7 +87,6 @@ use anyhow::Result;
 use runner::{RunOptions, Shard};
 use size::Size;
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime};
 
 /// A subcommand and its arguments, as [`cli::parse`] reads them.
 pub enum Command {
@@ -238,6 +238,7 @@ pub fn main() -> Result<()> {
                 write_chains: !no_chains,
                 force,
                 progress: true,
+                record_run: true,
             };
             with_threads(threads, || reproduce(&name, &opts))
         }
@@ -313,11 +314,12 @@ fn list() -> Result<()> {
 fn reproduce(name: &str, opts: &RunOptions) -> Result<()> {
     if name == "all" {
         for e in experiments::all().into_iter().filter(|e| e.is_runnable()) {
-            reproduce_one(&e, opts)?;
+            runner::reproduce(&e, opts)?;
         }
         return Ok(());
     }
-    reproduce_one(&experiments::named(name)?, opts)
+    runner::reproduce(&experiments::named(name)?, opts)?;
+    Ok(())
 }
 
 /// Regrades one experiment, or every one with a summary under `results`
@@ -329,30 +331,6 @@ fn regrade(name: &str, results: &std::path::Path) -> Result<()> {
         runner::regrade(&experiments::named(name)?, results)?;
     }
     Ok(())
-}
-
-/// Runs one experiment and records the run (command, commit, machine, wall
-/// time) beside its results.
-fn reproduce_one(experiment: &experiment::Experiment, opts: &RunOptions) -> Result<()> {
-    let (started, clock) = (SystemTime::now(), Instant::now());
-    let load_start = machine::load_average();
-    // the commit the run starts from (a commit made while it runs is not its code)
-    let commit = provenance::commit();
-    runner::reproduce(experiment, opts)?;
-    let record = provenance::RunRecord::of_this_process(
-        commit,
-        started,
-        clock.elapsed(),
-        load_start,
-        rayon::current_num_threads(),
-        opts.size.is_quick(),
-        opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
-    );
-    provenance::RunRecord {
-        settings: opts.settings.clone(),
-        ..record
-    }
-    .write(&runner::experiment_dir(&opts.out, experiment))
 }
 
 /// Runs `f` in a rayon pool of `threads` workers. Chains run in parallel, so

@@ -1,7 +1,9 @@
 //! Where a result came from: every `reproduce` run of an experiment leaves
 //! one record in `DIR/<name>/runs/` (the command, the commit, the machine,
 //! when it started and how long it took), so a results directory built over
-//! several sittings or shards still says how it was made.
+//! several sittings or shards still says how it was made. The record is
+//! written when the run starts, marked unfinished, and rewritten whole when
+//! it ends, so a run that was stopped still says that it started.
 
 use crate::files::write_atomic;
 use anyhow::{Context, Result};
@@ -52,6 +54,24 @@ pub struct RunRecord {
     /// running any (`recompute`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recomputed: Option<Recomputation>,
+    /// Whether the run ended. A run writes its record when it starts, with
+    /// this `false` (and no wall time or end load), and again whole when it
+    /// ends: a run that was killed, failed or is still running leaves it
+    /// `false`. Records made before runs recorded their start have no such
+    /// field: they ended.
+    #[serde(default = "ended", skip_serializing_if = "is_ended")]
+    pub finished: bool,
+}
+
+/// A record without `finished` is one of a run that ended.
+fn ended() -> bool {
+    true
+}
+
+/// Whether `finished` is left out of a record (as in the records made
+/// before it existed).
+fn is_ended(finished: &bool) -> bool {
+    *finished
 }
 
 /// What a `recompute` run added to a summary, and from which chains.
@@ -146,6 +166,18 @@ impl RunRecord {
             settings: Vec::new(),
             reproduced: Vec::new(),
             recomputed: None,
+            finished: true,
+        }
+    }
+
+    /// The record as its run writes it when it starts: not finished, with
+    /// no wall time and no load at the end.
+    pub fn unfinished(self) -> Self {
+        Self {
+            finished: false,
+            wall_time_secs: 0.0,
+            load_end: None,
+            ..self
         }
     }
 
@@ -170,7 +202,8 @@ impl RunRecord {
         Ok(Self::read_files(dir)?.into_iter().map(|(_, r)| r).collect())
     }
 
-    /// Every record in `dir/runs/` with its file, oldest first; an
+    /// Every record in `dir/runs/` with its file, oldest first (of two
+    /// started in the same second, one that did not finish last); an
     /// unreadable one is an error naming the file.
     pub fn read_files(dir: &Path) -> Result<Vec<(PathBuf, Self)>> {
         let runs = dir.join("runs");
@@ -188,7 +221,9 @@ impl RunRecord {
                 out.push((path, record));
             }
         }
-        out.sort_by_key(|(_, r)| r.started_unix);
+        // in a tie (seconds), a run that did not finish counts as the later
+        // one: it cannot have ended before the other started
+        out.sort_by_key(|(_, r)| (r.started_unix, !r.finished));
         Ok(out)
     }
 }

@@ -137,21 +137,28 @@ impl Reference {
     }
 }
 
-/// The reference in `dir` if its recorded plan equals `plan` (`None` if
-/// there is none, or it was made with another plan).
-pub fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
+/// What the cache directory of a reference holds.
+#[derive(Debug)]
+pub enum Cached {
+    /// No reference.
+    Absent,
+    /// A reference made with another plan (this one).
+    Other(ReferencePlan),
+    /// The reference of the plan asked for.
+    Found(Reference),
+}
+
+/// The reference in `dir` if its recorded plan equals `plan`; an error if
+/// its files are damaged.
+pub fn load(dir: &Path, plan: &ReferencePlan) -> Result<Cached> {
     let json = dir.join("benchmark.json");
     let Ok(text) = std::fs::read_to_string(&json) else {
-        return Ok(None);
+        return Ok(Cached::Absent);
     };
     let record: ReferenceRecord =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
     if record.plan != *plan {
-        say!(
-            "the cached reference in {} was made with another plan; recomputing",
-            dir.display()
-        );
-        return Ok(None);
+        return Ok(Cached::Other(record.plan));
     }
     let npy = dir.join("benchmark.npy");
     let (samples, dim) = read_chain(&npy)?;
@@ -164,7 +171,7 @@ pub fn load(dir: &Path, plan: &ReferencePlan) -> Result<Option<Reference>> {
             record.diagnostics.rows
         );
     }
-    Ok(Some(Reference::new(dim, samples, record)?))
+    Ok(Cached::Found(Reference::new(dim, samples, record)?))
 }
 
 /// Writes the sample to `dir`, then the json (its presence marks a complete cache),

@@ -147,10 +147,24 @@ fn killed_runs_resume_to_the_uninterrupted_result() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// The run records (`runs/*.json`) of an experiment directory, oldest first.
+fn run_records(dir: &Path) -> Vec<Value> {
+    let mut records: Vec<Value> = std::fs::read_dir(dir.join("runs"))
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap())
+        .collect();
+    records.sort_by_key(|r| r["started_unix"].as_u64());
+    records
+}
+
 /// While one run writes into a directory, a second one into the same
-/// directory fails at once, naming the first one's pid and the lock file.
-/// (The first runs at full size, so it is still running when the second
-/// starts; it is killed afterwards.)
+/// directory fails at once, naming the first one's pid and the lock file,
+/// and leaves no run record. (The first runs at full size, so it is still
+/// running when the second starts; it is killed afterwards, and its run
+/// record, written when it started, says that it did not finish.)
 #[test]
 fn a_second_process_is_refused_while_the_first_runs() {
     let root = temp_dir("contention");
@@ -163,6 +177,15 @@ fn a_second_process_is_refused_while_the_first_runs() {
         assert!(
             clock.elapsed() < Duration::from_secs(30),
             "the run never took its lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let experiment = root.join(EXPERIMENT);
+    // its record is written once it holds the lock
+    while run_records(&experiment).is_empty() {
+        assert!(
+            clock.elapsed() < Duration::from_secs(30),
+            "the run wrote no record when it started"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -182,6 +205,10 @@ fn a_second_process_is_refused_while_the_first_runs() {
         "{stderr}"
     );
     assert!(refused < Duration::from_secs(5), "{refused:?}");
+    let records = run_records(&experiment);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["finished"], false, "{records:?}");
+    assert!(records[0]["commit"].as_str().is_some_and(|c| !c.is_empty()));
     // Once the first is gone (killed: the OS released its lock), runs go on.
     let out = run(&root);
     assert!(
@@ -189,5 +216,14 @@ fn a_second_process_is_refused_while_the_first_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let records = run_records(&experiment);
+    assert_eq!(records.len(), 2, "{records:?}");
+    // (both may have started in the same second)
+    let (stopped, whole): (Vec<&Value>, Vec<&Value>) =
+        records.iter().partition(|r| r["finished"] == false);
+    assert_eq!((stopped.len(), whole.len()), (1, 1), "{records:?}");
+    // a finished run's record is written whole, without the field
+    assert!(whole[0].get("finished").is_none(), "{records:?}");
+    assert!(whole[0]["wall_time_secs"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -6,6 +6,18 @@ use super::paths::{DIM, TRANSCENDENTAL_FLOPS};
 use super::{FLOOR_GOAL, Report};
 use std::fmt::Write;
 
+/// The wall time of an experiment's runs in words, with the runs that did
+/// not finish (whose time is unknown).
+fn wall_time(cost: &super::walltime::ExperimentCost) -> String {
+    match cost.unfinished_runs {
+        0 => human(cost.wall_secs),
+        n => format!(
+            "{} + {n} run(s) that did not finish (time unknown)",
+            human(cost.wall_secs)
+        ),
+    }
+}
+
 /// Seconds in the most readable unit.
 pub fn human(secs: f64) -> String {
     if secs >= 1.0 {
@@ -208,7 +220,7 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
                 md,
                 "| {} | {} | {:.0} | {:.3} | {} | {:.3} |",
                 e.name,
-                human(e.wall_secs),
+                wall_time(e),
                 e.chain_secs,
                 e.cpu_secs_per_1000,
                 e.slowest_cell,
@@ -219,7 +231,7 @@ fn write_report(md: &mut String, r: &Report) -> std::fmt::Result {
             writeln!(
                 md,
                 "\nThe README's main job (`cargo xtask reproduce kamh-banana`) took {} on {}.",
-                human(main_job.wall_secs),
+                wall_time(main_job),
                 main_job.machine
             )?;
         }

@@ -17,8 +17,12 @@ pub struct ExperimentCost {
     /// The experiment.
     pub name: String,
     /// Wall seconds of its full-size runs (summed over resumed runs and
-    /// shards).
+    /// shards) that finished.
     pub wall_secs: f64,
+    /// Its full-size runs that did not finish (killed, failed, or still
+    /// running): their wall time is unknown, so `wall_secs` leaves it out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unfinished_runs: usize,
     /// The machine of its runs (as their records name it).
     pub machine: String,
     /// Seconds inside the chains, summed over cells and chains.
@@ -31,6 +35,10 @@ pub struct ExperimentCost {
     pub slowest_cell: String,
     /// Its CPU-seconds per 1000 iterations.
     pub slowest_cpu_secs_per_1000: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Glass log-likelihood estimates at the papers' size (`--size paper`):
@@ -114,7 +122,7 @@ fn cost(summary: &Value, runs: &Path) -> Result<Option<ExperimentCost>> {
     if iterations <= 0.0 {
         return Ok(None);
     }
-    let (mut wall_secs, mut machine) = (0.0, String::new());
+    let (mut wall_secs, mut machine, mut unfinished_runs) = (0.0, String::new(), 0);
     if let Ok(entries) = std::fs::read_dir(runs) {
         for entry in entries.filter_map(|e| e.ok()) {
             let text = std::fs::read_to_string(entry.path())?;
@@ -123,6 +131,10 @@ fn cost(summary: &Value, runs: &Path) -> Result<Option<ExperimentCost>> {
             };
             if run["quick"].as_bool() == Some(true) {
                 continue;
+            }
+            // a record without `finished` is one of a run that ended
+            if run["finished"] == false {
+                unfinished_runs += 1;
             }
             wall_secs += run["wall_time_secs"].as_f64().unwrap_or(0.0);
             if let Some(m) = run["machine"].as_str() {
@@ -133,6 +145,7 @@ fn cost(summary: &Value, runs: &Path) -> Result<Option<ExperimentCost>> {
     Ok(Some(ExperimentCost {
         name,
         wall_secs,
+        unfinished_runs,
         machine,
         chain_secs,
         iterations,

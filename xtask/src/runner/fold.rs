@@ -1,11 +1,11 @@
 //! Folding the cells of a restricted run (`reproduce --setting`) into an
 //! experiment's existing summary.
 
-use super::merge::{gather, sources};
-use super::{experiment_dir, read_summary, write_outputs};
+use super::merge::{Gathered, gather, sources};
+use super::{announce, experiment_dir, read_summary, summary_files};
 use crate::aggregate::Folded;
 use crate::experiment::Experiment;
-use crate::files::{Access, create_dir, lock_dir};
+use crate::files::{Access, create_dir, lock_dir, replace_dir};
 use crate::provenance::RunRecord;
 use crate::summary::{JobRecord, Summary};
 use anyhow::{Result, bail};
@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 /// An input whose run records include restricted runs folds only the job
 /// records of their settings (the others, in the directory a whole run
 /// also wrote to, are that run's own). Every input must hold a run
-/// record. Everything is checked before
-/// anything is written: a failed fold leaves the output untouched.
+/// record. Everything is checked before anything is written, and the new
+/// output is made in a copy of the directory that replaces it only once
+/// whole: a failed fold leaves the output untouched.
 pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Folded> {
     let Some(protocol) = &experiment.protocol else {
         bail!(
@@ -46,7 +47,7 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
         }
         for (file, record) in found {
             let name = file.file_name().expect("a record file has a name");
-            runs.push((dir.join("runs").join(name), record, source));
+            runs.push((PathBuf::from(name), record, source));
         }
     }
     // An input that also holds the records of a run of every cell (the
@@ -72,28 +73,15 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     let cells = protocol.cells_at(summary.params.size());
     let folded = summary.fold(experiment, protocol, &cells, &records)?;
     let _lock = lock_dir(&dir, Access::Whole)?;
-    create_dir(&dir.join("runs"))?;
-    for (to, mut record, source) in runs {
-        // the held cells of its settings that this input's records
-        // reproduced (a run of every cell, such as the one that made the
-        // summary in the same directory, reproduced nothing)
-        for cell in folded
-            .reproduced
-            .iter()
-            .filter(|cell| record.settings.contains(&cell.key.2))
-        {
-            let from_here = gathered.iter().any(|g| {
-                g.source == source
-                    && (&g.record.target, &g.record.sampler, &g.record.setting)
-                        == (&cell.key.0, &cell.key.1, &cell.key.2)
-            });
-            if from_here && !record.reproduced.contains(&cell.label) {
-                record.reproduced.push(cell.label.clone());
-            }
+    replace_dir(&dir, |staging| {
+        create_dir(&staging.join("runs"))?;
+        for (name, record, source) in &runs {
+            credited(record, source, &folded, &gathered)
+                .write_as(&staging.join("runs").join(name))?;
         }
-        record.write_as(&to)?;
-    }
-    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+        summary_files(&summary, protocol.figures, staging, Summary::markdown)
+    })?;
+    announce(&summary, &dir);
     for cell in &folded.added {
         say!("  added {}", cell.label);
     }
@@ -101,4 +89,32 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
         say!("  reproduced bit for bit (kept as it was): {}", cell.label);
     }
     Ok(folded)
+}
+
+/// The run record `record` of the input `source`, crediting it with the
+/// held cells of its settings that the input's records reproduced (a run
+/// of every cell, such as the one that made the summary in the same
+/// directory, reproduced nothing).
+fn credited(
+    record: &RunRecord,
+    source: &Path,
+    folded: &Folded,
+    gathered: &[Gathered<JobRecord>],
+) -> RunRecord {
+    let mut record = record.clone();
+    for cell in folded
+        .reproduced
+        .iter()
+        .filter(|cell| record.settings.contains(&cell.key.2))
+    {
+        let from_here = gathered.iter().any(|g| {
+            g.source == source
+                && (&g.record.target, &g.record.sampler, &g.record.setting)
+                    == (&cell.key.0, &cell.key.1, &cell.key.2)
+        });
+        if from_here && !record.reproduced.contains(&cell.label) {
+            record.reproduced.push(cell.label.clone());
+        }
+    }
+    record
 }

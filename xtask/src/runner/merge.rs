@@ -1,9 +1,12 @@
 //! Merging shard outputs into one experiment directory.
 
 use super::records::{RecordFile, check_chain, experiment_of, record_files};
-use super::{chain_path, experiment_dir, input_experiment_dir, open_output, write_outputs};
+use super::{
+    Figures, Markdown, announce, chain_path, experiment_dir, input_experiment_dir, open_output,
+    summary_files,
+};
 use crate::experiment::Experiment;
-use crate::files::{copy_file, create_dir};
+use crate::files::{copy_file, create_dir, replace_dir};
 use crate::provenance::RunRecord;
 use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
 use anyhow::{Context, Result, bail};
@@ -17,7 +20,9 @@ use std::path::{Path, PathBuf};
 /// Everything is checked before anything is written: every record and run
 /// record parses, no two inputs disagree on a job, the shards used the same
 /// parameters, the grid (or every replicate) is complete and every chain
-/// file present is whole. A failed merge leaves the output untouched.
+/// file present is whole. The merged output is made in a copy of the output
+/// directory that replaces it only once whole: a failed merge leaves the
+/// output untouched.
 pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
     if let Some(study) = &experiment.study {
@@ -27,9 +32,8 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         records.sort_by_key(|r| r.replicate);
         let summary = Summary::from_study(experiment, study, params, &records)?;
         let runs = source_runs(&gathered)?;
-        let _lock = open_output(&dir, None)?;
-        copy_merged(&dir, &gathered, &[], &runs)?;
-        write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+        let outputs = (study.figures, Summary::study_markdown as Markdown);
+        write_merged(&dir, &gathered, &[], &runs, &summary, outputs)?;
         return Ok(summary);
     }
     let Some(protocol) = &experiment.protocol else {
@@ -50,10 +54,30 @@ pub fn merge(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<
         }
     }
     let runs = source_runs(&gathered)?;
-    let _lock = open_output(&dir, None)?;
-    copy_merged(&dir, &gathered, &chains, &runs)?;
-    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+    let outputs = (protocol.figures, Summary::markdown as Markdown);
+    write_merged(&dir, &gathered, &chains, &runs, &summary, outputs)?;
     Ok(summary)
+}
+
+/// Writes the merged output into the experiment directory `dir`, whole or
+/// not at all: the gathered records, the `chains` (from, to) and the run
+/// record files `runs` (see [`copy_merged`]), then the figures and the
+/// summary of `summary`.
+fn write_merged<R: RecordFile>(
+    dir: &Path,
+    gathered: &[Gathered<R>],
+    chains: &[(PathBuf, PathBuf)],
+    runs: &[PathBuf],
+    summary: &Summary,
+    (figures, markdown): (Figures, Markdown),
+) -> Result<()> {
+    let _lock = open_output(dir, None)?;
+    replace_dir(dir, |staging| {
+        copy_merged(dir, staging, gathered, chains, runs)?;
+        summary_files(summary, figures, staging, markdown)
+    })?;
+    announce(summary, dir);
+    Ok(())
 }
 
 /// A record found by [`gather`], with where it came from.
@@ -169,10 +193,12 @@ fn source_runs<R>(gathered: &[Gathered<R>]) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Copies the gathered records, the `chains` (from, to) and the run record
-/// files `runs` into `dir` (those not already there).
+/// Copies the gathered records, the `chains` (from, to, a path in `dir`)
+/// and the run record files `runs` that are not already in the experiment
+/// directory `dir` into `staging`, the copy of `dir` that will replace it.
 fn copy_merged<R>(
     dir: &Path,
+    staging: &Path,
     gathered: &[Gathered<R>],
     chains: &[(PathBuf, PathBuf)],
     runs: &[PathBuf],
@@ -183,7 +209,8 @@ where
     let canonical =
         |p: &Path| std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()));
     let here = canonical(dir)?;
-    let jobs = dir.join("jobs");
+    let staged = |to: &Path| staging.join(to.strip_prefix(dir).expect("a path in dir"));
+    let jobs = staging.join("jobs");
     for g in gathered {
         if canonical(&g.source)? != here {
             copy_file(&g.file, &jobs.join(format!("{}.json", g.record.id())))?;
@@ -191,8 +218,9 @@ where
     }
     for (from, to) in chains {
         if canonical(from)? != canonical(to).unwrap_or_default() {
+            let to = staged(to);
             create_dir(to.parent().expect("a chain path has a parent"))?;
-            copy_file(from, to)?;
+            copy_file(from, &to)?;
         }
     }
     for from in runs {
@@ -200,8 +228,8 @@ where
             .join("runs")
             .join(from.file_name().expect("a record file has a name"));
         if canonical(from)? != canonical(&to).unwrap_or_default() {
-            create_dir(&dir.join("runs"))?;
-            copy_file(from, &to)?;
+            create_dir(&staging.join("runs"))?;
+            copy_file(from, &staged(&to))?;
         }
     }
     Ok(())

@@ -25,6 +25,7 @@ use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
 use crate::files::{Access, DirLock, create_dir, lock_dir, remove_stale_temps, write_file};
 use crate::ids::{fnv1a, replicate_seed, sanitize, splitmix64};
 use crate::npy::write_chain;
+use crate::provenance::RunRecord;
 use crate::size::Size;
 use crate::spec::{BuiltTarget, TargetSpec};
 use crate::summary::{JobRecord, RunParams, StudyRecord, Summary};
@@ -36,7 +37,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// How to run an experiment.
 ///
@@ -65,6 +66,9 @@ pub struct RunOptions {
     pub force: bool,
     /// Show progress bars (only on a terminal).
     pub progress: bool,
+    /// Leave a record of the run (command, commit, machine, wall time) in
+    /// the experiment directory's `runs/`.
+    pub record_run: bool,
 }
 
 /// One chain of one cell.
@@ -144,19 +148,119 @@ pub fn chain_file(dir: &Path, target: &str, sampler: &str, setting: &str, chain:
     p.join(format!("{chain}.npy"))
 }
 
+/// Removes the chain files `<k>.npy` with `k >= chains` from `cell`'s chain
+/// directory under `dir`: an earlier run with more chains left them, and no
+/// job of this run (of any shard) writes them, so a reader of the directory
+/// would take them for this run's. Other files are left alone. (A job run
+/// with `--no-chains` removes its own chain file likewise.)
+fn remove_surplus_chains(dir: &Path, cell: &Cell, chains: usize) -> Result<()> {
+    let (t, s, set) = cell.key();
+    let first = chain_file(dir, &t, &s, &set, 0);
+    let cell_dir = first.parent().expect("a chain path has a parent");
+    let Ok(entries) = std::fs::read_dir(cell_dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("listing {}", cell_dir.display()))?
+            .path();
+        let surplus = path
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_suffix(".npy"))
+            .and_then(|stem| Some((stem, stem.parse::<usize>().ok()?)))
+            .is_some_and(|(stem, k)| k >= chains && stem == k.to_string());
+        if surplus && path.is_file() {
+            std::fs::remove_file(&path).with_context(|| {
+                format!(
+                    "removing {}, a chain beyond this run's {chains}",
+                    path.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the experiment (or one shard). Returns the summary when the whole
 /// grid is present in the output directory afterwards (always without
 /// `--shard`).
+///
+/// With [`RunOptions::record_run`], the run leaves its record in the
+/// experiment directory's `runs/`: written unfinished once the run holds
+/// the directory, and whole when it ends.
 pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Summary>> {
-    if let Some(study) = &experiment.study {
-        if !opts.settings.is_empty() {
-            bail!(
-                "{} is a study of replicates, not a grid of cells: --setting does not apply",
-                experiment.name
-            );
-        }
-        return reproduce_study(experiment, study, opts);
+    let start = opts.record_run.then(RunStart::now);
+    let summary = match &experiment.study {
+        Some(study) => reproduce_study(experiment, study, opts, start.as_ref()),
+        None => reproduce_grid(experiment, opts, start.as_ref()),
+    }?;
+    if let Some(start) = &start {
+        start
+            .record(opts, true)
+            .write(&experiment_dir(&opts.out, experiment))?;
     }
+    Ok(summary)
+}
+
+/// When a recorded run started, and from which commit.
+struct RunStart {
+    /// The commit the run starts from (a commit made while it runs is not
+    /// its code).
+    commit: String,
+    started: SystemTime,
+    clock: Instant,
+    load_start: Option<[f64; 3]>,
+}
+
+impl RunStart {
+    fn now() -> Self {
+        Self {
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            load_start: crate::machine::load_average(),
+            commit: crate::provenance::commit(),
+        }
+    }
+
+    /// The run's record: whole when it has `finished`, else as written at
+    /// its start.
+    fn record(&self, opts: &RunOptions, finished: bool) -> RunRecord {
+        let record = RunRecord {
+            settings: opts.settings.clone(),
+            ..RunRecord::of_this_process(
+                self.commit.clone(),
+                self.started,
+                self.clock.elapsed(),
+                self.load_start,
+                rayon::current_num_threads(),
+                opts.size.is_quick(),
+                opts.shard.map(|s| format!("{}/{}", s.index, s.count)),
+            )
+        };
+        if finished {
+            record
+        } else {
+            record.unfinished()
+        }
+    }
+}
+
+/// Opens a run's experiment directory `dir` (see [`open_output`]) and, for
+/// a recorded run, writes its record there, unfinished.
+fn open_run(dir: &Path, opts: &RunOptions, start: Option<&RunStart>) -> Result<DirLock> {
+    let lock = open_output(dir, opts.shard)?;
+    if let Some(start) = start {
+        start.record(opts, false).write(dir)?;
+    }
+    Ok(lock)
+}
+
+/// Runs a grid experiment (or one shard of it).
+fn reproduce_grid(
+    experiment: &Experiment,
+    opts: &RunOptions,
+    start: Option<&RunStart>,
+) -> Result<Option<Summary>> {
     let Some(protocol) = &experiment.protocol else {
         bail!(
             "{} is not implemented yet: {}",
@@ -192,13 +296,19 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    let _lock = open_output(&dir, opts.shard)?;
+    let _lock = open_run(&dir, opts, start)?;
 
-    let all: Vec<Job> = cells
+    let selected: Vec<&Cell> = cells
         .iter()
         .filter(|c| c.sampler.pending().is_none())
         .filter(|c| opts.settings.is_empty() || opts.settings.contains(&c.setting))
-        .flat_map(|cell| (0..params.chains).map(move |chain| Job { cell, chain }))
+        .collect();
+    for cell in &selected {
+        remove_surplus_chains(&dir, cell, params.chains)?;
+    }
+    let all: Vec<Job> = selected
+        .iter()
+        .flat_map(|&cell| (0..params.chains).map(move |chain| Job { cell, chain }))
         .collect();
     let mut chainless = 0;
     let mine: Vec<Job> = all
@@ -242,6 +352,7 @@ pub fn reproduce(experiment: &Experiment, opts: &RunOptions) -> Result<Option<Su
     // (computed here, before the chains, if not cached in the output root).
     let env = RunEnv {
         references: opts.references.clone().unwrap_or_else(|| opts.out.clone()),
+        keep_cached: opts.references.is_some(),
         size: opts.size,
         seed: opts.seed,
     };
@@ -330,7 +441,14 @@ fn reproduce_study(
     experiment: &Experiment,
     study: &Study,
     opts: &RunOptions,
+    start: Option<&RunStart>,
 ) -> Result<Option<Summary>> {
+    if !opts.settings.is_empty() {
+        bail!(
+            "{} is a study of replicates, not a grid of cells: --setting does not apply",
+            experiment.name
+        );
+    }
     let quick = opts.size.is_quick();
     let params = RunParams::new(
         opts.size,
@@ -346,7 +464,7 @@ fn reproduce_study(
     }
     let dir = experiment_dir(&opts.out, experiment);
     let jobs_dir = dir.join("jobs");
-    let _lock = open_output(&dir, opts.shard)?;
+    let _lock = open_run(&dir, opts, start)?;
     let existing: Vec<usize> = read_records(&jobs_dir, experiment.name, params)?
         .into_iter()
         .map(|r: StudyRecord| r.replicate)
@@ -507,24 +625,45 @@ pub(super) fn read_summary(experiment: &Experiment, dir: &Path) -> Result<Summar
     Ok(summary)
 }
 
-/// The figures and the report of a summary.
-type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
+/// Writes the figures of a summary into a directory, giving their names.
+pub(super) type Figures = fn(&Summary, &Path) -> Result<Vec<String>>;
 
+/// The report (`summary.md`) of a summary with its figures.
+pub(super) type Markdown = fn(&Summary, &[String]) -> String;
+
+/// Writes the figures, `summary.json` and `summary.md` of `summary` into
+/// `dir` and says so (see [`summary_files`] and [`announce`]).
 pub(super) fn write_outputs(
     summary: &Summary,
     figures: Figures,
     dir: &Path,
-    markdown: fn(&Summary, &[String]) -> String,
+    markdown: Markdown,
+) -> Result<()> {
+    summary_files(summary, figures, dir, markdown)?;
+    announce(summary, dir);
+    Ok(())
+}
+
+/// Writes the figures, `summary.json` and `summary.md` of `summary` into
+/// `dir`.
+pub(super) fn summary_files(
+    summary: &Summary,
+    figures: Figures,
+    dir: &Path,
+    markdown: Markdown,
 ) -> Result<()> {
     let figures = figures(summary, dir)?;
     summary.write_json(&dir.join("summary.json"))?;
     write_file(
         &dir.join("summary.md"),
         markdown(summary, &figures).as_bytes(),
-    )?;
+    )
+}
+
+/// Prints the console table of `summary`, written into `dir`.
+pub(super) fn announce(summary: &Summary, dir: &Path) {
     say!("{}", summary_table(summary));
     say!("wrote {}", dir.display());
-    Ok(())
 }
 
 /// A short console table: wall time and the first metrics per cell.
@@ -697,10 +836,21 @@ fn run_job(run: &GridRun, job: &Job, built: &BuiltTarget, bar: &ProgressBar) -> 
         metrics,
         curves,
     };
+    let path = chain_path(dir, &record);
     if opts.write_chains {
-        let path = chain_path(dir, &record);
         create_dir(path.parent().expect("a chain path has a parent"))?;
         write_chain(&path, &chain.samples, chain.dim)?;
+    } else {
+        // a chain file there is an earlier run's (this job is rerun): a
+        // reader of the directory would take it for this run's
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| {
+                    format!("removing {}, an earlier run's chain", path.display())
+                });
+            }
+            _ => {}
+        }
     }
     // A record is written only once its chain is complete.
     write_record(&dir.join("jobs"), &record)?;

@@ -1,9 +1,11 @@
 //! Adding to a summary the metrics that are functions of the recorded draws
 //! alone, computed from the chains a run stored, without running a chain.
 
-use super::{chain_file, experiment_dir, input_experiment_dir, read_summary, write_outputs};
+use super::{
+    announce, chain_file, experiment_dir, input_experiment_dir, read_summary, summary_files,
+};
 use crate::experiment::Experiment;
-use crate::files::{Access, lock_dir};
+use crate::files::{Access, lock_dir, replace_dir};
 use crate::npy::read_chain;
 use crate::provenance::{Recomputation, RunRecord};
 use crate::spec::Metric;
@@ -163,20 +165,25 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
     summary.notes = protocol.notes.into();
     summary.claims = (protocol.claims)(&summary);
     let _lock = lock_dir(&dir, Access::Whole)?;
-    write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
-    RunRecord {
-        recomputed: Some(done.clone()),
-        ..RunRecord::of_this_process(
-            commit,
-            started,
-            clock.elapsed(),
-            load_start,
-            1,
-            summary.params.quick,
-            None,
-        )
-    }
-    .write(&dir)?;
+    // the summary with the metrics and the record saying where they came
+    // from, together or not at all
+    replace_dir(&dir, |staging| {
+        summary_files(&summary, protocol.figures, staging, Summary::markdown)?;
+        RunRecord {
+            recomputed: Some(done.clone()),
+            ..RunRecord::of_this_process(
+                commit,
+                started,
+                clock.elapsed(),
+                load_start,
+                1,
+                summary.params.quick,
+                None,
+            )
+        }
+        .write(staging)
+    })?;
+    announce(&summary, &dir);
     say!(
         "  added {} to {} cell(s) from {}, after their chains reproduced {} bit for bit",
         done.metrics.join(", "),

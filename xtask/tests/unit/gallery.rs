@@ -57,6 +57,7 @@ fn a_gallery_counts_verdicts_and_links_figures() {
         settings: Vec::new(),
         reproduced: Vec::new(),
         recomputed: None,
+        finished: true,
     };
     first.write(&dir).unwrap();
     // a later run of some cells, folded in
@@ -281,5 +282,104 @@ fn the_gallery_overwrites_no_file_of_someone_elses() {
             .unwrap()
             .starts_with("# Results")
     );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A run that started and did not finish (its record written at the
+/// start only) is not shown as one that made the results: the gallery
+/// says that the latest run did not finish, naming it, beside the results
+/// of the earlier finished run, and lists it without a wall time. An
+/// experiment with no summary yet gets the same note.
+#[test]
+fn the_gallery_says_that_the_latest_run_did_not_finish() {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-stopped-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let results = root.join("results");
+    let dir = results.join("kamh-glass");
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = serde_json::json!({"experiment": "kamh-glass",
+        "params": {"quick": false, "seed": 1, "chains": 10}, "claims": []});
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    let finished = RunRecord::of_this_process(
+        "0123456789abcdef0123".into(),
+        std::time::UNIX_EPOCH,
+        std::time::Duration::from_secs(264),
+        None,
+        2,
+        false,
+        None,
+    );
+    finished.write(&dir).unwrap();
+    let stopped = RunRecord {
+        command: "xtask reproduce kamh-glass --size paper".into(),
+        commit: "fedcba9876543210fedc".into(),
+        started_unix: 2 * 86_400,
+        ..finished.clone()
+    }
+    .unfinished();
+    stopped.write(&dir).unwrap();
+    // no summary yet for another experiment, whose only run did not finish
+    let other = results.join("kmc-glass");
+    std::fs::create_dir_all(&other).unwrap();
+    RunRecord {
+        command: "xtask reproduce kmc-glass".into(),
+        ..stopped.clone()
+    }
+    .write(&other)
+    .unwrap();
+    // a finished run as the latest, for a third
+    let third = results.join("kmc-abc");
+    std::fs::create_dir_all(&third).unwrap();
+    std::fs::write(
+        third.join("summary.json"),
+        summary.to_string().replace("kamh-glass", "kmc-abc"),
+    )
+    .unwrap();
+    stopped.write(&third).unwrap();
+    RunRecord {
+        started_unix: 3 * 86_400,
+        ..finished.clone()
+    }
+    .write(&third)
+    .unwrap();
+
+    let out = root.join("RESULTS.md");
+    main(&results, &out).unwrap();
+    let md = std::fs::read_to_string(&out).unwrap();
+    let section = |name: &str| {
+        let start = md.find(&format!("\n## {name}\n")).unwrap();
+        let end = md[start + 1..]
+            .find("\n## ")
+            .map_or(md.len(), |e| start + 1 + e);
+        md[start..end].to_string()
+    };
+    let glass = section("kamh-glass");
+    let note = "**The latest run did not finish**: `xtask reproduce kamh-glass --size paper`, \
+                started on 1970-01-03 at commit `fedcba987654`";
+    assert!(glass.contains(note), "{glass}");
+    assert!(
+        glass.contains("Runs: 2 sittings or shards, 1 of them did not finish, 264 s of wall time in the others."),
+        "{glass}"
+    );
+    assert!(
+        glass.contains(
+            "- `xtask reproduce kamh-glass --size paper` on 1970-01-03 at commit `fedcba987654`: \
+             started on"
+        ) && glass.contains("**did not finish** (stopped, failed, or still running)."),
+        "{glass}"
+    );
+    assert!(
+        glass.contains("on 1970-01-01 at commit `0123456789ab`: 264 s wall time"),
+        "{glass}"
+    );
+    let kmc = section("kmc-glass");
+    assert!(
+        kmc.contains("Not run yet")
+            && kmc.contains("**The latest run did not finish**: `xtask reproduce kmc-glass`"),
+        "{kmc}"
+    );
+    let abc = section("kmc-abc");
+    assert!(!abc.contains("The latest run did not finish"), "{abc}");
+    assert!(abc.contains("1 of them did not finish"), "{abc}");
     std::fs::remove_dir_all(&root).unwrap();
 }

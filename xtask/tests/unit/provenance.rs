@@ -30,6 +30,7 @@ fn records_round_trip_through_the_runs_folder() {
         settings: vec!["D=50, adapt=always".into()],
         reproduced: Vec::new(),
         recomputed: None,
+        finished: true,
     };
     record.write(&dir).unwrap();
     let read = RunRecord::read_all(&dir).unwrap();
@@ -98,4 +99,78 @@ fn runs_record_the_checkouts_commit_from_any_directory() {
     assert_ne!(here, "unknown");
     assert_eq!(runs[0].commit, here);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A run's record as written at its start reads back unfinished, with no
+/// wall time or end load; a finished one (and one made before records
+/// said whether their run finished) reads as finished and is written
+/// without the field.
+#[test]
+fn unfinished_records_round_trip_and_old_ones_read_as_finished() {
+    let dir = std::env::temp_dir().join(format!("xtask-unfinished-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let whole = RunRecord::of_this_process(
+        "abc".into(),
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(9),
+        std::time::Duration::from_secs(3),
+        Some([0.1, 0.2, 0.3]),
+        2,
+        true,
+        None,
+    );
+    assert!(whole.finished);
+    assert!(!serde_json::to_string(&whole).unwrap().contains("finished"));
+    let started = whole.clone().unfinished();
+    assert!(
+        serde_json::to_string(&started)
+            .unwrap()
+            .contains("\"finished\":false")
+    );
+    started.write(&dir).unwrap();
+    let read = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(read.len(), 1);
+    assert!(!read[0].finished);
+    assert_eq!((read[0].wall_time_secs, read[0].load_end), (0.0, None));
+    assert_eq!(read[0].started_unix, 9);
+    // the whole record replaces it (the same file)
+    whole.write(&dir).unwrap();
+    let read = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(read.len(), 1);
+    assert!(read[0].finished && read[0].wall_time_secs == 3.0);
+    let old = r#"{"command": "x", "commit": "c", "machine": "m", "started_unix": 1,
+        "wall_time_secs": 2.0, "quick": false, "shard": null}"#;
+    assert!(serde_json::from_str::<RunRecord>(old).unwrap().finished);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Of two runs started in the same second, one that did not finish is
+/// the later: the finished one cannot have started after it was stopped.
+#[test]
+fn an_unfinished_run_of_the_same_second_reads_as_the_later() {
+    let dir = std::env::temp_dir().join(format!("xtask-same-second-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let whole = RunRecord::of_this_process(
+        "abc".into(),
+        std::time::UNIX_EPOCH,
+        std::time::Duration::from_secs(1),
+        None,
+        1,
+        true,
+        None,
+    );
+    // file names sort the unfinished one first
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    whole
+        .clone()
+        .unfinished()
+        .write_as(&runs.join("0-1.json"))
+        .unwrap();
+    whole.write_as(&runs.join("0-2.json")).unwrap();
+    let read = RunRecord::read_all(&dir).unwrap();
+    assert_eq!(
+        read.iter().map(|r| r.finished).collect::<Vec<_>>(),
+        [true, false]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

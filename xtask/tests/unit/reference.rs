@@ -56,12 +56,17 @@ fn cache_round_trips_and_checks_the_plan() {
     let samples: Vec<f64> = (0..12).map(f64::from).collect();
     let r = Reference::new(3, samples.clone(), record(4)).unwrap();
     save(&dir, &r).unwrap();
-    let back = load(&dir, &r.record.plan).unwrap().unwrap();
+    let Cached::Found(back) = load(&dir, &r.record.plan).unwrap() else {
+        panic!("the saved reference is not found");
+    };
     assert_eq!(back.samples, samples);
     assert_eq!(back.record, r.record);
     let mut other = r.record.plan.clone();
     other.seed += 1;
-    assert!(load(&dir, &other).unwrap().is_none());
-    assert!(load(&dir.join("absent"), &other).unwrap().is_none());
+    assert!(matches!(load(&dir, &other).unwrap(), Cached::Other(p) if p == r.record.plan));
+    assert!(matches!(
+        load(&dir.join("absent"), &other).unwrap(),
+        Cached::Absent
+    ));
     std::fs::remove_dir_all(&dir).unwrap();
 }

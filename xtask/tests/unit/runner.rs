@@ -36,6 +36,7 @@ fn options(out: &Path, shard: Option<Shard>) -> RunOptions {
         write_chains: true,
         force: false,
         progress: false,
+        record_run: false,
     }
 }
 
@@ -1166,6 +1167,12 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
     // no chains at all
     let message = format!("{:#}", recompute(&e, &base, &base).unwrap_err());
     assert!(message.contains("no chains/"), "{message}");
+    // a run record that cannot be written (a file where runs/ goes): the
+    // summary does not take the metrics without the record saying so
+    std::fs::write(base_dir.join("runs"), b"").unwrap();
+    assert!(recompute(&e, &run, &base).is_err());
+    std::fs::remove_file(base_dir.join("runs")).unwrap();
+    unchanged("a run record that cannot be written");
 
     let done = recompute(&e, &run, &base).unwrap();
     let after = Summary::read_json(&base_dir.join("summary.json")).unwrap();
@@ -1211,5 +1218,166 @@ fn a_recompute_from_stored_chains_gives_the_runs_own_metrics() {
             .len(),
         1
     );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A rerun with fewer chains into the directory of a run with more removes
+/// the surplus chain files (`<k>.npy`, k ≥ the new count), which would
+/// otherwise be read as the new run's; other files stay.
+#[test]
+fn a_rerun_with_fewer_chains_removes_the_surplus_chain_files() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("fewer-chains");
+    let dir = root.join(e.name);
+    let with = |chains| RunOptions {
+        chains: Some(chains),
+        ..options(&root, None)
+    };
+    reproduce(&e, &with(3)).unwrap().unwrap();
+    let some_cell = dir
+        .join("chains")
+        .join(chains(&dir).keys().next().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::write(some_cell.join("notes.txt"), b"mine").unwrap();
+    std::fs::write(some_cell.join("07.npy"), b"not a chain of xtask's naming").unwrap();
+    let summary = reproduce(&e, &with(2)).unwrap().unwrap();
+    let mut expected = BTreeMap::new();
+    for c in summary.cells.iter().filter(|c| c.status == "done") {
+        let mut cell = PathBuf::from(sanitize(&c.target)).join(sanitize(&c.sampler));
+        if !c.setting.is_empty() {
+            cell = cell.join(sanitize(&c.setting));
+        }
+        *expected.entry(cell).or_insert(0) += c.chains;
+    }
+    let mut found: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    for file in chains(&dir)
+        .keys()
+        .filter(|f| f.extension().is_some_and(|x| x == "npy"))
+    {
+        let stem = file.file_stem().unwrap().to_str().unwrap();
+        if stem != "07" {
+            assert!(stem.parse::<usize>().unwrap() < 2, "{}", file.display());
+            *found
+                .entry(file.parent().unwrap().to_path_buf())
+                .or_insert(0) += 1;
+        }
+    }
+    assert_eq!(found, expected);
+    assert!(some_cell.join("notes.txt").exists() && some_cell.join("07.npy").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The files under `dir` but its lock files (which a fold or a merge
+/// takes, writing its pid there).
+fn without_locks(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    tree(dir)
+        .into_iter()
+        .filter(|(p, _)| !p.to_string_lossy().starts_with(".lock"))
+        .collect()
+}
+
+/// Asserts that the files under `dir` but its lock files are `before`,
+/// naming the files that differ.
+fn same_files(dir: &Path, before: &BTreeMap<PathBuf, Vec<u8>>) {
+    let now = without_locks(dir);
+    let differ: Vec<&PathBuf> = now
+        .keys()
+        .chain(before.keys())
+        .filter(|p| now.get(*p) != before.get(*p))
+        .collect();
+    assert!(differ.is_empty(), "{} changed: {differ:?}", dir.display());
+}
+
+/// The names in `dir`.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fold or a merge that fails while writing its output (here a figure's
+/// file name is taken by a directory) leaves the output directory as it
+/// was, with no half-copied records, chains or run records, and no staging
+/// directory beside it.
+#[test]
+fn a_failed_fold_or_merge_leaves_the_output_as_it_was() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("failed-output");
+    let out = root.join("out");
+    reproduce(&e, &options(&out, None)).unwrap();
+    let dir = out.join(e.name);
+    let figure = names(&dir)
+        .into_iter()
+        .find(|n| n.ends_with(".svg"))
+        .unwrap();
+    let block = |dir: &Path| {
+        let _ = std::fs::remove_file(dir.join(&figure));
+        std::fs::create_dir_all(dir.join(&figure)).unwrap();
+        std::fs::write(dir.join(&figure).join("blocker"), b"").unwrap();
+    };
+
+    // a restricted run, recorded, folded into `out`
+    let part = root.join("part");
+    let restricted = RunOptions {
+        settings: vec!["code".into()],
+        record_run: true,
+        ..options(&part, None)
+    };
+    reproduce(&e, &restricted).unwrap();
+    block(&dir);
+    let before = without_locks(&dir);
+    assert!(fold(&e, std::slice::from_ref(&part), &out).is_err());
+    same_files(&dir, &before);
+    assert_eq!(names(&out), [e.name]);
+
+    // shards merged into a directory holding only the blocker
+    let shards = run_three_shards(&e, &root.join("shards"));
+    let merged = root.join("merged");
+    block(&merged.join(e.name));
+    let before = without_locks(&merged.join(e.name));
+    assert!(merge(&e, &shards, &merged).is_err());
+    same_files(&merged.join(e.name), &before);
+    assert_eq!(names(&merged), [e.name]);
+    // unblocked, both succeed
+    for dir in [&dir, &merged.join(e.name)] {
+        std::fs::remove_dir_all(dir.join(&figure)).unwrap();
+    }
+    fold(&e, std::slice::from_ref(&part), &out).unwrap();
+    merge(&e, &shards, &merged).unwrap();
+    assert!(merged.join(e.name).join(&figure).is_file());
+    assert_eq!(names(&merged), [e.name]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A `--no-chains` run that reruns chains (another seed here) removes the
+/// chain files an earlier run left at their paths: they are not its
+/// chains, and a reader of the directory would take them for its own.
+/// Chains it does not rerun keep their files.
+#[test]
+fn a_rerun_without_chains_removes_the_earlier_runs_chain_files() {
+    let e = experiments::find(FAST_GRID).unwrap();
+    let root = temp_dir("no-chains-rerun");
+    let dir = root.join(e.name);
+    reproduce(&e, &options(&root, None)).unwrap();
+    let kept = chains(&dir);
+    let bare = |seed| RunOptions {
+        seed,
+        write_chains: false,
+        ..options(&root, None)
+    };
+    // the same run without chains reruns nothing and keeps them
+    reproduce(&e, &bare(7)).unwrap();
+    assert_eq!(
+        chains(&dir).keys().collect::<Vec<_>>(),
+        kept.keys().collect::<Vec<_>>()
+    );
+    reproduce(&e, &bare(8)).unwrap();
+    let left: Vec<PathBuf> = chains(&dir).into_keys().collect();
+    assert!(left.is_empty(), "{left:?}");
     std::fs::remove_dir_all(&root).unwrap();
 }

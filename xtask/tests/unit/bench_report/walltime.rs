@@ -40,11 +40,15 @@ fn costs_sum_cells_and_runs() {
         let run = serde_json::json!({"wall_time_secs": wall, "quick": quick, "machine": "m"});
         std::fs::write(exp.join("runs").join(format!("{i}.json")), run.to_string()).unwrap();
     }
+    // a run that did not finish: counted apart, its time unknown
+    let stopped = serde_json::json!({"wall_time_secs": 0.0, "quick": false, "machine": "m",
+        "finished": false});
+    std::fs::write(exp.join("runs").join("3.json"), stopped.to_string()).unwrap();
     let costs = read(&dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(costs.len(), 1);
     let c = &costs[0];
-    assert_eq!(c.wall_secs, 15.0);
+    assert_eq!((c.wall_secs, c.unfinished_runs), (15.0, 1));
     assert_eq!(c.chain_secs, 7.0);
     assert_eq!(c.iterations, 3000.0);
     assert!((c.cpu_secs_per_1000 - 7.0 / 3.0).abs() < 1e-12);
