@@ -881,6 +881,12 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
                 values = [v for future in futures for v in future.result()]
             except (BrokenProcessPool, _CarriedError) as err:
                 raise explained(err) from err.__cause__
+            except concurrent.futures.CancelledError as err:
+                raise RuntimeError(
+                    "the executor cancelled an evaluation of the walkers: it was shut down during the run, "
+                    "or (on a Dask cluster) the tasks were cancelled. Run the sampling again on a running "
+                    "executor"
+                ) from err
         return np.array(values, dtype=np.float64)
 
     return evaluate
