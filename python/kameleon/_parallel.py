@@ -240,15 +240,26 @@ def run_chain(task: ChainTask, density: bytes | None = None) -> tuple[dict, bool
 
 def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int | None]:
     function, gradient = _density_of(task.key, density)
+    if task.cluster_channel is None:
+        return _chain(task, function, gradient, _channel, 0.0)
+    import distributed
+
+    queue, stop = distributed.Queue(task.cluster_channel[0]), distributed.Event(task.cluster_channel[1])
+    try:
+        # each report is a round trip to the scheduler: fewer of them
+        return _chain(task, function, gradient, (queue, stop), _CLUSTER_REPORT)
+    finally:
+        with contextlib.suppress(Exception):
+            queue.close()  # this worker's reference to the run's queue
+
+
+def _chain(task: ChainTask, function, gradient, channel, every: float) -> tuple[dict, bool, int | None]:
+    """Runs the chain of ``task``, reporting its steps to ``channel`` (a
+    queue and a stop event, or None) at most every ``every`` seconds; a
+    report that fails (a Dask scheduler out of reach) is left out, and the
+    chain goes on."""
     progress = None
     steps = [None]
-    channel, every = _channel, 0.0
-    if task.cluster_channel is not None:
-        import distributed
-
-        # each report is a round trip to the scheduler: fewer of them
-        channel = distributed.Queue(task.cluster_channel[0]), distributed.Event(task.cluster_channel[1])
-        every = _CLUSTER_REPORT
     if channel is not None:
         queue, stop = channel
         last = [-math.inf, False]  # the time of the last report, and its stop flag
@@ -257,8 +268,13 @@ def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int |
             steps[0] = int(counts[0])
             now = time.monotonic()
             if now - last[0] >= every:
-                queue.put((task.run_id, task.chain, steps[0]))
-                last[:] = now, stop.is_set()
+                last[0] = now
+                try:
+                    queue.put((task.run_id, task.chain, steps[0]))
+                    last[1] = stop.is_set()
+                except Exception:
+                    if task.cluster_channel is None:
+                        raise
             return last[1]
 
     if task.resume:

@@ -256,6 +256,13 @@ def slow_gaussian(x):
     return gaussian(x)
 
 
+def runs_left_on_the_scheduler(dask_scheduler):
+    """The names of the queues and events that kameleon's runs left on a
+    Dask scheduler."""
+    names = [*dask_scheduler.extensions["queues"].queues, *dask_scheduler.extensions["events"]._events]
+    return [name for name in names if str(name).startswith("kameleon-")]
+
+
 def test_chains_on_a_dask_cluster_report_progress_and_stop_when_told(dask_client, monkeypatch):
     # a user's executor gave no progress until a chain finished, and its
     # running chains could not be stopped (so `max_seconds` was refused,
@@ -286,6 +293,8 @@ def test_chains_on_a_dask_cluster_report_progress_and_stop_when_told(dask_client
     assert took < 10.0
     # progress came while the chains ran, a report every 0.25 s
     assert any(0 < n < kept for steps in seen for n in steps)
+    # and the run's queue and event are gone from the scheduler
+    assert dask_client.run_on_scheduler(runs_left_on_the_scheduler) == []
     # the partial chains are those of a run of that length
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", km.SamplingWarning)
