@@ -12,7 +12,8 @@ pool started here, chain tasks carry the path of a file that holds them
 for the run; the ensemble's evaluations, on any executor, carry them in
 their first round only and again for a worker that lacks them
 (:class:`MissingDensity`); on a Dask client's executor, tasks carry a
-future of the bytes, which one task per run holds (:func:`on_cluster`). On other executors, chain tasks carry the bytes.
+future of the bytes, which one task per run holds (:func:`on_cluster`).
+On other executors, chain tasks carry the bytes.
 
 On the worker pool this module starts itself (``parallel="process"``), the
 workers also report their progress and watch a stop flag, through a queue
@@ -241,23 +242,25 @@ def run_chain(task: ChainTask, density: bytes | None = None) -> tuple[dict, bool
 def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int | None]:
     function, gradient = _density_of(task.key, density)
     if task.cluster_channel is None:
-        return _chain(task, function, gradient, _channel, 0.0)
+        return _chain(task, function, gradient, _channel)
     import distributed
 
     queue, stop = distributed.Queue(task.cluster_channel[0]), distributed.Event(task.cluster_channel[1])
     try:
-        # each report is a round trip to the scheduler: fewer of them
-        return _chain(task, function, gradient, (queue, stop), _CLUSTER_REPORT)
+        # each report is a round trip to the scheduler: fewer of them, and
+        # one that fails (the scheduler out of reach) does not end the chain
+        return _chain(task, function, gradient, (queue, stop), every=_CLUSTER_REPORT, lenient=True)
     finally:
         with contextlib.suppress(Exception):
             queue.close()  # this worker's reference to the run's queue
 
 
-def _chain(task: ChainTask, function, gradient, channel, every: float) -> tuple[dict, bool, int | None]:
+def _chain(
+    task: ChainTask, function, gradient, channel, every: float = 0.0, lenient: bool = False
+) -> tuple[dict, bool, int | None]:
     """Runs the chain of ``task``, reporting its steps to ``channel`` (a
-    queue and a stop event, or None) at most every ``every`` seconds; a
-    report that fails (a Dask scheduler out of reach) is left out, and the
-    chain goes on."""
+    queue and a stop event, or None) at most every ``every`` seconds; with
+    ``lenient``, a report that raises is left out and the chain goes on."""
     progress = None
     steps = [None]
     if channel is not None:
@@ -273,7 +276,7 @@ def _chain(task: ChainTask, function, gradient, channel, every: float) -> tuple[
                     queue.put((task.run_id, task.chain, steps[0]))
                     last[1] = stop.is_set()
                 except Exception:
-                    if task.cluster_channel is None:
+                    if not lenient:
                         raise
             return last[1]
 
@@ -600,15 +603,13 @@ def run(
     stopped, or at once on an ``executor`` whose running tasks cannot be
     stopped (any but a Dask client's)."""
     if executor is not None:
-        density = on_cluster(executor, tasks[0].density)
-        if density is not None:
-            tasks = [replace(task, density=b"") for task in tasks]
         client = dask_client(executor)
         if client is None:
-            return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density)
+            return _run_tasks(tasks, totals, None, executor, bars, checkpoint)
+        density = on_cluster(client, tasks[0].density)
         channel = _ClusterChannel(client, tasks[0].run_id)
         try:
-            tasks = [replace(task, cluster_channel=channel.names) for task in tasks]
+            tasks = [replace(task, density=b"", cluster_channel=channel.names) for task in tasks]
             return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density, channel)
         finally:
             channel.close()
@@ -672,9 +673,9 @@ class _ClusterChannel:
 
     def close(self) -> None:
         """Releases the queue and the event on the scheduler."""
-        with contextlib.suppress(Exception):  # a client closed meanwhile
-            self.queue.close()
-            self.event.clear()
+        for release in (self.queue.close, self.event.clear):
+            with contextlib.suppress(Exception):  # a client closed meanwhile
+                release()
 
 
 def held(density: bytes) -> bytes:
@@ -683,18 +684,14 @@ def held(density: bytes) -> bytes:
     return density
 
 
-def on_cluster(executor: concurrent.futures.Executor, density: bytes) -> Any | None:
-    """On the executor of a ``dask.distributed`` client
-    (``client.get_executor()``), a future of the pickled density
-    ``density``, for the tasks to pass in its place: one task holds the
-    bytes, each worker fetches its result once however many tasks it runs,
-    and the other tasks stay small. Unlike scattered data, the task is
-    computed again if every worker that held its result is lost, so a
-    cluster whose workers are all replaced (a batch system's time limit)
-    still finishes the run. None on any other executor."""
-    client = dask_client(executor)
-    if client is None:
-        return None
+def on_cluster(client, density: bytes) -> Any:
+    """A future of the pickled density ``density`` on the cluster of the
+    ``dask.distributed`` ``client``, for the tasks to pass in its place:
+    one task holds the bytes, each worker fetches its result once however
+    many tasks it runs, and the other tasks stay small. Unlike scattered
+    data, the task is computed again if every worker that held its result
+    is lost, so a cluster whose workers are all replaced (a batch system's
+    time limit) still finishes the run."""
     with warnings.catch_warnings():
         # Dask's advice for a large graph is what this is: one task holds it
         warnings.filterwarnings("ignore", message="Sending large graph")
@@ -871,8 +868,8 @@ def rows_on_workers(function: Callable, workers: int, executor: concurrent.futur
     if executor is None:
         with _Pool.lock:
             _Pool.get(workers)  # started (or refused) before the run
-    shared = None if executor is None else on_cluster(executor, blob)
-    density = blob if shared is None else shared
+    client = dask_client(executor)
+    density = blob if client is None else on_cluster(client, blob)
     first = True
 
     def evaluate(xs: np.ndarray) -> np.ndarray:
