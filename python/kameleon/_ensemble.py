@@ -114,7 +114,8 @@ def sample_ensemble(
     sweep), ``executor`` on any :class:`concurrent.futures.Executor` (one
     task per walker of the half sweep, or ``cores`` tasks if ``cores`` > 1):
     this pays for densities that take milliseconds or more. The pickled
-    density travels with the first half sweep's tasks only; a worker that
+    density travels with the first half sweep's tasks only (on a Dask
+    client's executor, a future of it, which one task holds); a worker that
     lacks it later (one that joined the executor, or a process started per
     task) asks for it and is sent it again, which costs such executors a
     second round trip per task.
