@@ -302,6 +302,24 @@ def test_chains_on_a_dask_cluster_report_progress_and_stop_when_told(dask_client
     np.testing.assert_array_equal(posterior(idata), posterior(whole))
 
 
+def test_ctrl_c_stops_the_chains_on_a_dask_cluster_and_returns_their_draws(dask_client):
+    # Ctrl-C raised at once and left the chains running on the cluster
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.warns(UserWarning, match="sampling was interrupted"):
+        idata = km.sample(slow_gaussian, X0, sampler=km.AM(), draws=10**5, tune=0, chains=2, seed=2,
+                          progress=False, executor=dask_client.get_executor())
+    timer.join()
+    assert 0 < posterior(idata).shape[1] < 2_000
+    assert time.monotonic() - start < 10.0
+    # nothing of the run is left processing on the cluster
+    deadline = time.monotonic() + 5
+    while any(dask_client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(dask_client.processing().values())
+
+
 def test_a_dask_run_survives_losing_every_worker(reference, dask_client):
     # the density's bytes are the result of a task, which Dask computes
     # again when every worker that held it is gone; scattered data would
