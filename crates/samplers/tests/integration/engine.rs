@@ -4,10 +4,14 @@
 
 use crate::common;
 
+use kameleon_features::{Embedding, RandomFourierFeatures};
+use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolisConfig, FnTarget, Proposal, RandomWalk, RandomWalkConfig, Run, RunConfig,
-    StepOutcome, Target, run_chain, run_chains,
+    AdaptiveMetropolisConfig, FKamh, FKamhConfig, FnTarget, Kamh, KamhConfig, KmcConfig, KmcLite,
+    LiteSurrogate, LiteSurrogateConfig, Proposal, RandomWalk, RandomWalkConfig, Run, RunConfig,
+    SamplerError, StepOutcome, Target, run_chain, run_chains,
 };
+use kameleon_score_matching::LiteEstimator;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -330,6 +334,62 @@ fn progress_reports_reach_the_end() {
     .unwrap();
     assert_eq!(last.load(Ordering::Relaxed), 1000);
     assert!(calls.load(Ordering::Relaxed) >= 2 * 100);
+}
+
+#[test]
+fn setup_errors_of_kernels_features_and_estimators_pass_through_run_chains() {
+    // a chain's setup builds its kernel, feature map or estimator with `?`;
+    // the first bad parameter is the run's error, with its own message
+    let (target, _, _) = gaussian_2d();
+    let config = RunConfig::new(10, 10);
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, _| {
+            let kamh = Kamh::new(2, Gaussian::new(-1.0)?, KamhConfig::default())?;
+            Ok((kamh, vec![0.0, 0.0]))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::Kernel(_)), "{err:?}");
+    assert!(err.to_string().contains("length_scale"), "{err}");
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, rng| {
+            let features =
+                RandomFourierFeatures::new(&Gaussian::new(1.0)?, 2, 0, Embedding::CosPhase, rng)?;
+            Ok((
+                FKamh::new(features, FKamhConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::Features(_)), "{err:?}");
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, _| {
+            let estimator = LiteEstimator::new(f64::NAN, 1e-3)?;
+            let surrogate = LiteSurrogate::new(estimator, 2, LiteSurrogateConfig::default())?;
+            Ok((
+                KmcLite::new(surrogate, KmcConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::ScoreMatching(_)), "{err:?}");
 }
 
 #[test]
