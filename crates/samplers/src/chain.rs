@@ -893,9 +893,10 @@ pub fn run_chain<P: Proposal>(
 /// `setup(k, rng)` builds chain k's proposal and starting point; it may draw
 /// from `rng`, which is chain k's own stream ([`chain_rng`]), so the result is
 /// bit-identical whatever the number of threads. Chains are returned in index
-/// order. `setup` returns a [`SamplerError`], into which `?` also converts
-/// the errors of building a kernel, a feature map or a score-matching
-/// estimator.
+/// order. Errors, before any chain starts, if `n_chains` exceeds
+/// [`MAX_CHAIN_INDEX`] + 1 (the chains are numbered from 0). `setup`
+/// returns a [`SamplerError`], into which `?` also converts the errors of
+/// building a kernel, a feature map or a score-matching estimator.
 ///
 /// Four KAMH chains on a closure, each from its own random start, then
 /// every chain's acceptance rate and, per coordinate, the bulk ESS and
@@ -933,6 +934,11 @@ where
     P: Proposal,
     S: Fn(usize, &mut Xoshiro256PlusPlus) -> Result<(P, Vec<f64>)> + Sync,
 {
+    ensure(
+        u64::try_from(n_chains).is_ok_and(|n| n <= MAX_CHAIN_INDEX + 1),
+        "n_chains",
+        "must be at most MAX_CHAIN_INDEX + 1 (2^20 + 1): chain k's generator is k jumps along",
+    )?;
     let target_ref = TargetRef(target);
     (0..n_chains)
         .into_par_iter()

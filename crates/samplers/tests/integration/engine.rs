@@ -8,8 +8,8 @@ use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
     AdaptiveMetropolisConfig, FKamh, FKamhConfig, FnTarget, Kamh, KamhConfig, KmcConfig, KmcLite,
-    LiteSurrogate, LiteSurrogateConfig, Proposal, RandomWalk, RandomWalkConfig, Run, RunConfig,
-    SamplerError, StepOutcome, Target, run_chain, run_chains,
+    LiteSurrogate, LiteSurrogateConfig, MAX_CHAIN_INDEX, Proposal, RandomWalk, RandomWalkConfig,
+    Run, RunConfig, SamplerError, StepOutcome, Target, run_chain, run_chains,
 };
 use kameleon_score_matching::LiteEstimator;
 use rand::{Rng, RngExt};
@@ -334,6 +334,42 @@ fn progress_reports_reach_the_end() {
     .unwrap();
     assert_eq!(last.load(Ordering::Relaxed), 1000);
     assert!(calls.load(Ordering::Relaxed) >= 2 * 100);
+}
+
+#[test]
+fn too_many_chains_is_an_error_before_any_chain_starts() {
+    // chain k's generator is k jumps along: 2^20 + 2 chains would take days
+    // of jumps; the run refuses at once and never calls setup
+    let (target, _, _) = gaussian_2d();
+    let setups = AtomicU64::new(0);
+    let started = std::time::Instant::now();
+    let err = run_chains(
+        &target,
+        MAX_CHAIN_INDEX as usize + 2,
+        1,
+        RunConfig::new(0, 0),
+        |_, _| {
+            setups.fetch_add(1, Ordering::Relaxed);
+            Ok((
+                RandomWalk::new(2, RandomWalkConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SamplerError::InvalidParameter {
+                name: "n_chains",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(setups.load(Ordering::Relaxed), 0);
+    assert!(started.elapsed().as_secs_f64() < 1.0);
 }
 
 #[test]
