@@ -7,9 +7,10 @@ use crate::common;
 use kameleon_features::{Embedding, RandomFourierFeatures};
 use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolisConfig, FKamh, FKamhConfig, FnTarget, Kamh, KamhConfig, KmcConfig, KmcLite,
-    LiteSurrogate, LiteSurrogateConfig, MAX_CHAIN_INDEX, Proposal, RandomWalk, RandomWalkConfig,
-    Run, RunConfig, SamplerError, StepOutcome, Target, run_chain, run_chains,
+    AdaptiveMetropolisConfig, FKamh, FKamhConfig, FnTarget, Hmc, HmcConfig, Kamh, KamhConfig,
+    KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig, MAX_CHAIN_INDEX, Proposal, RandomWalk,
+    RandomWalkConfig, Run, RunConfig, SamplerError, StepOutcome, Target, TargetError, Whitened,
+    WhiteningConfig, run_chain, run_chains,
 };
 use kameleon_score_matching::LiteEstimator;
 use rand::{Rng, RngExt};
@@ -334,6 +335,29 @@ fn progress_reports_reach_the_end() {
     .unwrap();
     assert_eq!(last.load(Ordering::Relaxed), 1000);
     assert!(calls.load(Ordering::Relaxed) >= 2 * 100);
+}
+
+#[test]
+fn hmc_on_a_target_without_a_gradient_says_what_to_provide() {
+    // a closure target has no gradient: the error names the method to
+    // implement, on its own and under Whitened
+    let (target, _, _) = gaussian_2d();
+    let hmc = || Hmc::new(2, HmcConfig::default()).unwrap();
+    let config = RunConfig::new(10, 10);
+    let plain = run_chain(&target, hmc(), &[0.0, 0.0], config, 1).unwrap_err();
+    let whitened = Whitened::new(hmc(), 2, WhiteningConfig::default()).unwrap();
+    let whitened = run_chain(&target, whitened, &[0.0, 0.0], config, 1).unwrap_err();
+    for err in [plain, whitened] {
+        assert!(
+            matches!(err, SamplerError::Target(TargetError::Unsupported(_))),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("HMC needs") && message.contains("Target::grad_log_density"),
+            "{message}"
+        );
+    }
 }
 
 #[test]
