@@ -46,7 +46,8 @@ pub struct Chain {
     /// Accepted proposals over all steps, burn-in included.
     pub accepted_total: u64,
     /// Proposals rejected because x*, the proposal correction or log π(x*)
-    /// was non-finite (NaN, or −∞ outside the support), over all steps.
+    /// was non-finite (NaN, −∞ outside the support, or +∞, which no
+    /// density can be where a chain goes), over all steps.
     pub rejected_non_finite: u64,
     /// How many times a proposal covariance needed jitter to be factored.
     pub covariance_jitters: u64,
@@ -117,6 +118,10 @@ impl Chain {
     }
 
     /// The i-th recorded state.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below [`Chain::len`].
     pub fn sample(&self, i: usize) -> &[f64] {
         &self.samples[i * self.dim..(i + 1) * self.dim]
     }
