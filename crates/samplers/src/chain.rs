@@ -46,7 +46,8 @@ pub struct Chain {
     /// Accepted proposals over all steps, burn-in included.
     pub accepted_total: u64,
     /// Proposals rejected because x*, the proposal correction or log π(x*)
-    /// was non-finite (NaN, or −∞ outside the support), over all steps.
+    /// was non-finite (NaN, −∞ outside the support, or +∞, which no
+    /// density can be where a chain goes), over all steps.
     pub rejected_non_finite: u64,
     /// How many times a proposal covariance needed jitter to be factored.
     pub covariance_jitters: u64,
@@ -117,6 +118,10 @@ impl Chain {
     }
 
     /// The i-th recorded state.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below [`Chain::len`].
     pub fn sample(&self, i: usize) -> &[f64] {
         &self.samples[i * self.dim..(i + 1) * self.dim]
     }
@@ -893,7 +898,35 @@ pub fn run_chain<P: Proposal>(
 /// `setup(k, rng)` builds chain k's proposal and starting point; it may draw
 /// from `rng`, which is chain k's own stream ([`chain_rng`]), so the result is
 /// bit-identical whatever the number of threads. Chains are returned in index
-/// order.
+/// order. Errors, before any chain starts, if `n_chains` exceeds
+/// [`MAX_CHAIN_INDEX`] + 1 (the chains are numbered from 0). `setup`
+/// returns a [`SamplerError`], into which `?` also converts the errors of
+/// building a kernel, a feature map or a score-matching estimator.
+///
+/// Four KAMH chains on a closure, each from its own random start, then
+/// every chain's acceptance rate and, per coordinate, the bulk ESS and
+/// R̂ of all four (with `kameleon-diagnostics`):
+///
+/// ```
+/// use kameleon_diagnostics::{ess_bulk, per_dimension, rhat_rank};
+/// use kameleon_kernels::Gaussian;
+/// use kameleon_samplers::{FnTarget, Kamh, KamhConfig, RunConfig, run_chains};
+/// use rand::RngExt;
+///
+/// let target = FnTarget::new(2, |x: &[f64]| -0.5 * (x[0] * x[0] + 4.0 * x[1] * x[1]));
+/// let chains = run_chains(&target, 4, 42, RunConfig::new(1_000, 4_000), |_k, rng| {
+///     let kamh = Kamh::new(2, Gaussian::new(1.0)?, KamhConfig::default())?;
+///     let x0 = vec![rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)];
+///     Ok((kamh, x0))
+/// }, None)?;
+/// let acceptance: Vec<f64> = chains.iter().map(|c| c.acceptance_rate()).collect();
+/// let draws: Vec<&[f64]> = chains.iter().map(|c| c.samples.as_slice()).collect();
+/// let ess = per_dimension(&draws, 2, ess_bulk)?;
+/// let rhat = per_dimension(&draws, 2, rhat_rank)?;
+/// assert!(acceptance.iter().all(|&a| a > 0.1) && ess.iter().all(|&e| e > 400.0));
+/// assert!(rhat.iter().all(|&r| r < 1.05));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run_chains<P, S>(
     target: &dyn Target,
     n_chains: usize,
@@ -906,6 +939,11 @@ where
     P: Proposal,
     S: Fn(usize, &mut Xoshiro256PlusPlus) -> Result<(P, Vec<f64>)> + Sync,
 {
+    ensure(
+        u64::try_from(n_chains).is_ok_and(|n| n <= MAX_CHAIN_INDEX + 1),
+        "n_chains",
+        "must be at most MAX_CHAIN_INDEX + 1 (2^20 + 1): chain k's generator is k jumps along",
+    )?;
     let target_ref = TargetRef(target);
     (0..n_chains)
         .into_par_iter()

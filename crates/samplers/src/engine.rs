@@ -207,6 +207,16 @@ pub trait Proposal: Send {
         false
     }
 
+    /// Whether the proposal evaluates the target's gradient
+    /// ([`Target::grad_log_density`]), as [`crate::Hmc`] does. A wrapper
+    /// that starts the proposal it wraps later than the chain
+    /// ([`crate::Whitened`], after its pilot) asks it, to check at the
+    /// chain's start that the target gives a gradient. A wrapper forwards
+    /// its wrapped proposal's answer. Default `false`.
+    fn uses_target_gradient(&self) -> bool {
+        false
+    }
+
     /// Whether the state after the step just observed is a draw of the
     /// chain: a [`crate::Run`] records a post-burn-in (thinned) step only if
     /// this says so. Default `true`, every step; cKAM answers `true` for its

@@ -52,6 +52,20 @@ pub enum SamplerError {
     /// The target lacks a capability the sampler needs (e.g. a gradient for HMC).
     #[error(transparent)]
     Target(#[from] TargetError),
+    /// A kernel could not be built. The samplers never return it
+    /// themselves: it lets `?` on a kernel's constructor work where a
+    /// sampler's error is expected, e.g. in the `setup` of
+    /// [`crate::run_chains`].
+    #[error(transparent)]
+    Kernel(#[from] kameleon_kernels::KernelError),
+    /// A feature map could not be built (`?` on its constructor, as for
+    /// [`SamplerError::Kernel`]).
+    #[error(transparent)]
+    Features(#[from] kameleon_features::FeatureError),
+    /// A score-matching estimator could not be built (`?` on its
+    /// constructor, as for [`SamplerError::Kernel`]).
+    #[error(transparent)]
+    ScoreMatching(#[from] kameleon_score_matching::ScoreMatchingError),
     /// A covariance matrix could not be Cholesky-factored even after jitter.
     #[error("covariance is not positive definite even after adding jitter {jitter:e}")]
     NotPositiveDefinite {

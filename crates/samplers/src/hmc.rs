@@ -4,9 +4,9 @@
 //! [`HamiltonianMove`], so surrogate-gradient samplers (KMC) reuse it with
 //! their own gradient.
 
-use crate::Target;
 use crate::engine::{Proposal, StepOutcome};
 use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::{Target, TargetError};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -202,15 +202,33 @@ impl Hmc {
     }
 }
 
+/// Evaluates the gradient of `target` at `x`, as a proposal that uses it
+/// ([`Proposal::uses_target_gradient`]) does before its chain starts: an
+/// error naming the method to implement if the target gives none.
+pub(crate) fn require_gradient(target: &dyn Target, x: &[f64]) -> Result<()> {
+    let mut g = vec![0.0; x.len()];
+    target.grad_log_density(x, &mut g).map_err(|e| match e {
+        TargetError::Unsupported(_) => TargetError::Unsupported(
+            "the gradient of the log density, which HMC needs: implement \
+             Target::grad_log_density for the target's type (an FnTarget has none)",
+        ),
+        other => other,
+    })?;
+    Ok(())
+}
+
 impl Proposal for Hmc {
     fn state_dim(&self) -> Option<usize> {
         Some(self.dim)
     }
 
+    fn uses_target_gradient(&self) -> bool {
+        true
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
-        let mut g = vec![0.0; self.dim];
-        target.grad_log_density(x, &mut g)?;
+        require_gradient(target, x)?;
         self.dynamics.invalidate();
         Ok(())
     }

@@ -38,6 +38,14 @@ pub struct PcaKameleonConfig {
 
 impl Default for PcaKameleonConfig {
     /// [`SubsampleConfig::default`], m = 5 directions, each ν_j fixed at 2.38.
+    ///
+    /// Slow while adapting: once the history holds n = 1000 states, the
+    /// subsample is redrawn at every adapting step, and each redraw costs
+    /// an O(n³) eigendecomposition of its 1000 × 1000 kernel matrix (about
+    /// 0.3 s a step in d = 2 on a 2-core Xeon: a 5000-step burn-in takes
+    /// some 20 minutes). To adapt over thousands of steps, redraw less
+    /// often (`subsample.refresh`; [`PcaKameleonConfig::scale_free`] redraws
+    /// with probability t^−½) or take a smaller n.
     fn default() -> Self {
         Self {
             subsample: SubsampleConfig::default(),

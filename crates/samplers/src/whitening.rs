@@ -798,10 +798,19 @@ impl<P: Proposal> Proposal for Whitened<P> {
         }
     }
 
+    fn uses_target_gradient(&self) -> bool {
+        self.inner.uses_target_gradient()
+    }
+
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
         check_dim(self.dim, target.dim())?;
         if !self.config.enabled {
             return self.inner.initialise(target, x, adapts);
+        }
+        if self.inner.uses_target_gradient() {
+            // the wrapped proposal starts after the pilot, where it could
+            // no longer refuse a target without a gradient
+            crate::hmc::require_gradient(target, x)?;
         }
         if self.map.is_some() {
             // a whitened sampler reused for a new chain: the wrapped

@@ -4,10 +4,15 @@
 
 use crate::common;
 
+use kameleon_features::{Embedding, RandomFourierFeatures};
+use kameleon_kernels::Gaussian;
 use kameleon_samplers::{
-    AdaptiveMetropolisConfig, FnTarget, Proposal, RandomWalk, RandomWalkConfig, Run, RunConfig,
-    StepOutcome, Target, run_chain, run_chains,
+    AdaptiveMetropolisConfig, FKamh, FKamhConfig, FnTarget, Hmc, HmcConfig, Kamh, KamhConfig,
+    KmcConfig, KmcLite, LiteSurrogate, LiteSurrogateConfig, MAX_CHAIN_INDEX, Proposal, RandomWalk,
+    RandomWalkConfig, Run, RunConfig, SamplerError, StepOutcome, Target, TargetError, Whitened,
+    WhiteningConfig, run_chain, run_chains,
 };
+use kameleon_score_matching::LiteEstimator;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
@@ -330,6 +335,121 @@ fn progress_reports_reach_the_end() {
     .unwrap();
     assert_eq!(last.load(Ordering::Relaxed), 1000);
     assert!(calls.load(Ordering::Relaxed) >= 2 * 100);
+}
+
+#[test]
+fn hmc_on_a_target_without_a_gradient_says_what_to_provide() {
+    // a closure target has no gradient: the error names the method to
+    // implement, on its own and under Whitened
+    let (target, _, _) = gaussian_2d();
+    let hmc = || Hmc::new(2, HmcConfig::default()).unwrap();
+    let config = RunConfig::new(10, 10);
+    let plain = run_chain(&target, hmc(), &[0.0, 0.0], config, 1).unwrap_err();
+    let whitened = Whitened::new(hmc(), 2, WhiteningConfig::default()).unwrap();
+    let whitened = run_chain(&target, whitened, &[0.0, 0.0], config, 1).unwrap_err();
+    for err in [plain, whitened] {
+        assert!(
+            matches!(err, SamplerError::Target(TargetError::Unsupported(_))),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("HMC needs") && message.contains("Target::grad_log_density"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn too_many_chains_is_an_error_before_any_chain_starts() {
+    // chain k's generator is k jumps along: 2^20 + 2 chains would take days
+    // of jumps; the run refuses at once and never calls setup
+    let (target, _, _) = gaussian_2d();
+    let setups = AtomicU64::new(0);
+    let started = std::time::Instant::now();
+    let err = run_chains(
+        &target,
+        MAX_CHAIN_INDEX as usize + 2,
+        1,
+        RunConfig::new(0, 0),
+        |_, _| {
+            setups.fetch_add(1, Ordering::Relaxed);
+            Ok((
+                RandomWalk::new(2, RandomWalkConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SamplerError::InvalidParameter {
+                name: "n_chains",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(setups.load(Ordering::Relaxed), 0);
+    assert!(started.elapsed().as_secs_f64() < 1.0);
+}
+
+#[test]
+fn setup_errors_of_kernels_features_and_estimators_pass_through_run_chains() {
+    // a chain's setup builds its kernel, feature map or estimator with `?`;
+    // the first bad parameter is the run's error, with its own message
+    let (target, _, _) = gaussian_2d();
+    let config = RunConfig::new(10, 10);
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, _| {
+            let kamh = Kamh::new(2, Gaussian::new(-1.0)?, KamhConfig::default())?;
+            Ok((kamh, vec![0.0, 0.0]))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::Kernel(_)), "{err:?}");
+    assert!(err.to_string().contains("length_scale"), "{err}");
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, rng| {
+            let features =
+                RandomFourierFeatures::new(&Gaussian::new(1.0)?, 2, 0, Embedding::CosPhase, rng)?;
+            Ok((
+                FKamh::new(features, FKamhConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::Features(_)), "{err:?}");
+    let err = run_chains(
+        &target,
+        2,
+        1,
+        config,
+        |_, _| {
+            let estimator = LiteEstimator::new(f64::NAN, 1e-3)?;
+            let surrogate = LiteSurrogate::new(estimator, 2, LiteSurrogateConfig::default())?;
+            Ok((
+                KmcLite::new(surrogate, KmcConfig::default())?,
+                vec![0.0, 0.0],
+            ))
+        },
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SamplerError::ScoreMatching(_)), "{err:?}");
 }
 
 #[test]
