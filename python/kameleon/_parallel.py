@@ -11,8 +11,9 @@ that holds a large dataset costs no more per task than a small one: on the
 pool started here, chain tasks carry the path of a file that holds them
 for the run; the ensemble's evaluations, on any executor, carry them in
 their first round only and again for a worker that lacks them
-(:class:`MissingDensity`); on a Dask client's executor, tasks carry a
-future of the bytes, which one task per run holds (:func:`on_cluster`).
+(:class:`MissingDensity`); on a Dask client's executor, one task per run
+holds the bytes (:func:`on_cluster`), which the chains fetch by name
+(:class:`ClusterDensity`) and the ensemble's tasks receive as a future.
 On other executors, chain tasks carry the bytes.
 
 On the worker pool this module starts itself (``parallel="process"``), the
@@ -146,7 +147,7 @@ class ChainTask:
     record; at most ``evaluation_limit`` log-density evaluations."""
 
     key: str
-    density: bytes | str
+    density: bytes | str | ClusterDensity
     kind: str
     settings: str
     x0: list[float] | None
@@ -171,11 +172,34 @@ class MissingDensity(Exception):
     task): the parent sends the task again with the density."""
 
 
-def _density_of(key: str, source: bytes | str | None) -> tuple[Callable, Callable | None]:
+@dataclass(frozen=True)
+class ClusterDensity:
+    """A run's pickled density on a Dask cluster, held by a task
+    (:func:`on_cluster`) whose future the Dask ``Variable`` ``name`` holds
+    for the run. Chain tasks carry the name, not the future: Dask runs a
+    task on the worker that holds its inputs, so a future among the
+    arguments queued every chain on one worker until the others stole
+    them (a second chain of two started 0.1–1.5 s late)."""
+
+    name: str
+
+    def read(self) -> bytes:
+        """The pickled density, fetched by the worker running this task."""
+        import distributed
+
+        # the thread leaves the worker's pool while it waits, so that the
+        # task can run here if it must be computed again (every worker that
+        # held its result was lost)
+        with distributed.worker_client() as client:
+            return distributed.Variable(self.name, client=client).get().result()
+
+
+def _density_of(key: str, source: bytes | str | ClusterDensity | None) -> tuple[Callable, Callable | None]:
     """The (function, gradient) pickled under ``key``, unpickled once per
     worker process from ``source``: the pickled bytes, the path of a file
-    holding them, or None where the worker is expected to hold it already
-    (:class:`MissingDensity` otherwise)."""
+    holding them, where they are on a Dask cluster, or None where the
+    worker is expected to hold it already (:class:`MissingDensity`
+    otherwise)."""
     if key not in _densities:
         import pickle
 
@@ -184,6 +208,8 @@ def _density_of(key: str, source: bytes | str | None) -> tuple[Callable, Callabl
         if isinstance(source, str):
             with open(source, "rb") as file:
                 source = file.read()
+        elif isinstance(source, ClusterDensity):
+            source = source.read()
         if len(_densities) >= _KEPT_DENSITIES:
             # a long-lived pool serves many runs: keep the latest densities only
             _densities.pop(next(iter(_densities)))
@@ -230,17 +256,15 @@ def _sendable_errors():
         raise
 
 
-def run_chain(task: ChainTask, density: bytes | None = None) -> tuple[dict, bool, int | None]:
+def run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
     """Runs one chain in a worker: ``(chain dict, interrupted, steps done)``
-    (the steps as last reported to the parent, None without a channel).
-    ``density``, where given, is the pickled density in place of the
-    task's own (a future of it: :func:`on_cluster`)."""
+    (the steps as last reported to the parent, None without a channel)."""
     with _sendable_errors():
-        return _run_chain(task, task.density if density is None else density)
+        return _run_chain(task)
 
 
-def _run_chain(task: ChainTask, density: bytes | str) -> tuple[dict, bool, int | None]:
-    function, gradient = _density_of(task.key, density)
+def _run_chain(task: ChainTask) -> tuple[dict, bool, int | None]:
+    function, gradient = _density_of(task.key, task.density)
     if task.cluster_channel is None:
         return _chain(task, function, gradient, _channel)
     import distributed
@@ -606,13 +630,20 @@ def run(
         client = dask_client(executor)
         if client is None:
             return _run_tasks(tasks, totals, None, executor, bars, checkpoint)
-        density = on_cluster(client, tasks[0].density)
+        import distributed
+
         channel = _ClusterChannel(client, tasks[0].run_id)
+        density = distributed.Variable(f"kameleon-{tasks[0].run_id}-density", client=client)
         try:
-            tasks = [replace(task, density=b"", cluster_channel=channel.names) for task in tasks]
-            return _run_tasks(tasks, totals, None, executor, bars, checkpoint, density, channel)
+            density.set(on_cluster(client, tasks[0].density))
+            tasks = [
+                replace(task, density=ClusterDensity(density.name), cluster_channel=channel.names) for task in tasks
+            ]
+            return _run_tasks(tasks, totals, None, executor, bars, checkpoint, channel)
         finally:
             channel.close()
+            with contextlib.suppress(Exception):  # a client closed meanwhile
+                density.delete()
     with _Pool.lock:
         pool = _Pool.get(workers)
         with _density_file(tasks[0].density) as density:
@@ -686,9 +717,10 @@ def held(density: bytes) -> bytes:
 
 def on_cluster(client, density: bytes) -> Any:
     """A future of the pickled density ``density`` on the cluster of the
-    ``dask.distributed`` ``client``, for the tasks to pass in its place:
-    one task holds the bytes, each worker fetches its result once however
-    many tasks it runs, and the other tasks stay small. Unlike scattered
+    ``dask.distributed`` ``client``, for the ensemble's tasks to pass in
+    its place and the chains to fetch (:class:`ClusterDensity`): one task
+    holds the bytes, each worker fetches its result once however many
+    tasks it runs, and the other tasks stay small. Unlike scattered
     data, the task is computed again if every worker that held its result
     is lost, so a cluster whose workers are all replaced (a batch system's
     time limit) still finishes the run."""
@@ -759,14 +791,11 @@ def _run_tasks(
     executor: concurrent.futures.Executor | None,
     bars,
     checkpoint: str | None,
-    density: Any = None,
     channel: _PoolChannel | _ClusterChannel | None = None,
 ) -> dict:
     """:func:`run` on ``pool`` (held by this thread) or ``executor``; the
-    tasks pass ``density``, where given, for the pickled density (a future
-    of it: :func:`on_cluster`), and report to ``channel`` where there is
-    one."""
-    futures = [(executor or pool.executor).submit(run_chain, task, density) for task in tasks]
+    chains report to ``channel`` where there is one."""
+    futures = [(executor or pool.executor).submit(run_chain, task) for task in tasks]
     index = {task.chain: i for i, task in enumerate(tasks)}
     steps = [0] * len(tasks)
     interrupted = False
