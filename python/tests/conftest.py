@@ -75,6 +75,26 @@ def submitted_bytes(monkeypatch):
     return sizes
 
 
+class CancellingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A pool of one thread that runs the tasks ``runs(n, args)`` accepts
+    (``n`` counts the submissions from 1) and cancels the others without
+    notice, as a ``ProcessPoolExecutor`` shut down with
+    ``cancel_futures=True`` leaves the tasks it has not started."""
+
+    def __init__(self, runs) -> None:
+        super().__init__(1)
+        self.runs = runs
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        if self.runs(self.submitted, args):
+            return super().submit(fn, *args, **kwargs)
+        future = concurrent.futures.Future()
+        future.cancel()
+        return future
+
+
 def interrupt_and_wait(proc: subprocess.Popen) -> tuple[int, str, float]:
     """Sends SIGINT to ``proc`` and waits up to 20 s for it to end (killing
     it and failing the test otherwise): its return code, its standard

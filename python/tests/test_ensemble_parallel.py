@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kameleon as km
-from conftest import self_interrupting
+from conftest import CancellingExecutor, self_interrupting
 
 
 def log_density(x):
@@ -86,22 +86,10 @@ def test_the_density_travels_once_per_worker_not_with_every_half_sweep(reference
     assert sum(submitted_bytes) < 4 * size + 2 * evaluations * 2_000
 
 
-class CancelsAfterTheStarts(concurrent.futures.ThreadPoolExecutor):
-    """An executor that runs the starts' evaluations and cancels every
-    later task, as one shut down during the run does."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        self.submitted = getattr(self, "submitted", 0) + 1
-        if self.submitted <= RUN["walkers"]:
-            return super().submit(fn, *args, **kwargs)
-        future = concurrent.futures.Future()
-        future.cancel()
-        return future
-
-
 def test_evaluations_the_executor_cancels_end_the_run_with_an_error_that_says_so():
-    # a bare CancelledError said nothing of what happened
-    with CancelsAfterTheStarts(1) as executor:
+    # a bare CancelledError said nothing of what happened; here the
+    # executor runs the starts' evaluations and cancels every later task
+    with CancellingExecutor(lambda n, args: n <= RUN["walkers"]) as executor:
         with pytest.raises(RuntimeError, match="the executor cancelled an evaluation of the walkers"):
             km.sample_ensemble(log_density, np.ones(3), executor=executor, **RUN)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import kameleon as km
-from conftest import interrupt_and_wait
+from conftest import CancellingExecutor, interrupt_and_wait
 from kameleon import _parallel
 
 
@@ -349,24 +349,11 @@ def test_a_dask_run_survives_losing_every_worker(reference, dask_client):
     assert_same_chains(idata, reference)
 
 
-class CancelsAllButTheFirstChain(concurrent.futures.ThreadPoolExecutor):
-    """An executor that cancels every chain's task but the first's, without
-    notice, as a ``ProcessPoolExecutor`` shut down with
-    ``cancel_futures=True`` leaves the tasks it has not started."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        if args[0].chain == 0:
-            return super().submit(fn, *args, **kwargs)
-        future = concurrent.futures.Future()
-        future.cancel()
-        return future
-
-
 def test_chains_the_executor_cancels_are_named_in_the_error():
     # the run waited for ever on the cancelled chains (`wait` does not
     # count a future cancelled without notice as done); and once it ended,
     # a bare CancelledError said nothing of what happened
-    with CancelsAllButTheFirstChain(1) as executor:
+    with CancellingExecutor(lambda n, args: args[0].chain == 0) as executor:
         with pytest.raises(RuntimeError, match=r"cancelled the tasks of chains \[1, 2, 3\] before they ended"):
             km.sample(gaussian, X0, executor=executor, **RUN)
 

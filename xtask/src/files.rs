@@ -24,12 +24,26 @@ pub const LOCK_FILE: &str = ".lock";
 /// A temporary name beside `path`, unique to this process and call: a
 /// hidden file ending in `.tmp` (never taken for a record or a chain).
 pub fn temp_path(path: &Path) -> Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("cannot write {}: it names no file", path.display()))?;
+    temp_beside(path, "")
+}
+
+/// A hidden name beside `path`, unique to this process and call, ending
+/// in `.tmp` (after `.<what>`, if `what` is not empty).
+fn temp_beside(path: &Path, what: &str) -> Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        anyhow!(
+            "{} has no file name to put a temporary name beside",
+            path.display()
+        )
+    })?;
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(".{what}")
+    };
     Ok(path.with_file_name(format!(
-        ".{}.{}.{n}.tmp",
+        ".{}.{}.{n}{what}.tmp",
         name.to_string_lossy(),
         std::process::id()
     )))
@@ -341,7 +355,7 @@ pub fn lock_dir(dir: &Path, access: Access) -> Result<DirLock> {
 /// is left in place. Call it holding `dir`'s lock exclusively (the lock
 /// file is linked too, so the lock holds in the new directory).
 pub fn replace_dir<T>(dir: &Path, build: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-    let staging = sibling_temp(dir, "new")?;
+    let staging = temp_beside(dir, "new")?;
     let built = link_tree(dir, &staging)
         .and_then(|()| build(&staging))
         .and_then(|value| {
@@ -352,20 +366,6 @@ pub fn replace_dir<T>(dir: &Path, build: impl FnOnce(&Path) -> Result<T>) -> Res
         let _ = std::fs::remove_dir_all(&staging);
     }
     built
-}
-
-/// A hidden name beside `dir`, unique to this process and call, ending
-/// in `.<what>.tmp`.
-fn sibling_temp(dir: &Path, what: &str) -> Result<PathBuf> {
-    let name = dir
-        .file_name()
-        .ok_or_else(|| anyhow!("{} names no directory", dir.display()))?;
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    Ok(dir.with_file_name(format!(
-        ".{}.{}.{n}.{what}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
 }
 
 /// Recreates the tree `from` at `to` (which must not exist), each file a
@@ -392,7 +392,7 @@ fn link_tree(from: &Path, to: &Path) -> Result<()> {
 /// renamed aside, then `staging` renamed to it (if that fails, `dir` is
 /// renamed back).
 fn swap_in(dir: &Path, staging: &Path) -> Result<()> {
-    let old = sibling_temp(dir, "old")?;
+    let old = temp_beside(dir, "old")?;
     std::fs::rename(dir, &old)
         .with_context(|| format!("renaming {} to {}", dir.display(), old.display()))?;
     if let Err(e) = std::fs::rename(staging, dir) {
