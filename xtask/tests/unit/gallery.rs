@@ -242,19 +242,32 @@ fn the_gallery_refuses_a_missing_root_and_foreign_summaries() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A fresh temporary root `xtask-gallery-<name>-<pid>` holding
+/// `results/kamh-glass/summary.json` with the run parameters `params` and
+/// no claims: (the root, the results root, the experiment's directory).
+fn glass_results(
+    name: &str,
+    params: Value,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let root = std::env::temp_dir().join(format!("xtask-gallery-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let results = root.join("results");
+    let dir = results.join("kamh-glass");
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = serde_json::json!({"experiment": "kamh-glass", "params": params, "claims": []});
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    (root, results, dir)
+}
+
 /// The gallery rewrites only a file it wrote (one with its marker line,
 /// keeping the text above it) or a new one: an existing file without the
 /// marker (`--out README.md` by mistake) is an error that leaves it whole.
 #[test]
 fn the_gallery_overwrites_no_file_of_someone_elses() {
-    let root = std::env::temp_dir().join(format!("xtask-gallery-own-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let results = root.join("results");
-    let dir = results.join("kamh-glass");
-    std::fs::create_dir_all(&dir).unwrap();
-    let summary = serde_json::json!({"experiment": "kamh-glass",
-        "params": {"quick": true, "seed": 1, "chains": 2}, "claims": []});
-    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    let (root, results, _) = glass_results(
+        "own",
+        serde_json::json!({"quick": true, "seed": 1, "chains": 2}),
+    );
     let out = root.join("README.md");
     std::fs::write(&out, "# A hand-written file\n").unwrap();
     let err = format!("{:#}", main(&results, &out).unwrap_err());
@@ -292,14 +305,10 @@ fn the_gallery_overwrites_no_file_of_someone_elses() {
 /// experiment with no summary yet gets the same note.
 #[test]
 fn the_gallery_says_that_the_latest_run_did_not_finish() {
-    let root = std::env::temp_dir().join(format!("xtask-gallery-stopped-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let results = root.join("results");
-    let dir = results.join("kamh-glass");
-    std::fs::create_dir_all(&dir).unwrap();
-    let summary = serde_json::json!({"experiment": "kamh-glass",
-        "params": {"quick": false, "seed": 1, "chains": 10}, "claims": []});
-    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    let (root, results, dir) = glass_results(
+        "stopped",
+        serde_json::json!({"quick": false, "seed": 1, "chains": 10}),
+    );
     let finished = RunRecord::of_this_process(
         "0123456789abcdef0123".into(),
         std::time::UNIX_EPOCH,
@@ -332,7 +341,9 @@ fn the_gallery_says_that_the_latest_run_did_not_finish() {
     std::fs::create_dir_all(&third).unwrap();
     std::fs::write(
         third.join("summary.json"),
-        summary.to_string().replace("kamh-glass", "kmc-abc"),
+        std::fs::read_to_string(dir.join("summary.json"))
+            .unwrap()
+            .replace("kamh-glass", "kmc-abc"),
     )
     .unwrap();
     stopped.write(&third).unwrap();
