@@ -288,7 +288,17 @@ fn lock_advice(path: &Path) -> String {
 
 /// Locks the experiment output directory `dir` (which must exist) for
 /// `access`; fails at once, naming the holder, if the lock is taken.
+///
+/// First puts back a `dir` that a killed [`replace_dir`] left renamed
+/// aside (see [`restore_interrupted_replacement`]); with [`Access::Whole`],
+/// then removes what killed replacements of `dir` left beside it (their
+/// staging directories and old copies), which nobody else can be writing
+/// while the lock is held.
 pub fn lock_dir(dir: &Path, access: Access) -> Result<DirLock> {
+    restore_interrupted_replacement(dir)?;
+    if !dir.is_dir() {
+        bail!("{} does not exist (run `reproduce` first)", dir.display());
+    }
     let path = dir.join(LOCK_FILE);
     let mut file = open_lock_file(&path)?;
     match access {
@@ -308,6 +318,15 @@ pub fn lock_dir(dir: &Path, access: Access) -> Result<DirLock> {
                 );
             }
             write_holder(&mut file, &path)?;
+            for (leftover, _) in replacement_leftovers(dir)? {
+                std::fs::remove_dir_all(&leftover).with_context(|| {
+                    format!(
+                        "removing {}, left by a killed replacement of {}",
+                        leftover.display(),
+                        dir.display()
+                    )
+                })?;
+            }
             Ok(DirLock { _files: vec![file] })
         }
         Access::Shard { index, count } => {
@@ -366,6 +385,111 @@ pub fn replace_dir<T>(dir: &Path, build: impl FnOnce(&Path) -> Result<T>) -> Res
         let _ = std::fs::remove_dir_all(&staging);
     }
     built
+}
+
+/// What [`replace_dir`] leaves beside `dir` while it runs: its staging
+/// directory or `dir`'s old copy renamed aside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Leftover {
+    Staging,
+    Old,
+}
+
+/// The directories beside `dir` that a [`replace_dir`] of `dir` made
+/// (hidden names `.<name>.<pid>.<n>.new.tmp` and `….old.tmp`), with what
+/// each is; none if `dir` has no parent to look in.
+fn replacement_leftovers(dir: &Path) -> Result<Vec<(PathBuf, Leftover)>> {
+    let (Some(name), Some(parent)) = (dir.file_name(), dir.parent()) else {
+        return Ok(Vec::new());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let entries = match std::fs::read_dir(parent) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", parent.display())),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", parent.display()))?;
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let (numbers, kind) = if let Some(n) = rest.strip_suffix(".new.tmp") {
+            (n, Leftover::Staging)
+        } else if let Some(n) = rest.strip_suffix(".old.tmp") {
+            (n, Leftover::Old)
+        } else {
+            continue;
+        };
+        // `<pid>.<n>`: anything else belongs to another name with dots
+        let is_number = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let ours = numbers
+            .split_once('.')
+            .is_some_and(|(pid, n)| is_number(pid) && is_number(n));
+        if ours && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.push((entry.path(), kind));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Puts back `dir` where a [`replace_dir`] of it was killed between its
+/// two renames: `dir` is missing and its old copy lies beside it. The old
+/// copy is renamed back (the replacement is lost, as if it had failed),
+/// unless a live process still holds its lock (that replacement is under
+/// way: an error). Nothing happens if `dir` exists or no old copy does.
+pub fn restore_interrupted_replacement(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let olds: Vec<PathBuf> = replacement_leftovers(dir)?
+        .into_iter()
+        .filter(|(_, kind)| *kind == Leftover::Old)
+        .map(|(path, _)| path)
+        .collect();
+    let old = match olds.as_slice() {
+        [] => return Ok(()),
+        [old] => old,
+        _ => bail!(
+            "{} is missing and several old copies of it lie beside it ({}): \
+             rename the one to keep to {}",
+            dir.display(),
+            olds.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            dir.display()
+        ),
+    };
+    let lock_path = old.join(LOCK_FILE);
+    let _held = if lock_path.exists() {
+        let file = open_lock_file(&lock_path)?;
+        if !try_lock(&file, &lock_path, false)? {
+            bail!(
+                "{} is being replaced by {}; {}",
+                dir.display(),
+                read_holder(&lock_path),
+                lock_advice(&lock_path)
+            );
+        }
+        Some(file)
+    } else {
+        None
+    };
+    std::fs::rename(old, dir).with_context(|| {
+        format!(
+            "putting back {} from {}, where a killed run left it",
+            dir.display(),
+            old.display()
+        )
+    })
 }
 
 /// Recreates the tree `from` at `to` (which must not exist), each file a

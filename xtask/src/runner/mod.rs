@@ -22,7 +22,10 @@ pub use shard::Shard;
 
 use crate::benchmark::{RunEnv, prepare};
 use crate::experiment::{Cell, Experiment, Protocol, Replicate, Study};
-use crate::files::{Access, DirLock, create_dir, lock_dir, remove_stale_temps, write_file};
+use crate::files::{
+    Access, DirLock, create_dir, lock_dir, remove_stale_temps, replace_dir,
+    restore_interrupted_replacement, write_file,
+};
 use crate::ids::{fnv1a, replicate_seed, sanitize, splitmix64};
 use crate::npy::write_chain;
 use crate::provenance::RunRecord;
@@ -558,24 +561,28 @@ fn reproduce_study(
 /// and the notes come from the current code, the cells stay as recorded,
 /// so regrade only while the protocol that made the cells is unchanged
 /// (rerun `reproduce` otherwise). Rewrites `summary.json`, `summary.md`
-/// and the figures.
+/// and the figures, all of them or (if anything fails) none.
 pub fn regrade(experiment: &Experiment, out: &Path) -> Result<Summary> {
     let dir = experiment_dir(out, experiment);
-    let mut summary = read_summary(experiment, &dir)?;
     let _lock = lock_dir(&dir, Access::Whole)?;
-    match (&experiment.protocol, &experiment.study) {
+    let mut summary = read_summary(experiment, &dir)?;
+    let (figures, markdown): (Figures, Markdown) = match (&experiment.protocol, &experiment.study) {
         (Some(protocol), _) => {
             summary.notes = protocol.notes.into();
             summary.claims = (protocol.claims)(&summary);
-            write_outputs(&summary, protocol.figures, &dir, Summary::markdown)?;
+            (protocol.figures, Summary::markdown)
         }
         (None, Some(study)) => {
             summary.notes = study.notes.into();
             summary.claims = (study.claims)(&summary);
-            write_outputs(&summary, study.figures, &dir, Summary::study_markdown)?;
+            (study.figures, Summary::study_markdown)
         }
         (None, None) => bail!("{} is not implemented", experiment.name),
-    }
+    };
+    replace_dir(&dir, |staging| {
+        summary_files(&summary, figures, staging, markdown)
+    })?;
+    announce(&summary, &dir);
     Ok(summary)
 }
 
@@ -719,6 +726,8 @@ fn report_wall_times(records: &[JobRecord], elapsed: f64) {
 /// shared with the other shards for a shard of several, exclusively
 /// otherwise.
 pub fn open_output(dir: &Path, shard: Option<Shard>) -> Result<DirLock> {
+    // before `dir` is created anew over a copy that a killed run left aside
+    restore_interrupted_replacement(dir)?;
     create_dir(&dir.join("jobs"))?;
     let access = match shard {
         Some(s) if s.count > 1 => Access::Shard {

@@ -134,3 +134,56 @@ fn utc_times_are_iso_8601() {
     assert_eq!(utc(951_825_599), "2000-02-29T11:59:59Z");
     assert_eq!(utc(4_102_444_800), "2100-01-01T00:00:00Z");
 }
+
+/// A replacement of `exp` killed between its two renames left `exp`
+/// missing, its old copy and the staging copy beside it: locking `exp`
+/// puts the old copy back and clears the staging one, and leaves alone
+/// what belongs to another directory whose name starts the same.
+#[test]
+fn a_replacement_killed_between_its_renames_is_put_back() {
+    let parent = temp_dir("killed-swap");
+    let dir = parent.join("exp");
+    std::fs::create_dir(&dir).unwrap();
+    write_file(&dir.join("summary.json"), b"old").unwrap();
+    drop(lock_dir(&dir, Access::Whole).unwrap());
+    let old = parent.join(".exp.4242.7.old.tmp");
+    let staging = parent.join(".exp.4242.6.new.tmp");
+    let other = parent.join(".exp.b.4242.9.old.tmp");
+    std::fs::rename(&dir, &old).unwrap();
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::write(staging.join("summary.json"), b"new").unwrap();
+    std::fs::create_dir(&other).unwrap();
+
+    // a shard puts the directory back but clears nothing
+    let shard = lock_dir(&dir, Access::Shard { index: 1, count: 2 }).unwrap();
+    assert_eq!(std::fs::read(dir.join("summary.json")).unwrap(), b"old");
+    assert!(!old.exists() && staging.exists());
+    drop(shard);
+    // a whole run clears this directory's leftovers, not another's
+    drop(lock_dir(&dir, Access::Whole).unwrap());
+    assert!(!staging.exists() && other.exists());
+    std::fs::remove_dir_all(&parent).unwrap();
+}
+
+/// While the process that renamed the old copy aside still holds its
+/// lock, the replacement is under way: nothing is moved and the error
+/// says so. A directory that is missing with nothing beside it is an
+/// error naming it.
+#[test]
+fn a_replacement_under_way_is_left_alone() {
+    let parent = temp_dir("live-swap");
+    let dir = parent.join("exp");
+    let err = format!("{:#}", lock_dir(&dir, Access::Whole).unwrap_err());
+    assert!(err.contains("exp does not exist"), "{err}");
+    std::fs::create_dir(&dir).unwrap();
+    let held = lock_dir(&dir, Access::Whole).unwrap();
+    let old = parent.join(".exp.4242.7.old.tmp");
+    std::fs::rename(&dir, &old).unwrap();
+    let err = format!("{:#}", lock_dir(&dir, Access::Whole).unwrap_err());
+    assert!(err.contains("is being replaced by pid"), "{err}");
+    assert!(old.exists() && !dir.exists());
+    drop(held);
+    drop(lock_dir(&dir, Access::Whole).unwrap());
+    assert!(dir.exists() && !old.exists());
+    std::fs::remove_dir_all(&parent).unwrap();
+}
