@@ -739,7 +739,12 @@ impl StochasticMoments {
     /// Starts at the given mean and covariance (d × d row-major).
     pub fn new(mean: Vec<f64>, cov: Vec<f64>) -> Result<Self> {
         let d = mean.len();
-        crate::error::check_dim(d * d, cov.len())?;
+        crate::error::check_dim(
+            "the covariance's length",
+            cov.len(),
+            "the mean's length squared",
+            d * d,
+        )?;
         Ok(Self {
             mean,
             cov,

@@ -6,7 +6,7 @@
 use crate::adaptation::{RunningMoments, Scale, StepSchedule, StochasticMoments};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_dim, check_target_dim, ensure, ensure_room};
 use crate::{RobbinsMonro, Target};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -217,7 +217,12 @@ impl MomentEstimator {
     /// starting value.
     pub fn with_initial_covariance(mut self, covariance: &[f64]) -> Result<Self> {
         let d = self.dim();
-        check_dim(d * d, covariance.len())?;
+        check_dim(
+            "the covariance's length",
+            covariance.len(),
+            "the dimension squared",
+            d * d,
+        )?;
         ensure(
             covariance.iter().all(|v| v.is_finite())
                 && (0..d).all(|i| (0..i).all(|j| covariance[i * d + j] == covariance[j * d + i])),
@@ -568,7 +573,7 @@ impl Proposal for AdaptiveMetropolis {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         if adapts {
             self.moments.start(x);
         }

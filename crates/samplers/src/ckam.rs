@@ -156,7 +156,7 @@ use crate::adaptation::{History, RobbinsMonro, Scale, StepSchedule};
 use crate::chain::{AdaptationStop, Chain, Run, RunConfig, reserved_rows};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
+use crate::error::{Result, SamplerError, check_dim, check_target_dim, ensure, ensure_room};
 use crate::kamh_covariance::{KamhCovariance, combine_in_place};
 use faer::MatRef;
 use kameleon_kernels::Kernel;
@@ -772,8 +772,13 @@ impl<K: Kernel> Proposal for Ckam<K> {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
-        check_dim(self.dim, x.len())
+        check_target_dim(target, self.dim)?;
+        check_dim(
+            "the starting point's length",
+            x.len(),
+            "the sampler's dimension",
+            self.dim,
+        )
     }
 
     fn propose(

@@ -369,8 +369,10 @@ impl<P: Proposal> MetropolisHastings<P> {
         let d = target.dim();
         if x0.len() != d {
             return Err(SamplerError::DimensionMismatch {
-                expected: d,
+                what: "the starting point's length",
                 got: x0.len(),
+                against: "the target's dimension",
+                expected: d,
             });
         }
         check_finite_start(x0)?;

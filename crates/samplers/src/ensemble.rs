@@ -89,7 +89,7 @@
 
 use crate::Target;
 use crate::chain::chain_rng;
-use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
+use crate::error::{Result, SamplerError, check_dim, check_target_dim, ensure, ensure_room};
 use faer::Mat;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -345,7 +345,12 @@ impl Ensemble {
                 name: "walkers",
                 reason: format!("{walkers} walkers of dimension {dim} cannot be addressed"),
             })?;
-        check_dim(values, initial.len())?;
+        check_dim(
+            "the initial walkers' length",
+            initial.len(),
+            "walkers × dimension",
+            values,
+        )?;
         ensure_room("the ensemble's walkers (W × d, twice)", &[&[2, values]])?;
         ensure(
             walkers > dim,
@@ -397,7 +402,7 @@ impl Ensemble {
     /// Moves every walker once (see the module docs). Errors, moving
     /// nothing, if `target` has another dimension than the ensemble.
     pub fn sweep(&mut self, target: &dyn Target) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         let w = self.walkers;
         // Fisher–Yates: a uniform permutation, its first ⌈W/2⌉ entries S⁽⁰⁾
         for i in (1..w).rev() {

@@ -15,12 +15,16 @@ pub enum SamplerError {
         reason: String,
     },
     /// Points, targets or proposals of different dimensions were combined.
-    #[error("dimension mismatch: expected {expected}, got {got}")]
+    #[error("dimension mismatch: {what} is {got}, {against} is {expected}")]
     DimensionMismatch {
-        /// The dimension that was expected.
-        expected: usize,
-        /// The dimension that was given.
+        /// What was given, e.g. "the target's dimension".
+        what: &'static str,
+        /// Its size.
         got: usize,
+        /// What it must equal, e.g. "the sampler's".
+        against: &'static str,
+        /// That size.
+        expected: usize,
     },
     /// The starting point has a log density that is not finite (outside the
     /// support, or NaN, or a likelihood estimate that failed there): a chain
@@ -193,13 +197,29 @@ pub(crate) fn ensure(ok: bool, name: &'static str, reason: &str) -> Result<()> {
     }
 }
 
-/// Returns [`SamplerError::DimensionMismatch`] unless `got == expected`.
-pub(crate) fn check_dim(expected: usize, got: usize) -> Result<()> {
+/// Returns [`SamplerError::DimensionMismatch`] unless `got == expected`:
+/// `what` (of size `got`) must match `against` (of size `expected`).
+pub(crate) fn check_dim(
+    what: &'static str,
+    got: usize,
+    against: &'static str,
+    expected: usize,
+) -> Result<()> {
     if expected == got {
         Ok(())
     } else {
-        Err(SamplerError::DimensionMismatch { expected, got })
+        Err(SamplerError::DimensionMismatch {
+            what,
+            got,
+            against,
+            expected,
+        })
     }
+}
+
+/// [`check_dim`] of `target`'s dimension against the sampler's `dim`.
+pub(crate) fn check_target_dim(target: &dyn kameleon_core::Target, dim: usize) -> Result<()> {
+    check_dim("the target's dimension", target.dim(), "the sampler's", dim)
 }
 
 /// Checks that the buffers of the given shapes can be allocated

@@ -39,7 +39,7 @@ use crate::Target;
 use crate::adaptation::{RankOneUpdate, RunningMoments, Scale, add_scaled};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_dim, check_target_dim, ensure, ensure_room};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use kameleon_core::simd::{MAX_ACCUMULATORS, accumulators, reduce_accumulators};
@@ -232,7 +232,12 @@ impl<F: FeatureMap> FKamh<F> {
     /// of a random-walk pilot run, thesis Alg. 2 step 1). The chain's
     /// starting point is added by the engine when the chain starts.
     pub fn push_history(&mut self, x: &[f64]) -> Result<()> {
-        check_dim(self.dim, x.len())?;
+        check_dim(
+            "the point's length",
+            x.len(),
+            "the sampler's dimension",
+            self.dim,
+        )?;
         ensure(x.iter().all(|v| v.is_finite()), "x", "must be finite")?;
         self.features.embed(x, &mut self.embedding);
         self.moments.push(&self.embedding);
@@ -273,7 +278,12 @@ impl<F: FeatureMap> FKamh<F> {
     /// with the current C̃ and η (d × d, row-major). Allocates: for
     /// inspection and tests, not for the sampling loop.
     pub fn proposal_covariance_at(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_dim(self.dim, x.len())?;
+        check_dim(
+            "the point's length",
+            x.len(),
+            "the sampler's dimension",
+            self.dim,
+        )?;
         let (big, d) = (self.features.dim_out(), self.dim);
         let mut jacobian = vec![0.0; big * d];
         jacobian_into(&self.features, x, &mut jacobian);
@@ -617,7 +627,7 @@ impl<F: FeatureMap> Proposal for FKamh<F> {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         jacobian_into(&self.features, x, &mut self.jacobian);
         self.features.embed(x, &mut self.embedding);
         self.quadratic

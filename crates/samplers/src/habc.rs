@@ -444,7 +444,12 @@ impl<S: SummarySimulator> Habc<S> {
         stop: &AtomicBool,
     ) -> Result<Chain> {
         let d = self.likelihood.dim();
-        check_dim(d, start.len())?;
+        check_dim(
+            "the starting point's length",
+            start.len(),
+            "the target's dimension",
+            d,
+        )?;
         check_finite_start(start)?;
         run.validate()?;
         crate::chain::check_chain_index(chain_index)?;

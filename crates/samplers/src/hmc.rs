@@ -5,7 +5,7 @@
 //! their own gradient.
 
 use crate::engine::{Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_target_dim, ensure, ensure_room};
 use crate::{Target, TargetError};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
@@ -227,7 +227,7 @@ impl Proposal for Hmc {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], _adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         require_gradient(target, x)?;
         self.dynamics.invalidate();
         Ok(())

@@ -5,7 +5,7 @@ use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_dim, check_target_dim, ensure, ensure_room};
 use crate::kamh_covariance::{KamhCovariance, combine_into};
 use faer::MatRef;
 use kameleon_kernels::{
@@ -502,8 +502,18 @@ impl<K: LengthScale> SubsampleAdaptation<K> {
 
     /// Installs a given subsample (n × d, finite).
     pub(crate) fn set_subsample(&mut self, z: MatRef<'_, f64>) -> Result<()> {
-        check_dim(self.subsample_size(), z.nrows())?;
-        check_dim(self.dim, z.ncols())?;
+        check_dim(
+            "the subsample's rows",
+            z.nrows(),
+            "the subsample size",
+            self.subsample_size(),
+        )?;
+        check_dim(
+            "the subsample's columns",
+            z.ncols(),
+            "the sampler's dimension",
+            self.dim,
+        )?;
         let d = self.dim;
         for i in 0..z.nrows() {
             for j in 0..d {
@@ -805,7 +815,7 @@ impl<K: LengthScale> Proposal for Kamh<K> {
     }
 
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
-        check_dim(self.adaptation.dim, target.dim())?;
+        check_target_dim(target, self.adaptation.dim)?;
         self.current_valid = false;
         Ok(())
     }

@@ -39,7 +39,7 @@
 use crate::Target;
 use crate::adaptation::{AdaptProbability, History, Scale};
 use crate::engine::{AdaptationSummary, CoordinateChange, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
+use crate::error::{Result, SamplerError, check_dim, check_target_dim, ensure, ensure_room};
 use crate::hmc::{HamiltonianMove, check_step_size, check_steps};
 use crate::kamh::{Bandwidth, check_bandwidth};
 use crate::random_walk::{RandomWalk, RandomWalkConfig};
@@ -326,7 +326,12 @@ impl KmcSurrogate for LiteSurrogate {
 
     /// Fits on all rows of `points` (pass the subsample you want as basis).
     fn warm_start(&mut self, points: MatRef<'_, f64>) -> Result<()> {
-        check_dim(self.dim(), points.ncols())?;
+        check_dim(
+            "the points' columns",
+            points.ncols(),
+            "the surrogate's dimension",
+            self.dim(),
+        )?;
         self.fit(points).map_err(surrogate_error)
     }
 
@@ -589,7 +594,12 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
 
     /// Batch fit on the points; the chain's states are then added online.
     fn warm_start(&mut self, points: MatRef<'_, f64>) -> Result<()> {
-        check_dim(self.dim(), points.ncols())?;
+        check_dim(
+            "the points' columns",
+            points.ncols(),
+            "the surrogate's dimension",
+            self.dim(),
+        )?;
         self.model.fit(points).map_err(surrogate_error)?;
         self.points.clear();
         if self.keep_points {
@@ -971,7 +981,7 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         self.walk.initialise(target, x, adapts)?;
         self.dynamics.invalidate();
         Ok(())

@@ -8,7 +8,7 @@ use crate::Target;
 use crate::adaptation::{RobbinsMonro, StepSchedule};
 use crate::am::{MomentEstimator, MomentUpdate};
 use crate::engine::{AdaptationSummary, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_target_dim, ensure, ensure_room};
 use faer::diag::DiagMut;
 use faer::dyn_stack::MemStack;
 use faer::linalg::evd::{ComputeEigenvectors, self_adjoint_evd, self_adjoint_evd_scratch};
@@ -240,7 +240,7 @@ impl Proposal for PrincipalComponents {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         if adapts {
             self.moments.start(x);
         }

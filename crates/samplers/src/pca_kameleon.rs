@@ -6,7 +6,7 @@ use crate::Target;
 use crate::adaptation::AdaptProbability;
 use crate::adaptation::Scale;
 use crate::engine::{AdaptationSummary, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_target_dim, ensure, ensure_room};
 use crate::kamh::{LengthScale, Refresh, SubsampleAdaptation, SubsampleConfig};
 use crate::kamh_covariance::KamhCovariance;
 use faer::linalg::matmul::matmul;
@@ -389,7 +389,7 @@ impl<K: LengthScale> Proposal for PcaKameleon<K> {
     }
 
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
-        check_dim(self.adaptation.dim, target.dim())?;
+        check_target_dim(target, self.adaptation.dim)?;
         self.current_valid = false;
         Ok(())
     }

@@ -80,7 +80,7 @@ impl Proposal for RandomWalk {
     }
 
     fn initialise(&mut self, target: &dyn Target, _x: &[f64], _adapts: bool) -> Result<()> {
-        crate::error::check_dim(self.dim, target.dim())
+        crate::error::check_target_dim(target, self.dim)
     }
 
     fn propose(

@@ -54,7 +54,7 @@ use crate::Target;
 use crate::adaptation::{RobbinsMonro, RunningMoments, Scale, StepSchedule};
 use crate::covariance::ProposalCovariance;
 use crate::engine::{AdaptationSummary, CoordinateChange, KeptStates, Proposal, StepOutcome};
-use crate::error::{Result, check_dim, ensure, ensure_room};
+use crate::error::{Result, check_dim, check_target_dim, ensure, ensure_room};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef};
 use kameleon_core::TargetError;
@@ -552,7 +552,12 @@ impl<P: Proposal> Whitened<P> {
     pub fn new(inner: P, dim: usize, config: WhiteningConfig) -> Result<Self> {
         ensure(dim >= 1, "dim", "must be at least 1")?;
         if let Some(inner_dim) = inner.state_dim() {
-            check_dim(dim, inner_dim)?;
+            check_dim(
+                "the inner sampler's dimension",
+                inner_dim,
+                "the whitening's",
+                dim,
+            )?;
         }
         ensure_room("the whitening's d × d matrices", &[&[8, dim, dim]])?;
         config.validate()?;
@@ -803,7 +808,7 @@ impl<P: Proposal> Proposal for Whitened<P> {
     }
 
     fn initialise(&mut self, target: &dyn Target, x: &[f64], adapts: bool) -> Result<()> {
-        check_dim(self.dim, target.dim())?;
+        check_target_dim(target, self.dim)?;
         if !self.config.enabled {
             return self.inner.initialise(target, x, adapts);
         }

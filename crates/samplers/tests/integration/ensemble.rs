@@ -280,13 +280,19 @@ fn refuses_invalid_input() {
         .unwrap();
     let good = start(&[0.0, 0.0], 6, 1);
     // the start must hold walkers × d values
+    let short = run_ensemble(&target, &config, &good[..11], 10, 0, 1);
     assert!(matches!(
-        run_ensemble(&target, &config, &good[..11], 10, 0, 1),
+        short,
         Err(SamplerError::DimensionMismatch {
             expected: 12,
-            got: 11
+            got: 11,
+            ..
         })
     ));
+    assert_eq!(
+        short.err().unwrap().to_string(),
+        "dimension mismatch: the initial walkers' length is 11, walkers × dimension is 12"
+    );
     // a non-finite coordinate names its walker and coordinate
     let mut bad = good.clone();
     bad[7] = f64::NAN;
@@ -351,7 +357,8 @@ fn refuses_invalid_input() {
         ensemble.sweep(&gaussian(3)),
         Err(SamplerError::DimensionMismatch {
             expected: 2,
-            got: 3
+            got: 3,
+            ..
         })
     ));
     assert_eq!(ensemble.positions(), &good[..]);

@@ -574,10 +574,19 @@ fn a_wrapped_proposal_of_another_dimension_is_refused() {
         assert!(
             matches!(
                 result,
-                Err(kameleon_samplers::SamplerError::DimensionMismatch { expected, got })
+                Err(kameleon_samplers::SamplerError::DimensionMismatch { expected, got, .. })
                     if expected == dim && got == inner_dim
             ),
             "inner {inner_dim}, wrapper {dim}"
+        );
+        // the message says which two disagree
+        let message = result.err().unwrap().to_string();
+        assert_eq!(
+            message,
+            format!(
+                "dimension mismatch: the inner sampler's dimension is {inner_dim}, \
+                 the whitening's is {dim}"
+            )
         );
     }
     let kamh = Whitened::new(unit_scale_kamh(3), 3, WhiteningConfig::default()).unwrap();
