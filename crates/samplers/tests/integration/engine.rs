@@ -361,6 +361,38 @@ fn hmc_on_a_target_without_a_gradient_says_what_to_provide() {
 }
 
 #[test]
+fn hmc_follows_the_gradient_of_a_closure_target() {
+    // gaussian_2d's density with its gradient −P(x − m) as a closure: HMC's
+    // moments match the Gaussian's (the same z-test as the random walk's)
+    let (_, mean, cov) = gaussian_2d();
+    let det = cov[0] * cov[3] - cov[1] * cov[2];
+    let prec = [cov[3] / det, -cov[1] / det, -cov[2] / det, cov[0] / det];
+    let m = mean.clone();
+    let residual = move |x: &[f64]| [x[0] - m[0], x[1] - m[1]];
+    let density = residual.clone();
+    let target = FnTarget::new(2, move |x: &[f64]| {
+        let [a, b] = density(x);
+        -0.5 * (prec[0] * a * a + 2.0 * prec[1] * a * b + prec[3] * b * b)
+    })
+    .with_gradient(move |x: &[f64], out: &mut [f64]| {
+        let [a, b] = residual(x);
+        out[0] = -(prec[0] * a + prec[1] * b);
+        out[1] = -(prec[2] * a + prec[3] * b);
+    });
+    for seed in 0..2 {
+        let hmc = Hmc::new(2, HmcConfig::default()).unwrap();
+        let chain =
+            run_chain(&target, hmc, &[0.0, 0.0], RunConfig::new(500, 10_000), seed).unwrap();
+        let (z, _) = common::worst_moment_z(&chain, &mean, &cov);
+        assert!(z < common::Z_TOL, "seed {seed}: worst z = {z}");
+        // a wrong gradient still leaves the chain exact (Metropolis corrects
+        // it), so the acceptance is what shows the closure is followed: 0.995
+        // with it, 0.36 with its first component zeroed
+        assert!(chain.acceptance_rate() > 0.9, "{}", chain.acceptance_rate());
+    }
+}
+
+#[test]
 fn too_many_chains_is_an_error_before_any_chain_starts() {
     // chain k's generator is k jumps along: 2^20 + 2 chains would take days
     // of jumps; the run refuses at once and never calls setup
