@@ -3,6 +3,9 @@ InferenceData (ArviZ < 1) or DataTree (ArviZ ≥ 1) holding them."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.metadata
 import warnings
 from typing import Sequence
 
@@ -58,11 +61,32 @@ def posterior_variables(samples: np.ndarray, parameter_names: Sequence[str] | No
     return {name: samples[:, :, j] for j, name in enumerate(names)}
 
 
+@functools.cache
 def arviz_major_version() -> int:
-    """The installed ArviZ's major version."""
-    import arviz as az
+    """The installed ArviZ's major version, from its package metadata:
+    importing ArviZ to ask takes seconds (it imports its plotting
+    libraries)."""
+    try:
+        version = importlib.metadata.version("arviz")
+    except importlib.metadata.PackageNotFoundError:
+        import arviz as az  # not installed as a distribution: ask it
 
-    return int(str(az.__version__).split(".")[0])
+        version = str(az.__version__)
+    return int(version.split(".")[0])
+
+
+def _builder():
+    """The module whose ``from_dict`` and ``dict_to_dataset`` build the
+    output: for ArviZ ≥ 1 its data layer ``arviz_base`` (the same
+    functions, which ``arviz`` re-exports, without importing the plotting
+    libraries: a third of the import time), else ``arviz``."""
+    if arviz_major_version() >= 1:
+        import arviz_base
+
+        return arviz_base
+    import arviz
+
+    return arviz
 
 
 def inference_data(groups: dict, attrs: dict | None = None):
@@ -73,13 +97,8 @@ def inference_data(groups: dict, attrs: dict | None = None):
     ``xarray.DataTree``; earlier versions take one keyword argument per group
     and return an ``InferenceData``. Both index groups as ``data["posterior"]``.
     """
-    import arviz as az
-
-    with warnings.catch_warnings():
-        # ArviZ guesses that arrays with more chains than draws were passed
-        # the wrong way round; ours never are (an ensemble's walkers are its
-        # chains, and short runs of many walkers or chains are common)
-        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
+    az = _builder()
+    with _no_swapped_dimensions_guess():
         if arviz_major_version() >= 1:
             data = az.from_dict(groups)
         else:
@@ -94,10 +113,23 @@ def dataset(variables: dict, *, coords=None, dims=None, attrs=None, sample_dims=
     """An ``xarray.Dataset`` of `variables` with the leading `sample_dims`
     (``()`` for data without draws, such as observed data). ArviZ ≥ 1 calls
     the leading dimensions ``sample_dims``, earlier versions ``default_dims``."""
-    import arviz as az
-
+    az = _builder()
     key = "sample_dims" if arviz_major_version() >= 1 else "default_dims"
-    return az.dict_to_dataset(variables, coords=coords, dims=dims, attrs=attrs, **{key: list(sample_dims)})
+    with _no_swapped_dimensions_guess():
+        return az.dict_to_dataset(variables, coords=coords, dims=dims, attrs=attrs, **{key: list(sample_dims)})
+
+
+@contextlib.contextmanager
+def _no_swapped_dimensions_guess():
+    """While inside, ArviZ's guess that arrays with more chains than draws
+    were passed the wrong way round is not shown (0.x says "More chains",
+    1.x "Found chain dimension to be longer"): ours never are (an
+    ensemble's walkers are its chains, and short runs of many walkers or
+    chains are common)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
+        warnings.filterwarnings("ignore", message="Found chain dimension to be longer", category=UserWarning)
+        yield
 
 
 def from_datasets(groups: dict):

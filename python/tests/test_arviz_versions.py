@@ -4,6 +4,10 @@ file in both project venvs: .venv (Python 3.11, ArviZ 0.x) and .venv312
 (Python 3.12, ArviZ 1.x)."""
 
 
+import subprocess
+import sys
+import warnings
+
 import arviz as az
 import numpy as np
 import pytest
@@ -25,6 +29,20 @@ def expected_type():
 
 def test_the_major_version_is_the_installed_one():
     assert _arviz.arviz_major_version() == int(az.__version__.split(".")[0])
+
+
+@pytest.mark.skipif(not ARVIZ_ONE, reason="ArviZ < 1 keeps InferenceData in the package that imports the plots")
+def test_a_run_builds_its_output_without_importing_the_plotting_libraries():
+    # ArviZ ≥ 1's data layer, arviz_base, builds the output; `import arviz`
+    # would also import its plots (three times the import time)
+    program = (
+        "import sys, numpy as np, kameleon as km\n"
+        "idata = km.sample(lambda x: -0.5 * float(x @ x), np.zeros(2), tune=50, draws=50, chains=2, seed=1,\n"
+        "                  progress=False)\n"
+        "print(type(idata).__name__, 'arviz' in sys.modules, 'arviz_base' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["DataTree", "False", "True"], out.stdout + out.stderr
 
 
 def test_sample_gives_the_installed_arviz_type_with_groups_and_attrs():
@@ -63,7 +81,12 @@ def test_the_output_survives_a_netcdf_round_trip(tmp_path):
 
 
 def test_the_ensemble_and_saved_chains_give_the_installed_arviz_type(tmp_path):
-    ens = km.sample_ensemble(logp, np.zeros(2), draws=20, tune=5, seed=2, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ens = km.sample_ensemble(logp, np.zeros(2), draws=20, tune=5, seed=2, progress=False)
+    # 32 walkers of 20 draws: ArviZ's guess that chains and draws were
+    # swapped is wrong for an ensemble, and not shown
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
     assert isinstance(ens, expected_type())
     assert ens["posterior"]["x"].shape[1:] == (20, 2)
     setting = tmp_path / "chains" / "gauss" / "RW" / "-"
@@ -103,6 +126,12 @@ def test_datasets_with_and_without_draws_make_one_arviz_object():
     assert isinstance(data, expected_type())
     assert data["posterior"].attrs["seed"] == "7"
     np.testing.assert_array_equal(data["observed_data"]["y"].values, [0.0, 1.0, 2.0])
+    # more chains than draws (a short run of many chains) is no mistake to warn of
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        many = _arviz.dataset({"x": np.zeros((8, 3))})
+    assert many["x"].shape == (8, 3)
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
 
 
 def test_parameter_names_must_match_the_dimension():
