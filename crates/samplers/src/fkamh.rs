@@ -232,16 +232,21 @@ impl<F: FeatureMap> FKamh<F> {
     /// of a random-walk pilot run, thesis Alg. 2 step 1). The chain's
     /// starting point is added by the engine when the chain starts.
     pub fn push_history(&mut self, x: &[f64]) -> Result<()> {
+        self.check_point(x)?;
+        ensure(x.iter().all(|v| v.is_finite()), "x", "must be finite")?;
+        self.features.embed(x, &mut self.embedding);
+        self.moments.push(&self.embedding);
+        Ok(())
+    }
+
+    /// Errors unless `x` has the sampler's dimension.
+    fn check_point(&self, x: &[f64]) -> Result<()> {
         check_dim(
             "the point's length",
             x.len(),
             "the sampler's dimension",
             self.dim,
-        )?;
-        ensure(x.iter().all(|v| v.is_finite()), "x", "must be finite")?;
-        self.features.embed(x, &mut self.embedding);
-        self.moments.push(&self.embedding);
-        Ok(())
+        )
     }
 
     /// The feature map.
@@ -278,12 +283,7 @@ impl<F: FeatureMap> FKamh<F> {
     /// with the current C̃ and η (d × d, row-major). Allocates: for
     /// inspection and tests, not for the sampling loop.
     pub fn proposal_covariance_at(&self, x: &[f64]) -> Result<Vec<f64>> {
-        check_dim(
-            "the point's length",
-            x.len(),
-            "the sampler's dimension",
-            self.dim,
-        )?;
+        self.check_point(x)?;
         let (big, d) = (self.features.dim_out(), self.dim);
         let mut jacobian = vec![0.0; big * d];
         jacobian_into(&self.features, x, &mut jacobian);

@@ -326,12 +326,7 @@ impl KmcSurrogate for LiteSurrogate {
 
     /// Fits on all rows of `points` (pass the subsample you want as basis).
     fn warm_start(&mut self, points: MatRef<'_, f64>) -> Result<()> {
-        check_dim(
-            "the points' columns",
-            points.ncols(),
-            "the surrogate's dimension",
-            self.dim(),
-        )?;
+        check_columns(points, self.dim())?;
         self.fit(points).map_err(surrogate_error)
     }
 
@@ -594,12 +589,7 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
 
     /// Batch fit on the points; the chain's states are then added online.
     fn warm_start(&mut self, points: MatRef<'_, f64>) -> Result<()> {
-        check_dim(
-            "the points' columns",
-            points.ncols(),
-            "the surrogate's dimension",
-            self.dim(),
-        )?;
+        check_columns(points, self.dim())?;
         self.model.fit(points).map_err(surrogate_error)?;
         self.points.clear();
         if self.keep_points {
@@ -679,6 +669,16 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
             ),
         ]
     }
+}
+
+/// Errors unless the rows of `points` have the surrogate's dimension `dim`.
+fn check_columns(points: MatRef<'_, f64>, dim: usize) -> Result<()> {
+    check_dim(
+        "the points' columns",
+        points.ncols(),
+        "the surrogate's dimension",
+        dim,
+    )
 }
 
 fn surrogate_error(e: ScoreMatchingError) -> SamplerError {
