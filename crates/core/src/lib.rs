@@ -16,7 +16,8 @@
 //! assert_eq!(normal.log_density(&[0.0, 0.0], &mut rng), 0.0);
 //! ```
 //!
-//! - [`Target`], [`FnTarget`] (a target from a closure), [`TargetError`];
+//! - [`Target`], [`FnTarget`] (a target from a closure, with or without its
+//!   gradient), [`TargetError`];
 //! - [`LogPrior`] and [`IsotropicGaussianPrior`]: the prior of a
 //!   pseudo-marginal or ABC posterior;
 //! - [`SummarySimulator`]: a model known only through simulated summary
