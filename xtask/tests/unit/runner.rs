@@ -904,6 +904,32 @@ fn regrade_refuses_missing_and_foreign_summaries() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A `fold`, `merge` or `recompute` killed between renaming the experiment
+/// directory aside and renaming its new copy in left the directory
+/// missing: `reproduce` puts the old one back before it starts, rather
+/// than starting an empty directory over it.
+#[test]
+fn reproduce_puts_back_a_directory_a_killed_swap_left_aside() {
+    let out = temp_dir("killed-swap");
+    let e = experiments::find(FAST_GRID).unwrap();
+    let first = reproduce(&e, &options(&out, None)).unwrap().unwrap();
+    let dir = out.join(e.name);
+    std::fs::write(dir.join("notes.txt"), "kept").unwrap();
+    let aside = out.join(format!(".{}.4242.7.old.tmp", e.name));
+    std::fs::rename(&dir, &aside).unwrap();
+    let again = reproduce(&e, &options(&out, None)).unwrap().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "kept"
+    );
+    assert!(!aside.exists());
+    assert_eq!(
+        serde_json::to_value(&again.cells).unwrap(),
+        serde_json::to_value(&first.cells).unwrap()
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// `regrade all` regrades every experiment with a summary, and a results
 /// root with none (a mistyped `--results`) is an error naming it, not a
 /// silent success.
