@@ -444,11 +444,18 @@ fn replacement_leftovers(dir: &Path) -> Result<Vec<(PathBuf, Leftover)>> {
 /// two renames: `dir` is missing and its old copy lies beside it. The old
 /// copy is renamed back (the replacement is lost, as if it had failed),
 /// unless a live process still holds its lock (that replacement is under
-/// way: an error). Nothing happens if `dir` exists or no old copy does.
+/// way: an error). Nothing happens if `dir` exists or no old copy does,
+/// and it is no error if another process (the shards of one job array
+/// start together) put `dir` back first.
 pub fn restore_interrupted_replacement(dir: &Path) -> Result<()> {
     if dir.exists() {
         return Ok(());
     }
+    restore_old_copy(dir).or_else(|e| if dir.exists() { Ok(()) } else { Err(e) })
+}
+
+/// [`restore_interrupted_replacement`] for a missing `dir`.
+fn restore_old_copy(dir: &Path) -> Result<()> {
     let olds: Vec<PathBuf> = replacement_leftovers(dir)?
         .into_iter()
         .filter(|(_, kind)| *kind == Leftover::Old)

@@ -165,6 +165,44 @@ fn a_replacement_killed_between_its_renames_is_put_back() {
     std::fs::remove_dir_all(&parent).unwrap();
 }
 
+/// The shards of a job array start together: after a kill left the
+/// directory aside, all of them find it missing, one puts it back, and the
+/// others (whose lock or rename of the old copy then fails) go on.
+#[test]
+fn shards_starting_together_put_the_directory_back_once() {
+    let parent = temp_dir("shards-swap");
+    let dir = parent.join("exp");
+    for round in 0..20 {
+        std::fs::create_dir(&dir).unwrap();
+        write_file(&dir.join("summary.json"), b"old").unwrap();
+        std::fs::rename(&dir, parent.join(format!(".exp.4242.{round}.old.tmp"))).unwrap();
+        let start = std::sync::Barrier::new(8);
+        let locks: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..=8)
+                .map(|index| {
+                    let (dir, start) = (&dir, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        lock_dir(dir, Access::Shard { index, count: 8 })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for lock in &locks {
+            assert!(
+                lock.is_ok(),
+                "round {round}: {:#}",
+                lock.as_ref().unwrap_err()
+            );
+        }
+        drop(locks);
+        assert_eq!(std::fs::read(dir.join("summary.json")).unwrap(), b"old");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    std::fs::remove_dir_all(&parent).unwrap();
+}
+
 /// While the process that renamed the old copy aside still holds its
 /// lock, the replacement is under way: nothing is moved and the error
 /// says so. A directory that is missing with nothing beside it is an
