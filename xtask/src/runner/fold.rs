@@ -34,6 +34,8 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
         );
     };
     let dir = experiment_dir(out, experiment);
+    // locked before the summary is read, so no run rewrites it in between
+    let _lock = lock_dir(&dir, Access::Whole)?;
     let mut summary: Summary = read_summary(experiment, &dir)?;
     let gathered = gather::<JobRecord>(experiment, inputs)?;
     let mut runs: Vec<(PathBuf, RunRecord, &Path)> = Vec::new();
@@ -72,7 +74,6 @@ pub fn fold(experiment: &Experiment, inputs: &[PathBuf], out: &Path) -> Result<F
     }
     let cells = protocol.cells_at(summary.params.size());
     let folded = summary.fold(experiment, protocol, &cells, &records)?;
-    let _lock = lock_dir(&dir, Access::Whole)?;
     replace_dir(&dir, |staging| {
         create_dir(&staging.join("runs"))?;
         for (name, record, source) in &runs {

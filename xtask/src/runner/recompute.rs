@@ -55,6 +55,8 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
     }
     let source = chains_source(chains, experiment)?;
     let dir = experiment_dir(out, experiment);
+    // locked before the summary is read, so no run rewrites it in between
+    let _lock = lock_dir(&dir, Access::Whole)?;
     let mut summary = read_summary(experiment, &dir)?;
     let grid = protocol.cells_at(summary.params.size());
     let mut done = Recomputation {
@@ -164,7 +166,6 @@ pub fn recompute(experiment: &Experiment, chains: &Path, out: &Path) -> Result<R
     }
     summary.notes = protocol.notes.into();
     summary.claims = (protocol.claims)(&summary);
-    let _lock = lock_dir(&dir, Access::Whole)?;
     // the summary with the metrics and the record saying where they came
     // from, together or not at all
     replace_dir(&dir, |staging| {
