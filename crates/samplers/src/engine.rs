@@ -18,7 +18,7 @@
 //!    min(1, ratio), never the unclipped ratio.
 
 use crate::Target;
-use crate::error::{Result, SamplerError};
+use crate::error::{Result, SamplerError, check_dim};
 use rand::{Rng, RngExt};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
@@ -290,9 +290,16 @@ pub struct KeptStates {
     pub rows: usize,
 }
 
-/// Returns [`SamplerError::NonFiniteStart`] unless every coordinate of the
-/// starting point `x0` is finite.
-pub(crate) fn check_finite_start(x0: &[f64]) -> Result<()> {
+/// Checks a starting point `x0` for a target of dimension `dim`:
+/// [`SamplerError::DimensionMismatch`] for another length,
+/// [`SamplerError::NonFiniteStart`] for a coordinate that is not finite.
+pub(crate) fn check_start(x0: &[f64], dim: usize) -> Result<()> {
+    check_dim(
+        "the starting point's length",
+        x0.len(),
+        "the target's dimension",
+        dim,
+    )?;
     match x0.iter().position(|v| !v.is_finite()) {
         Some(index) => Err(SamplerError::NonFiniteStart {
             index,
@@ -367,15 +374,7 @@ impl<P: Proposal> MetropolisHastings<P> {
         adapt_until: Option<u64>,
     ) -> Result<Self> {
         let d = target.dim();
-        if x0.len() != d {
-            return Err(SamplerError::DimensionMismatch {
-                what: "the starting point's length",
-                got: x0.len(),
-                against: "the target's dimension",
-                expected: d,
-            });
-        }
-        check_finite_start(x0)?;
+        check_start(x0, d)?;
         let log_density = target.log_density(x0, &mut rng);
         if !log_density.is_finite() {
             return Err(SamplerError::StartOutsideSupport(log_density));

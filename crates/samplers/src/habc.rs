@@ -72,8 +72,8 @@
 
 use crate::adaptation::RunningMoments;
 use crate::chain::{Chain, RunConfig, chain_rng};
-use crate::engine::check_finite_start;
-use crate::error::{Result, SamplerError, check_dim, ensure, ensure_room};
+use crate::engine::check_start;
+use crate::error::{Result, SamplerError, ensure, ensure_room};
 use kameleon_core::{IsotropicGaussianPrior, LogPrior, SummarySimulator};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_distr::StandardNormal;
@@ -444,13 +444,7 @@ impl<S: SummarySimulator> Habc<S> {
         stop: &AtomicBool,
     ) -> Result<Chain> {
         let d = self.likelihood.dim();
-        check_dim(
-            "the starting point's length",
-            start.len(),
-            "the target's dimension",
-            d,
-        )?;
-        check_finite_start(start)?;
+        check_start(start, d)?;
         run.validate()?;
         crate::chain::check_chain_index(chain_index)?;
         let mut chain = Chain::empty(d, run, seed, chain_index, run.iterations / run.thin)?;
