@@ -4,7 +4,9 @@ KMC's acceptance is set by how far its trajectories travel on a surrogate
 learned while tuning: where the surrogate is rough (d = 20 after 1 000
 tuning steps), long trajectories are rejected more often but, accepted,
 move the chain further. This script measures both sides of that trade on
-N(0, I_d), d = 2, 5, 10, 20, for each sampler on its defaults and with the
+N(0, I_d), d = 2, 5, 10, 20, for each sampler on its defaults (KMC lite
+also on its former ones: λ = 10⁴ in every dimension, the pilot's map kept)
+and with the
 step-size range halved (``step_size=(0.05, 0.1)``, i.e. trajectories half as
 long) and with it halved and the leapfrog steps doubled (``steps=(20, 40)``:
 trajectories as long as the defaults', with a quarter of the leapfrog's
@@ -36,6 +38,8 @@ from kameleon import diagnostics
 
 VARIANTS = {
     "KMCLite()": lambda: km.KMCLite(),
+    # the defaults before the ridge grew with d and lite re-whitened
+    "KMCLite(lam=1e4, rewhiten=False)": lambda: km.KMCLite(lam=1e4, rewhiten=False),
     "KMCLite(step_size=(0.05, 0.1))": lambda: km.KMCLite(step_size=(0.05, 0.1)),
     "KMCLite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCLite(step_size=(0.05, 0.1), steps=(20, 40)),
     "KMCLite(target_accept=0.62, step_factor_range=(0.3, 20))": lambda: km.KMCLite(target_accept=0.62,

@@ -7,13 +7,14 @@ JSON object (``{"kind": ..., ...}``) the Rust side deserialises.
 
 Scale-free sampling (``whiten=True``, the default of the kernel samplers,
 the random walk and the adaptive Metropolis samplers):
-the first half of ``tune`` is a pilot that learns the posterior's location,
+the first half of ``tune`` (KMC's first 30 %, the map then re-estimated
+from KMC's own states at 80 %) is a pilot that learns the posterior's location,
 scales and correlations — a finite-difference Hessian at the start, then a
 random walk whose covariance is re-estimated in windows of doubling length
 — and the sampler then runs in coordinates where the posterior is roughly
 N(0, I). Its lengths (γ, bandwidths, step sizes) are then in posterior
 standard deviations and need no tuning to the problem's scale; the
-coordinates change once, during tuning, so the kept chain is exact.
+coordinates change only during tuning, so the kept chain is exact.
 
 Parameters that only the Rust constructors can check (e.g. positivity of a
 bandwidth) raise ``ValueError`` naming the parameter when sampling starts.
@@ -572,59 +573,63 @@ class KMCLite(Sampler):
     best-fitting surrogate is not the best-mixing one: on standard normals
     in d = 5 and 10 the cross-validated chains had a min ESS of 131–197
     against 1 046–4 131 for ``"median"`` (5 000 tuning steps).
+    ``lam`` is the ridge λ; ``None`` (the default) is 5 000 max(d, 2): the
+    system it regularises grows with d, and against a fixed λ = 10⁴ the
+    minimum ESS on 10- and 20-d normals (re-whitened, 1 000 tuning steps)
+    rose from 280–672 and 162–323 to 519–899 and 288–404 of 4 000 draws.
     ``adapt_step_size`` learns a factor on the step size toward acceptance
     ``target_accept`` (0.65) during tuning, kept in ``step_factor_range``
     ((0.5, 20)). KMC needs a longer ``tune`` than
     the random-walk samplers as d grows (the whitening and the surrogate
     learn from the tuning steps): on a 20-d normal the defaults accept
-    0.31–0.38 of the proposals after 1 000 tuning steps and 0.49–0.52 after
-    5 000. What limits them there is the whitening pilot's map: after its
-    500 random-walk steps the whitened 20-d normal's mean is 1.4–2.7 sds
-    from the origin and its covariance's eigenvalues span 0.44–1.91; with
-    the exact map KMC lite accepts 0.45–0.48 and KMC finite 0.65–0.68.
+    0.43–0.53 of the proposals after 1 000 tuning steps, 0.53–0.56 after
+    2 000 and 0.59–0.62 after 5 000 (minimum ESS 289–404, 425–533 and
+    562–668 of 4 000 draws). The tuning steps the whitening pilot takes are
+    what it lacks: unwhitened (a standard normal needs no map) all 1 000
+    go to KMC, which then accepts 0.61–0.71, and with 500 of them
+    (``tune=500``) 0.38–0.58.
     The leapfrog's error is not what rejects: with half the step size and
     twice the leapfrog steps (``step_size=(0.05, 0.1), steps=(20, 40)``,
-    trajectories as long) both accept as before (lite 0.31–0.38, finite
-    0.50–0.52 at d = 20).
+    trajectories as long) lite accepts about as before (0.45–0.55 at
+    d = 20).
     Shorter steps raise the acceptance but not the mixing: with
-    ``step_size=(0.05, 0.1)`` both accept 0.60–0.74 for d = 2–20, but their
-    minimum ESS on a 10-d normal halves, and on the real-posterior suite
-    KMC lite then fails the ODE and loses half its ESS on diamonds.
+    ``step_size=(0.05, 0.1)`` lite accepts 0.62–0.72 for d = 2–20, but its
+    minimum ESS at d = 20 falls to 114–174.
     A lower target with a lower floor for the factor does the same more
     gently: ``target_accept=0.62`` with ``step_factor_range=(0.3, 20)``
-    (lite) or ``(0.4, 20)`` (finite) accept 0.51–0.74 on standard normals
-    for d = 2–20, at about the same minimum ESS after 1 000 tuning steps but
-    a quarter to a third less at d = 20 after 2 000; on the real-posterior
-    suite KMC lite then loses 7–37 % of its ESS per evaluation on six of
-    the eight posteriors and fails the ODE, and KMC finite loses 27 % on
-    diamonds (d = 26), where long trajectories accepted 45–50 % of the
-    time mix best.
+    accepts 0.59–0.64 at d = 20 at a minimum ESS of 175–218
+    (``python/benchmarks/results/kmc_standard_normal.md``); on the
+    real-posterior suite a floor of 0.4 halved KMC lite's ESS per
+    evaluation on hmm_drive_0.
     ``base`` is the measure the surrogate corrects, and falls back to where
     its history says little: ``"flat"`` (none; the gradient vanishes far
     from the history), ``"gaussian"`` (N(0, I) in the whitened coordinates,
     the pilot's Gaussian approximation) or ``"student"`` (the Student t with
     ν = 3d degrees of freedom that matches N(0, I) near the origin and pulls
-    less in the tails); the last two need ``whiten``. On KMC lite the
-    Gaussian accepts more on a 20-d normal after a short tuning (0.39–0.50
-    after 1 000 steps), but its pull keeps trajectories out of heavy tails:
-    on the real-posterior suite's ODE it underestimated the sd of log V_m by
-    13–19 %, so KMC lite's default is ``"flat"``.
+    less in the tails); the last two need ``whiten``. On KMC lite neither
+    helps: on a 20-d normal after 1 000 tuning steps the Gaussian accepted
+    0.37–0.41 (minimum ESS 118–145) and the Student t 0.44–0.50 (215–301),
+    and the Gaussian's pull keeps trajectories out of heavy tails (on the
+    real-posterior suite's ODE it underestimated the sd of log V_m by
+    13–19 %), so KMC lite's default is ``"flat"``.
 
     Scale-free by default (``whiten=True``, see the module docs);
     ``paper()`` gives the paper's settings, in the target's own units.
-    ``rewhiten=True`` (whitened only) estimates the whitening map once more
-    during tuning, from KMC's own states, which locate the target better
-    than the pilot random walk's, and moves the surrogate into the new
-    coordinates (the pilot then runs the first 30 % of the tuning steps,
-    the re-estimate uses steps 40–80 %). For KMC lite it raised the minimum
-    ESS on a 20-d normal from 67–204 to 122–324 of 4 000 draws (seeds 1–6)
-    but not on the real-posterior suite (the ODE's 45 % lower), so its
-    default is ``False``; :class:`KMCFinite` re-whitens by default.
+    ``rewhiten=True`` (the default; whitened only) estimates the whitening
+    map once more during tuning, from KMC's own states, which locate the
+    target better than the pilot random walk's, and moves the surrogate
+    into the new coordinates (the pilot then runs the first 30 % of the
+    tuning steps, the re-estimate uses steps 40–80 %). Against the pilot's
+    map it raised the minimum ESS on a 20-d normal from 236–278 to 288–404
+    of 4 000 draws, and on the real-posterior suite the ESS per evaluation
+    3.4 times on hmm_drive_0, 3.2 times on nes and 1.6 times on diamonds
+    (21 % less on the ODE; the Rust ``KmcConfig::scale_free_whitening``
+    has the figures).
     """
 
     n: int | np.integer = _default("KMCLite", "n")
     sigma: float | str = _default("KMCLite", "sigma")
-    lam: float = _default("KMCLite", "lam")
+    lam: float | None = _default("KMCLite", "lam")
     step_size: tuple[float, float] = _default("KMCLite", "step_size")
     steps: tuple[int | np.integer, int | np.integer] = _default("KMCLite", "steps")
     kappa: float = _default("KMCLite", "kappa")
@@ -653,7 +658,8 @@ class KMCLite(Sampler):
         _positive_int("n", self.n, 2)
         if self.sigma != "cv":
             _bandwidth(self.sigma)
-        _positive("lam", self.lam)
+        if self.lam is not None:
+            _positive("lam", self.lam)
         _range("step_size", self.step_size, integer=False)
         _range("steps", self.steps, integer=True)
         if not (_is_real(self.kappa) and 0 < self.kappa <= 1):

@@ -95,12 +95,13 @@ def test_a_gaussian_of_scale_one_tenth_is_sampled(name):
 )
 def test_kmc_acceptance_on_standard_normals(name, d):
     # the step size is learned toward 0.65 (a factor kept in [0.5, 20]);
-    # measured 0.6–0.7 on these seeds up to d = 10, inside the goal's band
-    # 0.5–0.95; at d = 20 KMC lite sits on its edge (0.49–0.52 on seeds
-    # 1–3; KMC finite 0.46–0.47), so d = 20 is held to 0.45
+    # measured 0.6–0.76 on seeds 1–3 up to d = 10 and 0.59–0.62 for KMC
+    # lite at d = 20 (`kmc_standard_normal.md`), inside the goal's band
+    # 0.5–0.95 by more than the 0.02 that 2 × 2 000 draws' acceptance
+    # varies by between seeds
     idata = _sample(lambda x: -0.5 * float(x @ x), np.zeros(d), KERNEL_SAMPLERS[name](), tune=5000, draws=2000, chains=2, seed=3)
     acceptance = idata.sample_stats["accepted"].values.mean()
-    assert (0.5 if d <= 10 else 0.45) <= acceptance <= 0.95, acceptance
+    assert 0.5 <= acceptance <= 0.95, acceptance
 
 
 @pytest.mark.parametrize("cls", [km.KMCLite, km.KMCFinite])
@@ -151,11 +152,11 @@ def test_kmc_base_measures(cls):
         assert idata.sample_stats["accepted"].values.mean() > 0.2 and np.all(np.isfinite(x))
 
 
-def test_kmc_rewhitening_is_finite_default_and_an_option_for_lite():
-    # re-whitening from KMC's own states during tuning: KMC finite's default
-    # (measured in the classes' docs), an option for lite; the papers'
-    # settings are unwhitened and never re-whiten
-    assert km.KMCFinite().rewhiten and not km.KMCLite().rewhiten
+def test_kmc_rewhitening_is_the_default_and_an_option():
+    # re-whitening from KMC's own states during tuning: the default of both
+    # (measured in the classes' docs); the papers' settings are unwhitened
+    # and never re-whiten
+    assert km.KMCFinite().rewhiten and km.KMCLite().rewhiten
     assert not km.KMCLite.paper().rewhiten and not km.KMCFinite.paper().rewhiten
 
     def target(x):
@@ -180,6 +181,21 @@ def test_kmc_rewhitening_is_finite_default_and_an_option_for_lite():
         for r in (False, True)
     ]
     assert np.array_equal(flat[0], flat[1])
+
+
+@pytest.mark.parametrize(("d", "ridge"), [(1, 1e4), (2, 1e4), (3, 1.5e4)])
+def test_kmc_lite_default_ridge_grows_with_the_dimension(d, ridge):
+    # lam=None is 5 000 max(d, 2), written out here by hand: the same chains
+    # as that number given explicitly, other chains for another number
+    assert km.KMCLite().lam is None
+
+    def run(lam):
+        sampler = km.KMCLite(lam=lam)
+        return _draws(_sample(lambda x: -0.5 * float(x @ x), np.zeros(d), sampler, tune=400, draws=100, chains=1), d)
+
+    default = run(None)
+    assert np.array_equal(default, run(ridge))
+    assert not np.array_equal(default, run(2 * ridge))
 
 
 def test_paper_settings_stay_in_the_targets_units():

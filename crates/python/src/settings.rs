@@ -330,8 +330,10 @@ pub enum SamplerSettings {
         /// Choose σ (a multiple of the above) and λ by cross-validation at
         /// the first fit.
         cross_validate: bool,
-        /// The ridge λ.
-        lam: f64,
+        /// The ridge λ, or `None` for
+        /// [`LiteSurrogateConfig::scale_free_ridge`] in the target's
+        /// dimension.
+        lam: Option<f64>,
         /// ε ~ U[a, b).
         step_size: (f64, f64),
         /// L ~ U{l0, …, l1}.
@@ -684,7 +686,7 @@ impl SamplerSettings {
                 n: lite.subsample_size,
                 sigma: None,
                 cross_validate: lite.cross_validate,
-                lam: LiteSurrogateConfig::SCALE_FREE_RIDGE,
+                lam: None,
                 step_size: kmc.step_size,
                 steps: kmc.steps,
                 kappa: power(lite.refit).unwrap_or(0.5),
@@ -693,11 +695,10 @@ impl SamplerSettings {
                 target_accept: KmcConfig::SCALE_FREE_TARGET_ACCEPT,
                 step_factor_range: KmcConfig::SCALE_FREE_STEP_FACTOR_RANGE,
                 // flat: a Gaussian base pulls trajectories back from the tails
-                // (see `LiteSurrogateConfig::SCALE_FREE_RIDGE`)
+                // (see `LiteSurrogateConfig::scale_free_ridge`)
                 base: SurrogateBase::Flat,
-                // no gain on the real-posterior suite (see
-                // `KmcConfig::scale_free_whitening`)
-                rewhiten: false,
+                // see `KmcConfig::scale_free_whitening`
+                rewhiten: true,
             },
             Self::KMCFinite {
                 features: 100,
@@ -938,6 +939,7 @@ impl SamplerSettings {
                         };
                     }
                     // σ = 1 is the placeholder the first fit replaces
+                    let lam = lam.unwrap_or_else(|| LiteSurrogateConfig::scale_free_ridge(dim));
                     let model = LiteEstimator::new(sigma.unwrap_or(1.0), lam)
                         .map_err(msg)?
                         .with_base_measure(base)

@@ -185,22 +185,40 @@ impl Default for LiteSurrogateConfig {
 }
 
 impl LiteSurrogateConfig {
-    /// The ridge λ of the estimator the scale-free settings pair with: a
-    /// strong ridge, so that the surrogate leaves its base measure only where
-    /// the history insists. The Python package's default base is the flat
-    /// one ([`kameleon_score_matching::BaseMeasure::Flat`]). The standard
+    /// The ridge per dimension of the scale-free settings:
+    /// [`LiteSurrogateConfig::scale_free_ridge`] is max(d, 2) times this.
+    pub const SCALE_FREE_RIDGE_PER_DIM: f64 = 5e3;
+
+    /// The ridge λ of the estimator the scale-free settings pair with in
+    /// dimension `dim`: λ = 5 000 max(d, 2), a strong ridge, so that the
+    /// surrogate leaves its base measure only where the history insists. The system
+    /// matrix `C` it is added to grows with d (its diagonal sums squared
+    /// distances between the basis points, about 2d apart in whitened
+    /// coordinates, at a median-heuristic σ that grows with d too), so a
+    /// fixed λ regularises less the higher the dimension. On standard
+    /// normals (1 000 tuning steps, re-whitened, seeds 1–3) λ = 10⁴ against
+    /// 5 000 d: the minimum ESS of 2 × 2 000 draws at d = 20 was 162–323
+    /// against 288–404, at d = 10 280–672 against 519–899, at d = 5 and 2
+    /// about the same. In d = 1, λ = 5 000 gave 759–1 696 (seeds 1–6)
+    /// against 1 557–2 673 for 10⁴, hence the floor at d = 2.
+    ///
+    /// The Python package's default base is the flat one
+    /// ([`kameleon_score_matching::BaseMeasure::Flat`]). The standard
     /// normal base ([`kameleon_score_matching::BaseMeasure::StandardNormal`])
-    /// accepts more on a 20-d standard normal after a short tuning, but its
-    /// gradient pulls trajectories back from heavy tails, so they reach them
-    /// least of all the samplers: on the ODE posterior of the real-posterior
-    /// suite its chains' sd of log V_m came out 13–19 % low, the flat base's
-    /// within 8 %.
-    pub const SCALE_FREE_RIDGE: f64 = 1e4;
+    /// pulls trajectories back from heavy tails, so they reach them least
+    /// of all the samplers (on the ODE posterior of the real-posterior suite
+    /// its chains' sd of log V_m came out 13–19 % low, the flat base's
+    /// within 8 %), and with this ridge it does not even accept more on a
+    /// 20-d standard normal after 1 000 tuning steps (0.37–0.41 against
+    /// 0.43–0.53, seeds 1–3).
+    pub fn scale_free_ridge(dim: usize) -> f64 {
+        Self::SCALE_FREE_RIDGE_PER_DIM * dim.max(2) as f64
+    }
 
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
     /// coordinates (the Python package's defaults): n = 200, refits with probability t^−½, σ by the
     /// median heuristic over 100 points at every fit; pair it with a
-    /// [`LiteEstimator`] of ridge [`LiteSurrogateConfig::SCALE_FREE_RIDGE`].
+    /// [`LiteEstimator`] of ridge [`LiteSurrogateConfig::scale_free_ridge`].
     pub fn scale_free() -> Self {
         Self {
             bandwidth: Bandwidth::MedianHeuristic { max_points: 100 },
@@ -747,30 +765,26 @@ impl KmcConfig {
 
     /// The range [lo, hi] the scale-free step factor is kept in. Where a
     /// surrogate learned in few steps caps the acceptance of these
-    /// trajectories (d = 20 after 1 000 tuning steps: lite 0.31–0.38,
+    /// trajectories (d = 20 after 1 000 tuning steps: lite 0.43–0.53,
     /// finite 0.48–0.53), a factor free to chase the target shortens them
     /// until they barely move the chain: with ε's range halved to
-    /// [0.05, 0.1), KMC lite and finite accepted 0.60–0.73 on standard
-    /// normals in d = 2–20, but their minimum ESS at d = 10 fell by a third
-    /// to two thirds and finite's at d = 20 by two thirds or more. The
-    /// rejections come from the
-    /// surrogate's error over the distance travelled, not from the
-    /// leapfrog: trajectories as long, with half the step and twice the
-    /// steps, accept about as often (d = 20: lite 0.31–0.38 both ways,
-    /// finite 0.50–0.52 against 0.48–0.53).
+    /// [0.05, 0.1), KMC lite and finite accepted 0.62–0.72 on standard
+    /// normals in d = 2–20, but their minimum ESS at d = 20 fell by 60 % or
+    /// more. The rejections come from the surrogate's error over the
+    /// distance travelled, not from the leapfrog: trajectories as long, with
+    /// half the step and twice the steps, accept about as often (d = 20:
+    /// lite 0.45–0.55, finite 0.50–0.52).
     ///
     /// A lower floor with a lower target buys acceptance ≥ 0.5 on standard
-    /// normals up to d = 20 (lite: target 0.62, floor 0.3; finite: 0.62,
-    /// 0.4; 1 000 tuning steps, seeds 1–8) and costs mixing: on the 20-d
-    /// normal the minimum ESS is about the same after 1 000 tuning steps but
-    /// lower after longer tuning (after 2 000: lite 186–217 of 4 000 draws
-    /// against 281–349, finite 304–366 against 403–462), and on the
+    /// normals up to d = 20 (lite: target 0.62, floor 0.3, 0.59–0.64 at
+    /// d = 20; finite: 0.62, 0.4, 0.53–0.57; 1 000 tuning steps, seeds 1–3)
+    /// and costs mixing: lite's minimum ESS on the 20-d normal fell from
+    /// 289–404 to 175–218 and finite's from 351–365 to 209–278, and on the
     /// real-posterior suite (seeds 1–3) lite's median ESS per evaluation
-    /// fell 7–37 % on six of the
-    /// eight posteriors (the ODE's by 25 %, failing it in 2 of 3 seeds;
-    /// diamonds', d = 26, by 37 %), and finite's by 27 % on diamonds;
-    /// there the chains gain from long trajectories accepted 0.45–0.5 of
-    /// the time. So the floor stays at 0.5.
+    /// fell 45 % on diamonds (d = 26), 28 % on nes and 4–12 % on three
+    /// others (it rose 31 % on hmm_drive_0 and 10 % on the ODE), finite's
+    /// 27 % on diamonds; there the chains gain from long trajectories
+    /// accepted about half the time. So the floor stays at 0.5.
     pub const SCALE_FREE_STEP_FACTOR_RANGE: (f64, f64) = (0.5, 20.0);
 
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
@@ -788,8 +802,8 @@ impl KmcConfig {
     }
 
     /// The [`crate::Whitened`] settings that re-whiten from KMC's own
-    /// states (the Python package's default for KMC finite): a pilot of the
-    /// first 30 % of the adaptation period, then the map re-estimated from
+    /// states (the Python package's default for KMC lite and finite): a
+    /// pilot of the first 30 % of the adaptation period, then the map re-estimated from
     /// KMC's states of steps 0.4 T … 0.8 T
     /// ([`WhiteningConfig::rewhiten_fraction`]). KMC mixes far better than
     /// the pilot's random walk, so its states locate the target better, and
@@ -810,9 +824,26 @@ impl KmcConfig {
     /// 0.9 T, too few tuning steps are left to settle the step size and
     /// surrogate in the new coordinates, and hmm_drive_0's ESS collapsed in
     /// 2 of 10 seeds.
-    /// KMC lite gains at d = 20 (ESS 122–324, was 67–204, seeds 1–6) but
-    /// not on the suite (the ODE's ESS 45 % lower), so it keeps the
-    /// pilot's map by default.
+    ///
+    /// KMC lite gains too, with the ridge
+    /// [`LiteSurrogateConfig::scale_free_ridge`]: on standard normals in
+    /// d = 20 the minimum ESS rose from 236–278 on the pilot's map (seeds
+    /// 1–3) to 243–404 (seeds 1–6) and the acceptance from 0.42–0.45 to
+    /// 0.43–0.53; on the real-posterior suite (seeds 1–3) the median ESS per
+    /// evaluation rose 3.4 times on hmm_drive_0, 3.2 times on nes and 1.6
+    /// times on diamonds, and fell 21 % on the ODE. With the earlier fixed
+    /// ridge λ = 10⁴ re-whitening had cost the ODE 45 % for no gain
+    /// elsewhere.
+    ///
+    /// Tried and left: trusting the covariance of KMC's states more (its
+    /// shrinkage weight from their effective number, N(1 − ρ)/(1 + ρ) with ρ
+    /// from the mean squared jump, instead of a random walk's m/d) lowered
+    /// the acceptance on the 20-d normal (finite 0.37–0.44, lite
+    /// 0.37–0.40); keeping the pilot's shape and re-estimating only the
+    /// centre and scale raised it a little (0.45–0.56) but cut the ESS on
+    /// nes to a third for both; a pilot of 15 % or 30 % of the tuning
+    /// without re-whitening accepted 0.52–0.67 on the 20-d normal but cut
+    /// lite's ESS on nes by 58 % (and by 84 % on hmm_drive_0 at 15 %).
     pub fn scale_free_whitening() -> WhiteningConfig {
         WhiteningConfig::default()
             .with_pilot_fraction(0.3)

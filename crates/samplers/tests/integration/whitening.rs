@@ -41,9 +41,11 @@ fn unit_scale_kamh(dim: usize) -> Kamh<Gaussian> {
 }
 
 /// KMC lite with its scale-free presets: 200 history points, σ by the
-/// median heuristic at every fit, λ = 1, the step size learned toward 0.65.
+/// median heuristic at every fit, λ = 5 000 max(d, 2), the step size
+/// learned toward 0.65.
 fn unit_scale_kmc_lite(dim: usize) -> KmcLite {
-    let model = LiteEstimator::new(1.0, LiteSurrogateConfig::SCALE_FREE_RIDGE).unwrap();
+    let ridge = LiteSurrogateConfig::scale_free_ridge(dim);
+    let model = LiteEstimator::new(1.0, ridge).unwrap();
     let surrogate = LiteSurrogate::new(model, dim, LiteSurrogateConfig::scale_free()).unwrap();
     KmcLite::new(surrogate, KmcConfig::scale_free()).unwrap()
 }
