@@ -5,7 +5,7 @@ learned while tuning: where the surrogate is rough (d = 20 after 1 000
 tuning steps), long trajectories are rejected more often but, accepted,
 move the chain further. This script measures both sides of that trade on
 N(0, I_d), d = 2, 5, 10, 20, for each sampler on its defaults (KMC lite
-also on its former ones: λ = 10⁴ in every dimension, the pilot's map kept)
+also with its earlier defaults' fixed λ = 10⁴, on the pilot's map alone)
 and with the
 step-size range halved (``step_size=(0.05, 0.1)``, i.e. trajectories half as
 long) and with it halved and the leapfrog steps doubled (``steps=(20, 40)``:
@@ -38,7 +38,7 @@ from kameleon import diagnostics
 
 VARIANTS = {
     "KMCLite()": lambda: km.KMCLite(),
-    # the defaults before the ridge grew with d and lite re-whitened
+    # the earlier defaults' fixed ridge, on the pilot's map alone
     "KMCLite(lam=1e4, rewhiten=False)": lambda: km.KMCLite(lam=1e4, rewhiten=False),
     "KMCLite(step_size=(0.05, 0.1))": lambda: km.KMCLite(step_size=(0.05, 0.1)),
     "KMCLite(step_size=(0.05, 0.1), steps=(20, 40))": lambda: km.KMCLite(step_size=(0.05, 0.1), steps=(20, 40)),

@@ -205,9 +205,7 @@ def resume_ensemble(
     unconstrained scale with ``prior``/``bounds``) with the generator
     ``numpy.random.default_rng(0)``; so another model, data set or
     estimator is refused with a ``ValueError`` (the estimator must draw all
-    its randomness from the ``rng`` it is given). A checkpoint of an
-    earlier version of kameleon has no record of a noisy density, which is
-    then not checked."""
+    its randomness from the ``rng`` it is given)."""
     progress, vectorize = _flag("progress", progress), _flag("vectorize", vectorize)
     checkpoint_every = _checkpoint_every(checkpoint_every)
     path = _path(path, "path")

@@ -256,8 +256,8 @@ def _density_record(log_density, kind: str, point):
 def _check_same_density(log_density, kind: str, record, point, stored: float, what: str) -> None:
     """``ValueError`` when ``log_density`` (of the Rust ``kind``) is not a
     checkpointed run's: of another kind (exact or noisy) than ``record``
-    says, the checkpoint's record of the run's density (None in a
-    checkpoint written before records were kept); if exact, its value at
+    says, the checkpoint's record of the run's density (None where the run
+    recorded none); if exact, its value at
     ``point`` must be ``stored``, the value the run recorded there; if
     noisy, its estimate at the record's point, drawn as
     :func:`_density_record` drew it, must be the recorded one. One

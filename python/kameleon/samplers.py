@@ -574,33 +574,35 @@ class KMCLite(Sampler):
     in d = 5 and 10 the cross-validated chains had a min ESS of 131–197
     against 1 046–4 131 for ``"median"`` (5 000 tuning steps).
     ``lam`` is the ridge λ; ``None`` (the default) is 5 000 max(d, 2): the
-    system it regularises grows with d, and against a fixed λ = 10⁴ the
-    minimum ESS on 10- and 20-d normals (re-whitened, 1 000 tuning steps)
-    rose from 280–672 and 162–323 to 519–899 and 288–404 of 4 000 draws.
+    system it regularises grows with d, and against a fixed λ = 10⁴ a 20-d
+    normal (1 000 tuning steps) was accepted 0.48–0.56 of the time instead
+    of 0.40–0.57, at a minimum ESS of 342–474 of 4 000 draws instead of
+    251–442.
     ``adapt_step_size`` learns a factor on the step size toward acceptance
     ``target_accept`` (0.65) during tuning, kept in ``step_factor_range``
     ((0.5, 20)). KMC needs a longer ``tune`` than
     the random-walk samplers as d grows (the whitening and the surrogate
     learn from the tuning steps): on a 20-d normal the defaults accept
-    0.43–0.53 of the proposals after 1 000 tuning steps, 0.53–0.56 after
-    2 000 and 0.59–0.62 after 5 000 (minimum ESS 289–404, 425–533 and
-    562–668 of 4 000 draws). The tuning steps the whitening pilot takes are
-    what it lacks: unwhitened (a standard normal needs no map) all 1 000
-    go to KMC, which then accepts 0.61–0.71, and with 500 of them
+    0.48–0.56 of the proposals after 1 000 tuning steps, 0.52–0.61 after
+    2 000 and 0.58–0.59 after 5 000 (minimum ESS 342–474, 472–583 and
+    544–596 of 4 000 draws). The tuning steps the whitening pilot takes are
+    what it lacks, though the surrogate also learns from the states of the
+    pilot's last window: unwhitened (a standard normal needs no map) all
+    1 000 go to KMC, which then accepts 0.61–0.71, and with 500 of them
     (``tune=500``) 0.38–0.58.
     The leapfrog's error is not what rejects: with half the step size and
     twice the leapfrog steps (``step_size=(0.05, 0.1), steps=(20, 40)``,
-    trajectories as long) lite accepts about as before (0.45–0.55 at
+    trajectories as long) lite accepts about as before (0.48–0.58 at
     d = 20).
     Shorter steps raise the acceptance but not the mixing: with
-    ``step_size=(0.05, 0.1)`` lite accepts 0.62–0.72 for d = 2–20, but its
-    minimum ESS at d = 20 falls to 114–174.
+    ``step_size=(0.05, 0.1)`` lite accepts 0.61–0.72 for d = 2–20, but its
+    minimum ESS at d = 20 falls to 173–268.
     A lower target with a lower floor for the factor does the same more
     gently: ``target_accept=0.62`` with ``step_factor_range=(0.3, 20)``
-    accepts 0.59–0.64 at d = 20 at a minimum ESS of 175–218
-    (``python/benchmarks/results/kmc_standard_normal.md``); on the
-    real-posterior suite a floor of 0.4 halved KMC lite's ESS per
-    evaluation on hmm_drive_0.
+    accepts 0.55–0.62 at d = 20 at a minimum ESS of 218–408
+    (``python/benchmarks/results/kmc_standard_normal.md``), and on the
+    real-posterior suite it cost KMC lite 81 % of its ESS per evaluation on
+    hmm_drive_0, 45 % on nes and 41 % on diamonds.
     ``base`` is the measure the surrogate corrects, and falls back to where
     its history says little: ``"flat"`` (none; the gradient vanishes far
     from the history), ``"gaussian"`` (N(0, I) in the whitened coordinates,
@@ -608,7 +610,7 @@ class KMCLite(Sampler):
     ν = 3d degrees of freedom that matches N(0, I) near the origin and pulls
     less in the tails); the last two need ``whiten``. On KMC lite neither
     helps: on a 20-d normal after 1 000 tuning steps the Gaussian accepted
-    0.37–0.41 (minimum ESS 118–145) and the Student t 0.44–0.50 (215–301),
+    0.37–0.48 (minimum ESS 69–258) and the Student t 0.46–0.55 (198–552),
     and the Gaussian's pull keeps trajectories out of heavy tails (on the
     real-posterior suite's ODE it underestimated the sd of log V_m by
     13–19 %), so KMC lite's default is ``"flat"``.
@@ -620,11 +622,10 @@ class KMCLite(Sampler):
     target better than the pilot random walk's, and moves the surrogate
     into the new coordinates (the pilot then runs the first 30 % of the
     tuning steps, the re-estimate uses steps 40–80 %). Against the pilot's
-    map it raised the minimum ESS on a 20-d normal from 236–278 to 288–404
-    of 4 000 draws, and on the real-posterior suite the ESS per evaluation
-    3.4 times on hmm_drive_0, 3.2 times on nes and 1.6 times on diamonds
-    (21 % less on the ODE; the Rust ``KmcConfig::scale_free_whitening``
-    has the figures).
+    map it raised the minimum ESS on a 20-d normal from 267–373 to 342–474
+    of 4 000 draws (1 000 tuning steps), and on the real-posterior suite the
+    ESS per evaluation 3.2 times on nes and 1.5 times on diamonds (the Rust
+    ``KmcConfig::scale_free_whitening`` has the figures).
     """
 
     n: int | np.integer = _default("KMCLite", "n")
@@ -675,17 +676,17 @@ class KMCFinite(Sampler):
     Whitened, a ``"median"`` bandwidth is √(2d) (as :class:`FKAMH`);
     ``adapt_step_size`` and ``base`` as :class:`KMCLite`. The random
     features describe the density only near the history, so KMC finite needs
-    a base far more than KMC lite: flat, it accepts 0.16–0.19 on a 10-d
+    a base far more than KMC lite: flat, it accepts 0.14–0.17 on a 10-d
     normal. Its default is ``"student"``: against ``"gaussian"`` the
     minimum ESS on 10- and 20-d normals (1 000 tuning steps) rose from
-    28–210 and 14–136 to 347–421 and 124–222 of 4 000 draws, and on the
+    45–414 and 33–175 to 592–741 and 304–337 of 4 000 draws, and on the
     suite's ODE the sd of log V_m went from 13–16 % low to within 3 %.
     ``rewhiten`` (default ``True``, see :class:`KMCLite`) refits the
     surrogate on the states it learned, in the new coordinates, and moves
     its base measure's centre to the better estimate of the target's:
-    the minimum ESS on 10- and 20-d normals rose from 347–421 and 124–222
-    to 494–956 and 351–365 (acceptance at d = 20 from 0.35–0.47 to
-    0.48–0.53), and on the real-posterior suite the median ESS per
+    the minimum ESS on 10- and 20-d normals rose from 353–394 and 152–160
+    to 592–741 and 304–337 (acceptance at d = 20 from 0.36–0.48 to
+    0.49–0.53), and on the real-posterior suite the median ESS per
     evaluation rose 3–80 % on four posteriors and fell 15 % on the ODE
     (the Rust ``KmcConfig::scale_free_whitening`` has the figures).
 

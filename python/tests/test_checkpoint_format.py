@@ -122,23 +122,3 @@ def test_a_committed_ensemble_checkpoint_resumes_to_its_own_draws(recorded, tmp_
     except ValueError as error:
         refused(error)
     np.testing.assert_array_equal(arrays(resumed)[0], recorded["ensemble_draws"])
-
-
-
-def test_a_committed_checkpoint_without_a_record_of_its_log_density_resumes_unchecked(tmp_path):
-    # the committed files predate the record of the run's log density in
-    # the header: they load without it, and (as km.resume documents) a
-    # noisy density is then not checked against the run
-    for name, kind in (("RandomWalk", b"kameleon-python multi-chain run v1"),
-                       ("ensemble", b"kameleon-python ensemble run v1")):
-        assert kind in (HERE / f"{name}.ckpt").read_bytes()[:64], (
-            f"this test needs {name}.ckpt of the earlier kind, without the record: keep a copy of it when the "
-            "files are written again"
-        )
-    noisy = km.PseudoMarginal(lambda x, rng: log_density(x) + 0.01 * rng.standard_normal())
-    try:
-        extended = km.extend(copy_of("RandomWalk", tmp_path), noisy, draws=5, progress=False)
-        resumed = km.resume_ensemble(copy_of("ensemble", tmp_path), noisy, progress=False)
-    except ValueError as error:
-        refused(error)
-    assert np.isfinite(arrays(extended)[0]).all() and np.isfinite(arrays(resumed)[0]).all()

@@ -33,9 +33,8 @@ pub struct RunHeader {
     /// The number of chains.
     pub chains: usize,
     /// What the run's log density was, for `resume` to check the one it is
-    /// given; `None` for a run that did not record it (a checkpoint of the
-    /// earlier kind, "kameleon-python multi-chain run v1", or a run not
-    /// meant to be resumed by a user).
+    /// given; `None` for a run that did not record it (one not meant to be
+    /// resumed by a user).
     pub density: Option<DensityRecord>,
 }
 
@@ -100,48 +99,6 @@ impl RunHeader {
 /// a single Rust `Run`) is refused with a message saying what it holds.
 const CHECKPOINT_KIND: &str = "kameleon-python multi-chain run v2";
 
-/// The kind of the checkpoints written before the run header held a
-/// [`DensityRecord`]: they still load, without one.
-const CHECKPOINT_KIND_V1: &str = "kameleon-python multi-chain run v1";
-
-/// A [`RunHeader`] of a checkpoint of the kind [`CHECKPOINT_KIND_V1`].
-#[derive(Deserialize)]
-struct RunHeaderV1 {
-    settings: String,
-    dim: usize,
-    seed: u64,
-    draws: u64,
-    tune: u64,
-    thin: u64,
-    chains: usize,
-}
-
-/// A [`CheckpointFile`] of the kind [`CHECKPOINT_KIND_V1`].
-#[derive(Deserialize)]
-struct CheckpointFileV1 {
-    header: RunHeaderV1,
-    runs: Vec<u8>,
-}
-
-impl From<CheckpointFileV1> for CheckpointFile {
-    fn from(file: CheckpointFileV1) -> Self {
-        let h = file.header;
-        CheckpointFile {
-            header: RunHeader {
-                settings: h.settings,
-                dim: h.dim,
-                seed: h.seed,
-                draws: h.draws,
-                tune: h.tune,
-                thin: h.thin,
-                chains: h.chains,
-                density: None,
-            },
-            runs: file.runs,
-        }
-    }
-}
-
 /// A checkpoint: the run's header and its chains' [`Run`] states (postcard
 /// bytes of a `Vec<Run<P>>` for the proposal type the settings name).
 #[derive(Serialize, Deserialize)]
@@ -159,32 +116,20 @@ pub fn save_checkpoint(path: &Path, value: &CheckpointFile) -> PyResult<()> {
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }
 
-/// Reads a checkpoint written by [`save_checkpoint`] (or of the earlier kind,
-/// "kameleon-python multi-chain run v1", which has no [`DensityRecord`]); a damaged,
-/// truncated or foreign file is a `ValueError`, an unreadable one an
-/// `OSError`, each naming the file and the problem.
+/// Reads a checkpoint written by [`save_checkpoint`]; a damaged, truncated
+/// or foreign file is a `ValueError`, an unreadable one an `OSError`, each
+/// naming the file and the problem.
 pub fn load_checkpoint(path: &Path) -> PyResult<CheckpointFile> {
-    load_kind::<CheckpointFile, CheckpointFileV1>(path, CHECKPOINT_KIND, CHECKPOINT_KIND_V1)
+    load_kind(path, CHECKPOINT_KIND)
 }
 
-/// Reads a checkpoint of `kind`, or one of the `earlier` kind (its layout
-/// `E`, converted); a damaged, truncated or foreign file is a `ValueError`,
-/// an unreadable one an `OSError`, each naming the file and the problem.
-pub fn load_kind<T: DeserializeOwned, E: DeserializeOwned + Into<T>>(
-    path: &Path,
-    kind: &str,
-    earlier: &str,
-) -> PyResult<T> {
+/// Reads a checkpoint of `kind`; a damaged, truncated or foreign file is a
+/// `ValueError`, an unreadable one an `OSError`, each naming the file and
+/// the problem.
+pub fn load_kind<T: DeserializeOwned>(path: &Path, kind: &str) -> PyResult<T> {
     use kameleon_samplers::checkpoint::load;
     use kameleon_samplers::{CheckpointProblem, SamplerError};
-    let loaded = match load::<T>(path, kind) {
-        Err(SamplerError::Checkpoint {
-            problem: CheckpointProblem::WrongKind { found, .. },
-            ..
-        }) if found == earlier => load::<E>(path, earlier).map(Into::into),
-        other => other,
-    };
-    loaded.map_err(|e| match e {
+    load::<T>(path, kind).map_err(|e| match e {
         // a file that cannot be read (missing, permissions) is an OSError
         SamplerError::Checkpoint {
             problem: CheckpointProblem::Io(_),

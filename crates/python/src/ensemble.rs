@@ -46,9 +46,7 @@ struct EnsembleRun {
 
 /// An ensemble checkpoint: the run, then what the run's log density was,
 /// for `resume_ensemble` to check the one it is given (`None`: not
-/// recorded, as in a checkpoint of the earlier kind). Checkpoints are
-/// postcard, which writes a nested struct as its fields in order, so the
-/// file of the earlier kind is an [`EnsembleRun`] alone.
+/// recorded).
 #[derive(Serialize, Deserialize)]
 struct EnsembleCheckpoint {
     run: EnsembleRun,
@@ -57,16 +55,6 @@ struct EnsembleCheckpoint {
 
 /// The kind recorded in an ensemble checkpoint's header.
 const ENSEMBLE_CHECKPOINT_KIND: &str = "kameleon-python ensemble run v2";
-
-/// The kind of the ensemble checkpoints written before they held a
-/// [`DensityRecord`]: an [`EnsembleRun`] alone; they still load, without one.
-const ENSEMBLE_CHECKPOINT_KIND_V1: &str = "kameleon-python ensemble run v1";
-
-impl From<EnsembleRun> for EnsembleCheckpoint {
-    fn from(run: EnsembleRun) -> Self {
-        EnsembleCheckpoint { run, density: None }
-    }
-}
 
 /// Runs `walkers` walkers for `tune` discarded and `draws` kept sweeps and
 /// returns `{"samples": (draws, walkers, d), "lp": (draws, walkers),
@@ -177,15 +165,10 @@ pub fn ensemble_checkpoint_header<'py>(
     Ok(dict)
 }
 
-/// Reads an ensemble checkpoint (or one of the earlier kind, which has no
-/// density record); a damaged or foreign file is a `ValueError`, an
-/// unreadable one an `OSError`, each naming the file.
+/// Reads an ensemble checkpoint; a damaged or foreign file is a
+/// `ValueError`, an unreadable one an `OSError`, each naming the file.
 fn load(path: &std::path::Path) -> PyResult<EnsembleCheckpoint> {
-    load_kind::<EnsembleCheckpoint, EnsembleRun>(
-        path,
-        ENSEMBLE_CHECKPOINT_KIND,
-        ENSEMBLE_CHECKPOINT_KIND_V1,
-    )
+    load_kind(path, ENSEMBLE_CHECKPOINT_KIND)
 }
 
 /// Runs (or, replaying the run's logged values, continues) the ensemble

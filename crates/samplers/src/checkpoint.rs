@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MAGIC: &[u8; 8] = b"KAMELEON";
 
 /// The format version [`save`] writes and [`load`] reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Writes `value` to `path` atomically: header (magic, format version, `kind`,
 /// payload length, checksum), postcard payload, written to a unique temporary

@@ -207,6 +207,16 @@ pub trait Proposal: Send {
         false
     }
 
+    /// Told, while adaptation is on and before the proposal's first step,
+    /// states of a pilot that ran before it (row-major, in the coordinates
+    /// the proposal runs in), to learn from as from the chain's own states
+    /// (KMC's surrogate adds them to what it fits). [`crate::Whitened`]
+    /// hands its pilot's last window over when the wrapped proposal
+    /// starts. Default: ignored.
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        let _ = states;
+    }
+
     /// Whether the proposal evaluates the target's gradient
     /// ([`Target::grad_log_density`]), as [`crate::Hmc`] does. A wrapper
     /// that starts the proposal it wraps later than the chain

@@ -67,6 +67,14 @@ pub trait KmcSurrogate: Send {
     /// papers' "oracle" runs), making it ready.
     fn warm_start(&mut self, points: MatRef<'_, f64>) -> Result<()>;
 
+    /// Learns from states visited before the chain's (a pilot's; `states`
+    /// row-major, d per row) as [`KmcSurrogate::learn`] learns from the
+    /// chain's, but without fitting: the chain's next state fits if one is
+    /// then due. Default: ignored.
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        let _ = states;
+    }
+
     /// Learns from the chain's state after step `iteration` (0: the starting
     /// point), called only while adaptation is on. Returns whether ∇f̂ changed.
     /// A failed fit keeps the previous surrogate and is counted, never fatal.
@@ -107,7 +115,8 @@ pub trait KmcSurrogate: Send {
 /// The KMC lite surrogate: a [`LiteEstimator`] refitted on a random subsample
 /// (without replacement) of size n of the whole chain history.
 ///
-/// The first fit happens as soon as the history holds n points; after that
+/// The first fit happens as soon as the history holds n points (a pilot's
+/// states included: [`KmcSurrogate::learn_from_pilot`]); after that
 /// each adapting step refits with probability a_t (a vanishing
 /// [`AdaptProbability`]). A refit costs O(n³ + dn²) and allocates; the
 /// gradient costs O(nd) and does not.
@@ -133,6 +142,8 @@ pub struct LiteSurrogate {
     fitted: bool,
     refits: u64,
     failed_fits: u64,
+    /// History rows learned from a pilot, before the chain's first state.
+    pilot_rows: usize,
 }
 
 /// The settings of [`LiteSurrogate`].
@@ -196,11 +207,12 @@ impl LiteSurrogateConfig {
     /// distances between the basis points, about 2d apart in whitened
     /// coordinates, at a median-heuristic σ that grows with d too), so a
     /// fixed λ regularises less the higher the dimension. On standard
-    /// normals (1 000 tuning steps, re-whitened, seeds 1–3) λ = 10⁴ against
-    /// 5 000 d: the minimum ESS of 2 × 2 000 draws at d = 20 was 162–323
-    /// against 288–404, at d = 10 280–672 against 519–899, at d = 5 and 2
-    /// about the same. In d = 1, λ = 5 000 gave 759–1 696 (seeds 1–6)
-    /// against 1 557–2 673 for 10⁴, hence the floor at d = 2.
+    /// normals (the Python package's KMC lite, 1 000 tuning steps, seeds
+    /// 1–3) λ = 10⁴ against 5 000 d: at d = 20 acceptance 0.40–0.57 against
+    /// 0.48–0.56 and a minimum ESS of 2 × 2 000 draws of 251–442 against
+    /// 342–474, at d = 10 about the same (781–961 against 678–964). In
+    /// d = 1, λ = 5 000 gave 1 048–1 825 (seeds 1–6) against 1 389–1 993
+    /// for 10⁴, hence the floor at d = 2.
     ///
     /// The Python package's default base is the flat one
     /// ([`kameleon_score_matching::BaseMeasure::Flat`]). The standard
@@ -280,6 +292,7 @@ impl LiteSurrogate {
             fitted: false,
             refits: 0,
             failed_fits: 0,
+            pilot_rows: 0,
         })
     }
 
@@ -348,6 +361,13 @@ impl KmcSurrogate for LiteSurrogate {
         self.fit(points).map_err(surrogate_error)
     }
 
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        for state in states.chunks_exact(self.dim()) {
+            self.history.push(state);
+            self.pilot_rows += 1;
+        }
+    }
+
     fn learn(&mut self, state: &[f64], iteration: u64, rng: &mut dyn Rng) -> bool {
         self.history.push(state);
         if self.history.len() < self.subsample_size
@@ -398,7 +418,7 @@ impl KmcSurrogate for LiteSurrogate {
 
     fn kept_states(&self) -> Option<KeptStates> {
         Some(KeptStates {
-            leading: 1,
+            leading: 1 + self.pilot_rows,
             rows: self.history.len(),
         })
     }
@@ -448,7 +468,8 @@ impl LiteSurrogate {
 ///
 /// Each update moves θ̂ by O(1/t), so adapting forever is a diminishing
 /// adaptation; stop it after burn-in to save the O(dm²) per step. The
-/// surrogate is ready once it has seen `min_points` points. For the cheapest
+/// surrogate is ready once it has seen `min_points` points (a pilot's
+/// included: [`KmcSurrogate::learn_from_pilot`]). For the cheapest
 /// exact updates (a rank-d Cholesky update and two triangular solves, no
 /// iterative solve) give it an estimator with
 /// [`kameleon_score_matching::RidgeSchedule::FixedOnSums`] (a ridge fixed on
@@ -622,6 +643,17 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
         )
     }
 
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        for state in states.chunks_exact(self.dim()) {
+            if self.model.update(state).is_err() {
+                self.failed_updates += 1;
+            }
+            if self.keep_points {
+                self.points.extend_from_slice(state);
+            }
+        }
+    }
+
     fn learn(&mut self, state: &[f64], _iteration: u64, _rng: &mut dyn Rng) -> bool {
         self.offered += 1;
         if !(self.offered - 1).is_multiple_of(self.thin) {
@@ -765,26 +797,26 @@ impl KmcConfig {
 
     /// The range [lo, hi] the scale-free step factor is kept in. Where a
     /// surrogate learned in few steps caps the acceptance of these
-    /// trajectories (d = 20 after 1 000 tuning steps: lite 0.43–0.53,
-    /// finite 0.48–0.53), a factor free to chase the target shortens them
+    /// trajectories (d = 20 after 1 000 tuning steps: lite 0.48–0.56,
+    /// finite 0.49–0.53), a factor free to chase the target shortens them
     /// until they barely move the chain: with ε's range halved to
-    /// [0.05, 0.1), KMC lite and finite accepted 0.62–0.72 on standard
-    /// normals in d = 2–20, but their minimum ESS at d = 20 fell by 60 % or
-    /// more. The rejections come from the surrogate's error over the
+    /// [0.05, 0.1), KMC lite and finite accepted 0.60–0.73 on standard
+    /// normals in d = 2–20, but their minimum ESS at d = 20 fell by about
+    /// half. The rejections come from the surrogate's error over the
     /// distance travelled, not from the leapfrog: trajectories as long, with
     /// half the step and twice the steps, accept about as often (d = 20:
-    /// lite 0.45–0.55, finite 0.50–0.52).
+    /// lite 0.48–0.58, finite 0.49–0.54).
     ///
     /// A lower floor with a lower target buys acceptance ≥ 0.5 on standard
-    /// normals up to d = 20 (lite: target 0.62, floor 0.3, 0.59–0.64 at
-    /// d = 20; finite: 0.62, 0.4, 0.53–0.57; 1 000 tuning steps, seeds 1–3)
+    /// normals up to d = 20 (lite: target 0.62, floor 0.3, 0.55–0.62 at
+    /// d = 20; finite: 0.62, 0.4, 0.55–0.60; 1 000 tuning steps, seeds 1–3)
     /// and costs mixing: lite's minimum ESS on the 20-d normal fell from
-    /// 289–404 to 175–218 and finite's from 351–365 to 209–278, and on the
-    /// real-posterior suite (seeds 1–3) lite's median ESS per evaluation
-    /// fell 45 % on diamonds (d = 26), 28 % on nes and 4–12 % on three
-    /// others (it rose 31 % on hmm_drive_0 and 10 % on the ODE), finite's
-    /// 27 % on diamonds; there the chains gain from long trajectories
-    /// accepted about half the time. So the floor stays at 0.5.
+    /// 342–474 to 218–408, and on the real-posterior suite (seeds 1–3)
+    /// lite's median ESS per evaluation fell 81 % on hmm_drive_0, 45 % on
+    /// nes and 41 % on diamonds (d = 26), finite's 27 % on the ODE and 23 %
+    /// on diamonds (it rose 12–16 % on nes and hmm_drive_0); there the
+    /// chains gain from long trajectories accepted about half the time. So
+    /// the floor stays at 0.5.
     pub const SCALE_FREE_STEP_FACTOR_RANGE: (f64, f64) = (0.5, 20.0);
 
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
@@ -812,9 +844,9 @@ impl KmcConfig {
     ///
     /// Measured on KMC finite's scale-free defaults (1 000 tuning steps,
     /// 2 × 2 000 draws, seeds 1–3), against the pilot's map alone: on
-    /// standard normals the minimum bulk ESS rose from 347–421 to 494–956
-    /// at d = 10 and from 124–222 to 351–365 at d = 20 (acceptance there
-    /// 0.48–0.53, was 0.35–0.47). The estimate needs many of KMC's states:
+    /// standard normals the minimum bulk ESS rose from 353–394 to 592–741
+    /// at d = 10 and from 152–160 to 304–337 at d = 20 (acceptance there
+    /// 0.49–0.53, was 0.36–0.48). The estimate needs many of KMC's states:
     /// from steps 0.45 T … 0.6 T, d = 20 gave ESS 256–347 and acceptance
     /// 0.41–0.43. On the real-posterior suite (seeds 1–10, five
     /// posteriors) the median ESS per evaluation against that window rose
@@ -826,14 +858,14 @@ impl KmcConfig {
     /// 2 of 10 seeds.
     ///
     /// KMC lite gains too, with the ridge
-    /// [`LiteSurrogateConfig::scale_free_ridge`]: on standard normals in
-    /// d = 20 the minimum ESS rose from 236–278 on the pilot's map (seeds
-    /// 1–3) to 243–404 (seeds 1–6) and the acceptance from 0.42–0.45 to
-    /// 0.43–0.53; on the real-posterior suite (seeds 1–3) the median ESS per
-    /// evaluation rose 3.4 times on hmm_drive_0, 3.2 times on nes and 1.6
-    /// times on diamonds, and fell 21 % on the ODE. With the earlier fixed
-    /// ridge λ = 10⁴ re-whitening had cost the ODE 45 % for no gain
-    /// elsewhere.
+    /// [`LiteSurrogateConfig::scale_free_ridge`] (1 000 tuning steps, seeds
+    /// 1–3): on standard normals the minimum ESS rose from 267–373 on the
+    /// pilot's map to 342–474 at d = 20 (acceptance 0.48–0.56, was
+    /// 0.50–0.58) and from 457–514 to 678–964 at d = 10; on the
+    /// real-posterior suite the median ESS per evaluation rose 3.2 times on
+    /// nes, 1.5 times on diamonds and 23 % on the ODE, and stayed within
+    /// 6 % elsewhere. Re-whitened with λ = 10⁴ instead, the ODE's ESS was a
+    /// third (11.7 against 34.6 per 1 000 evaluations) and nes's 41 % lower.
     ///
     /// Tried and left: trusting the covariance of KMC's states more (its
     /// shrinkage weight from their effective number, N(1 − ρ)/(1 + ρ) with ρ
@@ -1067,6 +1099,12 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
                 self.dynamics.invalidate();
             }
         }
+    }
+
+    /// Hands the pilot's states to the surrogate
+    /// ([`KmcSurrogate::learn_from_pilot`]).
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        self.surrogate.learn_from_pilot(states);
     }
 
     /// Rewrites the surrogate into the new coordinates and refits it there

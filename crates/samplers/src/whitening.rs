@@ -27,7 +27,12 @@
 //!    pilot) gives (μ, Σ), Σ = L Lᵀ.
 //! 2. **whitened** (steps t > W): the wrapped proposal runs on
 //!    u = L⁻¹(x − μ). It is started at the pilot's last state, sees the step
-//!    index t − W, and proposes u*, mapped back to x* = μ + L u*.
+//!    index t − W, and proposes u*, mapped back to x* = μ + L u*. If it
+//!    adapts, it is first handed the states of the pilot's last window, in
+//!    u ([`Proposal::learn_from_pilot`]; at most the window's last 1 000):
+//!    KMC's surrogate fits them with its own states, so its trajectories
+//!    start sooner (at once if the window holds enough states) instead of
+//!    after random-walk steps of its own.
 //!
 //! 3. **re-whitened** (optional, [`WhiteningConfig::rewhiten_fraction`]):
 //!    at a later step W₂ of the adaptation period, (μ, Σ) are estimated
@@ -211,7 +216,20 @@ struct Pilot {
     whitened: Vec<f64>,
     /// Zeros: the origin of those coordinates.
     origin: Vec<f64>,
+    /// The current window's last [`PILOT_STATES_KEPT`] states (x,
+    /// row-major; past that many, each in place of the one that many before
+    /// it). The wrapped proposal learns from the last window's
+    /// ([`Proposal::learn_from_pilot`]).
+    states: Vec<f64>,
+    /// The states the current window has seen.
+    window_states: usize,
 }
+
+/// The most pilot states kept for the wrapped proposal to learn from: a
+/// pilot's last window is about a third of its steps, and a proposal that
+/// learns from states (KMC: 200 history points, 100 before KMC finite's
+/// trajectories start) needs a few hundred.
+const PILOT_STATES_KEPT: usize = 1000;
 
 impl Pilot {
     fn new(dim: usize) -> Result<Self> {
@@ -228,7 +246,24 @@ impl Pilot {
             scratch: vec![0.0; dim * dim],
             whitened: vec![0.0; dim],
             origin: vec![0.0; dim],
+            states: Vec::new(),
+            window_states: 0,
         })
+    }
+
+    /// Records the state x of the current window's latest step.
+    fn keep_state(&mut self, x: &[f64]) {
+        if self.window_states == 0 {
+            self.states.clear();
+        }
+        let d = self.dim;
+        let slot = self.window_states % PILOT_STATES_KEPT;
+        if self.states.len() == slot * d {
+            self.states.extend_from_slice(x);
+        } else {
+            self.states[slot * d..(slot + 1) * d].copy_from_slice(x);
+        }
+        self.window_states += 1;
     }
 
     /// Starts the pilot from the proposal covariance `cov` (d × d) instead
@@ -282,6 +317,7 @@ impl Pilot {
         self.covariance
             .solve_into(current, &self.origin, &mut self.whitened);
         self.window.push(&self.whitened);
+        self.keep_state(current);
         self.window_moves += u64::from(accepted);
         if t < self.window_end {
             return;
@@ -306,6 +342,9 @@ impl Pilot {
         let len = 2 * (self.window_end + 1 - self.window_start);
         self.window = RunningMoments::new(d);
         self.window_moves = 0;
+        // the states stay until the next window's first: the last window's
+        // go to the wrapped proposal
+        self.window_states = 0;
         self.window_start = self.window_end + 1;
         self.window_end = self.window_end_after(self.window_end, len);
     }
@@ -542,6 +581,9 @@ pub struct Whitened<P> {
     rewhitened: bool,
     /// Jitters the re-estimated map's factor needed.
     map_jitters: u64,
+    /// The pilot's last window's states in the map's coordinates u, until
+    /// the wrapped proposal starts and learns from them.
+    pilot_states: Vec<f64>,
 }
 
 impl<P: Proposal> Whitened<P> {
@@ -586,6 +628,7 @@ impl<P: Proposal> Whitened<P> {
             wrapped_moves: 0,
             rewhitened: false,
             map_jitters: 0,
+            pilot_states: Vec::new(),
         })
     }
 
@@ -634,7 +677,15 @@ impl<P: Proposal> Whitened<P> {
                 (current.to_vec(), factor)
             }
         };
-        self.map = Some(AffineMap { mean, factor });
+        let map = AffineMap { mean, factor };
+        let mut states = std::mem::take(&mut self.pilot.states);
+        let mut u = vec![0.0; d];
+        for x in states.chunks_exact_mut(d) {
+            map.factor.solve_into(x, &map.mean, &mut u);
+            x.copy_from_slice(&u);
+        }
+        self.pilot_states = states;
+        self.map = Some(map);
     }
 
     /// Whether the map was re-estimated from the wrapped proposal's states
@@ -878,6 +929,10 @@ impl<P: Proposal> Proposal for Whitened<P> {
                 // a NaN correction rejects the step rather than panicking.
                 return f64::NAN;
             }
+            let states = std::mem::take(&mut self.pilot_states);
+            if self.inner_adapts {
+                self.inner.learn_from_pilot(&states);
+            }
         }
         let correction = self
             .inner
@@ -1049,6 +1104,28 @@ mod tests {
         let h1 = cov[3].sqrt();
         assert!((0.25..=4.0).contains(&(h0 * h0)), "h0 {h0}");
         assert!((0.25..=4.0).contains(&(h1 * h1)), "h1 {h1}");
+    }
+
+    #[test]
+    fn the_pilot_keeps_its_windows_last_states() {
+        // 2 500 states in one window: the last 1 000 kept, each in the slot
+        // of its index mod 1 000; a new window's first state starts afresh
+        let mut pilot = Pilot::new(1).unwrap();
+        for k in 0..2_500 {
+            pilot.keep_state(&[k as f64]);
+        }
+        assert_eq!(pilot.states.len(), PILOT_STATES_KEPT);
+        for (slot, x) in pilot.states.iter().enumerate() {
+            let expected = if slot < 500 {
+                2_000 + slot
+            } else {
+                1_000 + slot
+            };
+            assert_eq!(*x, expected as f64);
+        }
+        pilot.window_states = 0;
+        pilot.keep_state(&[-1.0]);
+        assert_eq!(pilot.states, vec![-1.0]);
     }
 
     #[test]

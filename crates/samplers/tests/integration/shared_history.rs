@@ -172,6 +172,32 @@ fn kmc_lite_chains_from_the_history_equal_copied_chains() {
 }
 
 #[test]
+fn kmc_lite_chains_after_pilot_states_equal_copied_chains() {
+    // 20 states of a pilot lead the history: the chain's samples start
+    // after them, and the history still holds x_1 … x_t after its leading
+    // rows (else a run would copy the states instead of sharing them)
+    let make = || {
+        let mut lite = kmc_lite();
+        let pilot: Vec<f64> = (0..60).map(|k| (k as f64 * 0.37).sin()).collect();
+        lite.learn_from_pilot(&pilot);
+        lite
+    };
+    check_sharing_matches_copying(make);
+    let (target, _, _) = correlated_gaussian(3);
+    let mut mh =
+        MetropolisHastings::new(&target, make(), &[0.5, -0.5, 0.25], chain_rng(2, 0), None)
+            .unwrap();
+    for _ in 0..10 {
+        mh.step(&target);
+    }
+    let kept = mh
+        .proposal()
+        .kept_states()
+        .expect("KMC lite keeps its states");
+    assert_eq!((kept.leading, kept.rows), (21, 31));
+}
+
+#[test]
 fn partial_chains_from_the_history_equal_copied_partial_chains() {
     let (target, _, _) = correlated_gaussian(3);
     for config in configs() {

@@ -289,6 +289,81 @@ fn the_pilot_takes_its_share_of_the_adaptation_and_learns_the_covariance() {
     }
 }
 
+/// A random walk that records the pilot states [`Whitened`] hands it.
+struct PilotRecorder {
+    walk: RandomWalk,
+    received: Vec<Vec<f64>>,
+}
+
+impl Proposal for PilotRecorder {
+    fn propose(
+        &mut self,
+        target: &dyn kameleon_samplers::Target,
+        current: &[f64],
+        proposed: &mut [f64],
+        rng: &mut dyn rand::Rng,
+    ) -> f64 {
+        self.walk.propose(target, current, proposed, rng)
+    }
+
+    fn observe(
+        &mut self,
+        outcome: &kameleon_samplers::StepOutcome<'_>,
+        adapt: bool,
+        rng: &mut dyn rand::Rng,
+    ) {
+        self.walk.observe(outcome, adapt, rng);
+    }
+
+    fn learn_from_pilot(&mut self, states: &[f64]) {
+        self.received.push(states.to_vec());
+    }
+}
+
+#[test]
+fn the_wrapped_proposal_learns_from_the_pilots_last_window() {
+    // adaptation for 1 000 steps, the pilot for 500 in windows of 25, 50
+    // and 100 steps, then the last stretched to step 500: steps 176 … 500,
+    // 325 states, handed over once, in the map's coordinates
+    // u = L⁻¹(x − μ), when the wrapped proposal starts
+    let (target, mean, _) = tiny_gaussian();
+    let recorder = PilotRecorder {
+        walk: RandomWalk::new(4, RandomWalkConfig::default()).unwrap(),
+        received: Vec::new(),
+    };
+    let mut mh = MetropolisHastings::new(
+        &target,
+        whitened(recorder),
+        &mean,
+        chain_rng(5, 0),
+        Some(1_000),
+    )
+    .unwrap();
+    let mut states = Vec::new();
+    for _ in 0..500 {
+        mh.step(&target);
+        states.push(mh.position().to_vec());
+    }
+    assert!(mh.proposal().inner().received.is_empty());
+    mh.step(&target);
+    mh.step(&target);
+    let received = &mh.proposal().inner().received;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].len(), 325 * 4);
+    let (mu, l) = mh.proposal().whitening().expect("the pilot has ended");
+    for (row, x) in received[0].chunks_exact(4).zip(&states[175..]) {
+        // L u = x − μ, L lower triangular: x back from u by hand
+        for i in 0..4 {
+            let back = mu[i] + (0..=i).map(|k| l[i * 4 + k] * row[k]).sum::<f64>();
+            assert!(
+                (back - x[i]).abs() <= 1e-12 * x[i].abs(),
+                "{back} vs {}",
+                x[i]
+            );
+        }
+    }
+}
+
 #[test]
 fn rewhitened_kmc_lite_is_invariant_on_the_strongly_twisted_banana() {
     // the map changes twice (steps 2 500 and 3 750), KMC lite's history and
