@@ -580,6 +580,17 @@ fn check_thin(thin: u64) -> Result<()> {
 }
 
 impl<F: FeatureMap> FiniteSurrogate<F> {
+    /// Adds one point to the estimator (a failed update is counted) and,
+    /// while they are kept, to the points.
+    fn update(&mut self, state: &[f64]) {
+        if self.model.update(state).is_err() {
+            self.failed_updates += 1;
+        }
+        if self.keep_points {
+            self.points.extend_from_slice(state);
+        }
+    }
+
     /// Finite surrogate on `model` with the settings `config` (checked).
     pub fn new(model: FiniteEstimator<F>, config: FiniteSurrogateConfig) -> Result<Self> {
         config.validate()?;
@@ -645,12 +656,7 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
 
     fn learn_from_pilot(&mut self, states: &[f64]) {
         for state in states.chunks_exact(self.dim()) {
-            if self.model.update(state).is_err() {
-                self.failed_updates += 1;
-            }
-            if self.keep_points {
-                self.points.extend_from_slice(state);
-            }
+            self.update(state);
         }
     }
 
@@ -659,12 +665,7 @@ impl<F: FeatureMap> KmcSurrogate for FiniteSurrogate<F> {
         if !(self.offered - 1).is_multiple_of(self.thin) {
             return false;
         }
-        if self.model.update(state).is_err() {
-            self.failed_updates += 1;
-        }
-        if self.keep_points {
-            self.points.extend_from_slice(state);
-        }
+        self.update(state);
         true
     }
 

@@ -221,8 +221,6 @@ struct Pilot {
     /// it). The wrapped proposal learns from the last window's
     /// ([`Proposal::learn_from_pilot`]).
     states: Vec<f64>,
-    /// The states the current window has seen.
-    window_states: usize,
 }
 
 /// The most pilot states kept for the wrapped proposal to learn from: a
@@ -247,23 +245,24 @@ impl Pilot {
             whitened: vec![0.0; dim],
             origin: vec![0.0; dim],
             states: Vec::new(),
-            window_states: 0,
         })
     }
 
-    /// Records the state x of the current window's latest step.
+    /// Records the state x of the current window's latest step, after its
+    /// moments took it (so their count is this state's number in the
+    /// window).
     fn keep_state(&mut self, x: &[f64]) {
-        if self.window_states == 0 {
+        let seen = self.window.count() as usize;
+        if seen == 1 {
             self.states.clear();
         }
         let d = self.dim;
-        let slot = self.window_states % PILOT_STATES_KEPT;
+        let slot = (seen - 1) % PILOT_STATES_KEPT;
         if self.states.len() == slot * d {
             self.states.extend_from_slice(x);
         } else {
             self.states[slot * d..(slot + 1) * d].copy_from_slice(x);
         }
-        self.window_states += 1;
     }
 
     /// Starts the pilot from the proposal covariance `cov` (d × d) instead
@@ -344,7 +343,6 @@ impl Pilot {
         self.window_moves = 0;
         // the states stay until the next window's first: the last window's
         // go to the wrapped proposal
-        self.window_states = 0;
         self.window_start = self.window_end + 1;
         self.window_end = self.window_end_after(self.window_end, len);
     }
@@ -1112,6 +1110,7 @@ mod tests {
         // of its index mod 1 000; a new window's first state starts afresh
         let mut pilot = Pilot::new(1).unwrap();
         for k in 0..2_500 {
+            pilot.window.push(&[k as f64]);
             pilot.keep_state(&[k as f64]);
         }
         assert_eq!(pilot.states.len(), PILOT_STATES_KEPT);
@@ -1123,7 +1122,8 @@ mod tests {
             };
             assert_eq!(*x, expected as f64);
         }
-        pilot.window_states = 0;
+        pilot.window = RunningMoments::new(1);
+        pilot.window.push(&[-1.0]);
         pilot.keep_state(&[-1.0]);
         assert_eq!(pilot.states, vec![-1.0]);
     }
