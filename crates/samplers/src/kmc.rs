@@ -816,8 +816,15 @@ impl KmcConfig {
     /// lite's median ESS per evaluation fell 81 % on hmm_drive_0, 45 % on
     /// nes and 41 % on diamonds (d = 26), finite's 27 % on the ODE and 23 %
     /// on diamonds (it rose 12–16 % on nes and hmm_drive_0); there the
-    /// chains gain from long trajectories accepted about half the time. So
-    /// the floor stays at 0.5.
+    /// chains gain from long trajectories accepted about half the time.
+    /// The floor alone at 0.45 (target 0.65) accepts 0.51–0.61 (lite) and
+    /// 0.52–0.58 (finite) at d = 20 over seeds 1–6, and still costs: on
+    /// the suite (seeds 1–3) the median ESS per evaluation fell 10 % on
+    /// diamonds for both, 7–9 % on nes and 12 % on the ODE, where the
+    /// acceptance rose by 0.02–0.04, and on hmm_drive_0 over seeds 1–13
+    /// lite's median fell from 208 to 163 per 1 000 evaluations (finite's
+    /// 181 against 175; single seeds there range over 11–486). So the
+    /// floor stays at 0.5.
     pub const SCALE_FREE_STEP_FACTOR_RANGE: (f64, f64) = (0.5, 20.0);
 
     /// The settings for a target of unit scale, i.e. run in [`crate::Whitened`]
