@@ -51,6 +51,16 @@ def gaussian_2d():
 
 
 @pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt (or reaches the handler a run
+    installs) while the test runs, even if this process was started with
+    SIGINT ignored (a background job of a non-interactive shell)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
 def quiet():
     """Silences kameleon's SamplingWarning (tests of short runs that
     trigger it on purpose; use with ``pytest.mark.usefixtures``)."""

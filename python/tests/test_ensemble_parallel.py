@@ -5,7 +5,6 @@ per-point calls."""
 import concurrent.futures
 import multiprocessing
 import os
-import signal
 import warnings
 
 import cloudpickle
@@ -151,15 +150,6 @@ def test_walkers_together_need_a_plain_callable():
         km.sample_ensemble(km.PseudoMarginal(lambda x, rng: 0.0), np.ones(3), vectorize=True, **RUN)
     with pytest.raises(ValueError, match="leave `cores`/`executor` unset"):
         km.sample_ensemble(log_density_rows, np.ones(3), vectorize=True, cores=2, **RUN)
-
-
-@pytest.fixture
-def sigint_raises():
-    """SIGINT raises KeyboardInterrupt here even if this process was started
-    with SIGINT ignored (a background job of a non-interactive shell)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("vectorize", [False, True], ids=["per-point", "vectorized"])

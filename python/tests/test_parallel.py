@@ -307,7 +307,7 @@ def test_chains_on_a_dask_cluster_report_progress_and_stop_when_told(dask_client
     np.testing.assert_array_equal(posterior(idata), posterior(whole))
 
 
-def test_ctrl_c_stops_the_chains_on_a_dask_cluster_and_returns_their_draws(dask_client):
+def test_ctrl_c_stops_the_chains_on_a_dask_cluster_and_returns_their_draws(dask_client, sigint_raises):
     # Ctrl-C raised at once and left the chains running on the cluster
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
