@@ -239,7 +239,8 @@ pub enum SamplerSettings {
         gamma: Option<f64>,
         /// The initial ν.
         scale: f64,
-        /// Learn ν toward 0.234 during tuning.
+        /// Learn ν toward 0.234 during tuning (whitened, kept below
+        /// [`KamhConfig::SCALE_FREE_MAX_SCALE_FACTOR`] times `scale`).
         learned: bool,
         /// Run in the coordinates a pilot learns ([`Whitened`])
         /// (lengths in the target's standard deviations).
@@ -779,10 +780,16 @@ impl SamplerSettings {
             } => {
                 let gamma =
                     gamma.unwrap_or_else(|| SubsampleConfig::scale_free(dim).gamma.value(0));
+                // whitened, a learned ν is bounded as in the Rust defaults
+                let scale = if *whiten && *learned {
+                    KamhConfig::scale_free_scale(*nu).map_err(msg)?
+                } else {
+                    scale(*nu, *learned)?
+                };
                 let family = KamhFamily {
                     dim,
                     config: subsample(*subsample_size, gamma, *median_points),
-                    scale: scale(*nu, *learned)?,
+                    scale,
                     whiten: *whiten,
                 };
                 kernel.dispatch(family, job)
