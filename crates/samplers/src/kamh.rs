@@ -337,11 +337,12 @@ impl KamhConfig {
     /// The largest ν the scale-free settings learn, as a multiple of the
     /// ν they start from ([`KamhConfig::scale_free_scale`]).
     ///
-    /// In whitened coordinates ν settles at 0.2–1.5 on standard normals and
-    /// 8-d to 50-d bananas B(0.1, 100) and at 10⁻⁴–1 on Student t targets
-    /// (ν = 3 degrees of freedom), from √0.1 ≈ 0.32 (the largest value over
-    /// whole runs of 5 000 tuning steps, 5 seeds each, d = 2–50: 1.5). On a
-    /// heavy-tailed target it can also run away: a chain that wanders into
+    /// In whitened coordinates, from √0.1 ≈ 0.32, ν settles at 0.2–0.9 on
+    /// standard normals, at 0.001 or less to 0.8 on bananas B(0.1, 100) and
+    /// at 10⁻⁴–1 on most Student t targets with 3 degrees of freedom (5 000
+    /// tuning steps, seeds 1–5, d = 2–50; the largest value over whole runs
+    /// on the normals and bananas: 1.5). On a heavy-tailed target it can
+    /// also run away: a chain that wanders into
     /// the tail accepts almost every step there, Robbins–Monro raises ν,
     /// the larger kernel term carries the chain further out, and so on. On
     /// the Student t with 3 degrees of freedom in d = 10, 26 and 50 (seeds
@@ -378,7 +379,7 @@ impl KamhConfig {
         ensure(
             max.is_finite(),
             "scale",
-            "must be finite when multiplied by 10",
+            "must be small enough that 10 times it is finite",
         )?;
         Ok(Scale::Adaptive(
             learned.with_bounds(f64::MIN_POSITIVE, max)?,

@@ -199,7 +199,7 @@ fn scale_free_kamh_keeps_its_kernel_scale_bounded_on_a_heavy_tailed_target() {
 
 #[test]
 fn the_scale_free_bound_on_kamhs_scale_changes_no_run_it_never_reaches() {
-    // on a standard normal ν stays within 0.2–1.5 of its bound 3.16: the
+    // on a standard normal ν stays at 0.2–1.5, below its bound 3.16: the
     // bounded and the unbounded learner give the same chain bit for bit
     let target = GaussianMixture::isotropic(&[1.0], &[vec![0.0; 5]], &[1.0]).unwrap();
     let chain = |scale: Scale| {
