@@ -212,9 +212,15 @@ pub trait Proposal: Send {
     /// the proposal runs in), to learn from as from the chain's own states
     /// (KMC's surrogate adds them to what it fits). [`crate::Whitened`]
     /// hands its pilot's last window over when the wrapped proposal
-    /// starts. Default: ignored.
+    /// starts, if [`Proposal::learns_from_pilot`]. Default: ignored.
     fn learn_from_pilot(&mut self, states: &[f64]) {
         let _ = states;
+    }
+
+    /// Whether [`Proposal::learn_from_pilot`] uses the states it is told,
+    /// so that a pilot keeps them (default `false`: they are not copied).
+    fn learns_from_pilot(&self) -> bool {
+        false
     }
 
     /// Whether the proposal evaluates the target's gradient

@@ -1115,6 +1115,11 @@ impl<S: KmcSurrogate> Proposal for Kmc<S> {
         self.surrogate.learn_from_pilot(states);
     }
 
+    /// Both surrogates learn from the pilot's states.
+    fn learns_from_pilot(&self) -> bool {
+        true
+    }
+
     /// Rewrites the surrogate into the new coordinates and refits it there
     /// ([`KmcSurrogate::change_coordinates`]); the step-size factor and the
     /// random walk's scale stay.

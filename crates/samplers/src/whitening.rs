@@ -297,8 +297,9 @@ impl Pilot {
             .sample_into(current, self.nu.scale(), rng, proposed);
     }
 
-    /// After adapting step `t`: learn ν, record the state, and at the end of
-    /// a window move to the next one.
+    /// After adapting step `t`: learn ν, record the state (and keep it for
+    /// the wrapped proposal if `keep`), and at the end of a window move to
+    /// the next one.
     ///
     /// The window's states are recorded in the coordinates of the metric
     /// that proposed them, u = L_k⁻¹x, and their covariance S is shrunk
@@ -311,12 +312,14 @@ impl Pilot {
     /// weight d/(m + d) let the windows' noise undo a good curvature start
     /// (KAMH's minimum ESS per 1000 evaluations 1.7, against 2.6–3.1 now). Then Σ_{k+1} = L_k S' L_kᵀ; a window with fewer
     /// than 2 moves keeps Σ_k.
-    fn adapt(&mut self, t: u64, current: &[f64], accepted: bool, accept_prob: f64) {
+    fn adapt(&mut self, t: u64, current: &[f64], accepted: bool, accept_prob: f64, keep: bool) {
         self.nu.update(accept_prob);
         self.covariance
             .solve_into(current, &self.origin, &mut self.whitened);
         self.window.push(&self.whitened);
-        self.keep_state(current);
+        if keep {
+            self.keep_state(current);
+        }
         self.window_moves += u64::from(accepted);
         if t < self.window_end {
             return;
@@ -794,7 +797,9 @@ impl<P: Proposal> Whitened<P> {
         if self.pilot_step {
             if adapt {
                 let (current, accepted) = (outcome.current, outcome.accepted);
-                self.pilot.adapt(t, current, accepted, outcome.accept_prob);
+                let keep = self.inner.learns_from_pilot();
+                self.pilot
+                    .adapt(t, current, accepted, outcome.accept_prob, keep);
             }
             if adapt && t >= self.pilot_length {
                 self.learn_map(outcome.current);

@@ -406,6 +406,10 @@ impl Proposal for PilotRecorder {
     fn learn_from_pilot(&mut self, states: &[f64]) {
         self.received.push(states.to_vec());
     }
+
+    fn learns_from_pilot(&self) -> bool {
+        true
+    }
 }
 
 #[test]
